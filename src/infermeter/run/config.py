@@ -1,0 +1,107 @@
+"""`RunConfig`: everything that defines one profiled configuration, validated before it runs."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from infermeter.errors import UserError
+from infermeter.models.presets import DEFAULT_PRESET
+
+MODES = ("minimal", "standard", "deep")
+DECODING = ("greedy", "sampling")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One run: model, workload, knob values and profiling mode.
+
+    Attributes:
+        model: preset name, "smollm2-135m", a local folder or a Hugging Face id.
+        prompt_tokens: exact prompt length per row (chat template included); None uses whole
+            built-in (or file) prompts.
+        new_tokens: tokens generated per row, exactly (EOS is suppressed until then).
+        samples: measured repetitions; warmup: unmeasured ones before them.
+        compile: wrap the forward in torch.compile (first call cold, reported apart).
+        decoding: "greedy" or "sampling" (with temperature, top_p, sample_top_k).
+        chat: use the tokenizer's chat template when it has one.
+    """
+
+    model: str = DEFAULT_PRESET
+    prompt_tokens: int | None = None
+    new_tokens: int = 32
+    batch_size: int = 1
+    samples: int = 5
+    warmup: int = 1
+    dtype: str = "auto"
+    device: str = "auto"
+    compile: bool = False
+    attn_implementation: str | None = None
+    decoding: str = "greedy"
+    temperature: float = 1.0
+    top_p: float = 1.0
+    sample_top_k: int | None = None
+    chat: bool = True
+    prompts_file: str | None = None
+    prompts: tuple[str, ...] | None = field(default=None, repr=False)
+    seed: int = 0
+    mode: str = "minimal"
+
+    def validate(self) -> RunConfig:
+        """Raise UserError for any value that cannot run; return self for chaining."""
+        checks = [
+            (self.new_tokens >= 1, f"--new-tokens {self.new_tokens} is below 1", "use 1 or more"),
+            (
+                self.batch_size >= 1,
+                f"batch size {self.batch_size} is below 1",
+                "use --batch-size 1 or more",
+            ),
+            (self.samples >= 1, f"--samples {self.samples} is below 1", "use 1 or more"),
+            (self.warmup >= 0, f"--warmup {self.warmup} is negative", "use 0 or more"),
+            (
+                self.prompt_tokens is None or self.prompt_tokens >= 1,
+                f"--prompt-tokens {self.prompt_tokens} is below 1",
+                "use 1 or more, or leave it out for whole prompts",
+            ),
+            (self.mode in MODES, f"unknown mode {self.mode!r}", f"use one of {', '.join(MODES)}"),
+            (
+                self.decoding in DECODING,
+                f"unknown decoding {self.decoding!r}",
+                "use greedy or sampling",
+            ),
+            (self.temperature > 0, f"temperature {self.temperature} is not > 0", "use e.g. 0.7"),
+            (0 < self.top_p <= 1, f"top-p {self.top_p} is outside (0, 1]", "use e.g. 0.9"),
+            (
+                self.sample_top_k is None or self.sample_top_k >= 1,
+                f"sampling top-k {self.sample_top_k} is below 1",
+                "use 1 or more",
+            ),
+        ]
+        for ok, problem, fix in checks:
+            if not ok:
+                raise UserError(problem, fix)
+        return self
+
+    @property
+    def warmup_effective(self) -> int:
+        """Warm-up samples actually run: compile needs one to pay its cold first call."""
+        return max(self.warmup, 1) if self.compile else self.warmup
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON and the store (user prompts summarised by count)."""
+        d = asdict(self)
+        prompts = d.pop("prompts")
+        d["prompts_count"] = len(prompts) if prompts else None
+        return d
+
+    def knob_values(self) -> dict[str, Any]:
+        """The values a sweep turns, as DESIGN.md's `config` object of summary rows."""
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "new_tokens": self.new_tokens,
+            "batch_size": self.batch_size,
+            "dtype": self.dtype,
+            "compile": self.compile,
+            "attn_implementation": self.attn_implementation,
+            "decoding": self.decoding,
+        }

@@ -1,0 +1,99 @@
+"""Time one `model.generate` call: start, first token (TTFT), every later token.
+
+The timing rides on `generate` itself, the path users run, through a stopping criterion that
+transformers calls once per generated token, right after that token is chosen. Each call takes
+one clock mark (a CUDA event on GPU: no host sync) and returns a preallocated all-False tensor,
+so it never stops generation and costs about a microsecond. `min_new_tokens == max_new_tokens`
+suppresses EOS, so every sample generates exactly the tokens asked for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from infermeter.measure.clock import Clock
+
+
+class StepRecorder:
+    """A transformers stopping criterion that only marks the time of each new token."""
+
+    def __init__(self, clock: Clock, batch_size: int, device: Any, capacity: int) -> None:
+        import torch
+
+        self.clock = clock
+        self.marks: list[Any] = [None] * capacity
+        self.count = 0
+        self._false = torch.zeros(batch_size, dtype=torch.bool, device=device)
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        """Record the mark; never ask to stop."""
+        if self.count < len(self.marks):
+            self.marks[self.count] = self.clock.mark()
+        self.count += 1
+        return self._false
+
+
+@dataclass
+class TimedGeneration:
+    """Raw marks of one generate call, resolved into milliseconds by `durations`."""
+
+    start: Any
+    marks: list[Any]
+    output_ids: Any
+    input_length: int
+
+    def durations(self, clock: Clock) -> tuple[float, list[float]]:
+        """(TTFT ms, inter-token latencies ms) from the marks."""
+        ttft = clock.elapsed_ms(self.start, self.marks[0])
+        steps = [clock.elapsed_ms(a, b) for a, b in zip(self.marks, self.marks[1:], strict=False)]
+        return ttft, steps
+
+
+def generation_config(
+    tokenizer: Any,
+    new_tokens: int,
+    *,
+    decoding: str = "greedy",
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    top_k: int | None = None,
+) -> Any:
+    """A fresh GenerationConfig, so a checkpoint's own defaults never change what is measured."""
+    from transformers import GenerationConfig
+
+    sampling = decoding == "sampling"
+    kw: dict[str, Any] = dict(
+        max_new_tokens=new_tokens,
+        min_new_tokens=new_tokens,
+        do_sample=sampling,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        use_cache=True,
+    )
+    if sampling:
+        kw.update(temperature=temperature, top_p=top_p, top_k=top_k or 0)
+    return GenerationConfig(**kw)
+
+
+def timed_generate(
+    model: Any, inputs: dict[str, Any], gen_config: Any, clock: Clock, new_tokens: int
+) -> TimedGeneration:
+    """Run `model.generate(**inputs)` once, marking its start and every generated token."""
+    import torch
+    from transformers import StoppingCriteriaList
+
+    batch = inputs["input_ids"].shape[0]
+    recorder = StepRecorder(clock, batch, inputs["input_ids"].device, new_tokens)
+    criteria = StoppingCriteriaList([recorder])
+    with torch.inference_mode():
+        start = clock.mark()
+        out = model.generate(**inputs, generation_config=gen_config, stopping_criteria=criteria)
+    produced = min(recorder.count, new_tokens)
+    return TimedGeneration(
+        start=start,
+        marks=recorder.marks[:produced],
+        output_ids=out,
+        input_length=inputs["input_ids"].shape[1],
+    )

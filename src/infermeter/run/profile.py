@@ -1,0 +1,207 @@
+"""Profile one configuration: load, (compile), then warm-up and measured generations.
+
+Phases: load (build or read the weights), to_device, compile (cold first call, when asked), and
+per sample prefill (TTFT) and decode (every step). Results go to an optional `RunSink` (the
+store): the run is registered as `running` before the first generation, so a killed process
+leaves a trace, and all samples are written in one transaction at the end, also when
+generation raises (status `failed`, error kept, samples so far kept).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from typing import Protocol
+
+from infermeter.errors import GenerationFailed, UserError
+from infermeter.measure.clock import clock_for
+from infermeter.measure.device import describe_device
+from infermeter.measure.memory import MemoryTracker
+from infermeter.models.loader import LoadedModel, load_model
+from infermeter.run.config import RunConfig
+from infermeter.run.environment import library_versions
+from infermeter.run.generation import generation_config, timed_generate
+from infermeter.run.results import RunResult, SampleResult
+from infermeter.workloads.corpus import read_prompts_file
+from infermeter.workloads.prompts import VisionInput, WorkloadSpec, build_batches
+
+#: on_progress(stage, done, total): stage is "load", "compile", "warmup" or "sample".
+ProgressFn = Callable[[str, int, int], None]
+
+
+class RunSink(Protocol):
+    """Where a run is kept while and after it runs (implemented by `infermeter.store.Store`)."""
+
+    def begin_run(self, result: RunResult) -> str:
+        """Register a running run; return its id."""
+        ...
+
+    def finish_run(self, result: RunResult) -> None:
+        """Write status, phases and all samples in one transaction."""
+        ...
+
+
+def _vision_input(loaded: LoadedModel) -> VisionInput | None:
+    v = loaded.info.vision
+    if v is None:
+        return None
+    token_id = getattr(loaded.model.config, "image_token_id", None)
+    if token_id is None:
+        token_id = getattr(loaded.model.config, "image_token_index", None)
+    if token_id is None:
+        return None
+    return VisionInput(v.image_size, int(token_id), v.tokens_per_image)
+
+
+def _check_context(config: RunConfig, loaded: LoadedModel, longest_prompt: int) -> None:
+    limit = loaded.info.max_positions
+    if limit and longest_prompt + config.new_tokens > limit:
+        raise UserError(
+            f"prompt ({longest_prompt} tokens) + --new-tokens {config.new_tokens} exceed the "
+            f"context of {loaded.info.spec} ({limit} positions)",
+            f"keep prompt + new tokens <= {limit}",
+        )
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def profile(
+    config: RunConfig,
+    *,
+    sink: RunSink | None = None,
+    loaded: LoadedModel | None = None,
+    on_progress: ProgressFn | None = None,
+) -> RunResult:
+    """Run and measure one configuration.
+
+    Args:
+        config: what to run; validated first.
+        sink: keeps the run (usually a `Store`); None keeps it only in the returned result.
+        loaded: an already loaded model (its load time is then not part of this run).
+        on_progress: called as work advances, for progress bars.
+
+    Raises:
+        UserError: bad configuration, model or prompts (nothing stored).
+        GenerationFailed: generation raised; the run is stored as failed first.
+    """
+    import torch
+
+    config.validate()
+    progress = on_progress or (lambda stage, done, total: None)
+    prompts = config.prompts
+    if prompts is None and config.prompts_file:
+        prompts = tuple(read_prompts_file(config.prompts_file))
+    progress("load", 0, 1)
+    if loaded is None:
+        loaded = load_model(
+            config.model,
+            dtype=config.dtype,
+            device=config.device,
+            attn_implementation=config.attn_implementation,
+            seed=config.seed,
+        )
+    progress("load", 1, 1)
+    model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
+    device = next(model.parameters()).device
+    dtype = next(model.parameters()).dtype
+    n_warm, n_meas = config.warmup_effective, config.samples
+    spec = WorkloadSpec(
+        batch_size=config.batch_size,
+        prompt_tokens=config.prompt_tokens,
+        prompts=prompts,
+        chat=config.chat,
+        seed=config.seed,
+    )
+    batches = build_batches(tokenizer, spec, n_warm + n_meas, _vision_input(loaded))
+    _check_context(config, loaded, max(b.input_ids.shape[1] for b in batches))
+    gen_config = generation_config(
+        tokenizer,
+        config.new_tokens,
+        decoding=config.decoding,
+        temperature=config.temperature,
+        top_p=config.top_p,
+        top_k=config.sample_top_k,
+    )
+    result = RunResult(
+        run_id=None,
+        config=config.to_dict(),
+        knobs=config.knob_values(),
+        model_info=info.to_dict(),
+        device=describe_device(device),
+        versions=library_versions(),
+        created=_now(),
+        phases=dict(loaded.timings),
+    )
+    if info.vision is not None and batches[0].vision_tokens == 0:
+        result.notes.append("vision model profiled text-only: its image token id is unknown")
+    if sink is not None:
+        result.run_id = sink.begin_run(result)
+    clock = clock_for(device)
+    memory = MemoryTracker(device)
+    original_forward = model.__dict__.get("forward")
+    origin = clock.mark()
+    try:
+        if config.compile:
+            model.forward = torch.compile(model.forward)
+        for i, batch in enumerate(batches):
+            warm = i < n_warm
+            if warm:
+                progress("warmup", i + 1, n_warm)
+            else:
+                progress("sample", i - n_warm + 1, n_meas)
+            if config.decoding == "sampling":
+                torch.manual_seed(config.seed + i)
+            memory.reset()
+            timed = timed_generate(
+                model, batch.generate_kwargs(device, dtype), gen_config, clock, config.new_tokens
+            )
+            ttft, steps = timed.durations(clock)
+            new_ids = timed.output_ids[:, timed.input_length :]
+            result.samples.append(
+                SampleResult(
+                    index=i,
+                    warmup=warm,
+                    batch_size=batch.input_ids.shape[0],
+                    prompt_tokens=max(batch.prompt_tokens),
+                    new_tokens=len(timed.marks),
+                    vision_tokens=batch.vision_tokens,
+                    start_ms=clock.elapsed_ms(origin, timed.start)
+                    + sum(result.phases.get(k, 0.0) for k in ("load_ms", "to_device_ms")),
+                    ttft_ms=ttft,
+                    step_ms=tuple(steps),
+                    memory=memory.read().to_dict(),
+                    output_text=tuple(tokenizer.batch_decode(new_ids, skip_special_tokens=True)),
+                    prompt_text=tuple(batch.texts),
+                )
+            )
+            if config.compile and i == 0:
+                result.phases["compile_first_call_ms"] = result.samples[0].total_ms
+        if config.compile and result.measured:
+            warm_mean = sum(s.total_ms for s in result.measured) / len(result.measured)
+            cold = result.phases["compile_first_call_ms"]
+            result.phases["compile_ms"] = max(0.0, cold - warm_mean)
+        result.status = "finished"
+    except KeyboardInterrupt:
+        result.status, result.error = "failed", "interrupted by the user (Ctrl-C)"
+        _finish(sink, result)
+        raise
+    except Exception as exc:
+        result.status, result.error = "failed", f"{type(exc).__name__}: {exc}"
+        _finish(sink, result)
+        raise GenerationFailed(result.run_id, exc) from exc
+    finally:
+        if config.compile:
+            if original_forward is None:
+                model.__dict__.pop("forward", None)
+            else:
+                model.forward = original_forward
+    _finish(sink, result)
+    return result
+
+
+def _finish(sink: RunSink | None, result: RunResult) -> None:
+    if sink is not None:
+        sink.finish_run(result)
+

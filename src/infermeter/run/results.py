@@ -1,0 +1,195 @@
+"""Results of a run: raw samples kept, statistics always recomputed from them.
+
+`RunResult.to_json()` writes the file shape of DESIGN.md section 4: `meta`, `summary` (one row per
+configuration with mean/std/p50/p90/p99 of every metric) and `all_samples` (one row per sample).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from infermeter.measure.stats import Summary, summarize
+
+#: Per-sample metrics summarised in every run, with their units in their names.
+METRICS = (
+    "ttft_ms",
+    "tpot_ms",
+    "decode_ms",
+    "total_ms",
+    "tokens_per_s",
+    "decode_tokens_per_s",
+    "rss_peak_mb",
+    "peak_allocated_mb",
+)
+
+
+@dataclass(frozen=True)
+class SampleResult:
+    """One measured (or warm-up) generation.
+
+    Times in ms: `ttft_ms` from the generate call to the first token, `step_ms` every later
+    inter-token latency, `tpot_ms` their mean, `decode_ms` first to last token, `total_ms` call
+    to last token. `start_ms` places the sample on the run's timeline.
+    """
+
+    index: int
+    warmup: bool
+    batch_size: int
+    prompt_tokens: int
+    new_tokens: int
+    vision_tokens: int
+    start_ms: float
+    ttft_ms: float
+    step_ms: tuple[float, ...]
+    memory: dict[str, Any]
+    output_text: tuple[str, ...] = ()
+    prompt_text: tuple[str, ...] = ()
+
+    @property
+    def decode_ms(self) -> float:
+        """First to last token."""
+        return float(sum(self.step_ms))
+
+    @property
+    def total_ms(self) -> float:
+        """Call to last token: TTFT plus decode."""
+        return self.ttft_ms + self.decode_ms
+
+    @property
+    def tpot_ms(self) -> float:
+        """Mean time per output token after the first; nan with a single token."""
+        return self.decode_ms / len(self.step_ms) if self.step_ms else math.nan
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Generated tokens per second across the batch, over the whole call."""
+        return self.batch_size * self.new_tokens / (self.total_ms / 1e3) if self.total_ms else 0.0
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        """Tokens per second across the batch during decode only."""
+        if not self.step_ms or not self.decode_ms:
+            return math.nan
+        return self.batch_size * len(self.step_ms) / (self.decode_ms / 1e3)
+
+    @property
+    def rss_peak_mb(self) -> float | None:
+        """Process resident-set peak during the sample."""
+        return self.memory.get("rss_peak_mb")
+
+    @property
+    def peak_allocated_mb(self) -> float | None:
+        """Accelerator allocator peak during the sample (None on CPU)."""
+        return self.memory.get("peak_allocated_mb")
+
+    def metrics(self) -> dict[str, Any]:
+        """Every metric of METRICS, by name."""
+        return {m: getattr(self, m) for m in METRICS}
+
+    def timeline(self) -> list[dict[str, Any]]:
+        """Phases of this sample on the run's timeline (ms)."""
+        return [
+            {"name": "prefill", "start_ms": self.start_ms, "duration_ms": self.ttft_ms},
+            {
+                "name": "decode",
+                "start_ms": self.start_ms + self.ttft_ms,
+                "duration_ms": self.decode_ms,
+            },
+        ]
+
+
+@dataclass
+class RunResult:
+    """A run as measured: config, model, device, phases and every sample (warm-up included)."""
+
+    run_id: str | None
+    config: dict[str, Any]
+    knobs: dict[str, Any]
+    model_info: dict[str, Any]
+    device: dict[str, Any]
+    versions: dict[str, Any]
+    created: str
+    phases: dict[str, float] = field(default_factory=dict)
+    samples: list[SampleResult] = field(default_factory=list)
+    status: str = "running"
+    error: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def measured(self) -> list[SampleResult]:
+        """Samples that count (warm-up excluded)."""
+        return [s for s in self.samples if not s.warmup]
+
+    def summary(self) -> dict[str, Summary]:
+        """Summary of every metric over the measured samples, plus pooled inter-token latency."""
+        out = {m: summarize(getattr(s, m) for s in self.measured) for m in METRICS}
+        out["itl_ms"] = summarize(x for s in self.measured for x in s.step_ms)
+        return out
+
+    def noisy_metrics(self) -> list[str]:
+        """Names of metrics whose spread is too large to trust the mean alone."""
+        return [k for k, v in self.summary().items() if v.noisy]
+
+    def timeline(self) -> list[dict[str, Any]]:
+        """Run-level phases then each sample's prefill and decode, in ms from the run's start."""
+        rows, t = [], 0.0
+        for name in ("load", "to_device"):
+            if f"{name}_ms" in self.phases:
+                rows.append({"name": name, "start_ms": t, "duration_ms": self.phases[f"{name}_ms"]})
+                t += self.phases[f"{name}_ms"]
+        for s in self.samples:
+            for ph in s.timeline():
+                rows.append({**ph, "sample": s.index, "warmup": s.warmup})
+        return rows
+
+    def sample_row(self, s: SampleResult) -> dict[str, Any]:
+        """One `all_samples` row of DESIGN.md section 4."""
+        return {
+            "sample_id": s.index,
+            "warmup": s.warmup,
+            "config": self.knobs,
+            "prefill_tokens": s.prompt_tokens,
+            "vision_tokens": s.vision_tokens,
+            "new_tokens": s.new_tokens,
+            "batch_size": s.batch_size,
+            "start_ms": s.start_ms,
+            **s.metrics(),
+            "step_ms": list(s.step_ms),
+            "memory": s.memory,
+            "output_text": list(s.output_text),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """The run as DESIGN.md section 4's JSON document."""
+        summary = {k: v.to_dict() for k, v in self.summary().items()}
+        return {
+            "meta": {
+                "run_id": self.run_id,
+                "status": self.status,
+                "error": self.error,
+                "model": self.model_info.get("spec"),
+                "model_info": self.model_info,
+                "device": self.device,
+                "versions": self.versions,
+                "created": self.created,
+                "config": self.config,
+                "phases": self.phases,
+                "notes": self.notes,
+            },
+            "summary": [
+                {
+                    "config": self.knobs,
+                    "samples": len(self.measured),
+                    "warmup_samples": len(self.samples) - len(self.measured),
+                    "noisy": self.noisy_metrics(),
+                    **summary,
+                }
+            ],
+            "all_samples": [self.sample_row(s) for s in self.samples],
+        }
+
+    def sample_dicts(self) -> list[dict[str, Any]]:
+        """Samples as plain dicts (for the store)."""
+        return [asdict(s) for s in self.samples]
