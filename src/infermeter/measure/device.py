@@ -25,9 +25,7 @@ def resolve_device(name: str | None) -> Any:
     try:
         dev = torch.device(name)
     except (RuntimeError, ValueError):
-        raise UserError(
-            f"unknown device {name!r}", "use auto, cpu, cuda, cuda:N or mps"
-        ) from None
+        raise UserError(f"unknown device {name!r}", "use auto, cpu, cuda, cuda:N or mps") from None
     if dev.type == "cuda":
         if not torch.cuda.is_available():
             raise UserError(

@@ -36,7 +36,7 @@ class LoadedModel(NamedTuple):
 
 
 def _dtype_kw(dtype: Any) -> dict[str, Any]:
-    """transformers renamed `torch_dtype` to `dtype` in 4.56; pass whichever it knows."""
+    """Transformers renamed `torch_dtype` to `dtype` in 4.56; pass whichever it knows."""
     import transformers
 
     major, minor = (int(x) for x in transformers.__version__.split(".")[:2])

@@ -204,4 +204,3 @@ def profile(
 def _finish(sink: RunSink | None, result: RunResult) -> None:
     if sink is not None:
         sink.finish_run(result)
-

@@ -129,8 +129,12 @@ class RunResult:
         return out
 
     def noisy_metrics(self) -> list[str]:
-        """Names of metrics whose spread is too large to trust the mean alone."""
-        return [k for k, v in self.summary().items() if v.noisy]
+        """Names of metrics whose sample-to-sample spread is too large to trust the mean alone.
+
+        Pooled inter-token latency is left out: its spread within a sample is real (steps slow
+        down as the context grows), not noise.
+        """
+        return [k for k, v in self.summary().items() if k != "itl_ms" and v.noisy]
 
     def timeline(self) -> list[dict[str, Any]]:
         """Run-level phases then each sample's prefill and decode, in ms from the run's start."""

@@ -170,10 +170,12 @@ def _exact_rows(
     target = spec.prompt_tokens or 0
     content_len = target - len(prefix) - len(suffix)
     if content_len < 1:
+        what = "the chat template and special tokens" if suffix else "special tokens (BOS)"
         raise UserError(
             f"--prompt-tokens {target} leaves no room for text "
-            f"(the chat template and special tokens take {len(prefix) + len(suffix)})",
-            f"use --prompt-tokens {len(prefix) + len(suffix) + 1} or more, or --no-chat",
+            f"({what} take {len(prefix) + len(suffix)})",
+            f"use --prompt-tokens {len(prefix) + len(suffix) + 1} or more"
+            + (", or --no-chat" if suffix else ""),
         )
     texts = list(spec.prompts) if spec.prompts else builtin_texts()
     stream = _encode(tokenizer, "\n\n".join(texts))

@@ -1,0 +1,34 @@
+"""The typer application: `infermeter profile | runs | models`."""
+
+from __future__ import annotations
+
+import typer
+
+from infermeter.cli.models_cmd import models_command
+from infermeter.cli.profile_cmd import profile_command
+from infermeter.cli.runs_cmd import runs_app
+
+app = typer.Typer(
+    name="infermeter",
+    help="Where the time, memory and energy of transformer inference go.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.command("profile")(profile_command)
+app.command("models")(models_command)
+app.add_typer(runs_app, name="runs")
+
+
+def _quiet_libraries() -> None:
+    """Transformers' per-tensor progress bars and advice would bury our one-line output."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    _quiet_libraries()
+    app()

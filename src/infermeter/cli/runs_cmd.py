@@ -1,0 +1,94 @@
+"""`infermeter runs list|show|delete`: look again at stored runs."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+import typer
+from rich.console import Console
+
+from infermeter.cli.guard import err_console, guard
+from infermeter.cli.output import print_json
+from infermeter.cli.render import run_card, runs_table
+from infermeter.errors import UserError
+from infermeter.store import Store
+
+runs_app = typer.Typer(help="List, show and delete stored runs.", no_args_is_help=True)
+_DB = typer.Option(None, help="Database URL or SQLite file (default: user data folder).")
+STATUSES = ("running", "finished", "failed", "crashed")
+
+
+def parse_since(value: str | None) -> str | None:
+    """'7d', '12h', '30m' or an ISO date -> ISO timestamp (UTC) to compare with `created`."""
+    if not value:
+        return None
+    m = re.fullmatch(r"(\d+)([dhm])", value.strip())
+    now = dt.datetime.now(dt.timezone.utc)
+    if m:
+        n, unit = int(m.group(1)), m.group(2)
+        delta = {
+            "d": dt.timedelta(days=n),
+            "h": dt.timedelta(hours=n),
+            "m": dt.timedelta(minutes=n),
+        }
+        return (now - delta[unit]).isoformat(timespec="seconds")
+    try:
+        when = dt.datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise UserError(
+            f"--since {value!r} is not a date", "use e.g. 7d, 12h or 2026-11-01"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return when.isoformat(timespec="seconds")
+
+
+@runs_app.command("list")
+@guard
+def list_runs(
+    model: str = typer.Option(None, help="Only runs of this model spec."),
+    status: str = typer.Option(None, help="running, finished, failed or crashed."),
+    since: str = typer.Option(None, help="Only runs created since: 7d, 12h or a date."),
+    limit: int = typer.Option(50, help="At most this many, newest first."),
+    db: str = _DB,
+    json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
+) -> None:
+    """Newest runs first, with mean TTFT, TPOT and throughput."""
+    if status and status not in STATUSES:
+        raise UserError(f"unknown status {status!r}", f"use one of {', '.join(STATUSES)}")
+    if limit < 1:
+        raise UserError(f"--limit {limit} is below 1", "use 1 or more")
+    rows = Store(db).list_runs(model=model, status=status, since=parse_since(since), limit=limit)
+    if json_out:
+        print_json({"runs": rows})
+    else:
+        Console(soft_wrap=True).print(runs_table(rows))
+
+
+@runs_app.command("show")
+@guard
+def show_run(
+    run_id: str = typer.Argument(..., help="Run id or a unique prefix of it."),
+    db: str = _DB,
+    json_out: bool = typer.Option(False, "--json", help="The run's JSON document on stdout."),
+    show_text: bool = typer.Option(False, help="Print the last sample's prompt and output."),
+) -> None:
+    """One run's summary (or its full JSON)."""
+    store = Store(db)
+    run = store.get(run_id)
+    if json_out:
+        print_json(run.to_json())
+    else:
+        Console(soft_wrap=True).print(run_card(run, where=store.where, show_text=show_text))
+
+
+@runs_app.command("delete")
+@guard
+def delete_run(
+    run_id: str = typer.Argument(..., help="Run id or a unique prefix of it."),
+    db: str = _DB,
+) -> None:
+    """Delete a run and all its samples."""
+    rid = Store(db).delete(run_id)
+    err_console.print(f"deleted run {rid}", markup=False)

@@ -1,0 +1,372 @@
+"""`Store`: runs and their samples in SQLite (default) or any SQLAlchemy URL (PostgreSQL).
+
+SQLite is opened in WAL mode with a busy timeout, so a reader (the dashboard, `runs list`) never
+blocks a writer and two writers wait for each other instead of failing at once. A run is
+registered as `running` with its host, pid and the pid's start time; whenever a store is opened,
+runs of this host whose process is gone (or whose pid now belongs to another process) are
+marked `crashed`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import socket
+import struct
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psutil
+from sqlalchemy import create_engine, event, func, select
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DatabaseError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from infermeter.errors import UserError
+from infermeter.paths import data_dir
+from infermeter.run.results import RunResult, SampleResult
+from infermeter.store.schema import SCHEMA_VERSION, Base, Meta, RunRow, SampleRow, StepsRow
+
+DB_ENV = "INFERMETER_DB"
+TIMEOUT_ENV = "INFERMETER_DB_TIMEOUT_S"
+DEFAULT_TIMEOUT_S = 10.0
+
+
+def default_url() -> str:
+    """`INFERMETER_DB` if set, else a SQLite file in the user data folder."""
+    return os.environ.get(DB_ENV) or f"sqlite:///{data_dir() / 'infermeter.db'}"
+
+
+def _normalise(url: str | os.PathLike[str]) -> str:
+    """Accept a plain file path (str or Path) as well as a URL."""
+    url = os.fspath(url)
+    return url if "://" in url else f"sqlite:///{Path(url).expanduser().resolve()}"
+
+
+def _sqlite_path(url: str) -> Path | None:
+    if not url.startswith("sqlite:///") or url == "sqlite:///:memory:":
+        return None
+    return Path(url.removeprefix("sqlite:///"))
+
+
+def _pack(values: tuple[float, ...] | list[float]) -> bytes:
+    return struct.pack(f"<{len(values)}d", *values)
+
+
+def _unpack(blob: bytes, count: int) -> tuple[float, ...]:
+    return struct.unpack(f"<{count}d", blob) if count else ()
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class Store:
+    """The database of runs.
+
+    Args:
+        url: SQLAlchemy URL or SQLite file path; None uses `default_url()`.
+        timeout_s: how long a write waits for a lock before giving up (SQLite).
+    """
+
+    def __init__(
+        self, url: str | os.PathLike[str] | None = None, *, timeout_s: float | None = None
+    ) -> None:
+        self.url = _normalise(url or default_url())
+        if timeout_s is None:
+            timeout_s = float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))
+        self.timeout_s = timeout_s
+        path = _sqlite_path(self.url)
+        if path is not None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise UserError(
+                    f"cannot create the database folder {str(path.parent)!r} ({exc.strerror})",
+                    "pass a writable --db path or set INFERMETER_DB",
+                ) from None
+        self.engine = self._engine()
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        with self._guard("open"):
+            Base.metadata.create_all(self.engine)
+            self._check_version()
+        self.recover_crashed()
+
+    def _engine(self) -> Engine:
+        kwargs: dict[str, Any] = {}
+        if self.url.startswith("sqlite"):
+            kwargs["connect_args"] = {"timeout": self.timeout_s}
+        engine = create_engine(self.url, **kwargs)
+        if self.url.startswith("sqlite"):
+            timeout_ms = int(self.timeout_s * 1000)
+
+            @event.listens_for(engine, "connect")
+            def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+                cur = dbapi_conn.cursor()
+                cur.execute("PRAGMA journal_mode=WAL")
+                cur.execute(f"PRAGMA busy_timeout={timeout_ms}")
+                cur.execute("PRAGMA foreign_keys=ON")
+                cur.close()
+
+        return engine
+
+    @contextmanager
+    def _guard(self, action: str) -> Iterator[None]:
+        """Turn database failures into one-line user errors."""
+        where = str(_sqlite_path(self.url) or self.url)
+        try:
+            yield
+        except OperationalError as exc:
+            text = str(exc.orig) if exc.orig else str(exc)
+            if "locked" in text or "busy" in text:
+                raise UserError(
+                    f"database {where!r} is locked by another process ({action})",
+                    "wait for it to finish, or use another --db",
+                ) from None
+            raise UserError(
+                f"cannot {action} database {where!r}: {text}",
+                "check the path and permissions, or use another --db",
+            ) from None
+        except DatabaseError as exc:
+            text = str(exc.orig) if exc.orig else str(exc)
+            raise UserError(
+                f"database {where!r} is unreadable: {text}",
+                "move the file aside (it is not an infermeter database) or use another --db",
+            ) from None
+
+    @contextmanager
+    def session(self, action: str = "write") -> Iterator[Session]:
+        """A session that commits on success and rolls back on error."""
+        with self._guard(action), self._sessions() as s, s.begin():
+            yield s
+
+    def _check_version(self) -> None:
+        with self._sessions() as s, s.begin():
+            row = s.get(Meta, "schema_version")
+            if row is None:
+                s.add(Meta(key="schema_version", value=str(SCHEMA_VERSION)))
+            elif int(row.value) > SCHEMA_VERSION:
+                raise UserError(
+                    f"database schema version {row.value} is newer than this infermeter "
+                    f"({SCHEMA_VERSION})",
+                    "upgrade infermeter or use another --db",
+                )
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def begin_run(self, result: RunResult) -> str:
+        """Register `result` as a running run; return its new id."""
+        run_id = uuid.uuid4().hex[:12]
+        me = psutil.Process()
+        with self.session("write to") as s:
+            s.add(
+                RunRow(
+                    id=run_id,
+                    status="running",
+                    model_spec=str(result.model_info.get("spec") or result.config.get("model")),
+                    model_info=result.model_info,
+                    config=result.config,
+                    knobs=result.knobs,
+                    mode=str(result.config.get("mode", "minimal")),
+                    device=result.device,
+                    versions=result.versions,
+                    phases=result.phases,
+                    notes=result.notes,
+                    created=result.created,
+                    host=socket.gethostname(),
+                    pid=me.pid,
+                    pid_started=me.create_time(),
+                )
+            )
+        return run_id
+
+    def finish_run(self, result: RunResult) -> None:
+        """Write the run's final status, phases and every sample, in one transaction."""
+        with self.session("write to") as s:
+            row = s.get(RunRow, result.run_id)
+            if row is None:
+                raise UserError(f"run {result.run_id} vanished from the database", "run it again")
+            row.status = result.status
+            row.error = result.error
+            row.phases = dict(result.phases)
+            row.notes = list(result.notes)
+            row.finished = _now()
+            for smp in result.samples:
+                sample = SampleRow(
+                    index=smp.index,
+                    warmup=smp.warmup,
+                    batch_size=smp.batch_size,
+                    prompt_tokens=smp.prompt_tokens,
+                    new_tokens=smp.new_tokens,
+                    vision_tokens=smp.vision_tokens,
+                    start_ms=smp.start_ms,
+                    ttft_ms=smp.ttft_ms,
+                    decode_ms=smp.decode_ms,
+                    total_ms=smp.total_ms,
+                    rss_peak_mb=smp.rss_peak_mb,
+                    peak_allocated_mb=smp.peak_allocated_mb,
+                    memory=smp.memory,
+                    output_text=list(smp.output_text),
+                    prompt_text=list(smp.prompt_text),
+                )
+                sample.steps = StepsRow(count=len(smp.step_ms), step_ms=_pack(smp.step_ms))
+                row.samples.append(sample)
+
+    def save(self, result: RunResult) -> str:
+        """Store a finished result made without a store (Python API); return its id."""
+        result.run_id = self.begin_run(result)
+        self.finish_run(result)
+        return result.run_id
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def resolve(self, run_id: str) -> str:
+        """Full id of a run from its id or a unique prefix of it."""
+        rid = run_id.strip().lower()
+        if not rid or not all(c in "0123456789abcdef" for c in rid):
+            raise UserError(
+                f"{run_id!r} is not a run id", "run ids are hex, see `infermeter runs list`"
+            )
+        with self.session("read") as s:
+            ids = s.scalars(select(RunRow.id).where(RunRow.id.startswith(rid)).limit(3)).all()
+        if not ids:
+            raise UserError(f"no run {run_id!r} in {self.where}", "see `infermeter runs list`")
+        if len(ids) > 1:
+            raise UserError(f"run id {run_id!r} is ambiguous", "type more of it")
+        return ids[0]
+
+    @property
+    def where(self) -> str:
+        """The database file or URL, for messages."""
+        return str(_sqlite_path(self.url) or self.url)
+
+    def get(self, run_id: str) -> RunResult:
+        """The run with this id (or unique prefix), samples included."""
+        rid = self.resolve(run_id)
+        with self.session("read") as s:
+            row = s.get(RunRow, rid)
+            samples = [_sample(r) for r in row.samples]
+            return RunResult(
+                run_id=row.id,
+                config=row.config,
+                knobs=row.knobs,
+                model_info=row.model_info,
+                device=row.device,
+                versions=row.versions,
+                created=row.created,
+                phases=row.phases or {},
+                samples=samples,
+                status=row.status,
+                error=row.error,
+                notes=row.notes or [],
+            )
+
+    def list_runs(
+        self,
+        *,
+        model: str | None = None,
+        status: str | None = None,
+        since: str | None = None,
+        limit: int = 50,
+    ) -> list[dict[str, Any]]:
+        """Newest runs first, with per-run means of the main metrics over measured samples."""
+        measured = ~SampleRow.warmup
+        stats = (
+            select(
+                SampleRow.run_id.label("rid"),
+                func.count(SampleRow.id).label("n"),
+                func.avg(SampleRow.ttft_ms).label("ttft"),
+                func.avg(SampleRow.decode_ms / func.nullif(SampleRow.new_tokens - 1, 0)).label(
+                    "tpot"
+                ),
+                func.avg(
+                    SampleRow.batch_size * SampleRow.new_tokens * 1000.0 / SampleRow.total_ms
+                ).label("tps"),
+            )
+            .where(measured)
+            .group_by(SampleRow.run_id)
+            .subquery()
+        )
+        q = select(RunRow, stats).outerjoin(stats, stats.c.rid == RunRow.id)
+        if model:
+            q = q.where(RunRow.model_spec == model)
+        if status:
+            q = q.where(RunRow.status == status)
+        if since:
+            q = q.where(RunRow.created >= since)
+        q = q.order_by(RunRow.created.desc(), RunRow.id).limit(limit)
+        with self.session("read") as s:
+            return [
+                {
+                    "id": run.id,
+                    "created": run.created,
+                    "status": run.status,
+                    "model": run.model_spec,
+                    "mode": run.mode,
+                    "device": (run.device or {}).get("name"),
+                    "samples": n or 0,
+                    "ttft_ms": ttft,
+                    "tpot_ms": tpot,
+                    "tokens_per_s": tps,
+                    "error": run.error,
+                }
+                for run, _rid, n, ttft, tpot, tps in s.execute(q).all()
+            ]
+
+    def runs_frame(self, **filters: Any) -> Any:
+        """`list_runs` as a pandas DataFrame."""
+        import pandas as pd
+
+        return pd.DataFrame(self.list_runs(**filters))
+
+    def delete(self, run_id: str) -> str:
+        """Delete a run and its samples; return the full id deleted."""
+        rid = self.resolve(run_id)
+        with self.session("write to") as s:
+            s.delete(s.get(RunRow, rid))
+        return rid
+
+    def recover_crashed(self) -> int:
+        """Mark `crashed` the runs of this host left `running` by a process that is gone."""
+        host = socket.gethostname()
+        changed = 0
+        with self.session("write to") as s:
+            rows = s.scalars(
+                select(RunRow).where(RunRow.status == "running", RunRow.host == host)
+            ).all()
+            for row in rows:
+                if not _alive(row.pid, row.pid_started):
+                    row.status = "crashed"
+                    row.error = row.error or "the profiling process ended without finishing"
+                    row.finished = _now()
+                    changed += 1
+        return changed
+
+
+def _alive(pid: int, started: float) -> bool:
+    try:
+        proc = psutil.Process(pid)
+        return abs(proc.create_time() - started) < 1.0
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
+        return False
+
+
+def _sample(r: SampleRow) -> SampleResult:
+    steps = _unpack(r.steps.step_ms, r.steps.count) if r.steps else ()
+    return SampleResult(
+        index=r.index,
+        warmup=r.warmup,
+        batch_size=r.batch_size,
+        prompt_tokens=r.prompt_tokens,
+        new_tokens=r.new_tokens,
+        vision_tokens=r.vision_tokens,
+        start_ms=r.start_ms,
+        ttft_ms=r.ttft_ms,
+        step_ms=tuple(steps),
+        memory=r.memory or {},
+        output_text=tuple(r.output_text or ()),
+        prompt_text=tuple(r.prompt_text or ()),
+    )

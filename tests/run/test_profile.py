@@ -1,0 +1,110 @@
+import math
+
+import pytest
+
+from infermeter import UserError
+from infermeter.errors import GenerationFailed
+from infermeter.measure.clock import MockClock
+from infermeter.run import RunConfig, profile
+from infermeter.run.generation import StepRecorder, TimedGeneration
+from infermeter.store import Store
+
+
+def test_step_recorder_marks_each_token_and_never_stops():
+    clock = MockClock(auto_advance_ms=2.0)
+    rec = StepRecorder(clock, batch_size=2, device="cpu", capacity=3)
+    for _ in range(4):
+        flags = rec(None, None)
+        assert flags.tolist() == [False, False]
+    assert rec.count == 4 and rec.marks == [0.0, 2.0, 4.0]
+    timed = TimedGeneration(start=-10.0, marks=rec.marks, output_ids=None, input_length=0)
+    assert timed.durations(clock) == (10.0, [2.0, 2.0])
+
+
+def test_profile_tiny_llama_measures_every_token(tiny_llama):
+    cfg = RunConfig(prompt_tokens=32, new_tokens=6, samples=3, warmup=1, batch_size=2,
+                    device="cpu")
+    run = profile(cfg, loaded=tiny_llama)
+    assert run.status == "finished" and run.run_id is None
+    assert [s.warmup for s in run.samples] == [True, False, False, False]
+    for s in run.samples:
+        assert s.new_tokens == 6 and len(s.step_ms) == 5
+        assert s.prompt_tokens == 32 and s.batch_size == 2
+        assert s.ttft_ms > 0 and all(x > 0 for x in s.step_ms)
+        assert s.total_ms == pytest.approx(s.ttft_ms + sum(s.step_ms))
+        assert s.tokens_per_s == pytest.approx(2 * 6 / (s.total_ms / 1000))
+        assert s.memory["rss_peak_mb"] > 100
+        assert len(s.output_text) == 2
+    # samples follow each other on the timeline
+    starts = [s.start_ms for s in run.samples]
+    assert starts == sorted(starts)
+    summary = run.summary()
+    assert summary["ttft_ms"].n == 3 and summary["itl_ms"].n == 15
+    doc = run.to_json()
+    assert set(doc) == {"meta", "summary", "all_samples"}
+    row = doc["summary"][0]
+    assert row["config"]["prompt_tokens"] == 32 and row["samples"] == 3
+    assert set(row["ttft_ms"]) >= {"mean", "std", "p50", "p90", "p99"}
+    assert doc["all_samples"][1]["sample_id"] == 1 and doc["all_samples"][1]["prefill_tokens"] == 32
+
+
+def test_single_new_token_has_no_tpot(tiny_llama):
+    run = profile(RunConfig(prompt_tokens=8, new_tokens=1, samples=1, warmup=0), loaded=tiny_llama)
+    s = run.samples[0]
+    assert s.step_ms == () and math.isnan(s.tpot_ms) and s.total_ms == s.ttft_ms
+
+
+def test_sampling_is_seeded(tiny_llama):
+    cfg = RunConfig(prompt_tokens=16, new_tokens=8, samples=1, warmup=0, decoding="sampling",
+                    temperature=1.5, seed=5)
+    a = profile(cfg, loaded=tiny_llama).samples[0].output_text
+    b = profile(cfg, loaded=tiny_llama).samples[0].output_text
+    assert a == b
+
+
+def test_prompt_longer_than_context_is_refused(tiny_llama):
+    with pytest.raises(UserError, match="exceed the context of tiny-llama"):
+        profile(RunConfig(prompt_tokens=4090, new_tokens=16), loaded=tiny_llama)
+
+
+@pytest.mark.parametrize(
+    "field,value,match",
+    [("batch_size", 0, "batch size 0"), ("new_tokens", 0, "new-tokens 0"),
+     ("samples", 0, "samples 0"), ("top_p", 1.5, "top-p"), ("mode", "fast", "unknown mode")],
+)
+def test_invalid_config_values(field, value, match):
+    with pytest.raises(UserError, match=match):
+        RunConfig(**{field: value}).validate()
+
+
+def test_failure_mid_run_is_stored_as_failed_with_samples(tiny_llama, tmp_path):
+    store = Store(tmp_path / "runs.db")
+    calls = {"n": 0}
+
+    def explode(module, args):
+        calls["n"] += 1
+        if calls["n"] > 2 * 4:  # let two generations of 4 tokens through
+            raise RuntimeError("simulated device fault")
+
+    handle = tiny_llama.model.register_forward_pre_hook(explode)
+    try:
+        with pytest.raises(GenerationFailed) as e:
+            profile(RunConfig(prompt_tokens=8, new_tokens=4, samples=3, warmup=0),
+                    loaded=tiny_llama, sink=store)
+    finally:
+        handle.remove()
+    run = store.get(e.value.run_id)
+    assert run.status == "failed" and "simulated device fault" in run.error
+    assert len(run.samples) == 2 and all(len(s.step_ms) == 3 for s in run.samples)
+
+
+def test_compile_reports_cold_first_call_apart(tiny_llama):
+    torch = pytest.importorskip("torch")
+    if not hasattr(torch, "compile"):
+        pytest.skip("no torch.compile")
+    cfg = RunConfig(prompt_tokens=8, new_tokens=3, samples=2, warmup=0, compile=True)
+    run = profile(cfg, loaded=tiny_llama)
+    assert run.samples[0].warmup  # compile forces one warm-up: the cold call
+    assert run.phases["compile_first_call_ms"] > run.summary()["total_ms"].mean
+    assert run.phases["compile_ms"] > 0
+    assert "forward" not in tiny_llama.model.__dict__  # undone after the run

@@ -1,0 +1,109 @@
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from infermeter import UserError
+from infermeter.run import RunConfig, profile
+from infermeter.store import Store
+from infermeter.store.schema import RunRow
+
+
+@pytest.fixture(scope="module")
+def result(tiny_llama):
+    return profile(RunConfig(prompt_tokens=16, new_tokens=5, samples=2, warmup=1),
+                   loaded=tiny_llama)
+
+
+def test_round_trip_keeps_every_number(result, tmp_path):
+    store = Store(tmp_path / "r.db")
+    rid = store.save(result)
+    back = store.get(rid)
+    assert back.status == "finished" and back.run_id == rid
+    assert back.config == result.config and back.model_info == result.model_info
+    assert back.phases == pytest.approx(result.phases)
+    assert len(back.samples) == 3
+    for a, b in zip(result.samples, back.samples, strict=True):
+        assert a == b  # frozen dataclasses: every field, every step time, exactly
+    assert back.to_json()["summary"] == result.to_json()["summary"]
+
+
+def test_list_filter_delete_and_prefix(result, tmp_path):
+    store = Store(tmp_path / "r.db")
+    ids = [store.save(result) for _ in range(2)]
+    rows = store.list_runs()
+    assert {r["id"] for r in rows} == set(ids)
+    m = result.measured
+    assert rows[0]["samples"] == 2
+    assert rows[0]["ttft_ms"] == pytest.approx(sum(s.ttft_ms for s in m) / 2)
+    assert rows[0]["tpot_ms"] == pytest.approx(sum(s.tpot_ms for s in m) / 2)
+    assert store.list_runs(model="other") == []
+    assert len(store.list_runs(status="finished")) == 2
+    assert store.get(ids[0][:8]).run_id == ids[0]
+    assert store.delete(ids[0]) == ids[0]
+    assert [r["id"] for r in store.list_runs()] == [ids[1]]
+    with pytest.raises(UserError, match="no run"):
+        store.get(ids[0])
+    with pytest.raises(UserError, match="not a run id"):
+        store.get("../etc")
+    assert len(store.runs_frame()) == 1
+
+
+def test_run_left_running_by_a_dead_process_is_marked_crashed(result, tmp_path):
+    db = tmp_path / "r.db"
+    store = Store(db)
+    rid = store.begin_run(result)
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    with store.session() as s:  # pretend that short-lived process owned the run
+        s.get(RunRow, rid).pid = proc.pid
+    alive = store.begin_run(result)  # this process is alive: must stay running
+    Store(db)  # "the next start"
+    again = Store(db)
+    assert again.get(rid).status == "crashed"
+    assert "ended without finishing" in again.get(rid).error
+    assert again.get(alive).status == "running"
+
+
+def test_locked_database_is_a_user_error(tmp_path, result):
+    db = tmp_path / "r.db"
+    Store(db)
+    holder = sqlite3.connect(db)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(UserError, match="is locked by another process"):
+            Store(db, timeout_s=0.2).save(result)
+    finally:
+        holder.rollback()
+        holder.close()
+
+
+def test_unreadable_and_newer_databases(tmp_path):
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(UserError, match="is unreadable"):
+        Store(junk)
+    db = tmp_path / "new.db"
+    Store(db)
+    with sqlite3.connect(db) as c:
+        c.execute("UPDATE meta SET value='99' WHERE key='schema_version'")
+    with pytest.raises(UserError, match="newer than this infermeter"):
+        Store(db)
+
+
+def test_unwritable_database_folder(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(UserError, match="cannot create the database folder"):
+        Store(blocker / "sub" / "r.db")
+
+
+def test_wal_mode_and_default_location(tmp_path, monkeypatch):
+    monkeypatch.setenv("INFERMETER_HOME", str(tmp_path / "home"))
+    store = Store()
+    assert store.where == str(tmp_path / "home" / "infermeter.db")
+    with store.engine.connect() as c:
+        assert c.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+    monkeypatch.setenv("INFERMETER_DB", f"sqlite:///{tmp_path / 'env.db'}")
+    assert Store().where == str(tmp_path / "env.db")
