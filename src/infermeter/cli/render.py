@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -113,27 +114,29 @@ def run_card(run: RunResult, where: str | None = None, show_text: bool = False) 
 
 
 def runs_table(rows: list[dict[str, Any]]) -> Table:
-    """`infermeter runs list`."""
-    table = Table(title=f"{len(rows)} runs", title_justify="left")
-    for col in (
-        "id",
-        "created",
-        "status",
-        "model",
-        "device",
-        "samples",
-        "TTFT ms",
-        "TPOT ms",
-        "tok/s",
-    ):
-        table.add_column(col, justify="right" if col.endswith(("ms", "/s", "samples")) else "left")
+    """`infermeter runs list`, fitting 80 columns.
+
+    Ids and numbers never wrap; long model names are cut with an ellipsis (`runs show` and
+    `--json` have everything).
+    """
+    table = Table(
+        title=f"{len(rows)} runs",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    for col in ("id", "created", "status"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("model", overflow="ellipsis", no_wrap=True, min_width=8, ratio=1)
+    for col in ("n", "TTFT ms", "TPOT ms", "tok/s"):
+        table.add_column(col, justify="right", no_wrap=True, min_width=len(col) + 2)
     for r in rows:
         table.add_row(
             r["id"],
-            r["created"],
+            str(r["created"])[5:16].replace("T", " "),  # MM-DD HH:MM (UTC)
             r["status"],
             r["model"],
-            r["device"] or "-",
             str(r["samples"]),
             _fmt(r["ttft_ms"]),
             _fmt(r["tpot_ms"]),

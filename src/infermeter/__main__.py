@@ -1,0 +1,5 @@
+"""`python -m infermeter` runs the CLI."""
+
+from infermeter.cli.app import main
+
+main()

@@ -1,0 +1,159 @@
+"""The CLI as users run it: real processes for the main paths, CliRunner for the many errors."""
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from infermeter.cli.app import app
+
+runner = CliRunner()
+
+
+def cli(*args, env=None, timeout=600):
+    """Run `python -m infermeter ARGS` in a real process."""
+    return subprocess.run(
+        [sys.executable, "-m", "infermeter", *args],
+        capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})},
+    )
+
+
+def assert_one_line_error(result, *needles, code=2):
+    stderr = result.stderr if hasattr(result, "stderr") else result.output
+    assert result.returncode == code if hasattr(result, "returncode") else result.exit_code == code
+    assert "Traceback" not in stderr
+    lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("error: ")
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+def test_profile_json_is_one_document_and_stored(tmp_path):
+    db = tmp_path / "runs.db"
+    out = tmp_path / "out"
+    r = cli("profile", "--model", "tiny-mistral", "--prompt-tokens", "24", "--new-tokens", "5",
+            "--samples", "2", "--warmup", "1", "--db", str(db), "--out", str(out), "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)  # exactly one JSON document: anything else fails to parse
+    assert set(doc) == {"meta", "summary", "all_samples"}
+    assert doc["meta"]["model"] == "tiny-mistral" and doc["meta"]["status"] == "finished"
+    assert doc["meta"]["versions"]["torch"] and doc["meta"]["device"]["type"] == "cpu"
+    assert doc["summary"][0]["samples"] == 2 and len(doc["all_samples"]) == 3
+    assert doc["summary"][0]["ttft_ms"]["mean"] > 0
+    assert all(len(s["step_ms"]) == 4 for s in doc["all_samples"])
+    rid = doc["meta"]["run_id"]
+    assert json.loads((out / f"run-{rid}.json").read_text()) == doc
+    listed = cli("runs", "list", "--db", str(db), "--json")
+    assert [r["id"] for r in json.loads(listed.stdout)["runs"]] == [rid]
+    shown = cli("runs", "show", rid[:6], "--db", str(db), "--json")
+    assert json.loads(shown.stdout)["summary"] == doc["summary"]
+
+
+def test_profile_table_for_people(tmp_path):
+    r = runner.invoke(app, ["profile", "--model", "tiny-qwen3-moe", "--prompt-tokens", "16",
+                            "--new-tokens", "4", "--samples", "2", "--db",
+                            str(tmp_path / "r.db"), "--show-text"])
+    assert r.exit_code == 0, r.output
+    for needle in ("prefill (TTFT)", "decode per token (TPOT)", "throughput", "peak RSS",
+                   "16 experts top-4", "output:", "stored in"):
+        assert needle in r.stdout
+
+
+def test_runs_list_show_delete(tmp_path):
+    db = str(tmp_path / "r.db")
+    r = runner.invoke(app, ["profile", "--prompt-tokens", "8", "--new-tokens", "3",
+                            "--samples", "1", "--db", db, "--json"])
+    rid = json.loads(r.stdout)["meta"]["run_id"]
+    listed = runner.invoke(app, ["runs", "list", "--db", db, "--status", "finished",
+                                 "--since", "1d"])
+    assert rid in listed.stdout and "tiny-llama" in listed.stdout
+    assert runner.invoke(app, ["runs", "show", rid, "--db", db]).exit_code == 0
+    assert runner.invoke(app, ["runs", "delete", rid, "--db", db]).exit_code == 0
+    gone = runner.invoke(app, ["runs", "show", rid, "--db", db])
+    assert_one_line_error(gone, "no run")
+
+
+def test_models_lists_presets_with_parameters():
+    r = runner.invoke(app, ["models", "--json"])
+    rows = {m["name"]: m for m in json.loads(r.stdout)["models"]}
+    assert rows["llama-3.1-8b"]["params"] == 8_030_261_248
+    assert rows["smollm2-135m"]["kind"] == "trained"
+    assert {"tiny-llava", "mixtral-8x7b", "qwen3-30b-a3b"} <= set(rows)
+
+
+@pytest.mark.parametrize(
+    "args,needles",
+    [
+        (["--model", "nobody/nothing"], ["unknown model 'nobody/nothing'", "infermeter models"]),
+        (["--dtype", "float8"], ["unknown dtype 'float8'"]),
+        (["--device", "cuda"], ["CUDA is not available", "--device cpu"]),
+        (["--device", "tpu0"], ["unknown device 'tpu0'"]),
+        (["--prompt-tokens", "4090", "--new-tokens", "64"], ["exceed the context", "4096"]),
+        (["--batch-size", "0"], ["batch size 0 is below 1"]),
+        (["--model", "mixtral-8x7b", "--dtype", "float32"], ["needs about", "GiB"]),
+        (["--prompts", "/nonexistent/p.txt"], ["does not exist"]),
+    ],
+)
+def test_user_errors_are_one_line_exit_2(tmp_path, args, needles):
+    import torch
+
+    if "cuda" in args and torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    defaults = ["--new-tokens", "2", "--samples", "1", "--db", str(tmp_path / "r.db")]
+    r = runner.invoke(app, ["profile", *defaults, *args])  # later options win
+    assert_one_line_error(r, *needles)
+
+
+def test_unwritable_out_folder_fails_before_running(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    r = runner.invoke(app, ["profile", "--out", str(blocker / "sub"), "--db",
+                            str(tmp_path / "r.db")])
+    assert_one_line_error(r, "cannot write to output folder")
+    assert not (tmp_path / "r.db").exists()  # nothing ran, nothing stored
+
+
+def test_locked_database(tmp_path):
+    db = tmp_path / "r.db"
+    runner.invoke(app, ["runs", "list", "--db", str(db)])  # create it
+    holder = sqlite3.connect(db)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        r = cli("profile", "--new-tokens", "2", "--samples", "1", "--db", str(db),
+                env={"INFERMETER_DB_TIMEOUT_S": "0.3"})
+    finally:
+        holder.rollback()
+        holder.close()
+    assert_one_line_error(r, "is locked by another process", "another --db")
+
+
+def test_unreadable_database(tmp_path):
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"definitely not sqlite" * 64)
+    r = runner.invoke(app, ["runs", "list", "--db", str(junk)])
+    assert_one_line_error(r, "is unreadable")
+    assert junk.read_bytes() == b"definitely not sqlite" * 64  # no lost data
+
+
+@pytest.mark.slow
+def test_smollm2_profile_speaks_english(tmp_path):
+    r = cli("profile", "--model", "smollm2-135m", "--prompt-tokens", "128", "--new-tokens",
+            "32", "--samples", "1", "--warmup", "0", "--db", str(tmp_path / "r.db"), "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["meta"]["model_info"]["layers"] == 30
+    sample = doc["all_samples"][0]
+    assert sample["prefill_tokens"] == 128 and len(sample["step_ms"]) == 31
+    text = sample["output_text"][0]
+    words = text.split()
+    assert len(words) >= 12
+    common = {"the", "a", "of", "and", "to", "in", "is", "that", "it", "this", "for", "with",
+              "as", "on", "are", "be", "by", "you", "can", "i"}
+    assert sum(w.lower().strip(".,;:!?\"'") in common for w in words) >= 3, text
+    letters = sum(c.isalpha() or c.isspace() or c in ".,;:!?'\"-()" for c in text)
+    assert letters / len(text) > 0.9, text
