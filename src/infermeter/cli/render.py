@@ -124,13 +124,14 @@ def runs_table(rows: list[dict[str, Any]]) -> Table:
         title_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
+        show_edge=False,
         collapse_padding=True,
     )
     for col in ("id", "created", "status"):
         table.add_column(col, no_wrap=True)
     table.add_column("model", overflow="ellipsis", no_wrap=True, min_width=8, ratio=1)
     for col in ("n", "TTFT ms", "TPOT ms", "tok/s"):
-        table.add_column(col, justify="right", no_wrap=True, min_width=len(col) + 2)
+        table.add_column(col, justify="right", no_wrap=True)
     for r in rows:
         table.add_row(
             r["id"],
