@@ -3,9 +3,24 @@
 The public API, re-exported names only; see DESIGN.md for the layout.
 """
 
-from infermeter.errors import UserError
+from infermeter.errors import GenerationFailed, UserError
 from infermeter.models import PRESETS, LoadedModel, ModelInfo, load_model
+from infermeter.run import RunConfig, RunResult, SampleResult, profile
+from infermeter.store import Store
 
 __version__ = "0.1.0"
 
-__all__ = ["PRESETS", "LoadedModel", "ModelInfo", "UserError", "__version__", "load_model"]
+__all__ = [
+    "PRESETS",
+    "GenerationFailed",
+    "LoadedModel",
+    "ModelInfo",
+    "RunConfig",
+    "RunResult",
+    "SampleResult",
+    "Store",
+    "UserError",
+    "__version__",
+    "load_model",
+    "profile",
+]

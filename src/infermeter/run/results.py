@@ -194,6 +194,10 @@ class RunResult:
             "all_samples": [self.sample_row(s) for s in self.samples],
         }
 
+    def save(self, store: Any) -> str:
+        """Keep this run in `store` (an `infermeter.Store`); return its id."""
+        return store.save(self)
+
     def sample_dicts(self) -> list[dict[str, Any]]:
         """Samples as plain dicts (for the store)."""
         return [asdict(s) for s in self.samples]
