@@ -74,6 +74,13 @@ def profile_command(
         True, "--chat/--no-chat", help="Use the tokenizer's chat template when it has one."
     ),
     seed: int = typer.Option(0, help="Seeds weights of presets, prompt choice, sampling."),
+    mode: str = typer.Option(
+        "minimal",
+        help="minimal (no hooks), standard (per-layer times, "
+        "activation statistics) or deep (plus attention operations, "
+        "entropy, kill ratios, MoE routing).",
+    ),
+    sample_every: int = typer.Option(1, help="standard/deep: instrument one decode step in N."),
     db: str = typer.Option(
         None, help="Database URL or SQLite file (default: user data folder, or INFERMETER_DB)."
     ),
@@ -102,6 +109,8 @@ def profile_command(
         chat=chat,
         prompts_file=str(prompts) if prompts else None,
         seed=seed,
+        mode=mode,
+        sample_every=sample_every,
     ).validate()
     out_dir = writable_dir(out) if out else None
     store = Store(db)

@@ -10,6 +10,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from infermeter.cli.render_layers import layer_tables
 from infermeter.run.results import RunResult
 
 
@@ -101,6 +102,7 @@ def run_card(run: RunResult, where: str | None = None, show_text: bool = False) 
                 style="yellow",
             )
         )
+    parts.extend(layer_tables(run))
     for note in run.notes:
         parts.append(Text(f"note: {note}", style="dim"))
     if run.status != "finished":

@@ -25,6 +25,8 @@ class RunConfig:
         compile: wrap the forward in torch.compile (first call cold, reported apart).
         decoding: "greedy" or "sampling" (with temperature, top_p, sample_top_k).
         chat: use the tokenizer's chat template when it has one.
+        mode: profiling mode, "minimal" (no hooks), "standard" or "deep".
+        sample_every: in standard/deep mode, instrument one decode step in N.
     """
 
     model: str = DEFAULT_PRESET
@@ -46,6 +48,7 @@ class RunConfig:
     prompts: tuple[str, ...] | None = field(default=None, repr=False)
     seed: int = 0
     mode: str = "minimal"
+    sample_every: int = 1
 
     def validate(self) -> RunConfig:
         """Raise UserError for any value that cannot run; return self for chaining."""
@@ -64,6 +67,11 @@ class RunConfig:
                 "use 1 or more, or leave it out for whole prompts",
             ),
             (self.mode in MODES, f"unknown mode {self.mode!r}", f"use one of {', '.join(MODES)}"),
+            (
+                self.sample_every >= 1,
+                f"--sample-every {self.sample_every} is below 1",
+                "use 1 (every decode step) or more",
+            ),
             (
                 self.decoding in DECODING,
                 f"unknown decoding {self.decoding!r}",
@@ -104,4 +112,5 @@ class RunConfig:
             "compile": self.compile,
             "attn_implementation": self.attn_implementation,
             "decoding": self.decoding,
+            "mode": self.mode,
         }

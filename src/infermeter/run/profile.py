@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Protocol
 
 from infermeter.errors import GenerationFailed, UserError
+from infermeter.instrument import Profiler, ProfilingConfig
 from infermeter.measure.clock import clock_for
 from infermeter.measure.device import describe_device
 from infermeter.measure.memory import MemoryTracker
@@ -141,8 +143,15 @@ def profile(
     clock = clock_for(device)
     memory = MemoryTracker(device)
     original_forward = model.__dict__.get("forward")
+    prof_config = ProfilingConfig.for_mode(config.mode)
+    if config.sample_every > 1:
+        prof_config = replace(prof_config, sample_every=config.sample_every)
+    profiler = Profiler(model, prof_config, clock=clock) if prof_config.hooks_needed else None
     origin = clock.mark()
+    failure: BaseException | None = None
     try:
+        if profiler is not None:
+            profiler.attach()
         if config.compile:
             model.forward = torch.compile(model.forward)
         for i, batch in enumerate(batches):
@@ -151,6 +160,8 @@ def profile(
                 progress("warmup", i + 1, n_warm)
             else:
                 progress("sample", i - n_warm + 1, n_meas)
+            if profiler is not None:
+                profiler.enabled = not warm  # warm-up samples are not instrumented
             if config.decoding == "sampling":
                 torch.manual_seed(config.seed + i)
             memory.reset()
@@ -185,20 +196,34 @@ def profile(
         result.status = "finished"
     except KeyboardInterrupt:
         result.status, result.error = "failed", "interrupted by the user (Ctrl-C)"
-        _finish(sink, result)
-        raise
     except Exception as exc:
         result.status, result.error = "failed", f"{type(exc).__name__}: {exc}"
-        _finish(sink, result)
-        raise GenerationFailed(result.run_id, exc) from exc
+        failure = exc
     finally:
+        if profiler is not None:
+            profiler.detach()
+            _attach_layers(result, profiler)
         if config.compile:
             if original_forward is None:
                 model.__dict__.pop("forward", None)
             else:
                 model.forward = original_forward
-    _finish(sink, result)
+    _finish(sink, result)  # one transaction, also for failed runs (partial data kept)
+    if result.status == "failed":
+        if failure is None:
+            raise KeyboardInterrupt
+        raise GenerationFailed(result.run_id, failure) from failure
     return result
+
+
+def _attach_layers(result: RunResult, profiler: Profiler) -> None:
+    """Per-layer tables and the profiler's notes into the run (also after a failure)."""
+    layer_profile = profiler.result()
+    result.layers = {
+        name: df.astype(object).where(df.notna(), None).to_dict("records")
+        for name, df in layer_profile.tables().items()
+    }
+    result.notes.extend(layer_profile.notes)
 
 
 def _finish(sink: RunSink | None, result: RunResult) -> None:

@@ -116,6 +116,7 @@ class RunResult:
     status: str = "running"
     error: str | None = None
     notes: list[str] = field(default_factory=list)
+    layers: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def measured(self) -> list[SampleResult]:
@@ -168,7 +169,7 @@ class RunResult:
     def to_json(self) -> dict[str, Any]:
         """The run as DESIGN.md section 4's JSON document."""
         summary = {k: v.to_dict() for k, v in self.summary().items()}
-        return {
+        doc: dict[str, Any] = {
             "meta": {
                 "run_id": self.run_id,
                 "status": self.status,
@@ -193,6 +194,15 @@ class RunResult:
             ],
             "all_samples": [self.sample_row(s) for s in self.samples],
         }
+        if self.layers:
+            doc["layers"] = self.layers  # standard/deep modes: per-layer tables as records
+        return doc
+
+    def layer_tables(self) -> dict[str, Any]:
+        """Per-layer tables (standard and deep modes) as pandas DataFrames."""
+        import pandas as pd
+
+        return {name: pd.DataFrame(rows) for name, rows in self.layers.items()}
 
     def save(self, store: Any) -> str:
         """Keep this run in `store` (an `infermeter.Store`); return its id."""

@@ -28,7 +28,15 @@ from sqlalchemy.orm import Session, sessionmaker
 from infermeter.errors import UserError
 from infermeter.paths import data_dir
 from infermeter.run.results import RunResult, SampleResult
-from infermeter.store.schema import SCHEMA_VERSION, Base, Meta, RunRow, SampleRow, StepsRow
+from infermeter.store.schema import (
+    SCHEMA_VERSION,
+    Base,
+    LayerStatsRow,
+    Meta,
+    RunRow,
+    SampleRow,
+    StepsRow,
+)
 
 DB_ENV = "INFERMETER_DB"
 TIMEOUT_ENV = "INFERMETER_DB_TIMEOUT_S"
@@ -214,6 +222,8 @@ class Store:
                 )
                 sample.steps = StepsRow(count=len(smp.step_ms), step_ms=_pack(smp.step_ms))
                 row.samples.append(sample)
+            for table, rows in result.layers.items():
+                row.layer_stats.append(LayerStatsRow(table=table, rows=rows))
 
     def save(self, result: RunResult) -> str:
         """Store a finished result made without a store (Python API); return its id."""
@@ -262,6 +272,7 @@ class Store:
                 status=row.status,
                 error=row.error,
                 notes=row.notes or [],
+                layers={ls.table: ls.rows for ls in row.layer_stats},
             )
 
     def list_runs(

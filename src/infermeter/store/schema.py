@@ -70,6 +70,9 @@ class RunRow(Base):
     samples: Mapped[list[SampleRow]] = relationship(
         back_populates="run", cascade="all, delete-orphan", order_by="SampleRow.index"
     )
+    layer_stats: Mapped[list[LayerStatsRow]] = relationship(
+        back_populates="run", cascade="all, delete-orphan", order_by="LayerStatsRow.id"
+    )
 
 
 class SampleRow(Base):
@@ -109,3 +112,18 @@ class StepsRow(Base):
     count: Mapped[int] = mapped_column(Integer)
     step_ms: Mapped[bytes] = mapped_column(LargeBinary)
     sample: Mapped[SampleRow] = relationship(back_populates="steps")
+
+
+class LayerStatsRow(Base):
+    """One per-layer table of a run (standard/deep modes): layers, parts, activations, ...
+
+    Rows are per layer and phase (time, calls, activation/attention/MoE statistics), kept as a
+    JSON list per table: they are always read together, and their columns vary by mode.
+    """
+
+    __tablename__ = "layer_stats"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    table: Mapped[str] = mapped_column(String(64))
+    rows: Mapped[list] = mapped_column(JSON)
+    run: Mapped[RunRow] = relationship(back_populates="layer_stats")

@@ -1,0 +1,144 @@
+"""Per-layer tables of an instrumented run (standard or deep mode), narrow enough for 80 columns."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rich import box
+from rich.table import Table
+
+from infermeter.run.results import RunResult
+
+
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _ms(v: Any) -> str:
+    return "-" if _missing(v) else f"{v:,.3f}"
+
+
+def _pct(v: Any) -> str:
+    return "-" if _missing(v) else f"{v:.1f}%"
+
+
+def _g(v: Any) -> str:
+    """Three significant digits, for statistics whose scale varies."""
+    return "-" if _missing(v) else f"{v:.3g}"
+
+
+def _int(v: Any) -> str:
+    return "-" if _missing(v) else str(int(v))
+
+
+def _compact(title: str, columns: list[str], left: int = 1) -> Table:
+    t = Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        show_edge=False,
+        collapse_padding=True,
+    )
+    for i, col in enumerate(columns):
+        t.add_column(col, justify="left" if i < left else "right", no_wrap=True)
+    return t
+
+
+#: (title, [(table, field, label)]) of the per-block statistics tables, decode phase.
+_STAT_TABLES = (
+    (
+        "per block: output activations in decode",
+        [
+            ("activations", "mean_abs", "mean|x|"),
+            ("activations", "std", "std"),
+            ("activations", "max_abs", "max|x|"),
+            ("activations", "sparsity", "|x|<=eps"),
+        ],
+    ),
+    (
+        "per block: attention, MLP and MoE in decode",
+        [
+            ("attention", "entropy", "attn entropy"),
+            ("attention", "sparsity", "attn sparsity"),
+            ("mlp_kill", "kill_ratio", "MLP kill"),
+            ("moe_load", "imbalance", "MoE imbalance"),
+        ],
+    ),
+)
+
+
+def _parts_table(parts: list[dict[str, Any]]) -> Table:
+    t = _compact(
+        "where the time goes",
+        ["phase", "part", "calls", "total ms", "ms/call", "% forward"],
+        left=2,
+    )
+    for r in parts:
+        t.add_row(
+            r["phase"],
+            r["part"],
+            _int(r["calls"]),
+            _ms(r["total_ms"]),
+            _ms(r["mean_ms"]),
+            _pct(r["pct_forward"]),
+        )
+    return t
+
+
+def _block_times(rows: list[dict[str, Any]]) -> Table | None:
+    times: dict[int, dict[str, Any]] = {}
+    for r in rows:
+        if r["kind"] == "block":
+            row = times.setdefault(int(r["layer"]), {})
+            row[f"{r['phase']}_ms"] = r["mean_ms"]
+            row[f"{r['phase']}_pct"] = r["pct_forward"]
+    if not times:
+        return None
+    t = _compact(
+        "per block: mean ms per call, % of the forward",
+        ["block", "prefill ms", "prefill %", "decode ms", "decode %"],
+    )
+    for layer in sorted(times):
+        b = times[layer]
+        t.add_row(
+            str(layer),
+            _ms(b.get("prefill_ms")),
+            _pct(b.get("prefill_pct")),
+            _ms(b.get("decode_ms")),
+            _pct(b.get("decode_pct")),
+        )
+    return t
+
+
+def _stat_table(run: RunResult, title: str, fields: list[tuple[str, str, str]]) -> Table | None:
+    present = [f for f in fields if any(r["phase"] == "decode" for r in run.layers.get(f[0], []))]
+    if not present:
+        return None
+    by_layer: dict[int, dict[tuple[str, str], Any]] = {}
+    for table, field, _ in present:
+        for r in run.layers[table]:
+            if r["phase"] == "decode":
+                by_layer.setdefault(int(r["layer"]), {})[(table, field)] = r.get(field)
+    t = _compact(title, ["block"] + [label for _, _, label in present])
+    for layer in sorted(by_layer):
+        t.add_row(str(layer), *[_g(by_layer[layer].get((tb, f))) for tb, f, _ in present])
+    return t
+
+
+def layer_tables(run: RunResult) -> list[Any]:
+    """Part totals, per-block times and per-block statistics, when the run has them."""
+    if not run.layers:
+        return []
+    out: list[Any] = []
+    if run.layers.get("parts"):
+        out.append(_parts_table(run.layers["parts"]))
+    times = _block_times(run.layers.get("layers", []))
+    if times is not None:
+        out.append(times)
+    for title, fields in _STAT_TABLES:
+        table = _stat_table(run, title, fields)
+        if table is not None:
+            out.append(table)
+    return out

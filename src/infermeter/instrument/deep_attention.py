@@ -1,0 +1,82 @@
+"""The eager attention path deep mode installs, with its operations timed apart.
+
+Same maths as transformers' eager attention, with QK^T (scaled and masked), softmax and
+attention x V timed apart and the weights probed.
+
+It is registered under its own name in transformers' `AttentionInterface` (and the eager mask
+builder in `AttentionMaskInterface`), so no model code is edited: deep mode sets the text
+config's `_attn_implementation` to that name for its duration and restores it afterwards.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+NAME = "infermeter_deep"
+_registered = False
+#: The profiler currently in deep mode (one at a time; the function is global to transformers).
+ACTIVE: Any = None
+
+
+def register() -> None:
+    """Register the deep attention function and its mask builder with transformers (once)."""
+    global _registered
+    if _registered:
+        return
+    from transformers.masking_utils import AttentionMaskInterface, eager_mask
+    from transformers.modeling_utils import AttentionInterface
+
+    AttentionInterface.register(NAME, deep_attention_forward)
+    AttentionMaskInterface.register(NAME, eager_mask)
+    _registered = True
+
+
+def _repeat_kv(x: Any, groups: int) -> Any:
+    if groups == 1:
+        return x
+    b, h, s, d = x.shape
+    return x[:, :, None, :, :].expand(b, h, groups, s, d).reshape(b, h * groups, s, d)
+
+
+def deep_attention_forward(
+    module: Any,
+    query: Any,
+    key: Any,
+    value: Any,
+    attention_mask: Any,
+    scaling: float | None = None,
+    dropout: float = 0.0,
+    **kwargs: Any,
+) -> tuple[Any, Any]:
+    """Eager attention, instrumented; shapes as transformers' `eager_attention_forward`."""
+    import torch
+
+    prof = ACTIVE
+    groups = query.shape[1] // key.shape[1]
+    key = _repeat_kv(key, groups)
+    value = _repeat_kv(value, groups)
+    if scaling is None:  # GPT-2 passes no scaling and keeps its own switches on the module
+        scaling = query.shape[-1] ** -0.5 if getattr(module, "scale_attn_weights", True) else 1.0
+        if getattr(module, "scale_attn_by_inverse_layer_idx", False):
+            scaling /= float(getattr(module, "layer_idx", 0) + 1)
+    on = prof is not None and prof.active
+    if on:
+        t0 = prof.clock.mark()
+    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        if attention_mask.dtype == torch.bool:
+            weights = weights.masked_fill(~attention_mask[:, :, :, : key.shape[-2]], float("-inf"))
+        else:
+            weights = weights + attention_mask[:, :, :, : key.shape[-2]]
+    if on:
+        t1 = prof.clock.mark()
+    weights = torch.nn.functional.softmax(weights, dim=-1, dtype=torch.float32).to(query.dtype)
+    if on:
+        t2 = prof.clock.mark()
+    if dropout and module.training:
+        weights = torch.nn.functional.dropout(weights, p=dropout)
+    out = torch.matmul(weights, value).transpose(1, 2).contiguous()
+    if on:
+        t3 = prof.clock.mark()
+        prof.attention_ops(module, weights, t0, t1, t2, t3)
+    return out, weights

@@ -1,0 +1,298 @@
+"""`Profiler`: hooks on any transformers model, per layer and per phase, removed on exit.
+
+    with Profiler(model, ProfilingConfig.standard()) as prof:
+        model.generate(**inputs, max_new_tokens=32)
+    tables = prof.result()          # per-layer DataFrames
+
+A forward pre-hook on the model itself starts each step: it reads the KV cache length to tell
+prefill (empty cache) from decode, numbers the decode steps and decides whether this step is
+instrumented (`sample_every`). Pre/post hooks (`always_call=True`) on the chosen modules mark the
+clock into preallocated records; probes reduce statistics on the device. Nothing synchronises
+the device until `result()`. Every hook is removed and the attention implementation restored on
+exit, also when the profiled code raises.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infermeter.instrument import deep_attention
+from infermeter.instrument.config import ProfilingConfig
+from infermeter.instrument.probes import ActivationProbe, AttentionProbe, KillProbe, RoutingProbe
+from infermeter.instrument.recorder import TimingRecorder
+from infermeter.instrument.tables import LayerProfile, ModuleInfo, StepInfo
+from infermeter.measure.clock import Clock, clock_for
+from infermeter.models.architecture import Architecture, discover
+
+_PHASE_INDEX = {"prefill": 0, "decode": 1}
+
+
+class Profiler:
+    """Per-layer and per-operation profiling of a transformers model.
+
+    Args:
+        model: any transformers model (decoder-only LM or vision-language model).
+        config: what to instrument; `ProfilingConfig.standard()` by default.
+        clock: the clock to mark with; the right one for the model's device by default.
+    """
+
+    def __init__(
+        self, model: Any, config: ProfilingConfig | None = None, clock: Clock | None = None
+    ) -> None:
+        self.model = model
+        self.config = (config or ProfilingConfig.standard()).validate()
+        param = next(model.parameters())
+        self.device = param.device
+        self.clock = clock or clock_for(self.device)
+        self.arch: Architecture = discover(model)
+        self.enabled = True
+        self.active = False
+        self.notes: list[str] = []
+        self._handles: list[Any] = []
+        self._attached = False
+        self._saved_attn: tuple[Any, Any] | None = None
+        self.modules: list[ModuleInfo] = []
+        self.steps: list[StepInfo] = []
+        self._starts: list[Any] = []
+        self._step = -1
+        self._phase = 0
+        self._decode_index = 0
+        self._vision_step = False
+        self._origin: Any = None
+        self._attn_layer: dict[int, int] = {}
+        n_layers = len(self.arch.blocks)
+        cfg = self.config
+        self.timing = TimingRecorder(self.clock, cfg.preallocate)
+        self.activations = (
+            ActivationProbe(n_layers, self.device, cfg.activation_eps)
+            if cfg.capture_activations
+            else None
+        )
+        deep = cfg.deep_ops
+        self.attention = (
+            AttentionProbe(n_layers, self.device, cfg.attention_threshold) if deep else None
+        )
+        self.kill = KillProbe(n_layers, self.device, cfg.kill_eps) if deep else None
+        experts = max((_num_experts(b) for b in self.arch.blocks), default=0)
+        self.routing = RoutingProbe(n_layers, experts, self.device) if deep and experts else None
+        self._op_ids: dict[tuple[int, str], int] = {}
+
+    # -- attach / detach -------------------------------------------------------------------
+
+    def __enter__(self) -> Profiler:
+        self.attach()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.detach()
+
+    def _selected(self, index: int) -> bool:
+        layers = self.config.layers
+        return layers is None or index in layers
+
+    def _register(self, module: Any, kind: str, layer: int | None, probe: Any = None) -> int:
+        mid = len(self.modules)
+        self.modules.append(ModuleInfo(mid, self.arch.name_of(module), kind, layer))
+        self._starts.append(None)
+        starts, clock, timing = self._starts, self.clock, self.timing
+        phase_probe = probe
+
+        opens_step = kind in ("vision_tower", "projector")
+
+        def pre(mod: Any, args: Any) -> None:
+            if opens_step and not self.active and self.enabled:
+                self._begin_step("vision", None, True)  # generate encodes images before prefill
+                self._vision_step = True
+            if self.active:
+                starts[mid] = clock.mark()
+
+        def post(mod: Any, args: Any, out: Any) -> None:
+            if self.active:
+                timing.add(mid, self._step, starts[mid], clock.mark())
+                if phase_probe is not None:
+                    phase_probe.record(self._phase, layer, out)
+                if kind == "projector" and self._vision_step:
+                    self.active = self._vision_step = False
+
+        self._handles.append(module.register_forward_pre_hook(pre))
+        self._handles.append(module.register_forward_hook(post, always_call=True))
+        return mid
+
+    def _register_probe(self, module: Any, probe: Any, layer: int) -> None:
+        def post(mod: Any, args: Any, out: Any) -> None:
+            if self.active:
+                probe.record(self._phase, layer, out)
+
+        self._handles.append(module.register_forward_hook(post, always_call=True))
+
+    def attach(self) -> None:
+        """Register every hook the config asks for (idempotent)."""
+        if self._attached:
+            return
+        self._attached = True
+        cfg, arch = self.config, self.arch
+        if arch.missing:
+            self.notes.append("not found (not instrumented): " + ", ".join(arch.missing))
+        root_mid = len(self.modules)
+        self.modules.append(ModuleInfo(root_mid, "forward", "forward", None))
+        self._starts.append(None)
+        self._handles.append(self.model.register_forward_pre_hook(self._root_pre, with_kwargs=True))
+        self._handles.append(self.model.register_forward_hook(self._root_post, always_call=True))
+        self._root_mid = root_mid
+        if cfg.layer_timing:
+            for module, kind in (
+                (arch.embeddings, "embeddings"),
+                (arch.final_norm, "final_norm"),
+                (arch.lm_head, "lm_head"),
+                (arch.vision_tower, "vision_tower"),
+                (arch.projector, "projector"),
+            ):
+                if module is not None:
+                    self._register(module, kind, None)
+        for b in arch.blocks:
+            if not self._selected(b.index):
+                continue
+            if cfg.layer_timing or self.activations is not None:
+                self._register(b.block, "block", b.index, probe=self.activations)
+            if cfg.part_timing:
+                if b.attention is not None:
+                    self._register(b.attention, "attention", b.index)
+                if b.mlp is not None:
+                    self._register(b.mlp, "moe" if b.is_moe else "mlp", b.index)
+                for _name, norm in b.norms:
+                    self._register(norm, "norm", b.index)
+            if cfg.deep_ops:
+                if b.attention_out is not None:
+                    self._register(b.attention_out, "o_proj", b.index)
+                if b.attention is not None:
+                    self._attn_layer[id(b.attention)] = b.index
+                    base = self.arch.name_of(b.attention)
+                    for op in ("qk", "softmax", "av"):
+                        self._op_ids[(b.index, op)] = len(self.modules)
+                        self.modules.append(
+                            ModuleInfo(len(self.modules), f"{base}.{op}", op, b.index)
+                        )
+                        self._starts.append(None)
+                for act in b.mlp_act:
+                    self._register_probe(act, self.kill, b.index)
+                if b.router is not None and self.routing is not None:
+                    self._register(b.router, "router", b.index, probe=self.routing)
+        if cfg.deep_ops:
+            self._install_deep_attention()
+        self._origin = self.clock.mark()
+
+    def _install_deep_attention(self) -> None:
+        deep_attention.register()
+        text = self.model.config.get_text_config()
+        before = getattr(text, "_attn_implementation", None)
+        self._saved_attn = (text, before)
+        text._attn_implementation = deep_attention.NAME
+        deep_attention.ACTIVE = self
+        self.notes.append(
+            f"deep mode: attention ran through infermeter's eager path (was {before}) so its "
+            "operations could be timed; absolute attention times differ from the fused kernel"
+        )
+
+    def detach(self) -> None:
+        """Remove every hook and restore the attention implementation."""
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+        if self._saved_attn is not None:
+            text, before = self._saved_attn
+            text._attn_implementation = before
+            self._saved_attn = None
+        if deep_attention.ACTIVE is self:
+            deep_attention.ACTIVE = None
+        self.active = False
+        self._attached = False
+
+    # -- hot path ------------------------------------------------------------------------
+
+    def _root_pre(self, module: Any, args: Any, kwargs: dict[str, Any]) -> None:
+        if not self.enabled:
+            self.active = False
+            return
+        cache = kwargs.get("past_key_values")
+        past = (
+            cache.get_seq_length() if cache is not None and hasattr(cache, "get_seq_length") else 0
+        )
+        if past:
+            phase, decode_index = "decode", self._decode_index
+            self._decode_index += 1
+            active = decode_index % self.config.sample_every == 0
+        else:
+            phase, decode_index, active = "prefill", None, True
+            self._decode_index = 0
+        self._begin_step(phase, decode_index, active)
+        if active:
+            self._starts[self._root_mid] = self.clock.mark()
+
+    def _begin_step(self, phase: str, decode_index: int | None, active: bool) -> None:
+        self._vision_step = False
+        self._step += 1
+        self._phase = _PHASE_INDEX.get(phase, 0)
+        self.steps.append(StepInfo(self._step, phase, decode_index, active))
+        self.active = active
+
+    def _root_post(self, module: Any, args: Any, out: Any) -> None:
+        if self.active:
+            self.timing.add(
+                self._root_mid, self._step, self._starts[self._root_mid], self.clock.mark()
+            )
+        self.active = False
+
+    def attention_ops(self, module: Any, weights: Any, t0: Any, t1: Any, t2: Any, t3: Any) -> None:
+        """Called by the deep attention path with its marks and softmax output."""
+        layer = self._attn_layer.get(id(module))
+        if layer is None:
+            return
+        add, step, ops = self.timing.add, self._step, self._op_ids
+        add(ops[(layer, "qk")], step, t0, t1)
+        add(ops[(layer, "softmax")], step, t1, t2)
+        add(ops[(layer, "av")], step, t2, t3)
+        if self.attention is not None:
+            self.attention.record(self._phase, layer, weights)
+
+    # -- results -------------------------------------------------------------------------
+
+    def result(self) -> LayerProfile:
+        """Resolve every record (one device sync) and build the per-layer tables."""
+        mids, steps, starts, durs = self.timing.resolve(self._origin or self.clock.mark())
+        notes = list(self.notes)
+        if self.timing.overflowed:
+            notes.append(
+                f"{self.timing.overflowed} timing records past the preallocated "
+                f"{self.config.preallocate}; raise preallocate to avoid growth in the hot path"
+            )
+        n = self.config.sample_every
+        if n > 1:
+            measured = sum(1 for s in self.steps if s.phase == "decode" and s.measured)
+            total = sum(1 for s in self.steps if s.phase == "decode")
+            notes.append(
+                f"decode steps instrumented: 1 in {n} ({measured} of {total}); "
+                "per-call means are over those steps, totals are not scaled"
+            )
+        return LayerProfile(
+            config=self.config,
+            modules=list(self.modules),
+            steps=list(self.steps),
+            records=(mids, steps, starts, durs),
+            activations=self.activations.collect() if self.activations else [],
+            attention=self.attention.collect() if self.attention else [],
+            kill=self.kill.collect() if self.kill else [],
+            routing=self.routing.collect() if self.routing else [],
+            notes=notes,
+            num_layers=len(self.arch.blocks),
+        )
+
+
+def _num_experts(block: Any) -> int:
+    if block.router is None:
+        return 0
+    for attr in ("num_experts", "n_routed_experts"):
+        n = getattr(block.router, attr, None) or getattr(block.experts, attr, None)
+        if n:
+            return int(n)
+    weight = getattr(block.router, "weight", None)
+    return int(weight.shape[0]) if weight is not None else 0

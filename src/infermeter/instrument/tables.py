@@ -1,0 +1,221 @@
+"""Per-layer tables from raw profiler records: what `Profiler.result()` returns.
+
+Raw records are kept (module, step, start, duration); every table is computed from them with
+pandas, so nothing measured is lost in aggregation. "% of forward" divides by the time of the
+model's forward calls in the same phase; "other" is forward time inside no timed top-level
+module (embeddings, blocks, final norm, LM head, vision tower, projector): Python glue, cache
+updates, mask building, rotary embeddings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+#: Modules called directly by the model's forward (their sum plus "other" is the forward time).
+TOP_LEVEL = ("embeddings", "block", "final_norm", "lm_head", "vision_tower", "projector")
+#: Parts inside a block, in display order.
+BLOCK_PARTS = ("attention", "mlp", "moe", "norm", "o_proj", "router", "qk", "softmax", "av")
+
+
+_PART_COLUMNS = ["phase", "part", "calls", "total_ms", "mean_ms", "pct_forward"]
+
+
+def _row(
+    phase: str, part: str, calls: int | None, total: float, mean: float | None, fwd: float | None
+) -> dict[str, Any]:
+    pct = 100.0 * total / fwd if fwd else float("nan")
+    return dict(zip(_PART_COLUMNS, (phase, part, calls, total, mean, pct), strict=True))
+
+
+@dataclass(frozen=True)
+class ModuleInfo:
+    """An instrumented module (or attention operation)."""
+
+    mid: int
+    name: str
+    kind: str
+    layer: int | None
+
+
+@dataclass(frozen=True)
+class StepInfo:
+    """One forward call of the model: its phase and whether it was instrumented."""
+
+    step: int
+    phase: str
+    decode_index: int | None
+    measured: bool
+
+
+@dataclass
+class LayerProfile:
+    """Everything one profiling session measured, with tables as DataFrames."""
+
+    config: Any
+    modules: list[ModuleInfo]
+    steps: list[StepInfo]
+    records: tuple[list[int], list[int], list[float], list[float]]
+    activations: list[dict[str, Any]] = field(default_factory=list)
+    attention: list[dict[str, Any]] = field(default_factory=list)
+    kill: list[dict[str, Any]] = field(default_factory=list)
+    routing: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    num_layers: int = 0
+
+    def records_frame(self) -> pd.DataFrame:
+        """One row per timed call: module, kind, layer, step, phase, start_ms, ms."""
+        mids, steps, starts, durs = self.records
+        df = pd.DataFrame({"mid": mids, "step": steps, "start_ms": starts, "ms": durs})
+        mods = pd.DataFrame([m.__dict__ for m in self.modules])
+        st = pd.DataFrame([s.__dict__ for s in self.steps])
+        if df.empty or mods.empty or st.empty:
+            cols = ["mid", "step", "start_ms", "ms", "name", "kind", "layer", "phase"]
+            return pd.DataFrame(columns=cols)
+        df = df.merge(mods, on="mid", how="left").merge(
+            st[["step", "phase", "decode_index"]], on="step", how="left"
+        )
+        return df
+
+    def forward_ms(self) -> dict[str, float]:
+        """Total time of the model's forward calls per phase (instrumented steps only)."""
+        df = self.records_frame()
+        fwd = df[df["kind"] == "forward"]
+        return fwd.groupby("phase")["ms"].sum().to_dict()
+
+    def layers(self) -> pd.DataFrame:
+        """Per module and phase: calls, total, mean per call and % of the forward."""
+        df = self.records_frame()
+        df = df[df["kind"] != "forward"]
+        if df.empty:
+            return pd.DataFrame(
+                columns=[
+                    "name",
+                    "kind",
+                    "layer",
+                    "phase",
+                    "calls",
+                    "total_ms",
+                    "mean_ms",
+                    "pct_forward",
+                ]
+            )
+        g = (
+            df.groupby(["mid", "name", "kind", "phase"], dropna=False)
+            .agg(
+                layer=("layer", "first"),
+                calls=("ms", "size"),
+                total_ms=("ms", "sum"),
+                mean_ms=("ms", "mean"),
+            )
+            .reset_index()
+        )
+        fwd = self.forward_ms()
+        g["pct_forward"] = [
+            100.0 * t / fwd[p] if fwd.get(p) else float("nan")
+            for t, p in zip(g["total_ms"], g["phase"], strict=True)
+        ]
+        g = g.sort_values(["phase", "mid"], ascending=[False, True])
+        return g.drop(columns="mid").reset_index(drop=True)
+
+    def parts(self) -> pd.DataFrame:
+        """Per part type and phase: total, mean per call, % of forward; with "other".
+
+        Phases: "vision" (a VLM's image encoding, which `generate` runs before the first
+        forward), "prefill" and "decode". "other" and "forward" rows exist where the model's
+        forward was timed.
+        """
+        df = self.records_frame()
+        fwd = self.forward_ms()
+        rows = []
+        for phase in ("vision", "prefill", "decode"):
+            sub = df[df["phase"] == phase]
+            if sub.empty:
+                continue
+            forward = fwd.get(phase)
+            top_total = 0.0
+            for kind in (*TOP_LEVEL, *BLOCK_PARTS):
+                k = sub[sub["kind"] == kind]["ms"]
+                if k.empty:
+                    continue
+                if kind in TOP_LEVEL:
+                    top_total += float(k.sum())
+                rows.append(self._part_row(phase, kind, k, forward))
+            if forward:
+                calls = int((sub["kind"] == "forward").sum())
+                other = forward - top_total
+                rows.append(_row(phase, "other", None, other, None, forward))
+                rows.append(_row(phase, "forward", calls, forward, forward / calls, forward))
+        return pd.DataFrame(rows, columns=_PART_COLUMNS)
+
+    @staticmethod
+    def _part_row(phase: str, kind: str, ms: pd.Series, forward: float | None) -> dict[str, Any]:
+        return _row(phase, kind, int(ms.size), float(ms.sum()), float(ms.mean()), forward)
+
+    def activations_frame(self) -> pd.DataFrame:
+        """Per layer and phase: mean |x|, std, max |x|, sparsity of the block output."""
+        return pd.DataFrame(self.activations)
+
+    def attention_frame(self) -> pd.DataFrame:
+        """Per layer and phase: entropy, sparsity, and QK^T / softmax / AV / o_proj mean ms."""
+        att = pd.DataFrame(self.attention)
+        if att.empty:
+            return att
+        lay = self.layers()
+        ops = lay[lay["kind"].isin(["qk", "softmax", "av", "o_proj"])]
+        if not ops.empty:
+            wide = ops.pivot_table(index=["layer", "phase"], columns="kind", values="mean_ms")
+            wide.columns = [f"{c}_ms" for c in wide.columns]
+            att = att.merge(wide.reset_index(), on=["layer", "phase"], how="left")
+        return att
+
+    def kill_frame(self) -> pd.DataFrame:
+        """Per layer and phase: fraction of post-activation values at or below kill_eps."""
+        return pd.DataFrame(self.kill)
+
+    def routing_frame(self) -> pd.DataFrame:
+        """Per layer, phase and expert: tokens routed there and their share."""
+        return pd.DataFrame(self.routing)
+
+    def moe_load_frame(self) -> pd.DataFrame:
+        """Per layer and phase: routed tokens, busiest and idlest expert share, and balance.
+
+        imbalance = busiest share / mean share (1.0 is perfectly even); load entropy in nats,
+        beside its maximum log(experts).
+        """
+        r = self.routing_frame()
+        if r.empty:
+            return r
+        rows = []
+        for (phase, layer), g in r.groupby(["phase", "layer"], sort=False):
+            share = g["share"].to_numpy()
+            nz = share[share > 0]
+            rows.append(
+                {
+                    "phase": phase,
+                    "layer": int(layer),
+                    "assignments": int(g["tokens"].sum()),
+                    "max_share": float(share.max()),
+                    "min_share": float(share.min()),
+                    "imbalance": float(share.max() * len(share)),
+                    "load_entropy": float(-(nz * np.log(nz)).sum()),
+                    "max_entropy": float(np.log(len(share))),
+                }
+            )
+        return pd.DataFrame(rows)
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """Every non-empty table by name."""
+        out = {
+            "layers": self.layers(),
+            "parts": self.parts(),
+            "activations": self.activations_frame(),
+            "attention": self.attention_frame(),
+            "mlp_kill": self.kill_frame(),
+            "moe_routing": self.routing_frame(),
+            "moe_load": self.moe_load_frame(),
+        }
+        return {k: v for k, v in out.items() if not v.empty}

@@ -1,0 +1,170 @@
+"""Where things are in a transformers model: blocks, their parts, router, head, vision tower.
+
+Found by structure, not by a table per family: the decoder blocks are the longest
+`nn.ModuleList` of same-class modules outside the vision tower; inside a block, attention, MLP or
+MoE and norms are recognised by the names transformers uses across families (`self_attn`/`attn`,
+`mlp`/`block_sparse_moe`/`feed_forward`, `*norm*`/`ln_*`). A MoE block is an MLP with a `gate`
+(router) and `experts`. What cannot be found is listed in `missing`, and the rest still works.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+_ATTN_NAMES = ("self_attn", "attn", "attention", "self_attention")
+_MLP_NAMES = ("mlp", "block_sparse_moe", "feed_forward", "ffn")
+_ACT_NAMES = ("act_fn", "act", "activation_fn", "activation")
+
+
+@dataclass
+class BlockParts:
+    """One decoder block and the parts of it that can be timed."""
+
+    index: int
+    block: Any
+    attention: Any = None
+    attention_out: Any = None  # output projection (o_proj / c_proj)
+    mlp: Any = None
+    mlp_act: list[Any] = field(default_factory=list)  # activation modules (dense and experts)
+    norms: list[tuple[str, Any]] = field(default_factory=list)
+    router: Any = None
+    experts: Any = None
+
+    @property
+    def is_moe(self) -> bool:
+        """True when the MLP is a mixture of experts with a router."""
+        return self.router is not None
+
+
+@dataclass
+class Architecture:
+    """Named places of a model; `missing` lists what was looked for and not found."""
+
+    root: Any
+    blocks_path: str | None
+    blocks: list[BlockParts]
+    embeddings: Any = None
+    final_norm: Any = None
+    lm_head: Any = None
+    vision_tower: Any = None
+    projector: Any = None
+    vision_blocks: list[Any] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    names: dict[int, str] = field(default_factory=dict)
+
+    def name_of(self, module: Any) -> str:
+        """Dotted path of a module inside the model."""
+        return self.names.get(id(module), type(module).__name__)
+
+
+def _find_child(module: Any, names: tuple[str, ...]) -> tuple[str, Any] | tuple[None, None]:
+    for n in names:
+        child = getattr(module, n, None)
+        if child is not None and hasattr(child, "forward"):
+            return n, child
+    return None, None
+
+
+def _module_lists(root: Any, skip: set[int]) -> list[tuple[str, Any]]:
+    import torch.nn as nn
+
+    found = []
+    for name, mod in root.named_modules():
+        if any(id(m) in skip for m in _ancestors(root, name)):
+            continue
+        if isinstance(mod, nn.ModuleList) and len(mod) > 0:
+            kinds = {type(m) for m in mod}
+            if len(kinds) == 1 and sum(1 for _ in mod[0].children()) >= 2:
+                found.append((name, mod))
+    return found
+
+
+def _ancestors(root: Any, dotted: str) -> list[Any]:
+    out, cur = [], root
+    for part in dotted.split(".") if dotted else []:
+        cur = getattr(cur, part, None)
+        if cur is None:
+            break
+        out.append(cur)
+    return out
+
+
+def _block_parts(i: int, block: Any) -> BlockParts:
+    parts = BlockParts(index=i, block=block)
+    _, parts.attention = _find_child(block, _ATTN_NAMES)
+    if parts.attention is not None:
+        _, parts.attention_out = _find_child(
+            parts.attention, ("o_proj", "c_proj", "out_proj", "dense")
+        )
+    _, parts.mlp = _find_child(block, _MLP_NAMES)
+    if parts.mlp is not None:
+        gate, experts = getattr(parts.mlp, "gate", None), getattr(parts.mlp, "experts", None)
+        if gate is not None and experts is not None:
+            parts.router, parts.experts = gate, experts
+        for mod in parts.mlp.modules():
+            _, act = _find_child(mod, _ACT_NAMES)
+            if act is not None and all(act is not a for a in parts.mlp_act):
+                parts.mlp_act.append(act)
+    for name, child in block.named_children():
+        lname = name.lower()
+        if "norm" in lname or lname.startswith("ln"):
+            parts.norms.append((name, child))
+    return parts
+
+
+def discover(model: Any) -> Architecture:
+    """Locate the parts of `model` that profiling hooks attach to."""
+    names = {id(m): n for n, m in model.named_modules()}
+    inner = getattr(model, "model", model)
+    vision_tower = getattr(inner, "vision_tower", None) or getattr(model, "vision_tower", None)
+    projector = getattr(inner, "multi_modal_projector", None) or getattr(
+        model, "multi_modal_projector", None
+    )
+    skip = {id(vision_tower)} if vision_tower is not None else set()
+    lists = _module_lists(model, skip)
+    missing: list[str] = []
+    blocks_path, blocks = None, []
+    if lists:
+        blocks_path, mlist = max(lists, key=lambda nl: len(nl[1]))
+        blocks = [_block_parts(i, b) for i, b in enumerate(mlist)]
+    else:
+        missing.append("decoder blocks")
+    arch = Architecture(root=model, blocks_path=blocks_path, blocks=blocks, names=names)
+    try:
+        arch.embeddings = model.get_input_embeddings()
+    except (AttributeError, NotImplementedError):
+        missing.append("embeddings")
+    with contextlib.suppress(AttributeError, NotImplementedError):
+        arch.lm_head = model.get_output_embeddings()
+    if arch.lm_head is None:
+        missing.append("lm head")
+    holder = _blocks_holder(model, blocks_path)
+    if holder is not None:
+        _, arch.final_norm = _find_child(holder, ("norm", "ln_f", "final_layernorm", "final_norm"))
+    if arch.final_norm is None:
+        missing.append("final norm")
+    for b in blocks:
+        if b.attention is None:
+            missing.append(f"attention of block {b.index}")
+        if b.mlp is None:
+            missing.append(f"mlp of block {b.index}")
+    if vision_tower is not None:
+        arch.vision_tower, arch.projector = vision_tower, projector
+        vlists = _module_lists(vision_tower, set())
+        if vlists:
+            arch.vision_blocks = list(max(vlists, key=lambda nl: len(nl[1]))[1])
+        if projector is None:
+            missing.append("multi-modal projector")
+    arch.missing = missing
+    return arch
+
+
+def _blocks_holder(model: Any, blocks_path: str | None) -> Any:
+    if not blocks_path or "." not in blocks_path:
+        return model if blocks_path else None
+    holder = model
+    for part in blocks_path.split(".")[:-1]:
+        holder = getattr(holder, part)
+    return holder
