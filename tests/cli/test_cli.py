@@ -157,3 +157,27 @@ def test_smollm2_profile_speaks_english(tmp_path):
     assert sum(w.lower().strip(".,;:!?\"'") in common for w in words) >= 3, text
     letters = sum(c.isalpha() or c.isspace() or c in ".,;:!?'\"-()" for c in text)
     assert letters / len(text) > 0.9, text
+
+
+def test_runs_show_prints_per_layer_tables(tmp_path):
+    db = str(tmp_path / "r.db")
+    r = runner.invoke(app, ["profile", "--model", "tiny-mixtral", "--prompt-tokens", "16",
+                            "--new-tokens", "4", "--samples", "1", "--mode", "deep",
+                            "--db", db, "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert {"parts", "attention", "moe_routing"} <= set(doc["layers"])
+    shown = runner.invoke(app, ["runs", "show", doc["meta"]["run_id"], "--db", db],
+                          env={"COLUMNS": "80"})
+    for needle in ("where the time goes", "per block: mean ms per call", "attn entropy",
+                   "MoE imbalance", "deep mode: attention ran through"):
+        assert needle in shown.stdout
+    table_lines = [ln for ln in shown.stdout.splitlines() if not ln.startswith(("note:", "run "))]
+    assert max(len(line) for line in table_lines) <= 80
+
+
+def test_bad_mode_and_sample_every(tmp_path):
+    r = runner.invoke(app, ["profile", "--mode", "fast", "--db", str(tmp_path / "r.db")])
+    assert_one_line_error(r, "unknown mode 'fast'")
+    r = runner.invoke(app, ["profile", "--sample-every", "0", "--db", str(tmp_path / "r.db")])
+    assert_one_line_error(r, "--sample-every 0 is below 1")

@@ -108,3 +108,40 @@ def test_compile_reports_cold_first_call_apart(tiny_llama):
     assert run.phases["compile_first_call_ms"] > run.summary()["total_ms"].mean
     assert run.phases["compile_ms"] > 0
     assert "forward" not in tiny_llama.model.__dict__  # undone after the run
+
+
+@pytest.mark.parametrize("mode", ["standard", "deep"])
+def test_modes_store_per_layer_tables(tiny_llama, tmp_path, mode):
+    store = Store(tmp_path / "runs.db")
+    cfg = RunConfig(prompt_tokens=16, new_tokens=4, samples=2, warmup=1, mode=mode)
+    run = profile(cfg, loaded=tiny_llama, sink=store)
+    assert {"layers", "parts", "activations"} <= set(run.layers)
+    assert ("attention" in run.layers) == (mode == "deep")
+    blocks = [r for r in run.layers["layers"] if r["kind"] == "block" and r["phase"] == "decode"]
+    assert len(blocks) == 4 and all(r["calls"] == 2 * 3 for r in blocks)  # warm-up not counted
+    back = store.get(run.run_id)
+    assert back.layers == run.layers
+    assert back.to_json()["layers"]["parts"] == run.layers["parts"]
+    assert tiny_llama.model.config._attn_implementation != "infermeter_deep"
+
+
+def test_failed_instrumented_run_keeps_partial_layers(tiny_llama, tmp_path):
+    store = Store(tmp_path / "runs.db")
+    calls = {"n": 0}
+
+    def explode(module, args):
+        calls["n"] += 1
+        if calls["n"] > 5:
+            raise RuntimeError("fault in block")
+
+    handle = tiny_llama.model.model.layers[2].register_forward_pre_hook(explode)
+    try:
+        with pytest.raises(GenerationFailed):
+            profile(RunConfig(prompt_tokens=8, new_tokens=4, samples=2, warmup=0,
+                              mode="standard"), loaded=tiny_llama, sink=store)
+    finally:
+        handle.remove()
+    (row,) = store.list_runs()
+    run = store.get(row["id"])
+    assert run.status == "failed" and len(run.samples) == 1
+    assert run.layers["layers"]  # the first sample's per-layer times survived

@@ -1,0 +1,201 @@
+import math
+import time
+
+import pytest
+import torch
+
+from infermeter import PRESETS, load_model
+from infermeter.instrument import Profiler, ProfilingConfig
+from infermeter.instrument.probes import ActivationProbe, AttentionProbe, KillProbe
+
+TINY = [n for n, p in PRESETS.items() if p.kind == "tiny"]
+
+
+def _inputs(lm, text="The river had been rising for three days and the bridge was gone."):
+    ids = lm.tokenizer([text], return_tensors="pt")
+    kw = dict(ids)
+    if lm.info.vision is not None:
+        n = lm.info.vision.tokens_per_image
+        image = torch.full((1, n), lm.model.config.image_token_id)
+        kw["input_ids"] = torch.cat([image, ids["input_ids"]], 1)
+        kw["attention_mask"] = torch.ones_like(kw["input_ids"])
+        kw["pixel_values"] = torch.randn(1, 3, lm.info.vision.image_size, lm.info.vision.image_size)
+    return kw
+
+
+def _generate(lm, kw, n=4):
+    with torch.inference_mode():
+        return lm.model.generate(**kw, max_new_tokens=n, min_new_tokens=n, do_sample=False)
+
+
+def _hook_count(model):
+    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+
+
+@pytest.mark.parametrize("name", TINY)
+def test_hooks_fire_on_the_expected_modules(name):
+    lm = load_model(name, device="cpu")
+    kw = _inputs(lm)
+    with Profiler(lm.model, ProfilingConfig.deep()) as prof:
+        _generate(lm, kw, n=3)
+    lp = prof.result()
+    phases = [s.phase for s in lp.steps]
+    assert phases[-3:] == ["prefill", "decode", "decode"]
+    layers = lp.layers()
+    for phase, calls in (("prefill", 1), ("decode", 2)):
+        sub = layers[layers["phase"] == phase]
+        for kind in ("block", "attention", "o_proj", "qk", "softmax", "av"):
+            got = sub[sub["kind"] == kind]
+            assert sorted(got["layer"]) == [0, 1, 2, 3], (kind, phase)
+            assert (got["calls"] == calls).all(), (kind, phase)
+        mlp_kind = "moe" if lm.info.is_moe else "mlp"
+        assert len(sub[sub["kind"] == mlp_kind]) == 4
+        assert len(sub[sub["kind"] == "norm"]) == 8
+        for kind in ("embeddings", "final_norm", "lm_head"):
+            assert len(sub[sub["kind"] == kind]) == 1
+    tables = lp.tables()
+    assert set(tables) >= {"layers", "parts", "activations", "attention", "mlp_kill"}
+    assert ("moe_routing" in tables) == lm.info.is_moe
+    if lm.info.is_moe:
+        routing = tables["moe_routing"]
+        per_layer = routing[routing["phase"] == "decode"].groupby("layer")["tokens"].sum()
+        assert (per_layer == 2 * lm.info.top_k).all()  # 2 decode tokens x top-k experts each
+    if name == "tiny-llava":
+        vision = layers[layers["phase"] == "vision"]
+        assert set(vision["kind"]) == {"vision_tower", "projector"}
+
+
+def test_forward_time_agrees_with_an_outside_clock_and_parts_add_up(tiny_llama):
+    model = tiny_llama.model
+    ids = tiny_llama.tokenizer(["A language model generates text one token at a time. " * 8],
+                               return_tensors="pt")["input_ids"]
+    with torch.inference_mode():
+        model(ids)  # warm
+    outside = []
+    with Profiler(model, ProfilingConfig.standard()) as prof, torch.inference_mode():
+        for _ in range(5):
+            t0 = time.perf_counter()
+            model(ids)
+            outside.append((time.perf_counter() - t0) * 1e3)
+    lp = prof.result()
+    inside = lp.forward_ms()["prefill"]
+    assert inside == pytest.approx(sum(outside), rel=0.05)
+    parts = lp.parts().set_index("part")
+    top = sum(parts.loc[k, "total_ms"] for k in ("embeddings", "block", "final_norm", "lm_head"))
+    assert top + parts.loc["other", "total_ms"] == pytest.approx(inside, rel=1e-9)
+    assert parts.loc["other", "total_ms"] >= 0
+    inner = sum(parts.loc[k, "total_ms"] for k in ("attention", "mlp", "norm"))
+    assert inner <= parts.loc["block", "total_ms"]
+
+
+def test_activation_statistics_equal_a_direct_computation(tiny_llama):
+    model = tiny_llama.model
+    ids = tiny_llama.tokenizer(["Glaciers are rivers of ice that move slowly."],
+                               return_tensors="pt")["input_ids"]
+    outputs = {}
+    handles = [
+        block.register_forward_hook(lambda m, a, o, i=i: outputs.__setitem__(i, o.detach().clone()))
+        for i, block in enumerate(model.model.layers)
+    ]
+    try:
+        with Profiler(model, ProfilingConfig.standard()) as prof, torch.inference_mode():
+            model(ids)
+    finally:
+        for h in handles:
+            h.remove()
+    rows = {r["layer"]: r for r in prof.result().activations if r["phase"] == "prefill"}
+    for i, x in outputs.items():
+        x = x.double().reshape(-1)
+        r = rows[i]
+        assert r["mean_abs"] == pytest.approx(x.abs().mean().item(), rel=1e-5)
+        assert r["std"] == pytest.approx(x.std().item(), rel=1e-4)
+        assert r["max_abs"] == pytest.approx(x.abs().max().item(), rel=1e-6)
+        assert r["sparsity"] == pytest.approx((x.abs() <= 1e-6).double().mean().item(), abs=1e-9)
+        assert r["calls"] == 1
+
+
+def test_activation_probe_on_known_values():
+    probe = ActivationProbe(layers=1, device="cpu", eps=0.5)
+    probe.record(0, 0, torch.tensor([[-2.0, 0.0, 0.25, 4.0]]))
+    probe.record(0, 0, (torch.tensor([1.0, -1.0, 0.0, 0.0]),))  # tuple outputs work too
+    (row,) = probe.collect()
+    x = torch.tensor([-2.0, 0.0, 0.25, 4.0, 1.0, -1.0, 0.0, 0.0], dtype=torch.float64)
+    assert row["mean_abs"] == pytest.approx(x.abs().mean().item())
+    assert row["std"] == pytest.approx(x.std().item())
+    assert row["max_abs"] == 4.0
+    assert row["sparsity"] == pytest.approx(4 / 8)  # |x| <= 0.5: 0, 0.25, 0, 0
+    assert row["calls"] == 2
+
+
+def test_entropy_of_uniform_attention_is_log_n_and_masked_keys_are_ignored():
+    probe = AttentionProbe(layers=1, device="cpu", threshold=1e-3)
+    n = 7
+    probe.record(0, 0, torch.full((2, 3, 5, n), 1.0 / n))
+    masked = torch.zeros(1, 1, 1, n + 3)
+    masked[..., :n] = 1.0 / n  # three masked keys: weight exactly 0
+    probe.record(1, 0, masked)
+    pre, dec = probe.collect()
+    assert pre["entropy"] == pytest.approx(math.log(n))
+    assert dec["entropy"] == pytest.approx(math.log(n))
+    assert pre["sparsity"] == 0.0 and dec["sparsity"] == 0.0
+
+
+def test_entropy_through_the_deep_attention_path_on_a_real_model():
+    lm = load_model("tiny-llama", device="cpu", seed=1)
+    model = lm.model
+    for layer in model.model.layers:  # zero queries: every score is 0, attention is uniform
+        torch.nn.init.zeros_(layer.self_attn.q_proj.weight)
+    text = ["One two three four five six seven eight"]
+    ids = lm.tokenizer(text, return_tensors="pt")["input_ids"]
+    with Profiler(model, ProfilingConfig.deep()) as prof, torch.inference_mode():
+        model(ids)
+    length = ids.shape[1]
+    expected = sum(math.log(i + 1) for i in range(length)) / length  # causal: row i sees i+1 keys
+    for r in prof.result().attention:
+        assert r["entropy"] == pytest.approx(expected, rel=1e-5)
+
+
+def test_kill_ratio_of_relu_on_a_known_tensor():
+    probe = KillProbe(layers=2, device="cpu", eps=1e-3)
+    x = torch.tensor([-3.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 1e-4])
+    probe.record(1, 1, torch.relu(x))
+    (row,) = probe.collect()
+    assert row["layer"] == 1 and row["phase"] == "decode"
+    assert row["kill_ratio"] == pytest.approx(5 / 8)  # four negatives clamp to 0, and 1e-4
+
+
+def test_hooks_and_attention_restored_after_an_exception(tiny_llama):
+    model = tiny_llama.model
+    kw = _inputs(tiny_llama)
+    _generate(tiny_llama, kw, 2)  # transformers adds its own capture hooks on first use
+    before = _hook_count(model)
+    attn = model.config._attn_implementation
+    with pytest.raises(RuntimeError, match="boom"), Profiler(model, ProfilingConfig.deep()):
+        assert _hook_count(model) > before
+        assert model.config._attn_implementation == "infermeter_deep"
+        raise RuntimeError("boom")
+    assert _hook_count(model) == before
+    assert model.config._attn_implementation == attn
+
+
+def test_sample_every_two_measures_every_second_decode_step(tiny_llama):
+    kw = _inputs(tiny_llama)
+    cfg = ProfilingConfig.custom(sample_every=2)
+    with Profiler(tiny_llama.model, cfg) as prof:
+        _generate(tiny_llama, kw, n=7)  # prefill + 6 decode steps
+    lp = prof.result()
+    decode = [s for s in lp.steps if s.phase == "decode"]
+    assert [s.decode_index for s in decode if s.measured] == [0, 2, 4]
+    layers = lp.layers()
+    blocks = layers[(layers["phase"] == "decode") & (layers["kind"] == "block")]
+    assert (blocks["calls"] == 3).all()
+    assert any("1 in 2 (3 of 6)" in n for n in lp.notes)
+
+
+def test_minimal_mode_attaches_nothing(tiny_llama):
+    assert not ProfilingConfig.minimal().hooks_needed
+    before = _hook_count(tiny_llama.model)
+    with Profiler(tiny_llama.model, ProfilingConfig.custom(layers=[1])) as prof:
+        only_layer_one = {m.layer for m in prof.modules if m.kind == "block"}
+    assert only_layer_one == {1}
+    assert _hook_count(tiny_llama.model) == before

@@ -1,0 +1,45 @@
+import pytest
+
+from infermeter import PRESETS, load_model
+from infermeter.models.architecture import discover
+
+TINY = [n for n, p in PRESETS.items() if p.kind == "tiny"]
+
+
+@pytest.mark.parametrize("name", TINY)
+def test_discovery_finds_every_part(name):
+    model = load_model(name, device="cpu").model
+    arch = discover(model)
+    assert arch.missing == []
+    assert len(arch.blocks) == 4
+    for b in arch.blocks:
+        assert b.attention is not None and b.mlp is not None and b.attention_out is not None
+        assert len(b.norms) == 2 and b.mlp_act
+    moe = PRESETS[name].family in ("mixtral", "qwen2_moe", "qwen3_moe")
+    assert all(b.is_moe == moe for b in arch.blocks)
+    assert arch.embeddings is model.get_input_embeddings()
+    assert arch.lm_head is model.get_output_embeddings()
+    assert arch.final_norm is not None
+    if name == "tiny-llava":
+        assert arch.vision_tower is not None and arch.projector is not None
+        assert len(arch.vision_blocks) == 2
+        assert arch.blocks_path == "model.language_model.layers"
+
+
+def test_generic_model_without_known_names_reports_what_is_missing():
+    import torch.nn as nn
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(4, 4)
+            self.b = nn.Linear(4, 4)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stack = nn.ModuleList(Layer() for _ in range(3))
+
+    arch = discover(Net())
+    assert arch.blocks_path == "stack" and len(arch.blocks) == 3
+    assert "attention of block 0" in arch.missing and "embeddings" in arch.missing
