@@ -18,7 +18,10 @@ def cli(*args, env=None, timeout=600):
     """Run `python -m infermeter ARGS` in a real process."""
     return subprocess.run(
         [sys.executable, "-m", "infermeter", *args],
-        capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -36,8 +39,24 @@ def assert_one_line_error(result, *needles, code=2):
 def test_profile_json_is_one_document_and_stored(tmp_path):
     db = tmp_path / "runs.db"
     out = tmp_path / "out"
-    r = cli("profile", "--model", "tiny-mistral", "--prompt-tokens", "24", "--new-tokens", "5",
-            "--samples", "2", "--warmup", "1", "--db", str(db), "--out", str(out), "--json")
+    r = cli(
+        "profile",
+        "--model",
+        "tiny-mistral",
+        "--prompt-tokens",
+        "24",
+        "--new-tokens",
+        "5",
+        "--samples",
+        "2",
+        "--warmup",
+        "1",
+        "--db",
+        str(db),
+        "--out",
+        str(out),
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)  # exactly one JSON document: anything else fails to parse
     assert set(doc) == {"meta", "summary", "all_samples"}
@@ -55,22 +74,57 @@ def test_profile_json_is_one_document_and_stored(tmp_path):
 
 
 def test_profile_table_for_people(tmp_path):
-    r = runner.invoke(app, ["profile", "--model", "tiny-qwen3-moe", "--prompt-tokens", "16",
-                            "--new-tokens", "4", "--samples", "2", "--db",
-                            str(tmp_path / "r.db"), "--show-text"])
+    r = runner.invoke(
+        app,
+        [
+            "profile",
+            "--model",
+            "tiny-qwen3-moe",
+            "--prompt-tokens",
+            "16",
+            "--new-tokens",
+            "4",
+            "--samples",
+            "2",
+            "--db",
+            str(tmp_path / "r.db"),
+            "--show-text",
+        ],
+    )
     assert r.exit_code == 0, r.output
-    for needle in ("prefill (TTFT)", "decode per token (TPOT)", "throughput", "peak RSS",
-                   "16 experts top-4", "output:", "stored in"):
+    for needle in (
+        "prefill (TTFT)",
+        "decode per token (TPOT)",
+        "throughput",
+        "peak RSS",
+        "16 experts top-4",
+        "output:",
+        "stored in",
+    ):
         assert needle in r.stdout
 
 
 def test_runs_list_show_delete(tmp_path):
     db = str(tmp_path / "r.db")
-    r = runner.invoke(app, ["profile", "--prompt-tokens", "8", "--new-tokens", "3",
-                            "--samples", "1", "--db", db, "--json"])
+    r = runner.invoke(
+        app,
+        [
+            "profile",
+            "--prompt-tokens",
+            "8",
+            "--new-tokens",
+            "3",
+            "--samples",
+            "1",
+            "--db",
+            db,
+            "--json",
+        ],
+    )
     rid = json.loads(r.stdout)["meta"]["run_id"]
-    listed = runner.invoke(app, ["runs", "list", "--db", db, "--status", "finished",
-                                 "--since", "1d"])
+    listed = runner.invoke(
+        app, ["runs", "list", "--db", db, "--status", "finished", "--since", "1d"]
+    )
     assert rid in listed.stdout and "tiny-llama" in listed.stdout
     assert runner.invoke(app, ["runs", "show", rid, "--db", db]).exit_code == 0
     assert runner.invoke(app, ["runs", "delete", rid, "--db", db]).exit_code == 0
@@ -112,8 +166,9 @@ def test_user_errors_are_one_line_exit_2(tmp_path, args, needles):
 def test_unwritable_out_folder_fails_before_running(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    r = runner.invoke(app, ["profile", "--out", str(blocker / "sub"), "--db",
-                            str(tmp_path / "r.db")])
+    r = runner.invoke(
+        app, ["profile", "--out", str(blocker / "sub"), "--db", str(tmp_path / "r.db")]
+    )
     assert_one_line_error(r, "cannot write to output folder")
     assert not (tmp_path / "r.db").exists()  # nothing ran, nothing stored
 
@@ -124,8 +179,16 @@ def test_locked_database(tmp_path):
     holder = sqlite3.connect(db)
     holder.execute("BEGIN EXCLUSIVE")
     try:
-        r = cli("profile", "--new-tokens", "2", "--samples", "1", "--db", str(db),
-                env={"INFERMETER_DB_TIMEOUT_S": "0.3"})
+        r = cli(
+            "profile",
+            "--new-tokens",
+            "2",
+            "--samples",
+            "1",
+            "--db",
+            str(db),
+            env={"INFERMETER_DB_TIMEOUT_S": "0.3"},
+        )
     finally:
         holder.rollback()
         holder.close()
@@ -142,8 +205,22 @@ def test_unreadable_database(tmp_path):
 
 @pytest.mark.slow
 def test_smollm2_profile_speaks_english(tmp_path):
-    r = cli("profile", "--model", "smollm2-135m", "--prompt-tokens", "128", "--new-tokens",
-            "32", "--samples", "1", "--warmup", "0", "--db", str(tmp_path / "r.db"), "--json")
+    r = cli(
+        "profile",
+        "--model",
+        "smollm2-135m",
+        "--prompt-tokens",
+        "128",
+        "--new-tokens",
+        "32",
+        "--samples",
+        "1",
+        "--warmup",
+        "0",
+        "--db",
+        str(tmp_path / "r.db"),
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["meta"]["model_info"]["layers"] == 30
@@ -152,8 +229,28 @@ def test_smollm2_profile_speaks_english(tmp_path):
     text = sample["output_text"][0]
     words = text.split()
     assert len(words) >= 12
-    common = {"the", "a", "of", "and", "to", "in", "is", "that", "it", "this", "for", "with",
-              "as", "on", "are", "be", "by", "you", "can", "i"}
+    common = {
+        "the",
+        "a",
+        "of",
+        "and",
+        "to",
+        "in",
+        "is",
+        "that",
+        "it",
+        "this",
+        "for",
+        "with",
+        "as",
+        "on",
+        "are",
+        "be",
+        "by",
+        "you",
+        "can",
+        "i",
+    }
     assert sum(w.lower().strip(".,;:!?\"'") in common for w in words) >= 3, text
     letters = sum(c.isalpha() or c.isspace() or c in ".,;:!?'\"-()" for c in text)
     assert letters / len(text) > 0.9, text
@@ -161,16 +258,38 @@ def test_smollm2_profile_speaks_english(tmp_path):
 
 def test_runs_show_prints_per_layer_tables(tmp_path):
     db = str(tmp_path / "r.db")
-    r = runner.invoke(app, ["profile", "--model", "tiny-mixtral", "--prompt-tokens", "16",
-                            "--new-tokens", "4", "--samples", "1", "--mode", "deep",
-                            "--db", db, "--json"])
+    r = runner.invoke(
+        app,
+        [
+            "profile",
+            "--model",
+            "tiny-mixtral",
+            "--prompt-tokens",
+            "16",
+            "--new-tokens",
+            "4",
+            "--samples",
+            "1",
+            "--mode",
+            "deep",
+            "--db",
+            db,
+            "--json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert {"parts", "attention", "moe_routing"} <= set(doc["layers"])
-    shown = runner.invoke(app, ["runs", "show", doc["meta"]["run_id"], "--db", db],
-                          env={"COLUMNS": "80"})
-    for needle in ("where the time goes", "per block: mean ms per call", "attn entropy",
-                   "MoE imbalance", "deep mode: attention ran through"):
+    shown = runner.invoke(
+        app, ["runs", "show", doc["meta"]["run_id"], "--db", db], env={"COLUMNS": "80"}
+    )
+    for needle in (
+        "where the time goes",
+        "per block: mean ms per call",
+        "attn entropy",
+        "MoE imbalance",
+        "deep mode: attention ran through",
+    ):
         assert needle in shown.stdout
     table_lines = [ln for ln in shown.stdout.splitlines() if not ln.startswith(("note:", "run "))]
     assert max(len(line) for line in table_lines) <= 80

@@ -45,8 +45,9 @@ def test_tiny_preset_builds_generates_and_reports_its_shape(name):
         img = torch.full((1, v.tokens_per_image), image_id)
         kw = {
             "input_ids": torch.cat([img, ids["input_ids"]], 1),
-            "attention_mask": torch.ones(1, v.tokens_per_image + ids["input_ids"].shape[1],
-                                         dtype=torch.long),
+            "attention_mask": torch.ones(
+                1, v.tokens_per_image + ids["input_ids"].shape[1], dtype=torch.long
+            ),
             "pixel_values": torch.randn(1, 3, 64, 64),
         }
     else:

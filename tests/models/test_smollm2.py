@@ -19,11 +19,12 @@ def test_smollm2_loads_with_its_real_shape(smollm2):
 def test_smollm2_answers_sensibly(smollm2):
     tok = smollm2.tokenizer
     msgs = [{"role": "user", "content": "What is the capital of France?"}]
-    ids = tok.apply_chat_template(msgs, add_generation_prompt=True, return_tensors="pt",
-                                  return_dict=True)
+    ids = tok.apply_chat_template(
+        msgs, add_generation_prompt=True, return_tensors="pt", return_dict=True
+    )
     with torch.no_grad():
         out = smollm2.model.generate(**ids, max_new_tokens=12, do_sample=False)
-    text = tok.decode(out[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
+    text = tok.decode(out[0, ids["input_ids"].shape[1] :], skip_special_tokens=True)
     assert "Paris" in text
 
 

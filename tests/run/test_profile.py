@@ -22,8 +22,7 @@ def test_step_recorder_marks_each_token_and_never_stops():
 
 
 def test_profile_tiny_llama_measures_every_token(tiny_llama):
-    cfg = RunConfig(prompt_tokens=32, new_tokens=6, samples=3, warmup=1, batch_size=2,
-                    device="cpu")
+    cfg = RunConfig(prompt_tokens=32, new_tokens=6, samples=3, warmup=1, batch_size=2, device="cpu")
     run = profile(cfg, loaded=tiny_llama)
     assert run.status == "finished" and run.run_id is None
     assert [s.warmup for s in run.samples] == [True, False, False, False]
@@ -55,8 +54,15 @@ def test_single_new_token_has_no_tpot(tiny_llama):
 
 
 def test_sampling_is_seeded(tiny_llama):
-    cfg = RunConfig(prompt_tokens=16, new_tokens=8, samples=1, warmup=0, decoding="sampling",
-                    temperature=1.5, seed=5)
+    cfg = RunConfig(
+        prompt_tokens=16,
+        new_tokens=8,
+        samples=1,
+        warmup=0,
+        decoding="sampling",
+        temperature=1.5,
+        seed=5,
+    )
     a = profile(cfg, loaded=tiny_llama).samples[0].output_text
     b = profile(cfg, loaded=tiny_llama).samples[0].output_text
     assert a == b
@@ -69,8 +75,13 @@ def test_prompt_longer_than_context_is_refused(tiny_llama):
 
 @pytest.mark.parametrize(
     "field,value,match",
-    [("batch_size", 0, "batch size 0"), ("new_tokens", 0, "new-tokens 0"),
-     ("samples", 0, "samples 0"), ("top_p", 1.5, "top-p"), ("mode", "fast", "unknown mode")],
+    [
+        ("batch_size", 0, "batch size 0"),
+        ("new_tokens", 0, "new-tokens 0"),
+        ("samples", 0, "samples 0"),
+        ("top_p", 1.5, "top-p"),
+        ("mode", "fast", "unknown mode"),
+    ],
 )
 def test_invalid_config_values(field, value, match):
     with pytest.raises(UserError, match=match):
@@ -89,8 +100,11 @@ def test_failure_mid_run_is_stored_as_failed_with_samples(tiny_llama, tmp_path):
     handle = tiny_llama.model.register_forward_pre_hook(explode)
     try:
         with pytest.raises(GenerationFailed) as e:
-            profile(RunConfig(prompt_tokens=8, new_tokens=4, samples=3, warmup=0),
-                    loaded=tiny_llama, sink=store)
+            profile(
+                RunConfig(prompt_tokens=8, new_tokens=4, samples=3, warmup=0),
+                loaded=tiny_llama,
+                sink=store,
+            )
     finally:
         handle.remove()
     run = store.get(e.value.run_id)
@@ -137,8 +151,11 @@ def test_failed_instrumented_run_keeps_partial_layers(tiny_llama, tmp_path):
     handle = tiny_llama.model.model.layers[2].register_forward_pre_hook(explode)
     try:
         with pytest.raises(GenerationFailed):
-            profile(RunConfig(prompt_tokens=8, new_tokens=4, samples=2, warmup=0,
-                              mode="standard"), loaded=tiny_llama, sink=store)
+            profile(
+                RunConfig(prompt_tokens=8, new_tokens=4, samples=2, warmup=0, mode="standard"),
+                loaded=tiny_llama,
+                sink=store,
+            )
     finally:
         handle.remove()
     (row,) = store.list_runs()

@@ -12,8 +12,9 @@ from infermeter.store.schema import RunRow
 
 @pytest.fixture(scope="module")
 def result(tiny_llama):
-    return profile(RunConfig(prompt_tokens=16, new_tokens=5, samples=2, warmup=1),
-                   loaded=tiny_llama)
+    return profile(
+        RunConfig(prompt_tokens=16, new_tokens=5, samples=2, warmup=1), loaded=tiny_llama
+    )
 
 
 def test_round_trip_keeps_every_number(result, tmp_path):

@@ -79,8 +79,9 @@ def test_natural_prompts_are_left_padded(tok):
 
 
 def test_vision_tokens_are_spliced_after_the_prefix(tok):
-    v = VisionInput(image_size=32, image_token_id=tok.convert_tokens_to_ids("<image>"),
-                    tokens_per_image=16)
+    v = VisionInput(
+        image_size=32, image_token_id=tok.convert_tokens_to_ids("<image>"), tokens_per_image=16
+    )
     (b,) = build_batches(tok, WorkloadSpec(batch_size=2, prompt_tokens=20), count=1, vision=v)
     assert b.input_ids.shape == (2, 36) and b.vision_tokens == 16
     assert (b.input_ids[:, 1:17] == v.image_token_id).all()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from infermeter.cli.export_cmd import export_command
 from infermeter.cli.models_cmd import models_command
 from infermeter.cli.profile_cmd import profile_command
 from infermeter.cli.runs_cmd import runs_app
@@ -17,6 +18,7 @@ app = typer.Typer(
 )
 app.command("profile")(profile_command)
 app.command("models")(models_command)
+app.command("export")(export_command)
 app.add_typer(runs_app, name="runs")
 
 

@@ -34,7 +34,8 @@ class ProfilingConfig:
         sample_every: instrument one decode step in N (prefill always); the result says which.
         preallocate: timing records reserved up front (grows, and says so, when exceeded).
         layers: block indices to instrument; None for all.
-        activation_eps: |x| at or below this counts as zero for activation sparsity.
+        activation_eps: |x| at or below this counts as zero for activation sparsity; 0 (the
+            default) counts exact zeros with one kernel, a positive eps costs two more.
         attention_threshold: attention weights below this count as "sparse".
         kill_eps: post-activation |y| at or below this counts as killed.
     """
@@ -47,7 +48,7 @@ class ProfilingConfig:
     sample_every: int = 1
     preallocate: int = 65536
     layers: tuple[int, ...] | None = None
-    activation_eps: float = 1e-6
+    activation_eps: float = 0.0
     attention_threshold: float = 1e-3
     kill_eps: float = 1e-3
 

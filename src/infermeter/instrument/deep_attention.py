@@ -31,13 +31,6 @@ def register() -> None:
     _registered = True
 
 
-def _repeat_kv(x: Any, groups: int) -> Any:
-    if groups == 1:
-        return x
-    b, h, s, d = x.shape
-    return x[:, :, None, :, :].expand(b, h, groups, s, d).reshape(b, h * groups, s, d)
-
-
 def deep_attention_forward(
     module: Any,
     query: Any,
@@ -52,22 +45,26 @@ def deep_attention_forward(
     import torch
 
     prof = ACTIVE
-    groups = query.shape[1] // key.shape[1]
-    key = _repeat_kv(key, groups)
-    value = _repeat_kv(value, groups)
+    b, heads, q_len, dim = query.shape
+    kv_heads, k_len = key.shape[1], key.shape[-2]
+    groups = heads // kv_heads
     if scaling is None:  # GPT-2 passes no scaling and keeps its own switches on the module
-        scaling = query.shape[-1] ** -0.5 if getattr(module, "scale_attn_weights", True) else 1.0
+        scaling = dim**-0.5 if getattr(module, "scale_attn_weights", True) else 1.0
         if getattr(module, "scale_attn_by_inverse_layer_idx", False):
             scaling /= float(getattr(module, "layer_idx", 0) + 1)
     on = prof is not None and prof.active
     if on:
         t0 = prof.clock.mark()
-    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    # Grouped-query attention without copying K and V per group (what repeat_kv does): query
+    # head h uses kv head h // groups, so (b, heads, q, d) -> (b, kv_heads, groups * q, d).
+    q = query.reshape(b, kv_heads, groups * q_len, dim)
+    weights = torch.matmul(q, key.transpose(2, 3)).view(b, heads, q_len, k_len) * scaling
     if attention_mask is not None:
-        if attention_mask.dtype == torch.bool:
-            weights = weights.masked_fill(~attention_mask[:, :, :, : key.shape[-2]], float("-inf"))
+        mask = attention_mask[:, :, :, :k_len]
+        if mask.dtype == torch.bool:
+            weights = weights.masked_fill(~mask, float("-inf"))
         else:
-            weights = weights + attention_mask[:, :, :, : key.shape[-2]]
+            weights = weights + mask
     if on:
         t1 = prof.clock.mark()
     weights = torch.nn.functional.softmax(weights, dim=-1, dtype=torch.float32).to(query.dtype)
@@ -75,7 +72,8 @@ def deep_attention_forward(
         t2 = prof.clock.mark()
     if dropout and module.training:
         weights = torch.nn.functional.dropout(weights, p=dropout)
-    out = torch.matmul(weights, value).transpose(1, 2).contiguous()
+    out = torch.matmul(weights.view(b, kv_heads, groups * q_len, k_len), value)
+    out = out.view(b, heads, q_len, -1).transpose(1, 2).contiguous()
     if on:
         t3 = prof.clock.mark()
         prof.attention_ops(module, weights, t0, t1, t2, t3)

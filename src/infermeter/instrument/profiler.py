@@ -64,7 +64,7 @@ class Profiler:
         cfg = self.config
         self.timing = TimingRecorder(self.clock, cfg.preallocate)
         self.activations = (
-            ActivationProbe(n_layers, self.device, cfg.activation_eps)
+            ActivationProbe(n_layers, self.device, cfg.activation_eps, cfg.preallocate // 8)
             if cfg.capture_activations
             else None
         )
@@ -206,6 +206,11 @@ class Profiler:
             deep_attention.ACTIVE = None
         self.active = False
         self._attached = False
+
+    @property
+    def origin(self) -> Any:
+        """The clock mark record start times are measured from (taken at attach)."""
+        return self._origin
 
     # -- hot path ------------------------------------------------------------------------
 

@@ -207,6 +207,19 @@ class LayerProfile:
             )
         return pd.DataFrame(rows)
 
+    def packed_trace(self) -> dict[str, Any]:
+        """Raw records packed for storage and trace export (see `instrument.packing`)."""
+        from infermeter.instrument.packing import pack
+
+        mids, _steps, starts, durs = self.records
+        tag, blob = pack(mids, starts, durs)
+        return {
+            "dtype": tag,
+            "records": blob,
+            "count": len(mids),
+            "modules": [[m.name, m.kind, m.layer] for m in self.modules],
+        }
+
     def tables(self) -> dict[str, pd.DataFrame]:
         """Every non-empty table by name."""
         out = {

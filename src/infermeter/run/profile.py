@@ -178,8 +178,7 @@ def profile(
                     prompt_tokens=max(batch.prompt_tokens),
                     new_tokens=len(timed.marks),
                     vision_tokens=batch.vision_tokens,
-                    start_ms=clock.elapsed_ms(origin, timed.start)
-                    + sum(result.phases.get(k, 0.0) for k in ("load_ms", "to_device_ms")),
+                    start_ms=clock.elapsed_ms(origin, timed.start) + _load_offset(result),
                     ttft_ms=ttft,
                     step_ms=tuple(steps),
                     memory=memory.read().to_dict(),
@@ -202,7 +201,8 @@ def profile(
     finally:
         if profiler is not None:
             profiler.detach()
-            _attach_layers(result, profiler)
+            offset = clock.elapsed_ms(origin, profiler.origin) + _load_offset(result)
+            _attach_layers(result, profiler, offset)
         if config.compile:
             if original_forward is None:
                 model.__dict__.pop("forward", None)
@@ -216,9 +216,15 @@ def profile(
     return result
 
 
-def _attach_layers(result: RunResult, profiler: Profiler) -> None:
-    """Per-layer tables and the profiler's notes into the run (also after a failure)."""
+def _load_offset(result: RunResult) -> float:
+    """Where the run's timeline resumes after load and move to device (ms)."""
+    return sum(result.phases.get(k, 0.0) for k in ("load_ms", "to_device_ms"))
+
+
+def _attach_layers(result: RunResult, profiler: Profiler, offset_ms: float) -> None:
+    """Per-layer tables, packed records and the profiler's notes (also after a failure)."""
     layer_profile = profiler.result()
+    result.trace = {**layer_profile.packed_trace(), "offset_ms": offset_ms}
     result.layers = {
         name: df.astype(object).where(df.notna(), None).to_dict("records")
         for name, df in layer_profile.tables().items()

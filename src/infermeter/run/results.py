@@ -117,6 +117,8 @@ class RunResult:
     error: str | None = None
     notes: list[str] = field(default_factory=list)
     layers: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: Packed per-call records of an instrumented run, for trace export (not in `to_json`).
+    trace: dict[str, Any] | None = None
 
     @property
     def measured(self) -> list[SampleResult]:

@@ -36,6 +36,7 @@ from infermeter.store.schema import (
     RunRow,
     SampleRow,
     StepsRow,
+    TraceRow,
 )
 
 DB_ENV = "INFERMETER_DB"
@@ -224,6 +225,15 @@ class Store:
                 row.samples.append(sample)
             for table, rows in result.layers.items():
                 row.layer_stats.append(LayerStatsRow(table=table, rows=rows))
+            if result.trace is not None:
+                t = result.trace
+                row.trace = TraceRow(
+                    dtype=t["dtype"],
+                    count=t["count"],
+                    offset_ms=t["offset_ms"],
+                    modules=t["modules"],
+                    records=t["records"],
+                )
 
     def save(self, result: RunResult) -> str:
         """Store a finished result made without a store (Python API); return its id."""
@@ -273,6 +283,7 @@ class Store:
                 error=row.error,
                 notes=row.notes or [],
                 layers={ls.table: ls.rows for ls in row.layer_stats},
+                trace=_trace(row.trace),
             )
 
     def list_runs(
@@ -355,6 +366,18 @@ class Store:
                     row.finished = _now()
                     changed += 1
         return changed
+
+
+def _trace(t: TraceRow | None) -> dict[str, Any] | None:
+    if t is None:
+        return None
+    return {
+        "dtype": t.dtype,
+        "count": t.count,
+        "offset_ms": t.offset_ms,
+        "modules": t.modules,
+        "records": t.records,
+    }
 
 
 def _alive(pid: int, started: float) -> bool:

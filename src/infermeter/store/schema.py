@@ -73,6 +73,9 @@ class RunRow(Base):
     layer_stats: Mapped[list[LayerStatsRow]] = relationship(
         back_populates="run", cascade="all, delete-orphan", order_by="LayerStatsRow.id"
     )
+    trace: Mapped[TraceRow | None] = relationship(
+        back_populates="run", cascade="all, delete-orphan", uselist=False
+    )
 
 
 class SampleRow(Base):
@@ -127,3 +130,16 @@ class LayerStatsRow(Base):
     table: Mapped[str] = mapped_column(String(64))
     rows: Mapped[list] = mapped_column(JSON)
     run: Mapped[RunRow] = relationship(back_populates="layer_stats")
+
+
+class TraceRow(Base):
+    """Every timed call of an instrumented run, packed (10 bytes a call), for trace export."""
+
+    __tablename__ = "traces"
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    dtype: Mapped[str] = mapped_column(String(8))
+    count: Mapped[int] = mapped_column(Integer)
+    offset_ms: Mapped[float] = mapped_column(Float)
+    modules: Mapped[list] = mapped_column(JSON)
+    records: Mapped[bytes] = mapped_column(LargeBinary)
+    run: Mapped[RunRow] = relationship(back_populates="trace")

@@ -1,0 +1,205 @@
+"""What does instrumenting cost? Each profiling mode and torch.profiler against no instrument.
+
+On one model (default smollm2-135m, batch 1, 128 prompt tokens, 64 new tokens) the variants run
+interleaved, in a rotating order each round, so drift hits all alike:
+  none         generate, with only the run's own per-token clock marks (every variant has them)
+  minimal      what `--mode minimal` does: nothing more than `none` (no hooks)
+  standard     Profiler(standard): block and part timing, activation statistics
+  deep         Profiler(deep): plus eager attention with its operations timed, probes
+  torch.profiler  torch.profiler.profile() with default settings, for comparison
+Printed per variant: median TTFT and TPOT ratio to `none` with a bootstrap 95% interval, and the
+process CPU time ratio. Then the direct cost: microseconds per hook pair measured in a tight loop,
+times hooked calls per decode step, over the TPOT. Then the same ratios on tiny-llama (where
+per-call cost dominates: the worst case), and JSON bytes a run stores per generated token.
+The last line is one JSON object for machines.
+
+    python benchmarks/overhead.py --rounds 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from infermeter.instrument import Profiler, ProfilingConfig  # noqa: E402
+from infermeter.measure.clock import clock_for  # noqa: E402
+from infermeter.models import load_model  # noqa: E402
+from infermeter.run import RunConfig, profile  # noqa: E402
+from infermeter.run.generation import generation_config, timed_generate  # noqa: E402
+from infermeter.workloads import WorkloadSpec, build_batches  # noqa: E402
+
+VARIANTS = ("none", "minimal", "standard", "deep", "torch.profiler")
+
+
+def bootstrap_ci(values: list[float], n: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """95% interval of the median by resampling."""
+    rng = np.random.default_rng(seed)
+    arr = np.asarray(values)
+    meds = np.median(rng.choice(arr, size=(n, arr.size), replace=True), axis=1)
+    lo, hi = np.percentile(meds, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+def _context(variant: str, model: Any) -> Any:
+    if variant in ("none", "minimal"):
+        return contextlib.nullcontext()
+    if variant == "torch.profiler":
+        return torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+    return Profiler(model, getattr(ProfilingConfig, variant)())
+
+
+def measure(model_name: str, prompt_tokens: int, new_tokens: int, rounds: int) -> dict[str, Any]:
+    """Interleaved rounds of every variant; per-round TTFT, TPOT and CPU time."""
+    lm = load_model(model_name, device="cpu")
+    model, tok = lm.model, lm.tokenizer
+    spec = WorkloadSpec(prompt_tokens=prompt_tokens)
+    (batch,) = build_batches(tok, spec, 1)
+    kw = batch.generate_kwargs("cpu", next(model.parameters()).dtype)
+    gc = generation_config(tok, new_tokens)
+    clock = clock_for("cpu")
+    data: dict[str, dict[str, list[float]]] = {
+        v: {"ttft": [], "tpot": [], "cpu": []} for v in VARIANTS
+    }
+    calls_per_step = 0
+
+    def one(variant: str, record: bool) -> None:
+        nonlocal calls_per_step
+        ctx = _context(variant, model)
+        c0 = time.process_time()
+        with ctx:
+            timed = timed_generate(model, kw, gc, clock, new_tokens)
+        cpu = (time.process_time() - c0) * 1e3
+        if not record:
+            return
+        ttft, steps = timed.durations(clock)
+        data[variant]["ttft"].append(ttft)
+        data[variant]["tpot"].append(sum(steps) / len(steps))
+        data[variant]["cpu"].append(cpu)
+        if variant == "standard" and not calls_per_step:
+            lp = ctx.result()
+            layers = lp.layers()
+            decode = layers[layers["phase"] == "decode"]
+            steps_measured = sum(1 for s in lp.steps if s.phase == "decode" and s.measured)
+            calls_per_step = int(decode["calls"].sum()) // max(1, steps_measured) + 1  # + root
+
+    for v in VARIANTS:  # warm-up, not counted
+        one(v, record=False)
+    for r in range(rounds):
+        order = VARIANTS[r % len(VARIANTS) :] + VARIANTS[: r % len(VARIANTS)]
+        for v in order:
+            one(v, record=True)
+    return {"data": data, "calls_per_step": calls_per_step, "lm": lm}
+
+
+def ratios(data: dict[str, dict[str, list[float]]], metric: str) -> dict[str, tuple]:
+    """Per variant: (median of per-round ratio to `none`, ci low, ci high)."""
+    base = data["none"][metric]
+    out = {}
+    for v, d in data.items():
+        rs = [a / b for a, b in zip(d[metric], base, strict=True)]
+        out[v] = (statistics.median(rs), *bootstrap_ci(rs))
+    return out
+
+
+def hook_pair_us(loops: int = 20000) -> float:
+    """Microseconds a pre+post profiler hook pair adds to one module call (tight loop)."""
+    lin = torch.nn.Linear(8, 8)
+    x = torch.randn(1, 8)
+    wrapper = torch.nn.Sequential(lin)
+
+    def run(n: int) -> float:
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            for _ in range(n):
+                lin(x)
+        return (time.perf_counter() - t0) / n * 1e6
+
+    plain = min(run(loops) for _ in range(3))
+    prof = Profiler(wrapper, ProfilingConfig.custom(part_timing=False))
+    mid = prof._register(lin, "block", 0)  # one pre+post pair, as on every timed module
+    prof.active = True
+    prof._step = 0
+    hooked = min(run(loops) for _ in range(3))
+    prof.detach()
+    del mid
+    return hooked - plain
+
+
+def stored_bytes_per_token(lm: Any, prompt_tokens: int, new_tokens: int) -> dict[str, float]:
+    """JSON bytes of a stored run (samples, steps, per-layer tables) per generated token."""
+    out = {}
+    for mode in ("minimal", "standard", "deep"):
+        cfg = RunConfig(prompt_tokens=prompt_tokens, new_tokens=new_tokens, samples=2, warmup=0,
+                        mode=mode)
+        run = profile(cfg, loaded=lm)
+        doc = run.to_json()
+        for s in doc["all_samples"]:
+            s.pop("output_text", None)  # text is not a cost of instrumenting
+        out[mode] = len(json.dumps(doc)) / (2 * new_tokens)
+    return out
+
+
+def report(title: str, res: dict[str, Any]) -> dict[str, Any]:
+    """Print the ratio table of one model; return it for the JSON line."""
+    data = res["data"]
+    ttft, tpot, cpu = ratios(data, "ttft"), ratios(data, "tpot"), ratios(data, "cpu")
+    base_tpot = statistics.median(data["none"]["tpot"])
+    base_ttft = statistics.median(data["none"]["ttft"])
+    print(f"\n{title}: baseline TTFT {base_ttft:.2f} ms, TPOT {base_tpot:.2f} ms "
+          f"({len(data['none']['tpot'])} interleaved rounds)")
+    head = f"{'variant':16} {'TTFT ratio (95% CI)':>26} {'TPOT ratio (95% CI)':>26}"
+    print(f"{head} {'CPU ratio':>10}")
+    for v in VARIANTS:
+        a, b = ttft[v], tpot[v]
+        print(f"{v:16} {a[0]:8.4f} ({a[1]:.4f}-{a[2]:.4f})   {b[0]:8.4f} ({b[1]:.4f}-{b[2]:.4f})"
+              f"   {cpu[v][0]:8.4f}")
+    std_over = tpot["standard"][0] - 1
+    tp_over = tpot["torch.profiler"][0] - 1
+    if tp_over > 0:
+        print(f"standard's TPOT overhead is {std_over / tp_over:.2f} of torch.profiler's")
+    return {v: {"ttft": ttft[v][0], "tpot": tpot[v][0], "cpu": cpu[v][0]} for v in VARIANTS} | {
+        "baseline_tpot_ms": base_tpot, "baseline_ttft_ms": base_ttft,
+        "calls_per_decode_step": res["calls_per_step"]}
+
+
+def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--prompt-tokens", type=int, default=128)
+    ap.add_argument("--new-tokens", type=int, default=64)
+    ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--tiny-rounds", type=int, default=12)
+    args = ap.parse_args(argv)
+
+    main_res = measure(args.model, args.prompt_tokens, args.new_tokens, args.rounds)
+    summary = {"model": args.model, "main": report(args.model, main_res)}
+    us = hook_pair_us()
+    calls = main_res["calls_per_step"]
+    tpot = summary["main"]["baseline_tpot_ms"]
+    print(f"\ndirect cost: one hook pair {us:.2f} us x {calls} hooked calls per decode step = "
+          f"{us * calls / 1e3:.3f} ms = {us * calls / 1e3 / tpot * 100:.2f}% of a {tpot:.1f} ms "
+          "step (timing only; statistics add their own reductions)")
+    summary["hook_pair_us"] = us
+    tiny_res = measure("tiny-llama", args.prompt_tokens, args.new_tokens, args.tiny_rounds)
+    summary["tiny-llama"] = report("tiny-llama (worst case: tiny ops, per-call cost dominates)",
+                                   tiny_res)
+    per_token = stored_bytes_per_token(main_res["lm"], args.prompt_tokens, args.new_tokens)
+    print("\nJSON bytes stored per generated token: "
+          + ", ".join(f"{m} {b:,.0f} B" for m, b in per_token.items()))
+    summary["bytes_per_token"] = per_token
+    out(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()

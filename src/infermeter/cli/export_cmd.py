@@ -1,0 +1,43 @@
+"""`infermeter export RUN --format chrome-trace|json`: a stored run as a file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from infermeter.cli.guard import err_console, guard
+from infermeter.cli.output import clean_json, writable_dir, write_json
+from infermeter.errors import UserError
+from infermeter.report.trace import write_chrome_trace
+from infermeter.store import Store
+
+FORMATS = ("chrome-trace", "json")
+
+
+@guard
+def export_command(
+    run_id: str = typer.Argument(..., help="Run id or a unique prefix of it."),
+    format: str = typer.Option("chrome-trace", "--format", "-f", help="chrome-trace or json."),
+    out: Path = typer.Option(Path("."), help="Folder to write into."),
+    db: str = typer.Option(None, help="Database URL or SQLite file (default: user data folder)."),
+) -> None:
+    """Write a run as a Chrome/Perfetto trace (open in ui.perfetto.dev) or as its JSON."""
+    if format not in FORMATS:
+        raise UserError(f"unknown format {format!r}", f"use one of {', '.join(FORMATS)}")
+    folder = writable_dir(out)
+    run = Store(db).get(run_id)
+    if format == "json":
+        path = folder / f"run-{run.run_id}.json"
+        write_json(path, clean_json(run.to_json()))
+        size = path.stat().st_size
+    else:
+        path = folder / f"run-{run.run_id}.trace.json"
+        size = write_chrome_trace(run, path)
+        if run.trace is None:
+            err_console.print(
+                "note: minimal-mode run: the trace has phases and tokens only; "
+                "profile with --mode standard for per-layer events",
+                markup=False,
+            )
+    err_console.print(f"wrote {path} ({size / 1e6:.2f} MB)", markup=False)

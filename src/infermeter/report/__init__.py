@@ -1,0 +1,1 @@
+"""Rendering of stored runs: Chrome/Perfetto traces (tables, figures and HTML come later)."""
