@@ -4,6 +4,7 @@ The public API, re-exported names only; see DESIGN.md for the layout.
 """
 
 from infermeter.errors import GenerationFailed, UserError
+from infermeter.instrument import Profiler, ProfilingConfig
 from infermeter.models import PRESETS, LoadedModel, ModelInfo, load_model
 from infermeter.run import RunConfig, RunResult, SampleResult, profile
 from infermeter.store import Store
@@ -13,6 +14,8 @@ __version__ = "0.1.0"
 __all__ = [
     "PRESETS",
     "GenerationFailed",
+    "Profiler",
+    "ProfilingConfig",
     "LoadedModel",
     "ModelInfo",
     "RunConfig",

@@ -129,6 +129,29 @@ def test_activation_probe_on_known_values():
     assert row["calls"] == 2
 
 
+def test_staged_and_direct_activation_statistics_agree():
+    data = [torch.randn(1, 1, 4) for _ in range(3)] + [torch.randn(1, 5, 4)]
+    direct = ActivationProbe(layers=2, device="cpu", eps=0.0)
+    staged = ActivationProbe(layers=2, device="cpu", eps=0.0, stage_width=8)
+    for probe in (direct, staged):
+        probe.record(1, 0, data[0])
+        probe.record(1, 1, data[1])
+        probe.flush()  # end of a forward
+        probe.record(1, 0, data[2])
+        probe.record(1, 1, data[3])  # 20 values: too big to stage, reduced directly
+        probe.flush()
+    # the direct row lands while layer 0's second output is still staged; order is free
+    assert sorted(staged.rows.meta) == [(1, 0, 4), (1, 0, 4), (1, 1, 4), (1, 1, 20)]
+    for a, b in zip(direct.collect(), staged.collect(), strict=True):
+        assert a.keys() == b.keys()
+        for k in a:
+            expected = b[k] if isinstance(b[k], str) else pytest.approx(b[k], rel=1e-5)
+            assert a[k] == expected, k
+    layer1 = torch.cat([data[1].reshape(-1), data[3].reshape(-1)]).double()
+    row = staged.collect()[1]
+    assert row["std"] == pytest.approx(layer1.std().item(), rel=1e-5) and row["calls"] == 2
+
+
 def test_entropy_of_uniform_attention_is_log_n_and_masked_keys_are_ignored():
     probe = AttentionProbe(layers=1, device="cpu", threshold=1e-3)
     n = 7

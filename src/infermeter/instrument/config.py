@@ -38,6 +38,8 @@ class ProfilingConfig:
             default) counts exact zeros with one kernel, a positive eps costs two more.
         attention_threshold: attention weights below this count as "sparse".
         kill_eps: post-activation |y| at or below this counts as killed.
+        stage_batch: decode steps of up to this many rows stage block outputs and reduce them
+            once per step (cheaper than per-call reductions); larger outputs reduce per call.
     """
 
     mode: str = "minimal"
@@ -51,6 +53,7 @@ class ProfilingConfig:
     activation_eps: float = 0.0
     attention_threshold: float = 1e-3
     kill_eps: float = 1e-3
+    stage_batch: int = 64
 
     @classmethod
     def minimal(cls) -> ProfilingConfig:

@@ -64,7 +64,13 @@ class Profiler:
         cfg = self.config
         self.timing = TimingRecorder(self.clock, cfg.preallocate)
         self.activations = (
-            ActivationProbe(n_layers, self.device, cfg.activation_eps, cfg.preallocate // 8)
+            ActivationProbe(
+                n_layers,
+                self.device,
+                cfg.activation_eps,
+                cfg.preallocate // 8,
+                stage_width=_hidden_size(model) * cfg.stage_batch,
+            )
             if cfg.capture_activations
             else None
         )
@@ -241,6 +247,8 @@ class Profiler:
         self.active = active
 
     def _root_post(self, module: Any, args: Any, out: Any) -> None:
+        if self.activations is not None:
+            self.activations.flush()
         if self.active:
             self.timing.add(
                 self._root_mid, self._step, self._starts[self._root_mid], self.clock.mark()
@@ -301,3 +309,8 @@ def _num_experts(block: Any) -> int:
             return int(n)
     weight = getattr(block.router, "weight", None)
     return int(weight.shape[0]) if weight is not None else 0
+
+
+def _hidden_size(model: Any) -> int:
+    text = model.config.get_text_config()
+    return int(getattr(text, "hidden_size", None) or getattr(text, "n_embd", 0) or 0)
