@@ -228,6 +228,24 @@ def test_sample_every_two_measures_every_second_decode_step(tiny_llama):
     assert any("1 in 2 (3 of 6)" in n for n in lp.notes)
 
 
+def test_deep_probes_one_decode_step_in_four_and_says_so(tiny_llama):
+    kw = _inputs(tiny_llama)
+    with Profiler(tiny_llama.model, ProfilingConfig.deep()) as prof:
+        _generate(tiny_llama, kw, n=9)  # prefill + 8 decode steps: probes on decode 0 and 4
+    lp = prof.result()
+    attn = {r["phase"]: r for r in lp.attention if r["layer"] == 0}
+    prompt = kw["input_ids"].shape[1]
+    # decode rows: one query each, at contexts prompt+1 and prompt+5
+    assert attn["decode"]["entropy"] > 0
+    assert sum(1 for r in lp.kill if r["phase"] == "decode") == 4
+    kill_values = {r["phase"]: r["values"] for r in lp.kill if r["layer"] == 0}
+    assert kill_values["decode"] * prompt == 2 * kill_values["prefill"]  # 2 of 8 decode steps
+    layers = lp.layers()
+    qk = layers[(layers["kind"] == "qk") & (layers["phase"] == "decode")]
+    assert (qk["calls"] == 8).all()  # timings: every step
+    assert any("1 in 4 decode steps" in n for n in lp.notes)
+
+
 def test_minimal_mode_attaches_nothing(tiny_llama):
     assert not ProfilingConfig.minimal().hooks_needed
     before = _hook_count(tiny_llama.model)

@@ -47,6 +47,7 @@ class Profiler:
         self.arch: Architecture = discover(model)
         self.enabled = True
         self.active = False
+        self.probing = False  # attention/kill probes run on this step (probe_every)
         self.notes: list[str] = []
         self._handles: list[Any] = []
         self._attached = False
@@ -126,7 +127,7 @@ class Profiler:
 
     def _register_probe(self, module: Any, probe: Any, layer: int) -> None:
         def post(mod: Any, args: Any, out: Any) -> None:
-            if self.active:
+            if self.probing:
                 probe.record(self._phase, layer, out)
 
         self._handles.append(module.register_forward_hook(post, always_call=True))
@@ -210,7 +211,7 @@ class Profiler:
             self._saved_attn = None
         if deep_attention.ACTIVE is self:
             deep_attention.ACTIVE = None
-        self.active = False
+        self.active = self.probing = False
         self._attached = False
 
     @property
@@ -232,10 +233,12 @@ class Profiler:
             phase, decode_index = "decode", self._decode_index
             self._decode_index += 1
             active = decode_index % self.config.sample_every == 0
+            probing = active and decode_index % self.config.probe_every == 0
         else:
-            phase, decode_index, active = "prefill", None, True
+            phase, decode_index, active, probing = "prefill", None, True, True
             self._decode_index = 0
         self._begin_step(phase, decode_index, active)
+        self.probing = probing
         if active:
             self._starts[self._root_mid] = self.clock.mark()
 
@@ -253,7 +256,7 @@ class Profiler:
             self.timing.add(
                 self._root_mid, self._step, self._starts[self._root_mid], self.clock.mark()
             )
-        self.active = False
+        self.active = self.probing = False
 
     def attention_ops(self, module: Any, weights: Any, t0: Any, t1: Any, t2: Any, t3: Any) -> None:
         """Called by the deep attention path with its marks and softmax output."""
@@ -264,7 +267,7 @@ class Profiler:
         add(ops[(layer, "qk")], step, t0, t1)
         add(ops[(layer, "softmax")], step, t1, t2)
         add(ops[(layer, "av")], step, t2, t3)
-        if self.attention is not None:
+        if self.attention is not None and self.probing:
             self.attention.record(self._phase, layer, weights)
 
     # -- results -------------------------------------------------------------------------
@@ -285,6 +288,12 @@ class Profiler:
             notes.append(
                 f"decode steps instrumented: 1 in {n} ({measured} of {total}); "
                 "per-call means are over those steps, totals are not scaled"
+            )
+        p = self.config.probe_every
+        if p > 1 and (self.attention is not None or self.kill is not None):
+            notes.append(
+                f"attention entropy/sparsity and MLP kill ratios from 1 in {p} decode steps "
+                "(and every prefill); timings and MoE routing from every instrumented step"
             )
         return LayerProfile(
             config=self.config,
