@@ -7,6 +7,9 @@ interleaved, in a rotating order each round, so drift hits all alike:
   standard     Profiler(standard): block and part timing, activation statistics
   deep         Profiler(deep): plus eager attention with its operations timed, probes
   torch.profiler  torch.profiler.profile() with default settings, for comparison
+Every variant starts after `gc.collect()`, as `infermeter profile` does before each sample:
+without it, garbage left by torch.profiler made a cyclic-GC pass (50-100 ms over this heap)
+land inside later prefills, unevenly across variants.
 Printed per variant: median TTFT and TPOT ratio to `none` with a bootstrap 95% interval, and the
 process CPU time ratio. Then the direct cost: microseconds per hook pair measured in a tight loop,
 times hooked calls per decode step, over the TPOT. Then the same ratios on tiny-llama (where
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import statistics
@@ -66,7 +70,7 @@ def measure(model_name: str, prompt_tokens: int, new_tokens: int, rounds: int) -
     spec = WorkloadSpec(prompt_tokens=prompt_tokens)
     (batch,) = build_batches(tok, spec, 1)
     kw = batch.generate_kwargs("cpu", next(model.parameters()).dtype)
-    gc = generation_config(tok, new_tokens)
+    gen_cfg = generation_config(tok, new_tokens)
     clock = clock_for("cpu")
     data: dict[str, dict[str, list[float]]] = {
         v: {"ttft": [], "tpot": [], "cpu": []} for v in VARIANTS
@@ -76,9 +80,10 @@ def measure(model_name: str, prompt_tokens: int, new_tokens: int, rounds: int) -
     def one(variant: str, record: bool) -> None:
         nonlocal calls_per_step
         ctx = _context(variant, model)
+        gc.collect()  # as `infermeter profile` does: no GC pass from earlier garbage inside
         c0 = time.process_time()
         with ctx:
-            timed = timed_generate(model, kw, gc, clock, new_tokens)
+            timed = timed_generate(model, kw, gen_cfg, clock, new_tokens)
         cpu = (time.process_time() - c0) * 1e3
         if not record:
             return

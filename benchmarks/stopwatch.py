@@ -56,7 +56,7 @@ def main() -> None:
     dtype = next(model.parameters()).dtype
     spec = WorkloadSpec(batch_size=args.batch_size, prompt_tokens=args.prompt_tokens)
     batches = [b.generate_kwargs(device, dtype) for b in build_batches(tok, spec, args.prompts)]
-    gc = generation_config(tok, args.new_tokens)
+    gen_cfg = generation_config(tok, args.new_tokens)
     clock = clock_for(device)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
 
@@ -64,7 +64,7 @@ def main() -> None:
         sync()
         t0 = time.perf_counter()
         with torch.inference_mode():
-            out = model.generate(**kw, generation_config=gc)
+            out = model.generate(**kw, generation_config=gen_cfg)
         sync()
         assert out.shape[1] == kw["input_ids"].shape[1] + args.new_tokens
         return (time.perf_counter() - t0) * 1e3
@@ -72,7 +72,7 @@ def main() -> None:
     def inside(kw: dict) -> tuple[float, float]:
         sync()
         t0 = time.perf_counter()
-        timed = timed_generate(model, kw, gc, clock, args.new_tokens)
+        timed = timed_generate(model, kw, gen_cfg, clock, args.new_tokens)
         sync()
         wall = (time.perf_counter() - t0) * 1e3
         ttft, steps = timed.durations(clock)
