@@ -140,7 +140,7 @@ def test_staged_and_direct_activation_statistics_agree():
         probe.record(1, 0, data[2])
         probe.record(1, 1, data[3])  # 20 values: too big to stage, reduced directly
         probe.flush()
-    # the direct row lands while layer 0's second output is still staged; order is free
+    # the direct row lands while layer 0's second output is still deferred; order is free
     assert sorted(staged.rows.meta) == [(1, 0, 4), (1, 0, 4), (1, 1, 4), (1, 1, 20)]
     for a, b in zip(direct.collect(), staged.collect(), strict=True):
         assert a.keys() == b.keys()

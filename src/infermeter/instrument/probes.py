@@ -1,11 +1,14 @@
 """Statistics gathered on the device in the hot path and copied to the host once per run.
 
-Each call writes one row of a few fused reductions into a preallocated device buffer with a
-single `torch.stack(..., out=row)`; rows are combined per (phase, layer) on the host at
-`collect()`. Nothing calls `.item()` or otherwise synchronises in the hot path, and element
-counts (known from shapes) are kept in Python. Measured on this CPU, a block output's statistics
-cost ~15 us per decode call (576 values) and ~100 us per 128-token prefill call, against ~57 and
-~280 us for the obvious separate reductions plus accumulate.
+Small (decode-sized) tensors are not touched in the hot path at all: the probe keeps a
+reference until the model's forward ends, then `flush()` stacks all of them of one shape and
+reduces them row-wise in a handful of kernels for every layer at once. In context (cold caches
+between model ops) every kernel costs 20-50 us on this CPU, so per-call reductions would cost
+~50 us a block; deferred ones cost ~1.5 us a block. Larger (prefill) tensors are reduced per call
+into one row of a preallocated device buffer (`torch.stack(..., out=row)`). Rows are combined
+per (phase, layer) on the host at `collect()`; nothing calls `.item()` or otherwise synchronises
+before that, and element counts (known from shapes) are kept in Python. Deferred tensors are
+held only until the end of the forward that made them.
 
 Sums, not means, are kept, so statistics over many calls are exact:
 mean |x| = sum|x| / n, std from sum x and sum x^2, max |x| from min and max.
@@ -47,18 +50,46 @@ class _Rows:
         return self.buf[: len(self.meta)].double().cpu().tolist()
 
 
+class _Deferred:
+    """Tensors kept (not copied) until the forward ends, then stacked per shape."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.items: list[tuple[int, int, Any]] = []  # (phase, layer, tensor)
+
+    def offer(self, phase: int, layer: int, t: Any) -> bool:
+        """Keep `t` if it is small enough; return False when the caller must reduce it now."""
+        if t.numel() > self.limit:
+            return False
+        self.items.append((phase, layer, t))
+        return True
+
+    def groups(self, torch: Any) -> list[tuple[list[tuple[int, int, int]], Any]]:
+        """[(meta per row, stacked tensor)] per (shape, dtype); clears the pending items."""
+        by_shape: dict[tuple, list[tuple[int, int, Any]]] = {}
+        for phase, layer, t in self.items:
+            by_shape.setdefault((tuple(t.shape), t.dtype), []).append((phase, layer, t))
+        self.items = []
+        return [
+            ([(p, lay, t.numel()) for p, lay, t in grp], torch.stack([t for _, _, t in grp]))
+            for grp in by_shape.values()
+        ]
+
+
+def _write_rows(rows: _Rows, meta: list[tuple[int, int, int]], columns: tuple) -> None:
+    """Append one row per meta entry, filled column-wise from 1-D tensors (one kernel)."""
+    torch = rows._torch
+    first = len(rows.meta)
+    for phase, layer, n in meta:
+        rows.next_row(phase, layer, n)
+    torch.stack([c.float() for c in columns], dim=1, out=rows.buf[first : first + len(meta)])
+
+
 class ActivationProbe:
     """Per call: sum|x|, sum x, sum x^2, min, max, count of |x| > eps; combined per layer.
 
-    Decode-sized outputs (at most `stage_width` values) are only *copied* into a preallocated
-    per-step staging buffer, one kernel per block; `flush()` (called at the end of each forward)
-    then reduces all staged layers at once with row-wise reductions. In context (cold caches
-    between model ops) one separate set of reductions costs ~50 us per block on this CPU, the
-    copy a few us, and the flush ~40 us for all 30 layers of smollm2. Larger (prefill) outputs
-    are reduced directly, where their cost is small against the prefill itself.
-
     `eps == 0` (the default) counts exact zeros with one kernel (the L0 norm); a positive eps
-    costs two more kernels per call or flush.
+    costs two more kernels.
     """
 
     def __init__(
@@ -70,68 +101,33 @@ class ActivationProbe:
         self.eps = eps
         self.layers = layers
         self.rows = _Rows(6, device, capacity)
-        self._stage = (
-            torch.zeros((layers, stage_width), dtype=torch.float32, device=device)
-            if stage_width
-            else None
-        )
-        self._staged: list[tuple[int, int]] = []  # (layer, n) in staging order
-        self._stage_n = 0
-        self._stage_phase = 0
+        self.deferred = _Deferred(stage_width)
 
     def record(self, phase: int, layer: int, out: Any) -> None:
-        """Stage (decode-sized) or reduce (larger) one block output; no host sync."""
+        """Defer (decode-sized) or reduce now (larger) one block output; no host sync."""
         x = _tensor_of(out)
         if x is None:
             return
         flat = x.detach().reshape(-1)
-        n = flat.numel()
-        stage = self._stage
-        if stage is not None and n <= stage.shape[1] and len(self._staged) < stage.shape[0]:
-            if self._staged and (n != self._stage_n or phase != self._stage_phase):
-                self.flush()
-            stage[len(self._staged), :n].copy_(flat)
-            self._staged.append((layer, n))
-            self._stage_n = n
-            self._stage_phase = phase
-            return
-        self._reduce_one(phase, layer, flat)
-
-    def _reduce_one(self, phase: int, layer: int, flat: Any) -> None:
-        t = self._torch
-        if flat.dtype != t.float32:
-            flat = flat.float()
-        lo, hi = t.aminmax(flat)
-        if self.eps:
-            big = t.count_nonzero(flat.abs() > self.eps).to(t.float32)
-        else:
-            big = t.linalg.vector_norm(flat, 0)
-        row = self.rows.next_row(phase, layer, flat.numel())
-        t.stack(
-            (t.linalg.vector_norm(flat, 1), flat.sum(), t.dot(flat, flat), lo, hi, big), out=row
-        )
+        if not self.deferred.offer(phase, layer, flat):
+            self._reduce(phase, [(phase, layer, flat.numel())], flat.unsqueeze(0))
 
     def flush(self) -> None:
-        """Reduce every staged output at once (row-wise); called at the end of each forward."""
-        if not self._staged:
-            return
+        """Reduce every deferred output, all layers of one shape at once."""
+        for meta, stacked in self.deferred.groups(self._torch):
+            self._reduce(meta[0][0], meta, stacked)
+
+    def _reduce(self, phase: int, meta: list[tuple[int, int, int]], s: Any) -> None:
         t = self._torch
-        k, n = len(self._staged), self._stage_n
-        s = self._stage[:k, :n]
+        if s.dtype != t.float32:
+            s = s.float()
         lo, hi = t.aminmax(s, dim=1)
         if self.eps:
-            big = t.count_nonzero(s.abs() > self.eps, dim=1).to(t.float32)
+            big = t.count_nonzero(s.abs() > self.eps, dim=1)
         else:
             big = t.linalg.vector_norm(s, 0, dim=1)
-        first = len(self.rows.meta)
-        for layer, m in self._staged:
-            self.rows.next_row(self._stage_phase, layer, m)
-        t.stack(
-            (t.linalg.vector_norm(s, 1, dim=1), s.sum(1), (s * s).sum(1), lo, hi, big),
-            dim=1,
-            out=self.rows.buf[first : first + k],
-        )
-        self._staged.clear()
+        cols = (t.linalg.vector_norm(s, 1, dim=1), s.sum(1), (s * s).sum(1), lo, hi, big)
+        _write_rows(self.rows, meta, cols)
 
     def collect(self) -> list[dict[str, Any]]:
         """Rows (phase, layer, mean_abs, std, max_abs, sparsity, calls) after one host copy."""
@@ -168,21 +164,33 @@ class ActivationProbe:
 class KillProbe:
     """Per (phase, layer): post-activation values with |y| <= eps among all seen."""
 
-    def __init__(self, layers: int, device: Any, eps: float, capacity: int = 4096) -> None:
+    def __init__(
+        self, layers: int, device: Any, eps: float, capacity: int = 4096, stage_width: int = 0
+    ) -> None:
         import torch
 
         self._torch = torch
         self.eps = eps
         self.rows = _Rows(1, device, capacity)
+        self.deferred = _Deferred(stage_width)
 
     def record(self, phase: int, layer: int, out: Any) -> None:
-        """Count killed activations of one activation-module call."""
+        """Defer or count the killed activations of one activation-module call."""
         y = _tensor_of(out)
         if y is None or y.numel() == 0:
             return
+        flat = y.detach().reshape(-1)
+        if not self.deferred.offer(phase, layer, flat):
+            self._reduce([(phase, layer, flat.numel())], flat.unsqueeze(0))
+
+    def flush(self) -> None:
+        """Count killed values of every deferred call, one shape at a time."""
+        for meta, stacked in self.deferred.groups(self._torch):
+            self._reduce(meta, stacked)
+
+    def _reduce(self, meta: list[tuple[int, int, int]], s: Any) -> None:
         t = self._torch
-        row = self.rows.next_row(phase, layer, y.numel())
-        row.copy_(t.count_nonzero(y.detach().abs() <= self.eps))
+        _write_rows(self.rows, meta, (t.count_nonzero(s.abs() <= self.eps, dim=1),))
 
     def collect(self) -> list[dict[str, Any]]:
         """Rows (phase, layer, kill_ratio, values)."""
@@ -247,13 +255,16 @@ class RoutingProbe:
 class AttentionProbe:
     """Per call: sum of row entropies, weights below threshold, masked (exactly 0) weights."""
 
-    def __init__(self, layers: int, device: Any, threshold: float, capacity: int = 4096) -> None:
+    def __init__(
+        self, layers: int, device: Any, threshold: float, capacity: int = 4096, stage_width: int = 0
+    ) -> None:
         import torch
 
         self._torch = torch
         self.threshold = threshold
         self.rows = _Rows(3, device, capacity)
         self._rows_per_call: list[int] = []
+        self.deferred = _Deferred(stage_width)
 
     def record(self, phase: int, layer: int, w: Any) -> None:
         """Entropy and sparsity of one softmax output of shape (batch, heads, queries, keys).
@@ -261,18 +272,26 @@ class AttentionProbe:
         Masked positions have weight exactly 0 and are left out of sparsity, so a causal mask
         does not count as "sparse attention". xlogy(0, 0) = 0, so they add no entropy either.
         """
-        t = self._torch
         wf = w.detach()
-        row = self.rows.next_row(phase, layer, wf.numel())
         self._rows_per_call.append(wf.numel() // wf.shape[-1])
-        t.stack(
-            (
-                -t.special.xlogy(wf, wf).sum(dtype=t.float32),
-                t.count_nonzero(wf < self.threshold).to(t.float32),
-                wf.numel() - t.linalg.vector_norm(wf, 0, dtype=t.float32),
-            ),
-            out=row,
+        flat = wf.reshape(-1)
+        if not self.deferred.offer(phase, layer, flat):
+            self._reduce([(phase, layer, flat.numel())], flat.unsqueeze(0))
+
+    def flush(self) -> None:
+        """Reduce every deferred softmax output, one shape at a time."""
+        for meta, stacked in self.deferred.groups(self._torch):
+            self._reduce(meta, stacked)
+
+    def _reduce(self, meta: list[tuple[int, int, int]], s: Any) -> None:
+        t = self._torch
+        s = s.float()
+        cols = (
+            -t.special.xlogy(s, s).sum(1),
+            t.count_nonzero(s < self.threshold, dim=1),
+            s.shape[1] - t.linalg.vector_norm(s, 0, dim=1),
         )
+        _write_rows(self.rows, meta, cols)
 
     def collect(self) -> list[dict[str, Any]]:
         """Rows (phase, layer, entropy, sparsity)."""

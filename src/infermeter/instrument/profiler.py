@@ -64,22 +64,29 @@ class Profiler:
         n_layers = len(self.arch.blocks)
         cfg = self.config
         self.timing = TimingRecorder(self.clock, cfg.preallocate)
+        # Tensors up to `small` values (decode-sized) are kept until the forward ends and
+        # reduced all layers at once (see probes); larger ones are reduced per call.
+        small = _hidden_size(model) * cfg.stage_batch
         self.activations = (
             ActivationProbe(
                 n_layers,
                 self.device,
                 cfg.activation_eps,
                 cfg.preallocate // 8,
-                stage_width=_hidden_size(model) * cfg.stage_batch,
+                stage_width=small,
             )
             if cfg.capture_activations
             else None
         )
         deep = cfg.deep_ops
         self.attention = (
-            AttentionProbe(n_layers, self.device, cfg.attention_threshold) if deep else None
+            AttentionProbe(n_layers, self.device, cfg.attention_threshold, stage_width=small * 4)
+            if deep
+            else None
         )
-        self.kill = KillProbe(n_layers, self.device, cfg.kill_eps) if deep else None
+        self.kill = (
+            KillProbe(n_layers, self.device, cfg.kill_eps, stage_width=small * 8) if deep else None
+        )
         experts = max((_num_experts(b) for b in self.arch.blocks), default=0)
         self.routing = RoutingProbe(n_layers, experts, self.device) if deep and experts else None
         self._op_ids: dict[tuple[int, str], int] = {}
@@ -250,8 +257,9 @@ class Profiler:
         self.active = active
 
     def _root_post(self, module: Any, args: Any, out: Any) -> None:
-        if self.activations is not None:
-            self.activations.flush()
+        for probe in (self.activations, self.attention, self.kill):
+            if probe is not None:
+                probe.flush()
         if self.active:
             self.timing.add(
                 self._root_mid, self._step, self._starts[self._root_mid], self.clock.mark()
