@@ -13,7 +13,7 @@ land inside later prefills, unevenly across variants.
 Printed per variant: median TTFT and TPOT ratio to `none` with a bootstrap 95% interval, and the
 process CPU time ratio. Then the direct cost: microseconds per hook pair measured in a tight loop,
 times hooked calls per decode step, over the TPOT. Then the same ratios on tiny-llama (where
-per-call cost dominates: the worst case), and JSON bytes a run stores per generated token.
+per-call cost dominates: the worst case), and the database bytes a run adds per generated token.
 The last line is one JSON object for machines.
 
     python benchmarks/overhead.py --rounds 8
@@ -29,6 +29,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -142,17 +143,34 @@ def hook_pair_us(loops: int = 20000) -> float:
 
 
 def stored_bytes_per_token(lm: Any, prompt_tokens: int, new_tokens: int) -> dict[str, float]:
-    """JSON bytes of a stored run (samples, steps, per-layer tables) per generated token."""
+    """SQLite bytes a stored run adds per generated token, output text left out.
+
+    Everything kept counts: samples, step times, per-layer tables, the packed per-call trace.
+    """
+    import tempfile
+    from pathlib import Path
+
+    from infermeter.store import Store
+
     out = {}
     for mode in ("minimal", "standard", "deep"):
         cfg = RunConfig(prompt_tokens=prompt_tokens, new_tokens=new_tokens, samples=2, warmup=0,
                         mode=mode)
         run = profile(cfg, loaded=lm)
-        doc = run.to_json()
-        for s in doc["all_samples"]:
-            s.pop("output_text", None)  # text is not a cost of instrumenting
-        out[mode] = len(json.dumps(doc)) / (2 * new_tokens)
+        run.samples = [replace(s, output_text=(), prompt_text=()) for s in run.samples]
+        with tempfile.TemporaryDirectory() as tmp:
+            db = Path(tmp) / "r.db"
+            store = Store(db)
+            before = _db_bytes(store, db)
+            store.save(run)
+            out[mode] = (_db_bytes(store, db) - before) / (2 * new_tokens)
     return out
+
+
+def _db_bytes(store: Any, db: Any) -> int:
+    with store.engine.connect() as c:
+        c.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+    return db.stat().st_size
 
 
 def report(title: str, res: dict[str, Any]) -> dict[str, Any]:
@@ -200,7 +218,7 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> N
     summary["tiny-llama"] = report("tiny-llama (worst case: tiny ops, per-call cost dominates)",
                                    tiny_res)
     per_token = stored_bytes_per_token(main_res["lm"], args.prompt_tokens, args.new_tokens)
-    print("\nJSON bytes stored per generated token: "
+    print("\nSQLite bytes stored per generated token: "
           + ", ".join(f"{m} {b:,.0f} B" for m, b in per_token.items()))
     summary["bytes_per_token"] = per_token
     out(json.dumps(summary))

@@ -43,3 +43,38 @@ def test_generic_model_without_known_names_reports_what_is_missing():
     arch = discover(Net())
     assert arch.blocks_path == "stack" and len(arch.blocks) == 3
     assert "attention of block 0" in arch.missing and "embeddings" in arch.missing
+
+
+def test_profiler_works_on_a_plain_torch_module():
+    import torch
+    import torch.nn as nn
+
+    from infermeter.instrument import Profiler, ProfilingConfig
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Linear(4, 4)
+            self.b = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.b(self.a(x))
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stack = nn.ModuleList(Layer() for _ in range(3))
+
+        def forward(self, x):
+            for layer in self.stack:
+                x = layer(x)
+            return x
+
+    net = Net()
+    with Profiler(net, ProfilingConfig.deep()) as prof, torch.no_grad():
+        net(torch.randn(2, 4))
+    lp = prof.result()
+    blocks = lp.layers()
+    assert sorted(blocks[blocks["kind"] == "block"]["layer"]) == [0, 1, 2]
+    assert any("not a transformers model" in n for n in lp.notes)
+    assert len(lp.activations) == 3

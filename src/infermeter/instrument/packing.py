@@ -1,33 +1,56 @@
-"""Raw timing records packed for storage: 10 bytes a record, so traces stay small.
+"""Raw timing records packed for storage, so a run's full trace stays small.
 
-Layout (little-endian numpy structured array): module id (uint16), start in microseconds from
-the profiler's origin (uint32, 71 minutes of range; longer runs switch to float64 and say so in
-the dtype tag), duration in microseconds (float32, ~0.1 us resolution at these scales).
-A 30-layer model in standard mode makes ~150 records per decode step: ~1.5 KB per token.
+Column-wise (struct of arrays), little-endian: the count (uint32), module ids (uint16), start
+times as whole-microsecond deltas from the previous record (int32: records are appended when a
+module ends, so a parent comes after its children and its delta is negative), durations in
+microseconds (float32); then zlib. Module ids repeat in the same order every step and start
+deltas are small, so this compresses well (bytes per token: `benchmarks/overhead.py`).
+The tag "soa-z1" names this format, so a later one can be told apart.
 """
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 import numpy as np
 
-_COMPACT = np.dtype([("mid", "<u2"), ("start_us", "<u4"), ("dur_us", "<f4")])
-_WIDE = np.dtype([("mid", "<u2"), ("start_us", "<f8"), ("dur_us", "<f4")])
-DTYPES = {"u4": _COMPACT, "f8": _WIDE}
+TAG = "soa-z1"
+_RECORD = np.dtype([("mid", "<u2"), ("start_us", "<f8"), ("dur_us", "<f4")])
 
 
 def pack(mids: list[int], starts_ms: list[float], durs_ms: list[float]) -> tuple[str, bytes]:
-    """(dtype tag, bytes) of the records."""
-    starts_us = np.asarray(starts_ms, dtype=np.float64) * 1e3
-    tag = "u4" if starts_us.size == 0 or starts_us.max() < 2**32 - 1 else "f8"
-    arr = np.empty(len(mids), dtype=DTYPES[tag])
-    arr["mid"] = mids
-    arr["start_us"] = np.rint(starts_us) if tag == "u4" else starts_us
-    arr["dur_us"] = np.asarray(durs_ms, dtype=np.float64) * 1e3
-    return tag, arr.tobytes()
+    """(format tag, bytes) of the records."""
+    n = len(mids)
+    start_us = np.rint(np.asarray(starts_ms, dtype=np.float64) * 1e3).astype(np.int64)
+    deltas = np.diff(start_us, prepend=0)
+    if n and (np.abs(deltas) >= 2**31).any():
+        raise ValueError("a gap between records exceeds 35 minutes; cannot pack")
+    body = b"".join(
+        (
+            np.asarray([n], dtype="<u4").tobytes(),
+            np.asarray(mids, dtype="<u2").tobytes(),
+            deltas.astype("<i4").tobytes(),
+            (np.asarray(durs_ms, dtype=np.float64) * 1e3).astype("<f4").tobytes(),
+        )
+    )
+    return TAG, zlib.compress(body, 6)
 
 
 def unpack(tag: str, blob: bytes) -> Any:
-    """The structured array back from `pack`."""
-    return np.frombuffer(blob, dtype=DTYPES[tag])
+    """Structured array (mid, start_us, dur_us) back from `pack`."""
+    if tag != TAG:
+        raise ValueError(f"unknown trace format {tag!r}")
+    body = zlib.decompress(blob)
+    n = int(np.frombuffer(body, "<u4", 1)[0])
+    off = 4
+    mids = np.frombuffer(body, "<u2", n, off)
+    off += 2 * n
+    deltas = np.frombuffer(body, "<i4", n, off)
+    off += 4 * n
+    durs = np.frombuffer(body, "<f4", n, off)
+    out = np.empty(n, dtype=_RECORD)
+    out["mid"] = mids
+    out["start_us"] = np.cumsum(deltas.astype(np.int64))
+    out["dur_us"] = durs
+    return out

@@ -196,8 +196,12 @@ class Profiler:
         self._origin = self.clock.mark()
 
     def _install_deep_attention(self) -> None:
+        config = getattr(self.model, "config", None)
+        if config is None or not hasattr(config, "get_text_config"):
+            self.notes.append("deep mode: not a transformers model, attention left as it is")
+            return
         deep_attention.register()
-        text = self.model.config.get_text_config()
+        text = config.get_text_config()
         before = getattr(text, "_attn_implementation", None)
         self._saved_attn = (text, before)
         text._attn_implementation = deep_attention.NAME
@@ -329,5 +333,9 @@ def _num_experts(block: Any) -> int:
 
 
 def _hidden_size(model: Any) -> int:
-    text = model.config.get_text_config()
+    """Hidden size of a transformers model; 0 for other modules (then nothing is deferred)."""
+    config = getattr(model, "config", None)
+    if config is None:
+        return 0
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
     return int(getattr(text, "hidden_size", None) or getattr(text, "n_embd", 0) or 0)

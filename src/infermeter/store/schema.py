@@ -133,7 +133,7 @@ class LayerStatsRow(Base):
 
 
 class TraceRow(Base):
-    """Every timed call of an instrumented run, packed (10 bytes a call), for trace export."""
+    """Every timed call of an instrumented run, packed and compressed, for trace export."""
 
     __tablename__ = "traces"
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
