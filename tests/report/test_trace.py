@@ -52,6 +52,8 @@ def test_chrome_trace_export_is_nested_and_complete(stored_run, tmp_path):
     forwards = [e for e in model if e["name"] == "forward"]
     assert len(forwards) == 2 * 5  # measured samples x (prefill + 4 decode steps)
     assert len([e for e in model if e["name"].endswith(" block")]) == 2 * 5 * 4
+    assert not [e for e in model if e["name"].startswith("L") and e["name"].endswith(" norm")]
+    assert len([e for e in model if e["name"].endswith(" attn")]) == 2 * 5 * 4
     for tid in (2, 3):
         assert _nested_ok(by_tid[tid]), tid
     # model events sit inside their sample on the common timeline
@@ -60,6 +62,18 @@ def test_chrome_trace_export_is_nested_and_complete(stored_run, tmp_path):
         assert any(
             s["ts"] - 2 <= f["ts"] and f["ts"] + f["dur"] <= s["ts"] + s["dur"] + 2 for s in samples
         )
+
+
+def test_full_detail_includes_norms_and_blocks_detail_only_blocks(stored_run):
+    from infermeter.report.trace import chrome_trace
+
+    _, run = stored_run
+    full = [e["name"] for e in chrome_trace(run, "full")["traceEvents"] if e.get("tid") == 3]
+    blocks = [e["name"] for e in chrome_trace(run, "blocks")["traceEvents"] if e.get("tid") == 3]
+    # 2 norms x 4 blocks x 5 forwards x 2 samples, plus the final norm of each forward
+    assert sum(n.startswith("L") and n.endswith(" norm") for n in full) == 2 * 4 * 5 * 2
+    assert sum(n == "final norm" for n in full) == 5 * 2
+    assert not any(n.endswith(" attn") for n in blocks) and len(blocks) < len(full)
 
 
 def test_packed_trace_round_trips_through_the_store(stored_run):

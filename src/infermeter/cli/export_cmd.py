@@ -9,7 +9,7 @@ import typer
 from infermeter.cli.guard import err_console, guard
 from infermeter.cli.output import clean_json, writable_dir, write_json
 from infermeter.errors import UserError
-from infermeter.report.trace import write_chrome_trace
+from infermeter.report.trace import DETAIL, write_chrome_trace
 from infermeter.store import Store
 
 FORMATS = ("chrome-trace", "json")
@@ -21,10 +21,13 @@ def export_command(
     format: str = typer.Option("chrome-trace", "--format", "-f", help="chrome-trace or json."),
     out: Path = typer.Option(Path("."), help="Folder to write into."),
     db: str = typer.Option(None, help="Database URL or SQLite file (default: user data folder)."),
+    detail: str = typer.Option("parts", help="chrome-trace: blocks, parts (no norms) or full."),
 ) -> None:
     """Write a run as a Chrome/Perfetto trace (open in ui.perfetto.dev) or as its JSON."""
     if format not in FORMATS:
         raise UserError(f"unknown format {format!r}", f"use one of {', '.join(FORMATS)}")
+    if detail not in DETAIL:
+        raise UserError(f"unknown detail {detail!r}", f"use one of {', '.join(DETAIL)}")
     folder = writable_dir(out)
     run = Store(db).get(run_id)
     if format == "json":
@@ -33,7 +36,7 @@ def export_command(
         size = path.stat().st_size
     else:
         path = folder / f"run-{run.run_id}.trace.json"
-        size = write_chrome_trace(run, path)
+        size = write_chrome_trace(run, path, detail)
         if run.trace is None:
             err_console.print(
                 "note: minimal-mode run: the trace has phases and tokens only; "

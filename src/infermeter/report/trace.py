@@ -3,8 +3,10 @@
 Three tracks: run phases (load, move to device), samples (prefill, decode, every token) and, for
 instrumented runs, the model (forward > block > attention / MLP / norms > QK^T / softmax / AV).
 Times are microseconds on the run's timeline. To stay small (target: <= 10 MB for 1,000 tokens of
-a 30-layer model in standard mode) events carry no args, names are short ("L12 attention"),
-timestamps are whole microseconds and durations keep one decimal.
+a 30-layer model in standard mode) events carry no args, names are short ("L12 attn"),
+timestamps are whole microseconds, durations keep one decimal only below 10 us, and norms (a
+third of all calls, each a sliver, and summed in the tables anyway) are left out unless
+`detail="full"`.
 """
 
 from __future__ import annotations
@@ -17,27 +19,42 @@ from infermeter.run.results import RunResult
 
 PID = 1
 TRACKS = {1: "run phases", 2: "samples", 3: "model"}
+_BLOCKS = {"forward", "embeddings", "block", "final_norm", "lm_head", "vision_tower", "projector"}
+#: Which module kinds each detail level exports (None: all).
+DETAIL: dict[str, set[str] | None] = {
+    "blocks": _BLOCKS,
+    "parts": _BLOCKS | {"attention", "mlp", "moe", "o_proj", "router", "qk", "softmax", "av"},
+    "full": None,
+}
+_SHORT = {
+    "attention": "attn",
+    "final_norm": "final norm",
+    "lm_head": "lm head",
+    "vision_tower": "vision",
+    "embeddings": "embed",
+}
 
 
 def _x(name: str, tid: int, ts_us: float, dur_us: float) -> dict[str, Any]:
-    return {
-        "name": name,
-        "ph": "X",
-        "ts": int(round(ts_us)),
-        "dur": round(dur_us, 1),
-        "pid": PID,
-        "tid": tid,
-    }
+    dur = round(dur_us, 1) if dur_us < 10 else int(round(dur_us))
+    return {"name": name, "ph": "X", "ts": int(round(ts_us)), "dur": dur, "pid": PID, "tid": tid}
 
 
 def _label(name: str, kind: str, layer: int | None) -> str:
-    if layer is None:
-        return kind if kind != "forward" else "forward"
-    return f"L{layer} {kind}"
+    short = _SHORT.get(kind, kind)
+    return short if layer is None else f"L{layer} {short}"
 
 
-def chrome_trace(run: RunResult) -> dict[str, Any]:
-    """The trace document (`{"traceEvents": [...], ...}`) of a run."""
+def chrome_trace(run: RunResult, detail: str = "parts") -> dict[str, Any]:
+    """The trace document (`{"traceEvents": [...], ...}`) of a run.
+
+    Args:
+        run: a stored or fresh run.
+        detail: "blocks", "parts" (default: everything but norms) or "full".
+    """
+    if detail not in DETAIL:
+        raise ValueError(f"detail must be one of {', '.join(DETAIL)}")
+    kinds = DETAIL[detail]
     events: list[dict[str, Any]] = [
         {"name": "process_name", "ph": "M", "pid": PID, "args": {"name": f"run {run.run_id}"}}
     ]
@@ -63,26 +80,27 @@ def chrome_trace(run: RunResult) -> dict[str, Any]:
             at += ms * 1e3
     if run.trace:
         records = unpack(run.trace["dtype"], run.trace["records"])
-        labels = [_label(*m) for m in run.trace["modules"]]
+        modules = run.trace["modules"]
+        labels = [_label(*m) for m in modules]
+        keep = [kinds is None or m[1] in kinds for m in modules]
         offset_us = run.trace["offset_ms"] * 1e3
+        starts, durs, mids = records["start_us"], records["dur_us"], records["mid"]
         order = sorted(
-            range(len(records)), key=lambda i: (records["start_us"][i], -records["dur_us"][i])
+            (i for i in range(len(records)) if keep[mids[i]]),
+            key=lambda i: (starts[i], -durs[i]),
         )
         for i in order:
-            r = records[i]
-            events.append(
-                _x(labels[r["mid"]], 3, offset_us + float(r["start_us"]), float(r["dur_us"]))
-            )
+            events.append(_x(labels[mids[i]], 3, offset_us + float(starts[i]), float(durs[i])))
     return {
         "traceEvents": events,
         "displayTimeUnit": "ms",
-        "otherData": {"run_id": run.run_id, "model": run.model_info.get("spec")},
+        "otherData": {"run_id": run.run_id, "model": run.model_info.get("spec"), "detail": detail},
     }
 
 
-def write_chrome_trace(run: RunResult, path: Any) -> int:
+def write_chrome_trace(run: RunResult, path: Any, detail: str = "parts") -> int:
     """Write the trace as compact JSON; return its size in bytes."""
-    text = json.dumps(chrome_trace(run), separators=(",", ":"))
+    text = json.dumps(chrome_trace(run, detail), separators=(",", ":"))
     with open(path, "w") as fh:
         fh.write(text)
     return len(text)
