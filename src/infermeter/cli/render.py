@@ -70,6 +70,7 @@ def summary_table(run: RunResult) -> Table:
             v = _fmt(run.phases[key])
             table.add_row(label, v, v, v, "ms")
     s = run.summary()
+    noisy = set(run.noisy_metrics())
     rows = (
         ("ttft_ms", "prefill (TTFT)", "ms"),
         ("tpot_ms", "decode per token (TPOT)", "ms"),
@@ -85,7 +86,7 @@ def summary_table(run: RunResult) -> Table:
         st = s[key]
         if st.n == 0:
             continue
-        mark = " ⚠" if st.noisy else ""
+        mark = " ⚠" if key in noisy else ""
         table.add_row(label + mark, _fmt(st.mean), _fmt(st.p50), _fmt(st.p90), unit)
     return table
 
