@@ -34,26 +34,17 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from infermeter.instrument import Profiler, ProfilingConfig  # noqa: E402
 from infermeter.measure.clock import clock_for  # noqa: E402
+from infermeter.measure.stats import bootstrap_median_ci  # noqa: E402
 from infermeter.models import load_model  # noqa: E402
 from infermeter.run import RunConfig, profile  # noqa: E402
 from infermeter.run.generation import generation_config, timed_generate  # noqa: E402
 from infermeter.workloads import WorkloadSpec, build_batches  # noqa: E402
 
 VARIANTS = ("none", "minimal", "standard", "deep", "torch.profiler")
-
-
-def bootstrap_ci(values: list[float], n: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """95% interval of the median by resampling."""
-    rng = np.random.default_rng(seed)
-    arr = np.asarray(values)
-    meds = np.median(rng.choice(arr, size=(n, arr.size), replace=True), axis=1)
-    lo, hi = np.percentile(meds, [2.5, 97.5])
-    return float(lo), float(hi)
 
 
 def _context(variant: str, model: Any) -> Any:
@@ -114,7 +105,7 @@ def ratios(data: dict[str, dict[str, list[float]]], metric: str) -> dict[str, tu
     out = {}
     for v, d in data.items():
         rs = [a / b for a, b in zip(d[metric], base, strict=True)]
-        out[v] = (statistics.median(rs), *bootstrap_ci(rs))
+        out[v] = (statistics.median(rs), *bootstrap_median_ci(rs))
     return out
 
 
@@ -154,8 +145,9 @@ def stored_bytes_per_token(lm: Any, prompt_tokens: int, new_tokens: int) -> dict
 
     out = {}
     for mode in ("minimal", "standard", "deep"):
-        cfg = RunConfig(prompt_tokens=prompt_tokens, new_tokens=new_tokens, samples=2, warmup=0,
-                        mode=mode)
+        cfg = RunConfig(
+            prompt_tokens=prompt_tokens, new_tokens=new_tokens, samples=2, warmup=0, mode=mode
+        )
         run = profile(cfg, loaded=lm)
         run.samples = [replace(s, output_text=(), prompt_text=()) for s in run.samples]
         copies = 8  # SQLite grows in 4 KiB pages: several copies make the page rounding small
@@ -181,21 +173,27 @@ def report(title: str, res: dict[str, Any]) -> dict[str, Any]:
     ttft, tpot, cpu = ratios(data, "ttft"), ratios(data, "tpot"), ratios(data, "cpu")
     base_tpot = statistics.median(data["none"]["tpot"])
     base_ttft = statistics.median(data["none"]["ttft"])
-    print(f"\n{title}: baseline TTFT {base_ttft:.2f} ms, TPOT {base_tpot:.2f} ms "
-          f"({len(data['none']['tpot'])} interleaved rounds)")
+    print(
+        f"\n{title}: baseline TTFT {base_ttft:.2f} ms, TPOT {base_tpot:.2f} ms "
+        f"({len(data['none']['tpot'])} interleaved rounds)"
+    )
     head = f"{'variant':16} {'TTFT ratio (95% CI)':>26} {'TPOT ratio (95% CI)':>26}"
     print(f"{head} {'CPU ratio':>10}")
     for v in VARIANTS:
         a, b = ttft[v], tpot[v]
-        print(f"{v:16} {a[0]:8.4f} ({a[1]:.4f}-{a[2]:.4f})   {b[0]:8.4f} ({b[1]:.4f}-{b[2]:.4f})"
-              f"   {cpu[v][0]:8.4f}")
+        print(
+            f"{v:16} {a[0]:8.4f} ({a[1]:.4f}-{a[2]:.4f})   {b[0]:8.4f} ({b[1]:.4f}-{b[2]:.4f})"
+            f"   {cpu[v][0]:8.4f}"
+        )
     std_over = tpot["standard"][0] - 1
     tp_over = tpot["torch.profiler"][0] - 1
     if tp_over > 0:
         print(f"standard's TPOT overhead is {std_over / tp_over:.2f} of torch.profiler's")
     return {v: {"ttft": ttft[v][0], "tpot": tpot[v][0], "cpu": cpu[v][0]} for v in VARIANTS} | {
-        "baseline_tpot_ms": base_tpot, "baseline_ttft_ms": base_ttft,
-        "calls_per_decode_step": res["calls_per_step"]}
+        "baseline_tpot_ms": base_tpot,
+        "baseline_ttft_ms": base_ttft,
+        "calls_per_decode_step": res["calls_per_step"],
+    }
 
 
 def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> None:
@@ -212,16 +210,21 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> N
     us = hook_pair_us()
     calls = main_res["calls_per_step"]
     tpot = summary["main"]["baseline_tpot_ms"]
-    print(f"\ndirect cost: one hook pair {us:.2f} us x {calls} hooked calls per decode step = "
-          f"{us * calls / 1e3:.3f} ms = {us * calls / 1e3 / tpot * 100:.2f}% of a {tpot:.1f} ms "
-          "step (timing only; statistics add their own reductions)")
+    print(
+        f"\ndirect cost: one hook pair {us:.2f} us x {calls} hooked calls per decode step = "
+        f"{us * calls / 1e3:.3f} ms = {us * calls / 1e3 / tpot * 100:.2f}% of a {tpot:.1f} ms "
+        "step (timing only; statistics add their own reductions)"
+    )
     summary["hook_pair_us"] = us
     tiny_res = measure("tiny-llama", args.prompt_tokens, args.new_tokens, args.tiny_rounds)
-    summary["tiny-llama"] = report("tiny-llama (worst case: tiny ops, per-call cost dominates)",
-                                   tiny_res)
+    summary["tiny-llama"] = report(
+        "tiny-llama (worst case: tiny ops, per-call cost dominates)", tiny_res
+    )
     per_token = stored_bytes_per_token(main_res["lm"], args.prompt_tokens, args.new_tokens)
-    print("\nSQLite bytes stored per generated token: "
-          + ", ".join(f"{m} {b:,.0f} B" for m, b in per_token.items()))
+    print(
+        "\nSQLite bytes stored per generated token: "
+        + ", ".join(f"{m} {b:,.0f} B" for m, b in per_token.items())
+    )
     summary["bytes_per_token"] = per_token
     out(json.dumps(summary))
 

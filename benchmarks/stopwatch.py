@@ -21,22 +21,13 @@ import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from infermeter.measure.clock import clock_for  # noqa: E402
+from infermeter.measure.stats import bootstrap_median_ci  # noqa: E402
 from infermeter.models import load_model  # noqa: E402
 from infermeter.run.generation import generation_config, timed_generate  # noqa: E402
 from infermeter.workloads import WorkloadSpec, build_batches  # noqa: E402
-
-
-def bootstrap_ci(values: list[float], n: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """95% interval of the median by resampling."""
-    rng = np.random.default_rng(seed)
-    arr = np.asarray(values)
-    meds = np.median(rng.choice(arr, size=(n, arr.size), replace=True), axis=1)
-    lo, hi = np.percentile(meds, [2.5, 97.5])
-    return float(lo), float(hi)
 
 
 def main() -> None:
@@ -96,22 +87,39 @@ def main() -> None:
         b_wall.append(w)
         ratios.append(b / a)
     med_ratio = statistics.median(ratios)
-    lo, hi = bootstrap_ci(ratios)
+    lo, hi = bootstrap_median_ci(ratios)
     unseen = statistics.median(w - b for w, b in zip(b_wall, b_ms, strict=True))
-    print(f"model {args.model} · {args.prompt_tokens} prompt tokens · {args.new_tokens} new "
-          f"tokens · batch {args.batch_size} · {args.rounds} interleaved rounds · {device}")
+    print(
+        f"model {args.model} · {args.prompt_tokens} prompt tokens · {args.new_tokens} new "
+        f"tokens · batch {args.batch_size} · {args.rounds} interleaved rounds · {device}"
+    )
     print(f"A  outside perf_counter around generate : median {statistics.median(a_ms):9.2f} ms")
     print(f"B  infermeter TTFT + decode             : median {statistics.median(b_ms):9.2f} ms")
-    print(f"B/A per-round ratio                     : median {med_ratio:.4f} "
-          f"(95% CI {lo:.4f}-{hi:.4f}), |1 - ratio| = {abs(1 - med_ratio) * 100:.2f}%")
-    print(f"B's call, outside wall minus infermeter : median {unseen:9.2f} ms "
-          "(generate set-up before the first forward, teardown after the last token)")
-    print(json.dumps({
-        "benchmark": "stopwatch", "model": args.model, "prompt_tokens": args.prompt_tokens,
-        "new_tokens": args.new_tokens, "batch_size": args.batch_size, "rounds": args.rounds,
-        "outside_ms_p50": statistics.median(a_ms), "infermeter_ms_p50": statistics.median(b_ms),
-        "ratio_p50": med_ratio, "ratio_ci95": [lo, hi], "unseen_ms_p50": unseen,
-    }))
+    print(
+        f"B/A per-round ratio                     : median {med_ratio:.4f} "
+        f"(95% CI {lo:.4f}-{hi:.4f}), |1 - ratio| = {abs(1 - med_ratio) * 100:.2f}%"
+    )
+    print(
+        f"B's call, outside wall minus infermeter : median {unseen:9.2f} ms "
+        "(generate set-up before the first forward, teardown after the last token)"
+    )
+    print(
+        json.dumps(
+            {
+                "benchmark": "stopwatch",
+                "model": args.model,
+                "prompt_tokens": args.prompt_tokens,
+                "new_tokens": args.new_tokens,
+                "batch_size": args.batch_size,
+                "rounds": args.rounds,
+                "outside_ms_p50": statistics.median(a_ms),
+                "infermeter_ms_p50": statistics.median(b_ms),
+                "ratio_p50": med_ratio,
+                "ratio_ci95": [lo, hi],
+                "unseen_ms_p50": unseen,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

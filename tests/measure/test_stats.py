@@ -44,3 +44,13 @@ def test_t_table_values_and_limits():
     assert 1.96 < t95(45) < 2.042
     assert t95(1000) == 1.96
     assert math.isnan(t95(0))
+
+
+def test_bootstrap_median_interval_brackets_the_median_and_is_seeded():
+    from infermeter.measure.stats import bootstrap_median_ci
+
+    values = [0.98, 1.0, 1.01, 1.02, 0.99, 1.03, 1.0, 1.05]
+    lo, hi = bootstrap_median_ci(values)
+    assert lo <= 1.005 <= hi and hi - lo < 0.05
+    assert bootstrap_median_ci(values) == (lo, hi)
+    assert bootstrap_median_ci([2.0] * 5) == (2.0, 2.0)

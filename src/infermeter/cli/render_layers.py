@@ -54,7 +54,7 @@ _STAT_TABLES = (
             ("activations", "mean_abs", "mean|x|"),
             ("activations", "std", "std"),
             ("activations", "max_abs", "max|x|"),
-            ("activations", "sparsity", "|x|<=eps"),
+            ("activations", "sparsity", "zero frac"),
         ],
     ),
     (

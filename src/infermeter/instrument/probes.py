@@ -85,39 +85,62 @@ def _write_rows(rows: _Rows, meta: list[tuple[int, int, int]], columns: tuple) -
     torch.stack([c.float() for c in columns], dim=1, out=rows.buf[first : first + len(meta)])
 
 
-class ActivationProbe:
+class _RowProbe:
+    """Base of the probes that reduce tensors into per-call rows of `WIDTH` columns.
+
+    Small tensors are deferred to `flush()` (all layers of one shape reduced at once); larger
+    ones are reduced when recorded. Subclasses say which columns a stack of tensors gives.
+    """
+
+    WIDTH = 1
+
+    def __init__(self, device: Any, capacity: int = 4096, stage_width: int = 0) -> None:
+        import torch
+
+        self._torch = torch
+        self.rows = _Rows(self.WIDTH, device, capacity)
+        self.deferred = _Deferred(stage_width)
+
+    def _offer(self, phase: int, layer: int, flat: Any) -> None:
+        if not self.deferred.offer(phase, layer, flat):
+            self._write([(phase, layer, flat.numel())], flat.unsqueeze(0))
+
+    def flush(self) -> None:
+        """Reduce every deferred tensor, one shape at a time (called at the end of a forward)."""
+        for meta, stacked in self.deferred.groups(self._torch):
+            self._write(meta, stacked)
+
+    def _write(self, meta: list[tuple[int, int, int]], stacked: Any) -> None:
+        _write_rows(self.rows, meta, self._columns(stacked))
+
+    def _columns(self, s: Any) -> tuple:
+        """Per-row reductions of a (rows, values) tensor, WIDTH of them."""
+        raise NotImplementedError
+
+
+class ActivationProbe(_RowProbe):
     """Per call: sum|x|, sum x, sum x^2, min, max, count of |x| > eps; combined per layer.
 
     `eps == 0` (the default) counts exact zeros with one kernel (the L0 norm); a positive eps
     costs two more kernels.
     """
 
+    WIDTH = 6
+
     def __init__(
         self, layers: int, device: Any, eps: float, capacity: int = 4096, stage_width: int = 0
     ) -> None:
-        import torch
-
-        self._torch = torch
+        super().__init__(device, capacity, stage_width)
         self.eps = eps
         self.layers = layers
-        self.rows = _Rows(6, device, capacity)
-        self.deferred = _Deferred(stage_width)
 
     def record(self, phase: int, layer: int, out: Any) -> None:
         """Defer (decode-sized) or reduce now (larger) one block output; no host sync."""
         x = _tensor_of(out)
-        if x is None:
-            return
-        flat = x.detach().reshape(-1)
-        if not self.deferred.offer(phase, layer, flat):
-            self._reduce(phase, [(phase, layer, flat.numel())], flat.unsqueeze(0))
+        if x is not None:
+            self._offer(phase, layer, x.detach().reshape(-1))
 
-    def flush(self) -> None:
-        """Reduce every deferred output, all layers of one shape at once."""
-        for meta, stacked in self.deferred.groups(self._torch):
-            self._reduce(meta[0][0], meta, stacked)
-
-    def _reduce(self, phase: int, meta: list[tuple[int, int, int]], s: Any) -> None:
+    def _columns(self, s: Any) -> tuple:
         t = self._torch
         if s.dtype != t.float32:
             s = s.float()
@@ -126,8 +149,7 @@ class ActivationProbe:
             big = t.count_nonzero(s.abs() > self.eps, dim=1)
         else:
             big = t.linalg.vector_norm(s, 0, dim=1)
-        cols = (t.linalg.vector_norm(s, 1, dim=1), s.sum(1), (s * s).sum(1), lo, hi, big)
-        _write_rows(self.rows, meta, cols)
+        return (t.linalg.vector_norm(s, 1, dim=1), s.sum(1), (s * s).sum(1), lo, hi, big)
 
     def collect(self) -> list[dict[str, Any]]:
         """Rows (phase, layer, mean_abs, std, max_abs, sparsity, calls) after one host copy."""
@@ -161,36 +183,23 @@ class ActivationProbe:
         return rows
 
 
-class KillProbe:
+class KillProbe(_RowProbe):
     """Per (phase, layer): post-activation values with |y| <= eps among all seen."""
 
     def __init__(
         self, layers: int, device: Any, eps: float, capacity: int = 4096, stage_width: int = 0
     ) -> None:
-        import torch
-
-        self._torch = torch
+        super().__init__(device, capacity, stage_width)
         self.eps = eps
-        self.rows = _Rows(1, device, capacity)
-        self.deferred = _Deferred(stage_width)
 
     def record(self, phase: int, layer: int, out: Any) -> None:
         """Defer or count the killed activations of one activation-module call."""
         y = _tensor_of(out)
-        if y is None or y.numel() == 0:
-            return
-        flat = y.detach().reshape(-1)
-        if not self.deferred.offer(phase, layer, flat):
-            self._reduce([(phase, layer, flat.numel())], flat.unsqueeze(0))
+        if y is not None and y.numel():
+            self._offer(phase, layer, y.detach().reshape(-1))
 
-    def flush(self) -> None:
-        """Count killed values of every deferred call, one shape at a time."""
-        for meta, stacked in self.deferred.groups(self._torch):
-            self._reduce(meta, stacked)
-
-    def _reduce(self, meta: list[tuple[int, int, int]], s: Any) -> None:
-        t = self._torch
-        _write_rows(self.rows, meta, (t.count_nonzero(s.abs() <= self.eps, dim=1),))
+    def _columns(self, s: Any) -> tuple:
+        return (self._torch.count_nonzero(s.abs() <= self.eps, dim=1),)
 
     def collect(self) -> list[dict[str, Any]]:
         """Rows (phase, layer, kill_ratio, values)."""
@@ -252,19 +261,22 @@ class RoutingProbe:
         return rows
 
 
-class AttentionProbe:
+class AttentionProbe(_RowProbe):
     """Per call: sum of row entropies, weights below threshold, masked (exactly 0) weights."""
 
-    def __init__(
-        self, layers: int, device: Any, threshold: float, capacity: int = 4096, stage_width: int = 0
-    ) -> None:
-        import torch
+    WIDTH = 3
 
-        self._torch = torch
+    def __init__(
+        self,
+        layers: int,
+        device: Any,
+        threshold: float,
+        capacity: int = 4096,
+        stage_width: int = 0,
+    ) -> None:
+        super().__init__(device, capacity, stage_width)
         self.threshold = threshold
-        self.rows = _Rows(3, device, capacity)
         self._rows_per_call: list[int] = []
-        self.deferred = _Deferred(stage_width)
 
     def record(self, phase: int, layer: int, w: Any) -> None:
         """Entropy and sparsity of one softmax output of shape (batch, heads, queries, keys).
@@ -274,24 +286,16 @@ class AttentionProbe:
         """
         wf = w.detach()
         self._rows_per_call.append(wf.numel() // wf.shape[-1])
-        flat = wf.reshape(-1)
-        if not self.deferred.offer(phase, layer, flat):
-            self._reduce([(phase, layer, flat.numel())], flat.unsqueeze(0))
+        self._offer(phase, layer, wf.reshape(-1))
 
-    def flush(self) -> None:
-        """Reduce every deferred softmax output, one shape at a time."""
-        for meta, stacked in self.deferred.groups(self._torch):
-            self._reduce(meta, stacked)
-
-    def _reduce(self, meta: list[tuple[int, int, int]], s: Any) -> None:
+    def _columns(self, s: Any) -> tuple:
         t = self._torch
         s = s.float()
-        cols = (
+        return (
             -t.special.xlogy(s, s).sum(1),
             t.count_nonzero(s < self.threshold, dim=1),
             s.shape[1] - t.linalg.vector_norm(s, 0, dim=1),
         )
-        _write_rows(self.rows, meta, cols)
 
     def collect(self) -> list[dict[str, Any]]:
         """Rows (phase, layer, entropy, sparsity)."""

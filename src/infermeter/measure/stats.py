@@ -95,3 +95,14 @@ def summarize(values: Iterable[float]) -> Summary:
         ci95_low=mean - half,
         ci95_high=mean + half,
     )
+
+
+def bootstrap_median_ci(
+    values: Iterable[float], n: int = 2000, seed: int = 0
+) -> tuple[float, float]:
+    """95% interval of the median by resampling (for ratios of interleaved benchmark runs)."""
+    rng = np.random.default_rng(seed)
+    arr = np.asarray(list(values), dtype=float)
+    meds = np.median(rng.choice(arr, size=(n, arr.size), replace=True), axis=1)
+    lo, hi = np.percentile(meds, [2.5, 97.5])
+    return float(lo), float(hi)
