@@ -300,3 +300,37 @@ def test_bad_mode_and_sample_every(tmp_path):
     assert_one_line_error(r, "unknown mode 'fast'")
     r = runner.invoke(app, ["profile", "--sample-every", "0", "--db", str(tmp_path / "r.db")])
     assert_one_line_error(r, "--sample-every 0 is below 1")
+
+
+def test_custom_layers_from_the_cli(tmp_path):
+    db = str(tmp_path / "r.db")
+    r = runner.invoke(
+        app,
+        [
+            "profile",
+            "--prompt-tokens",
+            "8",
+            "--new-tokens",
+            "3",
+            "--samples",
+            "1",
+            "--mode",
+            "standard",
+            "--layers",
+            "1,3",
+            "--db",
+            db,
+            "--json",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    blocks = {
+        row["layer"] for row in json.loads(r.stdout)["layers"]["layers"] if row["kind"] == "block"
+    }
+    assert blocks == {1, 3}
+    bad = runner.invoke(app, ["profile", "--mode", "standard", "--layers", "9", "--db", db])
+    assert_one_line_error(bad, "out of range", "0..3")
+    words = runner.invoke(app, ["profile", "--mode", "standard", "--layers", "a,b", "--db", db])
+    assert_one_line_error(words, "is not a list of block numbers")
+    minimal = runner.invoke(app, ["profile", "--layers", "1", "--db", db])
+    assert_one_line_error(minimal, "needs --mode standard or deep")

@@ -33,3 +33,18 @@ def test_smollm2_conversion_is_cached(smollm2):
     folder, cached = smollm2_pkg.ensure_converted()
     assert cached and (folder / "model.safetensors").stat().st_size > 100e6
     assert smollm2_pkg.gguf_file().suffix == ".gguf"
+
+
+@pytest.mark.slow
+def test_smollm2_standard_profile_covers_all_30_blocks(smollm2):
+    from infermeter.instrument import Profiler, ProfilingConfig
+
+    ids = smollm2.tokenizer(["Good measurement starts with a question."], return_tensors="pt")
+    with Profiler(smollm2.model, ProfilingConfig.standard()) as prof, torch.inference_mode():
+        smollm2.model.generate(**ids, max_new_tokens=3, min_new_tokens=3, do_sample=False)
+    lp = prof.result()
+    layers = lp.layers()
+    decode = layers[(layers["kind"] == "block") & (layers["phase"] == "decode")]
+    assert sorted(decode["layer"]) == list(range(30)) and (decode["calls"] == 2).all()
+    acts = [r for r in lp.activations if r["phase"] == "decode"]
+    assert len(acts) == 30 and all(r["std"] > 0 for r in acts)

@@ -11,6 +11,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from infermeter.cli.guard import err_console, guard
 from infermeter.cli.output import clean_json, print_json, writable_dir, write_json
 from infermeter.cli.render import run_card
+from infermeter.errors import UserError
 from infermeter.models.presets import DEFAULT_PRESET
 from infermeter.run import RunConfig, profile
 from infermeter.store import Store
@@ -38,6 +39,18 @@ class _ProgressView:
         if stage not in self.tasks:
             self.tasks[stage] = self.progress.add_task(_LABELS.get(stage, stage), total=total)
         self.progress.update(self.tasks[stage], completed=done, total=total)
+
+
+def parse_layers(text: str | None) -> tuple[int, ...] | None:
+    """'0,5,29' -> (0, 5, 29)."""
+    if not text:
+        return None
+    try:
+        return tuple(sorted({int(x) for x in text.split(",") if x.strip()}))
+    except ValueError:
+        raise UserError(
+            f"--layers {text!r} is not a list of block numbers", "use e.g. 0,5,29"
+        ) from None
 
 
 @guard
@@ -81,6 +94,7 @@ def profile_command(
         "entropy, kill ratios, MoE routing).",
     ),
     sample_every: int = typer.Option(1, help="standard/deep: instrument one decode step in N."),
+    layers: str = typer.Option(None, help="standard/deep: only these blocks, e.g. 0,5,29."),
     db: str = typer.Option(
         None, help="Database URL or SQLite file (default: user data folder, or INFERMETER_DB)."
     ),
@@ -111,6 +125,7 @@ def profile_command(
         seed=seed,
         mode=mode,
         sample_every=sample_every,
+        layers=parse_layers(layers),
     ).validate()
     out_dir = writable_dir(out) if out else None
     store = Store(db)

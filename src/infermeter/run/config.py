@@ -27,6 +27,7 @@ class RunConfig:
         chat: use the tokenizer's chat template when it has one.
         mode: profiling mode, "minimal" (no hooks), "standard" or "deep".
         sample_every: in standard/deep mode, instrument one decode step in N.
+        layers: in standard/deep mode, instrument only these blocks (a custom profile).
     """
 
     model: str = DEFAULT_PRESET
@@ -49,6 +50,7 @@ class RunConfig:
     seed: int = 0
     mode: str = "minimal"
     sample_every: int = 1
+    layers: tuple[int, ...] | None = None
 
     def validate(self) -> RunConfig:
         """Raise UserError for any value that cannot run; return self for chaining."""
@@ -67,6 +69,11 @@ class RunConfig:
                 "use 1 or more, or leave it out for whole prompts",
             ),
             (self.mode in MODES, f"unknown mode {self.mode!r}", f"use one of {', '.join(MODES)}"),
+            (
+                self.layers is None or (self.mode != "minimal" and min(self.layers) >= 0),
+                f"--layers {self.layers} needs --mode standard or deep and indices >= 0",
+                "add --mode standard, or leave --layers out",
+            ),
             (
                 self.sample_every >= 1,
                 f"--sample-every {self.sample_every} is below 1",

@@ -147,6 +147,14 @@ def profile(
     prof_config = ProfilingConfig.for_mode(config.mode)
     if config.sample_every > 1:
         prof_config = replace(prof_config, sample_every=config.sample_every)
+    if config.layers is not None:
+        bad = [i for i in config.layers if i >= info.layers]
+        if bad:
+            raise UserError(
+                f"--layers {bad} out of range: {info.spec} has {info.layers} blocks",
+                f"use indices 0..{info.layers - 1}",
+            )
+        prof_config = replace(prof_config, mode="custom", layers=tuple(config.layers))
     profiler = Profiler(model, prof_config, clock=clock) if prof_config.hooks_needed else None
     origin = clock.mark()
     failure: BaseException | None = None
