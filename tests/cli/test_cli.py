@@ -330,6 +330,8 @@ def test_custom_layers_from_the_cli(tmp_path):
     assert blocks == {1, 3}
     bad = runner.invoke(app, ["profile", "--mode", "standard", "--layers", "9", "--db", db])
     assert_one_line_error(bad, "out of range", "0..3")
+    listed = runner.invoke(app, ["runs", "list", "--db", db, "--json"])
+    assert len(json.loads(listed.stdout)["runs"]) == 1  # the refused run was never stored
     words = runner.invoke(app, ["profile", "--mode", "standard", "--layers", "a,b", "--db", db])
     assert_one_line_error(words, "is not a list of block numbers")
     minimal = runner.invoke(app, ["profile", "--layers", "1", "--db", db])

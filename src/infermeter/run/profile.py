@@ -139,11 +139,7 @@ def profile(
     )
     if info.vision is not None and batches[0].vision_tokens == 0:
         result.notes.append("vision model profiled text-only: its image token id is unknown")
-    if sink is not None:
-        result.run_id = sink.begin_run(result)
     clock = clock_for(device)
-    memory = MemoryTracker(device)
-    original_forward = model.__dict__.get("forward")
     prof_config = ProfilingConfig.for_mode(config.mode)
     if config.sample_every > 1:
         prof_config = replace(prof_config, sample_every=config.sample_every)
@@ -156,6 +152,10 @@ def profile(
             )
         prof_config = replace(prof_config, mode="custom", layers=tuple(config.layers))
     profiler = Profiler(model, prof_config, clock=clock) if prof_config.hooks_needed else None
+    if sink is not None:  # registered only once every user error has been ruled out
+        result.run_id = sink.begin_run(result)
+    memory = MemoryTracker(device)
+    original_forward = model.__dict__.get("forward")
     origin = clock.mark()
     failure: BaseException | None = None
     try:
