@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from infermeter.cli.energy_cmd import energy_app
 from infermeter.cli.export_cmd import export_command
 from infermeter.cli.models_cmd import models_command
 from infermeter.cli.profile_cmd import profile_command
@@ -20,6 +21,7 @@ app.command("profile")(profile_command)
 app.command("models")(models_command)
 app.command("export")(export_command)
 app.add_typer(runs_app, name="runs")
+app.add_typer(energy_app, name="energy")
 
 
 def _quiet_libraries() -> None:
