@@ -1,0 +1,122 @@
+"""NVIDIA GPU energy through NVML (nvidia-ml-py), per GPU visible to this process.
+
+Each GPU uses its total-energy counter (`nvmlDeviceGetTotalEnergyConsumption`, millijoules,
+Volta and newer) when the driver supports it; otherwise its power draw
+(`nvmlDeviceGetPowerUsage`, milliwatts) is polled and integrated with the trapezoid rule, and the
+method says so. A query that raises NotSupported on one GPU changes the method of that GPU only.
+NVML counts GPUs physically; `CUDA_VISIBLE_DEVICES` (indices or GPU-UUIDs) says which of them
+this process sees and in which order, so cuda:0 maps to the right physical device.
+Power readings update every ~20-100 ms depending on the GPU, so integration needs polling at
+least that often (the sampler's default is 100 ms; shorter windows are labelled estimates).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def visible_physical_indices(nvml: Any, env: str | None = None) -> list[int]:
+    """Physical NVML indices of the GPUs this process sees, in CUDA order."""
+    count = nvml.nvmlDeviceGetCount()
+    value = os.environ.get("CUDA_VISIBLE_DEVICES") if env is None else env
+    if value is None:
+        return list(range(count))
+    uuids: dict[str, int] | None = None
+    out = []
+    for item in (x.strip() for x in value.split(",")):
+        if not item:
+            continue
+        if item.lstrip("-").isdigit():
+            idx = int(item)
+            if idx < 0 or idx >= count:
+                break  # CUDA stops at the first invalid entry
+            out.append(idx)
+            continue
+        if uuids is None:
+            uuids = {}
+            for i in range(count):
+                u = nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(i))
+                uuids[u.decode() if isinstance(u, bytes) else u] = i
+        match = [i for u, i in uuids.items() if u.startswith(item)]
+        if len(match) != 1:
+            break
+        out.append(match[0])
+    return out
+
+
+class _Gpu:
+    def __init__(self, nvml: Any, physical: int, label: str, now: Callable[[], float]) -> None:
+        self.nvml = nvml
+        self.label = label
+        self.handle = nvml.nvmlDeviceGetHandleByIndex(physical)
+        self.now = now
+        try:
+            self.start_mj = nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)
+            self.method = "counter"
+        except nvml.NVMLError:
+            self.method = "power-integration"
+            self.total_j = 0.0
+            self.last = (now(), nvml.nvmlDeviceGetPowerUsage(self.handle) / 1e3)
+
+    def read_j(self) -> float:
+        if self.method == "counter":
+            return (
+                self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle) - self.start_mj
+            ) / 1e3
+        t, watts = self.now(), self.nvml.nvmlDeviceGetPowerUsage(self.handle) / 1e3
+        t0, w0 = self.last
+        self.total_j += (t - t0) * (watts + w0) / 2
+        self.last = (t, watts)
+        return self.total_j
+
+
+class NvmlSource:
+    """Energy of every visible GPU ("gpu-0" is cuda:0), by counter or integrated power.
+
+    Args:
+        nvml: the pynvml module (injected by tests); imported when None.
+        now: seconds clock for power integration (injected by tests).
+        visible: CUDA_VISIBLE_DEVICES value to use instead of the environment.
+    """
+
+    name = "nvml"
+    update_period_s = 0.1
+
+    def __init__(
+        self,
+        nvml: Any = None,
+        now: Callable[[], float] = time.perf_counter,
+        visible: str | None = None,
+    ) -> None:
+        if nvml is None:
+            import pynvml as nvml
+        self._nvml = nvml
+        nvml.nvmlInit()
+        physical = visible_physical_indices(nvml, visible)
+        self._gpus = [_Gpu(nvml, p, f"gpu-{i}", now) for i, p in enumerate(physical)]
+        self.physical = physical
+
+    @property
+    def method(self) -> str:
+        """How all GPUs are measured: counter, power-integration, or mixed when they differ."""
+        methods = {g.method for g in self._gpus}
+        return methods.pop() if len(methods) == 1 else "mixed"
+
+    def methods(self) -> dict[str, str]:
+        """Method per GPU label."""
+        return {g.label: g.method for g in self._gpus}
+
+    def domains(self) -> list[str]:
+        """gpu-0, gpu-1, ... in CUDA order."""
+        return [g.label for g in self._gpus]
+
+    def read_j(self) -> dict[str, float]:
+        """Joules per GPU since this source was created."""
+        return {g.label: g.read_j() for g in self._gpus}
+
+    def close(self) -> None:
+        """Release NVML."""
+        self._nvml.nvmlShutdown()
