@@ -112,6 +112,7 @@ class Profiler:
         phase_probe = probe
 
         opens_step = kind in ("vision_tower", "projector")
+        closes_step = kind == "projector"  # decided once here, not on every call
 
         def pre(mod: Any, args: Any) -> None:
             if opens_step and not self.active and self.enabled:
@@ -125,7 +126,7 @@ class Profiler:
                 timing.add(mid, self._step, starts[mid], clock.mark())
                 if phase_probe is not None:
                     phase_probe.record(self._phase, layer, out)
-                if kind == "projector" and self._vision_step:
+                if closes_step and self._vision_step:
                     self.active = self._vision_step = False
 
         self._handles.append(module.register_forward_pre_hook(pre))
