@@ -5,41 +5,7 @@ from pathlib import Path
 import pytest
 
 from infermeter.measure.energy import RaplSource, Unavailable, probe_rapl
-
-
-class FakePowercap:
-    """A powercap folder whose counters the test advances by known true energy."""
-
-    def __init__(self, root: Path, max_range_uj: int = 1_000_000, dram: bool = True):
-        self.root = root
-        self.max_range_uj = max_range_uj
-        self.raw: dict[str, int] = {}
-        self.truth_uj: dict[str, int] = {}
-        self._zone(root / "intel-rapl:0", "package-0", "package-0")
-        if dram:
-            self._zone(root / "intel-rapl:0" / "intel-rapl:0:0", "dram", "dram-0")
-        core = root / "intel-rapl:0" / "intel-rapl:0:1"  # core zone: ignored
-        core.mkdir(parents=True)
-        (core / "name").write_text("core\n")
-
-    def _zone(self, path: Path, name: str, label: str) -> None:
-        path.mkdir(parents=True, exist_ok=True)
-        (path / "name").write_text(name + "\n")
-        (path / "max_energy_range_uj").write_text(f"{self.max_range_uj}\n")
-        self.raw[label] = 123_456
-        self.truth_uj[label] = 0
-        self._paths = getattr(self, "_paths", {})
-        self._paths[label] = path
-        self._write(label)
-
-    def _write(self, label: str) -> None:
-        (self._paths[label] / "energy_uj").write_text(f"{self.raw[label]}\n")
-
-    def add(self, label: str, uj: int) -> None:
-        """Spend `uj` microjoules in a zone; the counter wraps like the hardware's."""
-        self.truth_uj[label] += uj
-        self.raw[label] = (self.raw[label] + uj) % (self.max_range_uj + 1)
-        self._write(label)
+from tests.fakes import FakePowercap
 
 
 @pytest.fixture

@@ -95,6 +95,17 @@ def profile_command(
     ),
     sample_every: int = typer.Option(1, help="standard/deep: instrument one decode step in N."),
     layers: str = typer.Option(None, help="standard/deep: only these blocks, e.g. 0,5,29."),
+    energy: str = typer.Option(
+        "auto",
+        help="Energy sources: auto (all this machine has), nvml, rapl, powermetrics or off. "
+        "A named source that is missing is an error.",
+    ),
+    power_interval_ms: float = typer.Option(
+        100.0, help="How often the power sampler reads the sources (ms, 10 minimum)."
+    ),
+    grid_intensity: float = typer.Option(
+        None, help="Grid carbon intensity in g CO2/kWh; reports grams of CO2 when given."
+    ),
     db: str = typer.Option(
         None, help="Database URL or SQLite file (default: user data folder, or INFERMETER_DB)."
     ),
@@ -126,6 +137,9 @@ def profile_command(
         mode=mode,
         sample_every=sample_every,
         layers=parse_layers(layers),
+        energy=energy,
+        power_interval_ms=power_interval_ms,
+        grid_g_per_kwh=grid_intensity,
     ).validate()
     out_dir = writable_dir(out) if out else None
     store = Store(db)

@@ -81,14 +81,54 @@ def summary_table(run: RunResult) -> Table:
         ("decode_tokens_per_s", "decode throughput", "tok/s"),
         ("rss_peak_mb", "peak RSS (process)", "MiB"),
         ("peak_allocated_mb", "peak allocated (device)", "MiB"),
+        ("energy_j", "energy per sample", "J"),
+        ("prefill_j", "energy: prefill", "J"),
+        ("decode_j", "energy: decode", "J"),
+        ("mean_power_w", "mean power", "W"),
+        ("j_per_token", "energy per generated token", "J/tok"),
+        ("j_per_prompt_token", "energy per prompt token (prefill)", "J/tok"),
+        ("j_per_decode_token", "energy per decode token", "J/tok"),
     )
     for key, label, unit in rows:
         st = s[key]
         if st.n == 0:
             continue
+        if unit.startswith("J") and _estimated(run, key):
+            label += " (est.)"
         mark = " ⚠" if key in noisy else ""
         table.add_row(label + mark, _fmt(st.mean), _fmt(st.p50), _fmt(st.p90), unit)
     return table
+
+
+def _estimated(run: RunResult, key: str) -> bool:
+    """Whether any measured sample's window for `key` was estimated (shorter than the sensor)."""
+    field = {"energy_j": "energy_j", "prefill_j": "prefill_j", "decode_j": "decode_j"}.get(
+        key, "prefill_j" if "prompt" in key else "decode_j" if "decode" in key else "energy_j"
+    )
+    return any(
+        s.energy and s.energy["quality"].get(field) == "estimated" for s in run.measured
+    )
+
+
+def energy_line(run: RunResult) -> Text | None:
+    """Where energy came from (source, method, CO2), or why there is none; never a silent 0."""
+    e = run.energy
+    if not e:
+        return None
+    if not e.get("available"):
+        text = Text(f"energy: unavailable ({e.get('reason')})", style="dim")
+        if e.get("fix"):
+            text.append(f"; to measure it: {e['fix']}", style="dim")
+        return text
+    parts = [f"energy: {e['source']} ({e['method']}), {len(e['domains'])} domain(s)"]
+    parts.append(f"{e['readings']} readings every {e['interval_ms']:g} ms")
+    if e.get("sampled_mean_power_w") is not None:
+        parts.append(f"{e['sampled_j']:.1f} J over {e['sampled_s']:.1f} s sampled")
+    if e.get("co2_g") is not None:
+        parts.append(f"{e['co2_g']:.3g} g CO2 at {e['grid_g_per_kwh']:g} g/kWh")
+    if e.get("gaps"):
+        parts.append(f"⚠ {len(e['gaps'])} gap(s) in the readings")
+    return Text(" · ".join(parts), style="dim")
 
 
 def run_card(run: RunResult, where: str | None = None, show_text: bool = False) -> Group:
@@ -103,6 +143,9 @@ def run_card(run: RunResult, where: str | None = None, show_text: bool = False) 
                 style="yellow",
             )
         )
+    line = energy_line(run)
+    if line is not None:
+        parts.append(line)
     parts.extend(layer_tables(run))
     for note in run.notes:
         parts.append(Text(f"note: {note}", style="dim"))

@@ -10,6 +10,7 @@ from infermeter.models.presets import DEFAULT_PRESET
 
 MODES = ("minimal", "standard", "deep")
 DECODING = ("greedy", "sampling")
+ENERGY_CHOICES = ("auto", "nvml", "rapl", "powermetrics", "off")
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,10 @@ class RunConfig:
         mode: profiling mode, "minimal" (no hooks), "standard" or "deep".
         sample_every: in standard/deep mode, instrument one decode step in N.
         layers: in standard/deep mode, instrument only these blocks (a custom profile).
+        energy: energy sources, "auto" (all this machine has), "nvml", "rapl", "powermetrics"
+            or "off"; a named source that is missing is an error.
+        power_interval_ms: how often the power sampler reads the sources (10 ms minimum).
+        grid_g_per_kwh: grid carbon intensity; when given, grams of CO2 are reported.
     """
 
     model: str = DEFAULT_PRESET
@@ -51,6 +56,9 @@ class RunConfig:
     mode: str = "minimal"
     sample_every: int = 1
     layers: tuple[int, ...] | None = None
+    energy: str = "auto"
+    power_interval_ms: float = 100.0
+    grid_g_per_kwh: float | None = None
 
     def validate(self) -> RunConfig:
         """Raise UserError for any value that cannot run; return self for chaining."""
@@ -90,6 +98,21 @@ class RunConfig:
                 self.sample_top_k is None or self.sample_top_k >= 1,
                 f"sampling top-k {self.sample_top_k} is below 1",
                 "use 1 or more",
+            ),
+            (
+                self.energy in ENERGY_CHOICES,
+                f"--energy {self.energy!r} is not a source",
+                f"use one of {', '.join(ENERGY_CHOICES)}",
+            ),
+            (
+                self.power_interval_ms >= 10,
+                f"--power-interval-ms {self.power_interval_ms} is below the minimum of 10 ms",
+                "use 10 ms or more (100 ms is the default)",
+            ),
+            (
+                self.grid_g_per_kwh is None or self.grid_g_per_kwh >= 0,
+                f"--grid-intensity {self.grid_g_per_kwh} g/kWh is negative",
+                "give the grid's carbon intensity in g CO2 per kWh, e.g. 400",
             ),
         ]
         for ok, problem, fix in checks:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import gc
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol
@@ -19,9 +20,12 @@ from infermeter.errors import GenerationFailed, UserError
 from infermeter.instrument import Profiler, ProfilingConfig
 from infermeter.measure.clock import clock_for
 from infermeter.measure.device import describe_device
+from infermeter.measure.energy.sampler import PowerSampler
+from infermeter.measure.energy.select import open_source
 from infermeter.measure.memory import MemoryTracker
 from infermeter.models.loader import LoadedModel, load_model
 from infermeter.run.config import RunConfig
+from infermeter.run.energy import attribute, unavailable_energy
 from infermeter.run.environment import library_versions
 from infermeter.run.generation import generation_config, timed_generate
 from infermeter.run.results import RunResult, SampleResult
@@ -152,13 +156,19 @@ def profile(
             )
         prof_config = replace(prof_config, mode="custom", layers=tuple(config.layers))
     profiler = Profiler(model, prof_config, clock=clock) if prof_config.hooks_needed else None
+    # An explicitly named source that is missing is a UserError here, before anything is stored.
+    sources, missing = open_source(config.energy, config.power_interval_ms)
+    sampler = PowerSampler(sources, config.power_interval_ms) if sources is not None else None
     if sink is not None:  # registered only once every user error has been ruled out
         result.run_id = sink.begin_run(result)
     memory = MemoryTracker(device)
     original_forward = model.__dict__.get("forward")
     origin = clock.mark()
+    host_origin_ns = time.perf_counter_ns()  # the power sampler's time base, at `origin`
     failure: BaseException | None = None
     try:
+        if sampler is not None:
+            sampler.start()
         if profiler is not None:
             profiler.attach()
         if config.compile:
@@ -177,9 +187,13 @@ def profile(
             # sample keeps one from landing inside the measured generation.
             gc.collect()
             memory.reset()
+            if sampler is not None:
+                sampler.read_now()  # a reading at each sample's edges, outside the timed call
             timed = timed_generate(
                 model, batch.generate_kwargs(device, dtype), gen_config, clock, config.new_tokens
             )
+            if sampler is not None:
+                sampler.read_now()
             ttft, steps = timed.durations(clock)
             new_ids = timed.output_ids[:, timed.input_length :]
             result.samples.append(
@@ -220,6 +234,10 @@ def profile(
                 model.__dict__.pop("forward", None)
             else:
                 model.forward = original_forward
+        if sampler is not None:
+            sampler.stop()
+            sources.close()
+    _attach_energy(result, sampler, host_origin_ns, missing, config.grid_g_per_kwh)
     _finish(sink, result)  # one transaction, also for failed runs (partial data kept)
     if result.status == "failed":
         if failure is None:
@@ -242,6 +260,33 @@ def _attach_layers(result: RunResult, profiler: Profiler, offset_ms: float) -> N
         for name, df in layer_profile.tables().items()
     }
     result.notes.extend(layer_profile.notes)
+
+
+def _attach_energy(
+    result: RunResult,
+    sampler: PowerSampler | None,
+    host_origin_ns: int,
+    missing: list,
+    grid_g_per_kwh: float | None,
+) -> None:
+    """Energy per run, sample, phase and layer from the sampler's trace (or why there is none)."""
+    if sampler is None:
+        result.energy = unavailable_energy(missing)
+        return
+    trace = sampler.trace(origin_ns=host_origin_ns).shifted(_load_offset(result))
+    attribute(
+        result,
+        trace,
+        methods=sampler.source.methods(),
+        missing=missing,
+        grid_g_per_kwh=grid_g_per_kwh,
+    )
+    result.power = {
+        "source": trace.source,
+        "domains": trace.domains,
+        "t_ms": trace.t_ms.tolist(),
+        "joules": trace.joules.tolist(),
+    }
 
 
 def _finish(sink: RunSink | None, result: RunResult) -> None:

@@ -22,7 +22,24 @@ METRICS = (
     "decode_tokens_per_s",
     "rss_peak_mb",
     "peak_allocated_mb",
+    "energy_j",
+    "prefill_j",
+    "decode_j",
+    "mean_power_w",
+    "j_per_token",
+    "j_per_prompt_token",
+    "j_per_decode_token",
 )
+
+#: Energy metrics: None (not 0) when no source measured the sample; see run/energy.py.
+ENERGY_METRICS = METRICS[-7:]
+
+
+def _energy_metric(name: str, doc: str) -> property:
+    def read(self: SampleResult) -> float | None:
+        return self.energy.get(name) if self.energy else None
+
+    return property(read, doc=f"{doc}; None when no energy source measured the sample.")
 
 
 @dataclass(frozen=True)
@@ -46,6 +63,15 @@ class SampleResult:
     memory: dict[str, Any]
     output_text: tuple[str, ...] = ()
     prompt_text: tuple[str, ...] = ()
+    energy: dict[str, Any] | None = None
+
+    energy_j = _energy_metric("energy_j", "J from the generate call to the last token")
+    prefill_j = _energy_metric("prefill_j", "J during the TTFT window")
+    decode_j = _energy_metric("decode_j", "J from the first to the last token")
+    mean_power_w = _energy_metric("mean_power_w", "mean W over the sample")
+    j_per_token = _energy_metric("j_per_token", "energy_j per generated token (all rows)")
+    j_per_prompt_token = _energy_metric("j_per_prompt_token", "prefill_j per prompt token")
+    j_per_decode_token = _energy_metric("j_per_decode_token", "decode_j per token after the first")
 
     @property
     def decode_ms(self) -> float:
@@ -119,6 +145,10 @@ class RunResult:
     layers: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     #: Packed per-call records of an instrumented run, for trace export (not in `to_json`).
     trace: dict[str, Any] | None = None
+    #: Energy of the run (see run/energy.py): sources, methods, gaps, totals, or why none.
+    energy: dict[str, Any] | None = None
+    #: Power readings on the run's timeline: {"domains", "t_ms", "joules"} (cumulative J).
+    power: dict[str, Any] | None = None
 
     @property
     def measured(self) -> list[SampleResult]:
@@ -165,6 +195,7 @@ class RunResult:
             **s.metrics(),
             "step_ms": list(s.step_ms),
             "memory": s.memory,
+            "energy": s.energy,
             "output_text": list(s.output_text),
         }
 
@@ -184,6 +215,7 @@ class RunResult:
                 "config": self.config,
                 "phases": self.phases,
                 "notes": self.notes,
+                "energy": self.energy,
             },
             "summary": [
                 {
@@ -198,6 +230,8 @@ class RunResult:
         }
         if self.layers:
             doc["layers"] = self.layers  # standard/deep modes: per-layer tables as records
+        if self.power is not None:
+            doc["power"] = self.power
         return doc
 
     def layer_tables(self) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from sqlalchemy import create_engine, event, func, select
+from sqlalchemy import create_engine, event, func, inspect, select, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
@@ -29,10 +29,13 @@ from infermeter.errors import UserError
 from infermeter.paths import data_dir
 from infermeter.run.results import RunResult, SampleResult
 from infermeter.store.schema import (
+    ADDED_COLUMNS,
+    POWER_CHUNK,
     SCHEMA_VERSION,
     Base,
     LayerStatsRow,
     Meta,
+    PowerSamplesRow,
     RunRow,
     SampleRow,
     StepsRow,
@@ -163,6 +166,20 @@ class Store:
                     f"({SCHEMA_VERSION})",
                     "upgrade infermeter or use another --db",
                 )
+            elif int(row.value) < SCHEMA_VERSION:
+                self._upgrade(s, int(row.value))
+                row.value = str(SCHEMA_VERSION)
+
+    def _upgrade(self, s: Session, version: int) -> None:
+        """Add the columns newer versions introduced (new tables come from create_all)."""
+        have = {
+            t: {c["name"] for c in inspect(s.connection()).get_columns(t)}
+            for t in ("runs", "samples")
+        }
+        for v in range(version + 1, SCHEMA_VERSION + 1):
+            for table, column, kind in ADDED_COLUMNS.get(v, []):
+                if column not in have[table]:
+                    s.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -220,9 +237,13 @@ class Store:
                     memory=smp.memory,
                     output_text=list(smp.output_text),
                     prompt_text=list(smp.prompt_text),
+                    energy=smp.energy,
                 )
                 sample.steps = StepsRow(count=len(smp.step_ms), step_ms=_pack(smp.step_ms))
                 row.samples.append(sample)
+            row.energy = result.energy
+            if result.power is not None:
+                row.power.extend(_power_rows(result.power))
             for table, rows in result.layers.items():
                 row.layer_stats.append(LayerStatsRow(table=table, rows=rows))
             if result.trace is not None:
@@ -284,6 +305,8 @@ class Store:
                 notes=row.notes or [],
                 layers={ls.table: ls.rows for ls in row.layer_stats},
                 trace=_trace(row.trace),
+                energy=row.energy,
+                power=_power(row.power),
             )
 
     def list_runs(
@@ -403,4 +426,39 @@ def _sample(r: SampleRow) -> SampleResult:
         memory=r.memory or {},
         output_text=tuple(r.output_text or ()),
         prompt_text=tuple(r.prompt_text or ()),
+        energy=r.energy,
     )
+
+
+def _power_rows(power: dict[str, Any]) -> list[PowerSamplesRow]:
+    """The sampler's readings in batches of POWER_CHUNK rows, packed as float64."""
+    t, joules = power["t_ms"], power["joules"]
+    rows = []
+    for chunk, start in enumerate(range(0, len(t), POWER_CHUNK)):
+        part_t = t[start : start + POWER_CHUNK]
+        part_j = [x for reading in joules[start : start + POWER_CHUNK] for x in reading]
+        rows.append(
+            PowerSamplesRow(
+                chunk=chunk,
+                count=len(part_t),
+                source=power["source"],
+                domains=list(power["domains"]),
+                t_ms=_pack(part_t),
+                joules=_pack(part_j),
+            )
+        )
+    return rows
+
+
+def _power(rows: list[PowerSamplesRow]) -> dict[str, Any] | None:
+    """Readings back from their chunks (None for runs without energy)."""
+    if not rows:
+        return None
+    n_dom = len(rows[0].domains)
+    t: list[float] = []
+    joules: list[list[float]] = []
+    for r in rows:
+        t.extend(_unpack(r.t_ms, r.count))
+        flat = _unpack(r.joules, r.count * n_dom)
+        joules.extend(list(flat[i : i + n_dom]) for i in range(0, len(flat), n_dom))
+    return {"source": rows[0].source, "domains": list(rows[0].domains), "t_ms": t, "joules": joules}

@@ -20,7 +20,10 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 #: Bumped whenever a table or column changes; a newer database is refused, not misread.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+
+#: Columns added since version 1, so an older database is upgraded in place (no data lost).
+ADDED_COLUMNS = {2: [("runs", "energy", "JSON"), ("samples", "energy", "JSON")]}
 
 
 class Base(DeclarativeBase):
@@ -67,6 +70,7 @@ class RunRow(Base):
     host: Mapped[str] = mapped_column(String(255))
     pid: Mapped[int] = mapped_column(Integer)
     pid_started: Mapped[float] = mapped_column(Float)
+    energy: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     samples: Mapped[list[SampleRow]] = relationship(
         back_populates="run", cascade="all, delete-orphan", order_by="SampleRow.index"
     )
@@ -75,6 +79,9 @@ class RunRow(Base):
     )
     trace: Mapped[TraceRow | None] = relationship(
         back_populates="run", cascade="all, delete-orphan", uselist=False
+    )
+    power: Mapped[list[PowerSamplesRow]] = relationship(
+        back_populates="run", cascade="all, delete-orphan", order_by="PowerSamplesRow.chunk"
     )
 
 
@@ -99,6 +106,7 @@ class SampleRow(Base):
     memory: Mapped[dict] = mapped_column(JSON)
     output_text: Mapped[list] = mapped_column(JSON, default=list)
     prompt_text: Mapped[list] = mapped_column(JSON, default=list)
+    energy: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     run: Mapped[RunRow] = relationship(back_populates="samples")
     steps: Mapped[StepsRow | None] = relationship(
         back_populates="sample", cascade="all, delete-orphan", uselist=False
@@ -143,3 +151,26 @@ class TraceRow(Base):
     modules: Mapped[list] = mapped_column(JSON)
     records: Mapped[bytes] = mapped_column(LargeBinary)
     run: Mapped[RunRow] = relationship(back_populates="trace")
+
+
+class PowerSamplesRow(Base):
+    """A batch of power-sampler readings: times (ms on the run's timeline) and cumulative J.
+
+    Readings are written in chunks of up to `POWER_CHUNK` (one row each), packed as float64:
+    `joules` is count x len(domains), row-major.
+    """
+
+    __tablename__ = "power_samples"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    chunk: Mapped[int] = mapped_column(Integer)
+    count: Mapped[int] = mapped_column(Integer)
+    source: Mapped[str] = mapped_column(String(64))
+    domains: Mapped[list] = mapped_column(JSON)
+    t_ms: Mapped[bytes] = mapped_column(LargeBinary)
+    joules: Mapped[bytes] = mapped_column(LargeBinary)
+    run: Mapped[RunRow] = relationship(back_populates="power")
+
+
+#: Readings per power_samples row.
+POWER_CHUNK = 1024

@@ -6,12 +6,14 @@ counters root-only) so a user knows whether energy is impossible here or one ste
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from infermeter.measure.energy.base import Unavailable
-from infermeter.measure.energy.rapl import probe_rapl
+from infermeter.measure.energy.rapl import POWERCAP, probe_rapl
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,7 @@ def probe_powermetrics() -> ProbeResult:
 
 def probe_all() -> list[ProbeResult]:
     """Every source this product knows, probed on this machine."""
-    rapl = probe_rapl()
+    rapl = probe_rapl(Path(os.environ.get("INFERMETER_POWERCAP", POWERCAP)))
     if isinstance(rapl, Unavailable):
         rapl_result = ProbeResult("rapl", False, rapl.reason, rapl.fix)
     else:
