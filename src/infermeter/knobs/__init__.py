@@ -1,0 +1,38 @@
+"""Every knob a sweep can turn, by name (one module per family; see base.py for the contract)."""
+
+from __future__ import annotations
+
+from infermeter.errors import UserError
+from infermeter.knobs.active_layers import ACTIVE_LAYERS
+from infermeter.knobs.base import Knob, KnobNotApplied
+from infermeter.knobs.kernels import ATTN_IMPLEMENTATION, EXPERTS_IMPLEMENTATION
+from infermeter.knobs.moe_topk import TOP_K
+from infermeter.knobs.runtime import COMPILE, DECODING, DTYPE
+from infermeter.knobs.workload import BATCH_SIZE, NEW_TOKENS, PROMPT_TOKENS
+
+KNOBS: dict[str, Knob] = {
+    k.name: k
+    for k in (
+        PROMPT_TOKENS,
+        NEW_TOKENS,
+        BATCH_SIZE,
+        TOP_K,
+        ACTIVE_LAYERS,
+        DTYPE,
+        COMPILE,
+        ATTN_IMPLEMENTATION,
+        EXPERTS_IMPLEMENTATION,
+        DECODING,
+    )
+}
+
+
+def get_knob(name: str) -> Knob:
+    """The knob called `name`, or a UserError listing the known ones."""
+    knob = KNOBS.get(name.strip())
+    if knob is None:
+        raise UserError(f"unknown knob {name!r}", f"use one of {', '.join(KNOBS)}")
+    return knob
+
+
+__all__ = ["KNOBS", "Knob", "KnobNotApplied", "get_knob"]

@@ -1,0 +1,106 @@
+"""Kernel knobs: attn_implementation and experts_implementation, switched on the loaded model.
+
+Both use transformers' own setters (`set_attn_implementation`, `set_experts_implementation`) and
+are restored afterwards. Verification runs one forward and records the aten operations that
+executed: SDPA shows `scaled_dot_product_attention`, eager attention does not; grouped experts
+show `_grouped_mm`, batched experts `bmm`, eager experts neither.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+from collections.abc import Iterator
+from typing import Any
+
+from infermeter.errors import UserError
+from infermeter.knobs.base import Knob, KnobNotApplied, parse_choice
+from infermeter.knobs.calibration import calibration_ids, executed_ops
+
+ATTENTION = ("eager", "sdpa", "flash_attention_2")
+EXPERTS = ("eager", "grouped_mm", "batched_mm")
+
+
+def _check_attention(value: str, loaded: Any) -> None:
+    if value == "flash_attention_2" and importlib.util.find_spec("flash_attn") is None:
+        raise UserError(
+            "attn_implementation=flash_attention_2 needs the flash-attn package",
+            "pip install flash-attn (CUDA only), or use sdpa",
+        )
+
+
+@contextlib.contextmanager
+def _apply_attention(loaded: Any, value: str) -> Iterator[dict[str, Any]]:
+    model = loaded.model
+    before = model.config._attn_implementation
+    try:
+        model.set_attn_implementation(value)
+    except (ValueError, ImportError) as exc:
+        raise UserError(f"attn_implementation={value}: {exc}", "use eager or sdpa") from None
+    try:
+        yield {"previous": before}
+    finally:
+        model.set_attn_implementation(before)
+
+
+def _verify_attention(loaded: Any, value: str, result: Any, applied: Any = None) -> dict[str, Any]:
+    ops = executed_ops(loaded.model, calibration_ids(loaded))
+    sdpa = ops.get("scaled_dot_product_attention", 0) + sum(
+        n for k, n in ops.items() if k.startswith("_scaled_dot_product")
+    )
+    flash = sum(n for k, n in ops.items() if "flash" in k and "for_cpu" not in k)
+    ok = {"eager": sdpa == 0, "sdpa": sdpa > 0, "flash_attention_2": flash > 0}[value]
+    if not ok:
+        raise KnobNotApplied(f"attn_implementation={value} but sdpa ops ran {sdpa} times")
+    return {"sdpa_calls": sdpa, "softmax_calls": ops.get("softmax", 0) + ops.get("_softmax", 0)}
+
+
+def _check_experts(value: str, loaded: Any) -> None:
+    if not loaded.info.is_moe:
+        raise UserError(
+            f"experts_implementation applies to mixture-of-experts models; {loaded.info.spec} "
+            "is dense",
+            "use a MoE model (e.g. tiny-mixtral, tiny-qwen3-moe) or drop this knob",
+        )
+
+
+@contextlib.contextmanager
+def _apply_experts(loaded: Any, value: str) -> Iterator[dict[str, Any]]:
+    model = loaded.model
+    before = getattr(model.config, "_experts_implementation", None) or "eager"
+    model.set_experts_implementation(value)
+    try:
+        yield {"previous": before}
+    finally:
+        model.set_experts_implementation(before)
+
+
+def _verify_experts(loaded: Any, value: str, result: Any, applied: Any = None) -> dict[str, Any]:
+    ops = executed_ops(loaded.model, calibration_ids(loaded))
+    grouped, bmm = ops.get("_grouped_mm", 0), ops.get("bmm", 0)
+    ok = {"eager": grouped == 0 and bmm == 0, "grouped_mm": grouped > 0, "batched_mm": bmm > 0}
+    if not ok[value]:
+        raise KnobNotApplied(
+            f"experts_implementation={value} but _grouped_mm ran {grouped}x and bmm {bmm}x"
+        )
+    return {"grouped_mm_calls": grouped, "bmm_calls": bmm}
+
+
+ATTN_IMPLEMENTATION = Knob(
+    "attn_implementation",
+    "attention kernel: eager, sdpa, flash_attention_2 (when installed)",
+    "model",
+    parse_choice("attn_implementation", ATTENTION),
+    check=_check_attention,
+    apply=_apply_attention,
+    verify=_verify_attention,
+)
+EXPERTS_IMPLEMENTATION = Knob(
+    "experts_implementation",
+    "MoE experts kernel: eager, grouped_mm, batched_mm",
+    "model",
+    parse_choice("experts_implementation", EXPERTS),
+    check=_check_experts,
+    apply=_apply_experts,
+    verify=_verify_experts,
+)
