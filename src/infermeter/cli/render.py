@@ -105,9 +105,7 @@ def _estimated(run: RunResult, key: str) -> bool:
     field = {"energy_j": "energy_j", "prefill_j": "prefill_j", "decode_j": "decode_j"}.get(
         key, "prefill_j" if "prompt" in key else "decode_j" if "decode" in key else "energy_j"
     )
-    return any(
-        s.energy and s.energy["quality"].get(field) == "estimated" for s in run.measured
-    )
+    return any(s.energy and s.energy["quality"].get(field) == "estimated" for s in run.measured)
 
 
 def energy_line(run: RunResult) -> Text | None:

@@ -46,9 +46,7 @@ def sample_energy(
         "decode_j": decode.energy_j if decode and s.step_ms else None,
         "j_per_token": _div(whole.energy_j, rows * s.new_tokens),
         "j_per_prompt_token": _div(prefill.energy_j if prefill else None, rows * s.prompt_tokens),
-        "j_per_decode_token": _div(
-            decode.energy_j if decode else None, rows * len(s.step_ms)
-        ),
+        "j_per_decode_token": _div(decode.energy_j if decode else None, rows * len(s.step_ms)),
         "quality": {
             "energy_j": whole.quality,
             "prefill_j": prefill.quality if prefill else None,

@@ -147,6 +147,10 @@ class RunResult:
     trace: dict[str, Any] | None = None
     #: Energy of the run (see run/energy.py): sources, methods, gaps, totals, or why none.
     energy: dict[str, Any] | None = None
+    #: The sweep this run is a point of.
+    sweep_id: str | None = None
+    #: Per knob: the evidence that its value took effect (see knobs/base.py).
+    checks: dict[str, Any] = field(default_factory=dict)
     #: Power readings on the run's timeline: {"domains", "t_ms", "joules"} (cumulative J).
     power: dict[str, Any] | None = None
 
@@ -216,6 +220,8 @@ class RunResult:
                 "phases": self.phases,
                 "notes": self.notes,
                 "energy": self.energy,
+                "sweep_id": self.sweep_id,
+                "checks": self.checks,
             },
             "summary": [
                 {

@@ -39,6 +39,7 @@ from infermeter.store.schema import (
     RunRow,
     SampleRow,
     StepsRow,
+    SweepRow,
     TraceRow,
 )
 
@@ -174,7 +175,7 @@ class Store:
         """Add the columns newer versions introduced (new tables come from create_all)."""
         have = {
             t: {c["name"] for c in inspect(s.connection()).get_columns(t)}
-            for t in ("runs", "samples")
+            for t in ("runs", "samples", "sweeps")
         }
         for v in range(version + 1, SCHEMA_VERSION + 1):
             for table, column, kind in ADDED_COLUMNS.get(v, []):
@@ -202,6 +203,7 @@ class Store:
                     phases=result.phases,
                     notes=result.notes,
                     created=result.created,
+                    sweep_id=result.sweep_id,
                     host=socket.gethostname(),
                     pid=me.pid,
                     pid_started=me.create_time(),
@@ -242,6 +244,8 @@ class Store:
                 sample.steps = StepsRow(count=len(smp.step_ms), step_ms=_pack(smp.step_ms))
                 row.samples.append(sample)
             row.energy = result.energy
+            row.checks = result.checks or None
+            row.knobs = result.knobs
             if result.power is not None:
                 row.power.extend(_power_rows(result.power))
             for table, rows in result.layers.items():
@@ -262,7 +266,58 @@ class Store:
         self.finish_run(result)
         return result.run_id
 
+    def begin_sweep(self, sweep_id: str, name: str, knobs: dict[str, Any], spec: dict) -> bool:
+        """Register a sweep; False when it already exists (a rerun that resumes it)."""
+        with self.session("write to") as s:
+            if s.get(SweepRow, sweep_id) is not None:
+                return False
+            s.add(SweepRow(id=sweep_id, name=name, knobs=knobs, created=_now(), spec=spec))
+            return True
+
     # -- reading -----------------------------------------------------------------------------
+
+    def sweep(self, sweep_id: str) -> dict[str, Any]:
+        """A sweep's row (id, name, knobs, created, spec), by id or unique prefix."""
+        sid = sweep_id.strip().lower()
+        with self.session("read") as s:
+            rows = s.scalars(select(SweepRow).where(SweepRow.id.startswith(sid)).limit(3)).all()
+            if len(rows) != 1 or not sid:
+                raise UserError(
+                    f"no sweep {sweep_id!r} in {self.where}"
+                    if not rows
+                    else f"sweep id {sweep_id!r} is ambiguous",
+                    "see `infermeter sweeps list`" if not rows else "type more of it",
+                )
+            r = rows[0]
+            return {
+                "id": r.id,
+                "name": r.name,
+                "knobs": r.knobs,
+                "created": r.created,
+                "spec": r.spec or {},
+            }
+
+    def sweep_run_ids(self, sweep_id: str, status: str | None = "finished") -> list[str]:
+        """Ids of a sweep's runs (finished ones by default), oldest first."""
+        with self.session("read") as s:
+            q = select(RunRow.id).where(RunRow.sweep_id == sweep_id).order_by(RunRow.created)
+            if status is not None:
+                q = q.where(RunRow.status == status)
+            return list(s.scalars(q).all())
+
+    def list_sweeps(self) -> list[dict[str, Any]]:
+        """Every sweep, newest first, with its count of finished runs."""
+        with self.session("read") as s:
+            rows = s.execute(
+                select(SweepRow, func.count(RunRow.id))
+                .outerjoin(RunRow, (RunRow.sweep_id == SweepRow.id) & (RunRow.status == "finished"))
+                .group_by(SweepRow.id)
+                .order_by(SweepRow.created.desc())
+            ).all()
+            return [
+                {"id": r.id, "name": r.name, "knobs": r.knobs, "created": r.created, "runs": n}
+                for r, n in rows
+            ]
 
     def resolve(self, run_id: str) -> str:
         """Full id of a run from its id or a unique prefix of it."""
@@ -307,6 +362,8 @@ class Store:
                 trace=_trace(row.trace),
                 energy=row.energy,
                 power=_power(row.power),
+                sweep_id=row.sweep_id,
+                checks=row.checks or {},
             )
 
     def list_runs(

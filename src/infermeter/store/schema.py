@@ -23,7 +23,14 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 SCHEMA_VERSION = 2
 
 #: Columns added since version 1, so an older database is upgraded in place (no data lost).
-ADDED_COLUMNS = {2: [("runs", "energy", "JSON"), ("samples", "energy", "JSON")]}
+ADDED_COLUMNS = {
+    2: [
+        ("runs", "energy", "JSON"),
+        ("runs", "checks", "JSON"),
+        ("samples", "energy", "JSON"),
+        ("sweeps", "spec", "JSON"),
+    ]
+}
 
 
 class Base(DeclarativeBase):
@@ -46,6 +53,8 @@ class SweepRow(Base):
     name: Mapped[str] = mapped_column(String(200))
     knobs: Mapped[dict] = mapped_column(JSON, default=dict)
     created: Mapped[str] = mapped_column(String(40))
+    #: model, base configuration and knob grid as given (for resuming and for the JSON).
+    spec: Mapped[dict | None] = mapped_column(JSON, nullable=True)
 
 
 class RunRow(Base):
@@ -71,6 +80,7 @@ class RunRow(Base):
     pid: Mapped[int] = mapped_column(Integer)
     pid_started: Mapped[float] = mapped_column(Float)
     energy: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    checks: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     samples: Mapped[list[SampleRow]] = relationship(
         back_populates="run", cascade="all, delete-orphan", order_by="SampleRow.index"
     )

@@ -79,9 +79,9 @@ def _nvml() -> EnergySource | Unavailable:
     return source
 
 
-def open_source(choice: str, interval_ms: float = 100.0) -> tuple[
-    CompositeSource | None, list[Unavailable]
-]:
+def open_source(
+    choice: str, interval_ms: float = 100.0
+) -> tuple[CompositeSource | None, list[Unavailable]]:
     """The sources for `choice`, and the ones that are unavailable (with reasons).
 
     Raises:

@@ -1,0 +1,281 @@
+"""Sweeps: a grid over knob values, every point a stored run, resumable, interruptible.
+
+A sweep's id is a hash of what defines it (model, base configuration, knob grid), so running the
+same sweep again finds it in the store and skips every point that already has a finished run:
+that is how an interrupted sweep resumes. Ctrl-C during a point stores that run as failed
+(its samples kept) and stops; the finished points stay. Points are ordered so that a model is
+loaded once per load-time value (dtype), and all values are parsed and checked against the model
+before the first point runs. Each point's knobs are verified by measurement (knobs/base.py) and
+the evidence is stored with its run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import itertools
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from infermeter.errors import UserError
+from infermeter.knobs import Knob, KnobNotApplied, get_knob
+from infermeter.models.loader import LoadedModel, load_model
+from infermeter.run.config import RunConfig
+from infermeter.run.profile import profile
+from infermeter.run.results import METRICS, RunResult
+
+#: on_progress(done, total, label, skipped): after each point.
+SweepProgress = Callable[[int, int, str, bool], None]
+
+
+def show(knob: Knob, value: Any) -> Any:
+    """A knob value as a JSON scalar (active_layers: N, or "N:importance")."""
+    if knob.name == "active_layers":
+        n, order = value
+        return n if order == "first" else f"{n}:{order}"
+    return value
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """What a sweep runs: the base configuration and, per knob, the values to try (as text)."""
+
+    base: RunConfig
+    knobs: dict[str, list[str]]
+    name: str = "sweep"
+
+    def parsed(self) -> list[tuple[Knob, list[Any]]]:
+        """(knob, parsed values) per knob, in the given order; UserError on any bad value."""
+        if not self.knobs:
+            raise UserError("a sweep needs at least one --knob", "e.g. --knob top_k=1,2,4")
+        out = []
+        for name, values in self.knobs.items():
+            knob = get_knob(name)
+            if not values:
+                raise UserError(f"--knob {name} has no values", f"e.g. --knob {name}=1,2")
+            out.append((knob, [knob.parse(v) for v in values]))
+        return out
+
+    def points(self) -> list[dict[str, Any]]:
+        """Every combination, as {knob name: parsed value}."""
+        grid = self.parsed()
+        names = [k.name for k, _ in grid]
+        return [
+            dict(zip(names, combo, strict=True))
+            for combo in itertools.product(*(vals for _, vals in grid))
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        """What defines the sweep (for its id and its JSON)."""
+        return {"name": self.name, "base": self.base.to_dict(), "knobs": self.knobs}
+
+    @property
+    def sweep_id(self) -> str:
+        """Stable id: the same model, base configuration and grid give the same id."""
+        blob = json.dumps(
+            {"base": self.base.to_dict(), "knobs": self.knobs}, sort_keys=True, default=str
+        )
+        return hashlib.sha1(blob.encode()).hexdigest()[:12]
+
+
+@dataclass
+class SweepResult:
+    """The sweep's runs (finished points), in point order, and what was skipped or failed."""
+
+    sweep_id: str
+    spec: SweepSpec
+    runs: list[RunResult] = field(default_factory=list)
+    skipped: int = 0
+    interrupted: bool = False
+    wall_s: float = 0.0
+    generate_s: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """DESIGN.md section 4: meta, summary (per configuration) and all_samples."""
+        return sweep_document(self.sweep_id, self.spec.to_dict(), self.runs)
+
+
+def _point_key(point: dict[str, Any], grid: dict[str, Knob]) -> str:
+    return json.dumps({k: show(grid[k], v) for k, v in point.items()}, sort_keys=True)
+
+
+def _run_key(run: RunResult, names: list[str]) -> str:
+    return json.dumps({k: run.knobs.get(k) for k in names}, sort_keys=True)
+
+
+def run_sweep(
+    spec: SweepSpec,
+    store: Any,
+    *,
+    on_progress: SweepProgress | None = None,
+    loaded: LoadedModel | None = None,
+) -> SweepResult:
+    """Run every point of `spec` not already finished in `store`; return all finished points.
+
+    Raises:
+        UserError: a knob, value or base setting the model cannot take (nothing run).
+        KeyboardInterrupt: after storing what was done (the caller says how to resume).
+        KnobNotApplied: a knob's verification failed (a bug, never silently ignored).
+    """
+    spec.base.validate()
+    grid_list = spec.parsed()
+    grid = {k.name: k for k, _ in grid_list}
+    points = spec.points()
+    base = spec.base
+    models: dict[str, LoadedModel] = {}
+
+    def model_for(dtype: str) -> LoadedModel:
+        if dtype not in models:
+            if loaded is not None and dtype == base.dtype:
+                models[dtype] = loaded
+            else:
+                models.clear()  # one model in memory at a time
+                models[dtype] = load_model(
+                    base.model,
+                    dtype=dtype,
+                    device=base.device,
+                    attn_implementation=base.attn_implementation,
+                    seed=base.seed,
+                )
+        return models[dtype]
+
+    first = model_for(base.dtype)
+    for knob, values in grid_list:  # every value checked before anything runs
+        for v in values:
+            if knob.check is not None:
+                knob.check(v, first)
+    sid = spec.sweep_id
+    store.begin_sweep(sid, spec.name, spec.knobs, spec.to_dict())
+    names = list(grid)
+    done = {_run_key(r, names): r for r in (store.get(i) for i in store.sweep_run_ids(sid))}
+    dtype_knob = "dtype" in grid
+    points.sort(key=lambda p: str(p.get("dtype", base.dtype)) if dtype_knob else "")
+    result = SweepResult(sid, spec)
+    progress = on_progress or (lambda *a: None)
+    t0 = time.perf_counter()
+    try:
+        for i, point in enumerate(points):
+            key = _point_key(point, grid)
+            label = ", ".join(f"{k}={show(grid[k], v)}" for k, v in point.items())
+            if key in done:
+                result.runs.append(done[key])
+                result.skipped += 1
+                progress(i + 1, len(points), label, True)
+                continue
+            run = _run_point(spec, grid, point, model_for, store, sid)
+            result.runs.append(run)
+            result.generate_s += sum(s.total_ms for s in run.samples) / 1e3
+            progress(i + 1, len(points), label, False)
+    except KeyboardInterrupt:
+        result.interrupted = True
+        raise
+    finally:
+        result.wall_s = time.perf_counter() - t0
+    return result
+
+
+def _run_point(
+    spec: SweepSpec,
+    grid: dict[str, Knob],
+    point: dict[str, Any],
+    model_for: Callable[[str], LoadedModel],
+    store: Any,
+    sid: str,
+) -> RunResult:
+    config_fields = {grid[k].field: v for k, v in point.items() if grid[k].scope == "config"}
+    dtype = point.get("dtype", spec.base.dtype)
+    config = replace(spec.base, dtype=dtype, **config_fields).validate()
+    lm = model_for(dtype)
+    model_knobs = {k: v for k, v in point.items() if grid[k].scope == "model"}
+    shown = {k: show(grid[k], v) for k, v in point.items()}
+    with contextlib.ExitStack() as stack:
+        applied: dict[str, Any] = {}
+        checks: dict[str, Any] = {}
+        for name, value in model_knobs.items():
+            applied[name] = stack.enter_context(grid[name].apply(lm, value))
+            checks[name] = grid[name].verify(lm, value, None, applied[name])
+        run = profile(config, sink=store, loaded=lm, sweep_id=sid, knobs=shown)
+        for name, value in point.items():
+            knob = grid[name]
+            if knob.scope != "model" and knob.verify is not None:
+                try:
+                    checks[name] = knob.verify(lm, value, run, None)
+                except KnobNotApplied as exc:
+                    checks[name] = {"error": str(exc)}
+                    run.checks = checks
+                    run.status, run.error = "failed", f"knob not applied: {exc}"
+                    store.finish_run(run)
+                    raise
+    run.checks = checks
+    _update_checks(store, run)
+    return run
+
+
+def _update_checks(store: Any, run: RunResult) -> None:
+    from infermeter.store.schema import RunRow
+
+    with store.session("write to") as s:
+        row = s.get(RunRow, run.run_id)
+        row.checks = run.checks
+
+
+def sweep_document(sweep_id: str, spec: dict[str, Any], runs: list[RunResult]) -> dict[str, Any]:
+    """One JSON for a sweep: meta, a summary row per configuration, every sample."""
+    first = runs[0] if runs else None
+    summary, samples = [], []
+    for run in runs:
+        stats = run.summary()
+        summary.append(
+            {
+                "config": run.knobs,
+                "run_id": run.run_id,
+                "samples": len(run.measured),
+                "noisy": run.noisy_metrics(),
+                "checks": run.checks,
+                **{k: v.to_dict() for k, v in stats.items()},
+                "phases": run.phases,
+            }
+        )
+        samples.extend(run.sample_row(s) for s in run.measured)
+    return {
+        "meta": {
+            "sweep_id": sweep_id,
+            "name": spec.get("name"),
+            "model": first.model_info.get("spec") if first else spec["base"]["model"],
+            "model_info": first.model_info if first else None,
+            "device": first.device if first else None,
+            "versions": first.versions if first else None,
+            "created": first.created if first else None,
+            "knobs": spec.get("knobs"),
+            "base": spec.get("base"),
+            "metrics": list(METRICS),
+        },
+        "summary": summary,
+        "all_samples": samples,
+    }
+
+
+def stored_sweep(store: Any, sweep_id: str) -> dict[str, Any]:
+    """The JSON document of a stored sweep, rebuilt from its finished runs (no rerun)."""
+    row = store.sweep(sweep_id)
+    runs = [store.get(i) for i in store.sweep_run_ids(row["id"])]
+    return sweep_document(row["id"], row["spec"], runs)
+
+
+def per_config(doc: dict[str, Any], metric: str) -> list[tuple[dict[str, Any], float]]:
+    """(config, mean of `metric`) per summary row, for figures and fits."""
+    return [(r["config"], r.get(metric, {}).get("mean")) for r in doc["summary"]]
+
+
+__all__ = [
+    "SweepResult",
+    "SweepSpec",
+    "per_config",
+    "run_sweep",
+    "show",
+    "stored_sweep",
+    "sweep_document",
+]
