@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from infermeter.errors import UserError
+from infermeter.report.jsonio import clean_json  # noqa: F401  (re-exported)
 
 
 def writable_dir(path: str | Path) -> Path:
@@ -38,14 +39,3 @@ def print_json(doc: Any) -> None:
     """Exactly one JSON document on stdout (NaN written as null)."""
     sys.stdout.write(json.dumps(clean_json(doc), default=str) + "\n")
     sys.stdout.flush()
-
-
-def clean_json(x: Any) -> Any:
-    """Replace NaN/inf (not valid JSON) by None, recursively."""
-    if isinstance(x, float) and (x != x or x in (float("inf"), float("-inf"))):
-        return None
-    if isinstance(x, dict):
-        return {k: clean_json(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [clean_json(v) for v in x]
-    return x

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from infermeter.analysis.breakdown import phase_components
 from infermeter.errors import UserError
 from infermeter.knobs import Knob, KnobNotApplied, get_knob
 from infermeter.models.loader import LoadedModel, load_model
@@ -239,6 +240,9 @@ def sweep_document(sweep_id: str, spec: dict[str, Any], runs: list[RunResult]) -
                 "phases": run.phases,
             }
         )
+        parts = phase_components(run, "prefill")
+        if parts is not None:
+            summary[-1]["prefill_components_ms"] = parts
         samples.extend(run.sample_row(s) for s in run.measured)
     return {
         "meta": {

@@ -167,8 +167,8 @@ class Store:
                     f"({SCHEMA_VERSION})",
                     "upgrade infermeter or use another --db",
                 )
-            elif int(row.value) < SCHEMA_VERSION:
-                self._upgrade(s, int(row.value))
+            else:  # older, or a development copy of this version: add what is missing
+                self._upgrade(s, 1)
                 row.value = str(SCHEMA_VERSION)
 
     def _upgrade(self, s: Session, version: int) -> None:

@@ -1,0 +1,60 @@
+"""Non-overlapping components of a phase's time, per sample, from a run's part table.
+
+The part table has nested rows (a block contains its attention and MLP), so the components are
+made disjoint: attention, MLP (dense or MoE, router included), norms, "block rest" (a block's
+time in none of those: residual adds, hooks' own gaps), embeddings, final norm, LM head, vision
+tower and projector, "forward rest" (forward time in no top-level module: masks, RoPE tables) and
+"outside forward" (the phase's wall time outside the model's forward: generate's logits
+processing, sampling, cache bookkeeping). They sum to the phase's measured time per sample.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: Display order of components.
+COMPONENTS = (
+    "vision_tower",
+    "projector",
+    "embeddings",
+    "attention",
+    "mlp",
+    "norm",
+    "block rest",
+    "final_norm",
+    "lm_head",
+    "forward rest",
+    "outside forward",
+)
+
+
+def phase_components(run: Any, phase: str = "prefill") -> dict[str, float] | None:
+    """Milliseconds per measured sample of each component of `phase`; None without a part table."""
+    rows = [r for r in run.layers.get("parts", []) if r.get("phase") == phase]
+    samples = run.measured
+    if not rows or not samples:
+        return None
+    n = len(samples)
+    ms = {r["part"]: float(r["total_ms"] or 0.0) / n for r in rows}
+    if phase == "prefill":
+        wall = sum(s.ttft_ms for s in samples) / n
+    elif (run.config.get("sample_every") or 1) > 1:
+        return None  # only one decode step in N was timed: parts do not add up to decode
+    else:
+        wall = sum(s.decode_ms for s in samples) / n
+    mlp = ms.get("mlp", 0.0) + ms.get("moe", 0.0)
+    inside_block = ms.get("attention", 0.0) + mlp + ms.get("norm", 0.0)
+    out = {
+        "vision_tower": ms.get("vision_tower", 0.0),
+        "projector": ms.get("projector", 0.0),
+        "embeddings": ms.get("embeddings", 0.0),
+        "attention": ms.get("attention", 0.0),
+        "mlp": mlp,
+        "norm": ms.get("norm", 0.0),
+        "block rest": max(0.0, ms.get("block", 0.0) - inside_block),
+        "final_norm": ms.get("final_norm", 0.0),
+        "lm_head": ms.get("lm_head", 0.0),
+        "forward rest": max(0.0, ms.get("other", 0.0)),
+        "outside forward": max(0.0, wall - ms.get("forward", 0.0)),
+    }
+    return {k: v for k, v in out.items() if v > 0 or k in ("attention", "mlp")}

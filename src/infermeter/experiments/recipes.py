@@ -1,0 +1,147 @@
+"""The built-in experiments: each a sweep recipe (knob grid and base settings) and its figure.
+
+`quick` gives fewer points and samples, never a different code path. Grids adapt to the model
+(top-k up to half the experts, layers up to L, lengths within the context) and an experiment
+that does not apply says why (moe-topk on a dense model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from infermeter.models.info import ModelInfo
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A named sweep recipe.
+
+    Attributes:
+        grid: (info, quick, cuda) -> {knob: [values as text]}.
+        base: RunConfig overrides (quick and full alike unless `quick_base` overrides them).
+        x: the knob on the figure's x axis; figure: its options (see report/figures.py).
+        scaling: (metric, per-token divisor) to fit against x, or None.
+        applies: info -> None, or why this experiment does not apply.
+    """
+
+    name: str
+    help: str
+    grid: Callable[[ModelInfo, bool, bool], dict[str, list[str]]]
+    x: str
+    base: dict[str, Any] = field(default_factory=dict)
+    quick_base: dict[str, Any] = field(default_factory=dict)
+    figure: dict[str, Any] = field(default_factory=dict)
+    scaling: tuple[str, str | None] | None = None
+    applies: Callable[[ModelInfo], str | None] = lambda info: None
+
+
+def _within(values: list[int], limit: int | None, reserve: int = 16) -> list[str]:
+    return [str(v) for v in values if not limit or v + reserve <= limit]
+
+
+def _powers(upto: int) -> list[int]:
+    out, v = [], 1
+    while v <= upto:
+        out.append(v)
+        v *= 2
+    return out
+
+
+def _layers(info: ModelInfo, quick: bool, cuda: bool) -> dict[str, list[str]]:
+    n = info.layers
+    if quick:
+        values = sorted({1, max(1, n // 2), n})
+    else:
+        step = max(1, n // 12)
+        values = sorted({*range(1, n + 1, step), n})
+    return {"active_layers": [str(v) for v in values]}
+
+
+EXPERIMENTS: dict[str, Experiment] = {
+    e.name: e
+    for e in (
+        Experiment(
+            "context-scaling",
+            "prompt tokens -> prefill latency and its components",
+            lambda info, quick, cuda: {
+                "prompt_tokens": _within(
+                    [16, 32, 64, 128] if quick else [32, 64, 128, 256, 512, 1024, 2048],
+                    info.max_positions,
+                )
+            },
+            x="prompt_tokens",
+            base={"new_tokens": 8, "mode": "standard", "samples": 5},
+            quick_base={"new_tokens": 4, "samples": 3},
+            figure={"components": True},
+            scaling=("ttft_ms", "prompt_tokens"),
+        ),
+        Experiment(
+            "moe-topk",
+            "MoE top-k 1..experts/2 -> prefill and decode",
+            lambda info, quick, cuda: {
+                "top_k": [str(k) for k in _powers(max(1, (info.experts or 2) // 2))]
+            },
+            x="top_k",
+            base={"prompt_tokens": 128, "new_tokens": 32, "samples": 5},
+            quick_base={"prompt_tokens": 32, "new_tokens": 8, "samples": 3},
+            applies=lambda info: None if info.is_moe else "the model has no experts",
+        ),
+        Experiment(
+            "layers",
+            "1..L active decoder blocks -> prefill, decode and a quality proxy",
+            _layers,
+            x="active_layers",
+            base={"prompt_tokens": 128, "new_tokens": 32, "samples": 5},
+            quick_base={"prompt_tokens": 32, "new_tokens": 8, "samples": 3},
+            figure={"overlay": ("top1_agreement", "top-1 agreement with all blocks")},
+        ),
+        Experiment(
+            "output-tokens",
+            "new tokens 1..200 -> decode and total (log scale)",
+            lambda info, quick, cuda: {
+                "new_tokens": _within(
+                    [1, 5, 10, 20, 50] if quick else [1, 5, 10, 20, 50, 100, 200],
+                    info.max_positions,
+                    reserve=64,
+                )
+            },
+            x="new_tokens",
+            base={"prompt_tokens": 64, "samples": 5},
+            quick_base={"prompt_tokens": 32, "samples": 3},
+            figure={"log_y": True},
+            scaling=("tpot_ms", None),
+        ),
+        Experiment(
+            "batch",
+            "batch 1..64 -> throughput and per-token latency",
+            lambda info, quick, cuda: {
+                "batch_size": [str(b) for b in ([1, 2, 4, 8] if quick else _powers(64))]
+            },
+            x="batch_size",
+            base={"prompt_tokens": 64, "new_tokens": 32, "samples": 5},
+            quick_base={"prompt_tokens": 32, "new_tokens": 8, "samples": 3},
+            figure={"overlay": ("tokens_per_s", "throughput (tokens/s)")},
+        ),
+        Experiment(
+            "precision",
+            "float32 vs bfloat16 (and float16 on GPU)",
+            lambda info, quick, cuda: {
+                "dtype": ["float32", "bfloat16", *(["float16"] if cuda else [])]
+            },
+            x="dtype",
+            base={"prompt_tokens": 64, "new_tokens": 32, "samples": 5},
+            quick_base={"prompt_tokens": 32, "new_tokens": 8, "samples": 3},
+        ),
+        Experiment(
+            "compile",
+            "torch.compile off vs on (cold first call reported apart)",
+            lambda info, quick, cuda: {"compile": ["off", "on"]},
+            x="compile",
+            base={"prompt_tokens": 64, "new_tokens": 32, "samples": 5},
+            quick_base={"prompt_tokens": 32, "new_tokens": 8, "samples": 3},
+            figure={"overlay": ("compile_first_call_ms", "cold first call (ms)")},
+        ),
+    )
+}

@@ -1,0 +1,111 @@
+"""Run a named experiment: its sweep, then its JSON, figure, CSV and scaling fit in one folder.
+
+Layout: OUT/NAME/sweep.json (DESIGN.md section 4, plus `scaling` when fitted), OUT/NAME/NAME.png
+and NAME.csv (the figure and its table), one pair per group of other knobs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from infermeter.analysis.scaling import fit_scaling
+from infermeter.errors import UserError
+from infermeter.experiments.recipes import EXPERIMENTS, Experiment
+from infermeter.models.loader import LoadedModel
+from infermeter.report.figures import breakdown_figure
+from infermeter.report.jsonio import dump_json
+from infermeter.run.config import RunConfig
+from infermeter.run.sweep import SweepProgress, SweepSpec, run_sweep
+
+
+@dataclass
+class ExperimentOutput:
+    """What an experiment wrote and found."""
+
+    name: str
+    sweep_id: str
+    files: list[Path]
+    scaling: dict[str, Any] | None
+    skipped_points: int
+
+
+def get_experiment(name: str) -> Experiment:
+    """The experiment called `name`, or a UserError listing them."""
+    if name not in EXPERIMENTS:
+        raise UserError(
+            f"unknown experiment {name!r}", f"use one of {', '.join(EXPERIMENTS)} or all"
+        )
+    return EXPERIMENTS[name]
+
+
+def experiment_spec(
+    exp: Experiment, base: RunConfig, loaded: LoadedModel, quick: bool
+) -> SweepSpec:
+    """The sweep an experiment runs on this model (UserError when it does not apply)."""
+    why = exp.applies(loaded.info)
+    if why:
+        raise UserError(
+            f"experiment {exp.name} does not apply to {loaded.info.spec}: {why}",
+            "pick another experiment or model (`infermeter experiment all` skips these)",
+        )
+    cuda = next(loaded.model.parameters()).device.type == "cuda"
+    overrides = {**exp.base, **(exp.quick_base if quick else {})}
+    config = replace(base, **overrides)
+    return SweepSpec(config, exp.grid(loaded.info, quick, cuda), name=exp.name)
+
+
+def scaling_of(exp: Experiment, doc: dict[str, Any]) -> dict[str, Any] | None:
+    """The experiment's scaling fit on the sweep's means, or None."""
+    if exp.scaling is None:
+        return None
+    metric, divisor = exp.scaling
+    xs, ys = [], []
+    for row in doc["summary"]:
+        x = row["config"].get(exp.x)
+        y = (row.get(metric) or {}).get("mean")
+        if x is None or y is None:
+            continue
+        xs.append(float(x))
+        ys.append(y / float(x) if divisor else y)
+    name = f"{metric} per {divisor.replace('_', ' ')}" if divisor else metric
+    fit = fit_scaling(xs, ys, metric=name, length=exp.x.replace("_", " "))
+    return fit.to_dict() if fit else None
+
+
+def run_experiment(
+    name: str,
+    base: RunConfig,
+    store: Any,
+    out: Path,
+    *,
+    quick: bool = False,
+    loaded: LoadedModel,
+    on_progress: SweepProgress | None = None,
+) -> ExperimentOutput:
+    """Run (or resume) one experiment and write its files under out/NAME."""
+    exp = get_experiment(name)
+    spec = experiment_spec(exp, base, loaded, quick)
+    result = run_sweep(spec, store, loaded=loaded, on_progress=on_progress)
+    doc = result.to_json()
+    scaling = scaling_of(exp, doc)
+    if scaling is not None:
+        doc["scaling"] = scaling
+    folder = out / name
+    folder.mkdir(parents=True, exist_ok=True)
+    path = dump_json(folder / "sweep.json", doc)
+    files = [path, *draw(exp, doc, folder)]
+    return ExperimentOutput(name, result.sweep_id, files, scaling, result.skipped)
+
+
+def draw(exp: Experiment, doc: dict[str, Any], folder: Path) -> list[Path]:
+    """The experiment's figure(s) and CSV(s) from a sweep document."""
+    return breakdown_figure(
+        doc,
+        exp.x,
+        folder,
+        exp.name,
+        title=f"{doc['meta'].get('model')}: {exp.help}",
+        **exp.figure,
+    )

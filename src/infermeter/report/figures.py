@@ -1,0 +1,195 @@
+"""Sweep figures: a stacked latency-breakdown bar per knob value, with the CSV it was drawn from.
+
+Rendering only: every number comes from the sweep document (run/sweep.py) or the analysis.
+Matplotlib with the Agg backend (no display needed), PNG at 300 DPI, axes labelled with units.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+
+from infermeter.analysis.breakdown import COMPONENTS  # noqa: E402
+
+DPI = 300
+PHASE_COLORS = {"prefill (TTFT)": "#4C72B0", "decode": "#DD8452"}
+COMPONENT_COLORS = dict(
+    zip(
+        COMPONENTS,
+        (
+            "#8172B3",
+            "#937860",
+            "#8C8C8C",
+            "#4C72B0",
+            "#DD8452",
+            "#55A868",
+            "#C44E52",
+            "#64B5CD",
+            "#DA8BC3",
+            "#CCB974",
+            "#B0B0B0",
+        ),
+        strict=True,
+    )
+)
+
+
+def _mean(row: dict[str, Any], metric: str) -> float:
+    v = row.get(metric)
+    v = v.get("mean") if isinstance(v, dict) else v
+    return float(v) if v is not None and not (isinstance(v, float) and math.isnan(v)) else 0.0
+
+
+def _label(v: Any) -> str:
+    return "on" if v is True else "off" if v is False else str(v)
+
+
+def varied_knobs(doc: dict[str, Any]) -> list[str]:
+    """Knobs whose value differs between the sweep's configurations, in the sweep's order."""
+    names = list((doc["meta"].get("knobs") or {}).keys())
+    configs = [r["config"] for r in doc["summary"]]
+    return [k for k in names if len({_label(c.get(k)) for c in configs}) > 1] or names[:1]
+
+
+def _groups(doc: dict[str, Any], x: str) -> dict[str, list[dict[str, Any]]]:
+    """Summary rows grouped by the values of the other knobs (one figure per group)."""
+    others = [k for k in (doc["meta"].get("knobs") or {}) if k != x]
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in doc["summary"]:
+        key = ", ".join(f"{k}={_label(row['config'].get(k))}" for k in others)
+        groups.setdefault(key, []).append(row)
+    for rows in groups.values():
+        rows.sort(key=lambda r: _sort_key(r["config"].get(x)))
+    return groups
+
+
+def _sort_key(v: Any) -> tuple:
+    if isinstance(v, bool):
+        return (0, int(v), "")
+    if isinstance(v, int | float):
+        return (0, float(v), "")
+    head = str(v).split(":")[0]
+    return (0, float(head), str(v)) if head.isdigit() else (1, 0.0, str(v))
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
+    """Rows as CSV with a header from the union of their keys (in first-seen order)."""
+    cols: list[str] = []
+    for r in rows:
+        cols.extend(k for k in r if k not in cols)
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+def breakdown_figure(
+    doc: dict[str, Any],
+    x: str,
+    out: Path,
+    stem: str,
+    *,
+    title: str | None = None,
+    log_y: bool = False,
+    components: bool = False,
+    overlay: tuple[str, str] | None = None,
+) -> list[Path]:
+    """Stacked bars per value of knob `x`: prefill and decode, or the prefill's components.
+
+    Args:
+        doc: a sweep document (run/sweep.py).
+        x: the knob on the x axis.
+        out: folder for the files.
+        stem: their name without extension.
+        title: figure title (default: model and knob).
+        log_y: logarithmic latency axis (output-token sweeps span decades).
+        components: stack the prefill's components (standard/deep runs) instead of phases.
+        overlay: (metric, axis label) drawn as a line on a second axis (e.g. throughput).
+
+    Returns:
+        The PNG and CSV paths written (one pair per group of the other knobs).
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    groups = _groups(doc, x)
+    for gi, (group, rows) in enumerate(groups.items()):
+        suffix = f"-{gi + 1}" if len(groups) > 1 else ""
+        labels = [_label(r["config"].get(x)) for r in rows]
+        if components and all(r.get("prefill_components_ms") for r in rows):
+            names = [c for c in COMPONENTS if any(c in r["prefill_components_ms"] for r in rows)]
+            series = {c: [r["prefill_components_ms"].get(c, 0.0) for r in rows] for c in names}
+            colors = [COMPONENT_COLORS[c] for c in names]
+            ylabel = "prefill time per sample (ms)"
+        else:
+            series = {
+                "prefill (TTFT)": [_mean(r, "ttft_ms") for r in rows],
+                "decode": [_mean(r, "decode_ms") for r in rows],
+            }
+            colors = list(PHASE_COLORS.values())
+            ylabel = "latency per generate call (ms)"
+        table = []
+        for i, r in enumerate(rows):
+            rec: dict[str, Any] = {x: labels[i], "run_id": r.get("run_id")}
+            rec.update({f"{k}_ms": round(v[i], 4) for k, v in series.items()})
+            rec.update(
+                {
+                    "ttft_ms": _mean(r, "ttft_ms"),
+                    "tpot_ms": _mean(r, "tpot_ms"),
+                    "decode_ms": _mean(r, "decode_ms"),
+                    "total_ms": _mean(r, "total_ms"),
+                    "tokens_per_s": _mean(r, "tokens_per_s"),
+                    "samples": r.get("samples"),
+                }
+            )
+            if overlay:
+                rec[overlay[0]] = _overlay_value(r, overlay[0])
+            table.append(rec)
+        fig, ax = plt.subplots(figsize=(max(6.0, 0.6 * len(rows) + 3), 4.2))
+        bottom = [0.0] * len(rows)
+        for (name, values), color in zip(series.items(), colors, strict=True):
+            ax.bar(labels, values, bottom=bottom, label=name, color=color, width=0.7)
+            bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+        if log_y:
+            ax.set_yscale("log")
+        ax.set_xlabel(x.replace("_", " "))
+        ax.set_ylabel(ylabel)
+        ax.grid(axis="y", alpha=0.3)
+        ax.set_axisbelow(True)
+        handles, names = ax.get_legend_handles_labels()
+        if overlay:
+            ax2 = ax.twinx()
+            values = [rec[overlay[0]] for rec in table]
+            (line,) = ax2.plot(labels, values, color="black", marker="o", label=overlay[1])
+            ax2.set_ylabel(overlay[1])
+            ax2.set_ylim(bottom=0)
+            handles.append(line)
+            names.append(overlay[1])
+        ax.legend(handles[::-1], names[::-1], fontsize=8, loc="upper left", framealpha=0.9)
+        head = title or f"{doc['meta'].get('model')}: {x.replace('_', ' ')}"
+        ax.set_title(head + (f"\n{group}" if group else ""), fontsize=10)
+        fig.tight_layout()
+        png = out / f"{stem}{suffix}.png"
+        fig.savefig(png, dpi=DPI)
+        plt.close(fig)
+        written += [png, write_csv(out / f"{stem}{suffix}.csv", table)]
+    return written
+
+
+def _overlay_value(row: dict[str, Any], metric: str) -> float | None:
+    if metric in row:
+        return _mean(row, metric)
+    if metric in (row.get("phases") or {}):
+        return float(row["phases"][metric])
+    for check in (row.get("checks") or {}).values():  # e.g. the quality proxy of active_layers
+        if isinstance(check, dict) and metric in check:
+            return float(check[metric])
+    return None
