@@ -5,7 +5,8 @@ slope: 0 means the per-token time is constant, 1 means it grows linearly with le
 total is quadratic) and time = c0 + c1 x length + c2 x length^2 (least squares), and report
 both with R^2. Verdicts: "constant" when the slope is below 0.1 and the per-token time changes
 by less than 25% over the range; "poor" when the slope is above 0.5 (a finding with the
-numbers); "growing" in between.
+numbers); "falling" when the slope is below -0.1 (fixed per-call costs spread over more
+tokens); "growing" in between.
 """
 
 from __future__ import annotations
@@ -65,8 +66,10 @@ def fit_scaling(
     c2, c1, c0 = np.polyfit(x, y, 2)
     poly_r2 = _r2(y, c0 + c1 * x + c2 * x * x)
     change = float(y[-1] / y[0] - 1)
-    if slope < CONSTANT_SLOPE and abs(change) < 0.25:
+    if abs(slope) < CONSTANT_SLOPE and abs(change) < 0.25:
         verdict = "constant"
+    elif slope <= -CONSTANT_SLOPE:
+        verdict = "falling"  # fixed per-call costs amortised over more tokens
     elif slope > POOR_SLOPE:
         verdict = "poor"
     else:

@@ -9,6 +9,13 @@ from infermeter.cli.export_cmd import export_command
 from infermeter.cli.models_cmd import models_command
 from infermeter.cli.profile_cmd import profile_command
 from infermeter.cli.runs_cmd import runs_app
+from infermeter.cli.sweep_cmd import (
+    experiment_command,
+    knobs_command,
+    plot_command,
+    sweep_command,
+    sweeps_app,
+)
 
 app = typer.Typer(
     name="infermeter",
@@ -20,7 +27,12 @@ app = typer.Typer(
 app.command("profile")(profile_command)
 app.command("models")(models_command)
 app.command("export")(export_command)
+app.command("sweep")(sweep_command)
+app.command("experiment")(experiment_command)
+app.command("plot")(plot_command)
+app.command("knobs")(knobs_command)
 app.add_typer(runs_app, name="runs")
+app.add_typer(sweeps_app, name="sweeps")
 app.add_typer(energy_app, name="energy")
 
 

@@ -79,7 +79,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         ),
         Experiment(
             "moe-topk",
-            "MoE top-k 1..experts/2 -> prefill and decode",
+            "MoE top-k -> prefill and decode",
             lambda info, quick, cuda: {
                 "top_k": [str(k) for k in _powers(max(1, (info.experts or 2) // 2))]
             },
@@ -90,7 +90,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         ),
         Experiment(
             "layers",
-            "1..L active decoder blocks -> prefill, decode and a quality proxy",
+            "active decoder blocks -> latency and a quality proxy",
             _layers,
             x="active_layers",
             base={"prompt_tokens": 128, "new_tokens": 32, "samples": 5},
@@ -99,7 +99,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         ),
         Experiment(
             "output-tokens",
-            "new tokens 1..200 -> decode and total (log scale)",
+            "new tokens -> decode and total (log scale)",
             lambda info, quick, cuda: {
                 "new_tokens": _within(
                     [1, 5, 10, 20, 50] if quick else [1, 5, 10, 20, 50, 100, 200],
@@ -115,7 +115,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         ),
         Experiment(
             "batch",
-            "batch 1..64 -> throughput and per-token latency",
+            "batch size -> latency and throughput",
             lambda info, quick, cuda: {
                 "batch_size": [str(b) for b in ([1, 2, 4, 8] if quick else _powers(64))]
             },

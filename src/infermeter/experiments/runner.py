@@ -41,7 +41,11 @@ def get_experiment(name: str) -> Experiment:
 
 
 def experiment_spec(
-    exp: Experiment, base: RunConfig, loaded: LoadedModel, quick: bool
+    exp: Experiment,
+    base: RunConfig,
+    loaded: LoadedModel,
+    quick: bool,
+    samples: int | None = None,
 ) -> SweepSpec:
     """The sweep an experiment runs on this model (UserError when it does not apply)."""
     why = exp.applies(loaded.info)
@@ -52,6 +56,8 @@ def experiment_spec(
         )
     cuda = next(loaded.model.parameters()).device.type == "cuda"
     overrides = {**exp.base, **(exp.quick_base if quick else {})}
+    if samples is not None:
+        overrides["samples"] = samples
     config = replace(base, **overrides)
     return SweepSpec(config, exp.grid(loaded.info, quick, cuda), name=exp.name)
 
@@ -81,12 +87,13 @@ def run_experiment(
     out: Path,
     *,
     quick: bool = False,
+    samples: int | None = None,
     loaded: LoadedModel,
     on_progress: SweepProgress | None = None,
 ) -> ExperimentOutput:
     """Run (or resume) one experiment and write its files under out/NAME."""
     exp = get_experiment(name)
-    spec = experiment_spec(exp, base, loaded, quick)
+    spec = experiment_spec(exp, base, loaded, quick, samples)
     result = run_sweep(spec, store, loaded=loaded, on_progress=on_progress)
     doc = result.to_json()
     scaling = scaling_of(exp, doc)

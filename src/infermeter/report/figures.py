@@ -160,6 +160,8 @@ def breakdown_figure(
             bottom = [b + v for b, v in zip(bottom, values, strict=True)]
         if log_y:
             ax.set_yscale("log")
+            lowest = min((v for vs in series.values() for v in vs if v > 0), default=1.0)
+            ax.set_ylim(bottom=lowest / 2)  # the smallest segment stays visible
         ax.set_xlabel(x.replace("_", " "))
         ax.set_ylabel(ylabel)
         ax.grid(axis="y", alpha=0.3)

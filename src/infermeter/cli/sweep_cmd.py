@@ -1,0 +1,316 @@
+"""`infermeter sweep`, `infermeter experiment`, `infermeter plot` and `infermeter sweeps list`."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from infermeter.cli.guard import err_console, fail, guard
+from infermeter.cli.output import print_json, writable_dir
+from infermeter.errors import UserError
+from infermeter.models.loader import load_model
+from infermeter.models.presets import DEFAULT_PRESET
+from infermeter.report.jsonio import clean_json, dump_json
+from infermeter.run.config import RunConfig
+from infermeter.run.sweep import SweepSpec, run_sweep, stored_sweep
+from infermeter.run.sweep_file import parse_knob_option, read_sweep_file
+from infermeter.store import Store
+
+sweeps_app = typer.Typer(help="Stored sweeps.", no_args_is_help=True)
+
+
+class SweepProgressView:
+    """Rich progress over a sweep's points with an ETA (on stderr, only on a terminal)."""
+
+    def __init__(self, title: str) -> None:
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[point]}"),
+            console=err_console,
+            transient=True,
+            disable=not err_console.is_terminal,
+        )
+        self.title = title
+        self.task: Any = None
+
+    def __call__(self, done: int, total: int, label: str, skipped: bool) -> None:
+        """Advance to `done` of `total` points, showing the point's knob values."""
+        if self.task is None:
+            self.task = self.progress.add_task(self.title, total=total, point="")
+        note = f"{label} (already done)" if skipped else label
+        self.progress.update(self.task, completed=done, total=total, point=note)
+
+
+def _base_config(
+    model: str | None, file_settings: dict[str, Any], cli: dict[str, Any]
+) -> RunConfig:
+    merged = {**file_settings, **{k: v for k, v in cli.items() if v is not None}}
+    merged.setdefault("model", model or DEFAULT_PRESET)
+    if model:
+        merged["model"] = model
+    return RunConfig(**merged).validate()
+
+
+def _interrupted(done: int, total: int) -> typer.Exit:
+    return fail(
+        f"interrupted: {done} of {total} points are stored; run the same command again to "
+        "resume (finished points are skipped)",
+        130,
+    )
+
+
+@guard
+def sweep_command(
+    model: str = typer.Option(None, "--model", "-m", help="Model (default tiny-llama)."),
+    knob: list[str] = typer.Option(
+        None, "--knob", "-k", help="NAME=V1,V2,... (repeatable); see `infermeter knobs`."
+    ),
+    config: Path = typer.Option(None, help="YAML or TOML sweep file (model, knobs, settings)."),
+    name: str = typer.Option(None, help="A name for the sweep."),
+    prompt_tokens: int = typer.Option(None, help="Base prompt length (when not a knob)."),
+    new_tokens: int = typer.Option(None, help="Base new tokens (when not a knob)."),
+    batch_size: int = typer.Option(None, help="Base batch size (when not a knob)."),
+    samples: int = typer.Option(None, help="Measured repeats per point (default 5)."),
+    warmup: int = typer.Option(None, help="Warm-up generations per point (default 1)."),
+    dtype: str = typer.Option(None, help="Base dtype (when not a knob)."),
+    device: str = typer.Option(None, help="auto, cpu, cuda, cuda:N or mps."),
+    mode: str = typer.Option(None, help="Profiling mode of every point."),
+    energy: str = typer.Option(None, help="Energy sources (see `infermeter profile`)."),
+    db: str = typer.Option(None, help="Database URL or SQLite file."),
+    out: Path = typer.Option(None, help="Write DIR/sweep-ID.json there."),
+    json_out: bool = typer.Option(False, "--json", help="Print the sweep JSON on stdout."),
+) -> None:
+    """Run a grid over knob values; every point is stored, and a rerun resumes."""
+    file = read_sweep_file(config) if config else None
+    knobs = dict(file.knob_texts()) if file else {}
+    for text in knob or []:
+        k, values = parse_knob_option(text)
+        knobs[k] = values
+    base = _base_config(
+        model or (file.model if file else None),
+        file.settings() if file else {},
+        {
+            "prompt_tokens": prompt_tokens,
+            "new_tokens": new_tokens,
+            "batch_size": batch_size,
+            "samples": samples,
+            "warmup": warmup,
+            "dtype": dtype,
+            "device": device,
+            "mode": mode,
+            "energy": energy,
+        },
+    )
+    spec = SweepSpec(base, knobs, name=name or (file.name if file else None) or "sweep")
+    spec.points()  # parse every value now: a bad one fails before the model loads
+    out_dir = writable_dir(out) if out else None
+    store = Store(db)
+    view = SweepProgressView(f"sweep {spec.sweep_id}")
+    done = [0, 0]
+
+    def progress(i: int, total: int, label: str, skipped: bool) -> None:
+        done[:] = [i, total]
+        view(i, total, label, skipped)
+
+    try:
+        with view.progress:
+            result = run_sweep(spec, store, on_progress=progress)
+    except KeyboardInterrupt:
+        raise _interrupted(done[0], done[1] or len(spec.points())) from None
+    doc = clean_json(result.to_json())
+    if out_dir is not None:
+        dump_json(out_dir / f"sweep-{result.sweep_id}.json", doc)
+    if json_out:
+        print_json(doc)
+        return
+    console = Console(soft_wrap=True)
+    console.print(sweep_table(doc))
+    console.print(
+        f"sweep {result.sweep_id}: {len(result.runs)} points, {result.skipped} already done; "
+        f"stored in {store.where}"
+        + (f"; wrote {out_dir / f'sweep-{result.sweep_id}.json'}" if out_dir else ""),
+        markup=False,
+        style="dim",
+    )
+
+
+def sweep_table(doc: dict[str, Any]) -> Table:
+    """One row per configuration: the knob values and the main means."""
+    knobs = list((doc["meta"].get("knobs") or {}).keys())
+    table = Table(
+        title=f"sweep {doc['meta']['sweep_id']} · {doc['meta']['model']}", title_justify="left"
+    )
+    for k in knobs:
+        table.add_column(k)
+    metrics = (
+        ("ttft_ms", "TTFT ms"),
+        ("tpot_ms", "TPOT ms"),
+        ("tokens_per_s", "tok/s"),
+        ("j_per_token", "J/tok"),
+    )
+    for _, label in metrics:
+        table.add_column(label, justify="right")
+    for row in doc["summary"]:
+        cells = [str(row["config"].get(k)) for k in knobs]
+        for key, _ in metrics:
+            v = (row.get(key) or {}).get("mean")
+            cells.append("-" if v is None else f"{v:,.3g}" if key == "j_per_token" else f"{v:,.2f}")
+        table.add_row(*cells)
+    return table
+
+
+@guard
+def experiment_command(
+    name: str = typer.Argument(
+        ...,
+        help="context-scaling, moe-topk, layers, output-tokens, batch, precision, compile, or all.",
+    ),
+    model: str = typer.Option(DEFAULT_PRESET, "--model", "-m", help="Model to run it on."),
+    quick: bool = typer.Option(False, "--quick", help="Fewer points and samples (same code)."),
+    samples: int = typer.Option(None, help="Override the recipe's measured repeats."),
+    device: str = typer.Option("auto", help="auto, cpu, cuda, cuda:N or mps."),
+    energy: str = typer.Option("auto", help="Energy sources (see `infermeter profile`)."),
+    db: str = typer.Option(None, help="Database URL or SQLite file."),
+    out: Path = typer.Option(Path("experiments"), help="Folder for JSON, CSV and PNG files."),
+) -> None:
+    """Run a named experiment (a sweep recipe) and write its JSON, figure and CSV."""
+    from infermeter.experiments import EXPERIMENTS, get_experiment, run_experiment
+
+    names = list(EXPERIMENTS) if name == "all" else [get_experiment(name).name]
+    out_dir = writable_dir(out)
+    base = RunConfig(model=model, device=device, energy=energy).validate()
+    store = Store(db)
+    loaded = load_model(model, device=device, seed=base.seed)
+    console = Console(soft_wrap=True)
+    for exp_name in names:
+        why = EXPERIMENTS[exp_name].applies(loaded.info)
+        if why and name == "all":
+            console.print(f"{exp_name}: skipped ({why})", style="dim", markup=False)
+            continue
+        view = SweepProgressView(exp_name)
+        t0 = time.perf_counter()
+        try:
+            with view.progress:
+                result = run_experiment(
+                    exp_name,
+                    base,
+                    store,
+                    out_dir,
+                    quick=quick,
+                    samples=samples,
+                    loaded=loaded,
+                    on_progress=view,
+                )
+        except KeyboardInterrupt:
+            raise fail(
+                f"interrupted during {exp_name}: finished points are stored; run the same "
+                "command again to resume",
+                130,
+            ) from None
+        line = f"{exp_name}: sweep {result.sweep_id}, {time.perf_counter() - t0:.1f} s"
+        if result.skipped_points:
+            line += f" ({result.skipped_points} points already done)"
+        console.print(line, markup=False)
+        if result.scaling:
+            s = result.scaling
+            console.print(f"  scaling: {s['verdict']}: {s['evidence']}", markup=False)
+        for f in result.files:
+            console.print(f"  wrote {f}", markup=False, style="dim")
+
+
+@guard
+def plot_command(
+    source: str = typer.Argument(..., help="A stored sweep id (or prefix) or a sweep JSON file."),
+    out: Path = typer.Option(Path("."), help="Folder for the PNG and CSV files."),
+    db: str = typer.Option(None, help="Database URL or SQLite file."),
+) -> None:
+    """Redraw a sweep's figures from stored results, without rerunning anything."""
+    import json
+
+    from infermeter.experiments import EXPERIMENTS
+    from infermeter.experiments.runner import draw
+    from infermeter.report.figures import breakdown_figure, varied_knobs
+
+    path = Path(source)
+    if path.suffix == ".json":
+        if not path.is_file():
+            raise UserError(f"{source!r} does not exist", "give a sweep JSON file or a sweep id")
+        try:
+            doc = json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{source} is not JSON ({exc.msg})", "give a sweep JSON file") from None
+        if not isinstance(doc, dict) or "summary" not in doc or "meta" not in doc:
+            raise UserError(
+                f"{source} is not a sweep document", "use a sweep.json infermeter wrote"
+            )
+    else:
+        doc = stored_sweep(Store(db), source)
+    if not doc["summary"]:
+        raise UserError("the sweep has no finished points to plot", "run or resume it first")
+    out_dir = writable_dir(out)
+    exp = EXPERIMENTS.get(doc["meta"].get("name") or "")
+    if exp is not None:
+        files = draw(exp, doc, out_dir)
+    else:
+        x = varied_knobs(doc)[0]
+        files = breakdown_figure(doc, x, out_dir, f"sweep-{doc['meta']['sweep_id']}-{x}")
+    for f in files:
+        Console(soft_wrap=True).print(f"wrote {f}", markup=False)
+
+
+@sweeps_app.command("list")
+@guard
+def sweeps_list(
+    db: str = typer.Option(None, help="Database URL or SQLite file."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
+) -> None:
+    """Stored sweeps, newest first."""
+    rows = Store(db).list_sweeps()
+    if json_out:
+        print_json({"sweeps": rows})
+        return
+    table = Table(title=f"{len(rows)} sweeps", title_justify="left")
+    for col in ("id", "name", "created", "points", "knobs"):
+        table.add_column(col)
+    for r in rows:
+        knobs = "; ".join(f"{k}={','.join(map(str, v))}" for k, v in (r["knobs"] or {}).items())
+        table.add_row(r["id"], r["name"], r["created"][:16], str(r["runs"]), knobs)
+    Console(soft_wrap=True).print(table)
+
+
+@sweeps_app.command("show")
+@guard
+def sweeps_show(
+    sweep_id: str = typer.Argument(..., help="Sweep id or unique prefix."),
+    db: str = typer.Option(None, help="Database URL or SQLite file."),
+    json_out: bool = typer.Option(False, "--json", help="The sweep JSON on stdout."),
+) -> None:
+    """A stored sweep's table (or its JSON document)."""
+    doc = clean_json(stored_sweep(Store(db), sweep_id))
+    if json_out:
+        print_json(doc)
+        return
+    Console(soft_wrap=True).print(sweep_table(doc))
+
+
+@guard
+def knobs_command() -> None:
+    """Every knob a sweep can turn."""
+    from infermeter.knobs import KNOBS
+
+    table = Table(title="knobs", title_justify="left")
+    for col in ("name", "applied", "values"):
+        table.add_column(col)
+    for k in KNOBS.values():
+        table.add_row(k.name, k.scope, k.help)
+    Console(soft_wrap=True).print(table)
