@@ -30,3 +30,10 @@ def smollm2():
     from infermeter import load_model
 
     return load_model("smollm2-135m", device="cpu")
+
+
+@pytest.fixture(scope="session")
+def tiny_moe():
+    from infermeter import load_model
+
+    return load_model("tiny-qwen3-moe", device="cpu")

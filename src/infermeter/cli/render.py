@@ -114,10 +114,10 @@ def energy_line(run: RunResult) -> Text | None:
     if not e:
         return None
     if not e.get("available"):
-        text = Text(f"energy: unavailable ({e.get('reason')})", style="dim")
-        if e.get("fix"):
-            text.append(f"; to measure it: {e['fix']}", style="dim")
-        return text
+        if "--energy off" in str(e.get("reason")):
+            return Text("energy: not measured (--energy off)", style="dim")
+        # the reasons per source are in the JSON and `energy probe`; one short line here
+        return Text("energy: unavailable here; `infermeter energy probe` says why", style="dim")
     parts = [f"energy: {e['source']} ({e['method']}), {len(e['domains'])} domain(s)"]
     parts.append(f"{e['readings']} readings every {e['interval_ms']:g} ms")
     if e.get("sampled_mean_power_w") is not None:
