@@ -93,6 +93,8 @@ class SweepResult:
     interrupted: bool = False
     wall_s: float = 0.0
     generate_s: float = 0.0
+    #: time in knob application and verification forwards (model calls that are not samples)
+    verify_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         """DESIGN.md section 4: meta, summary (per configuration) and all_samples."""
@@ -166,7 +168,7 @@ def run_sweep(
                 result.skipped += 1
                 progress(i + 1, len(points), label, True)
                 continue
-            run = _run_point(spec, grid, point, model_for, store, sid)
+            run = _run_point(spec, grid, point, model_for, store, sid, result)
             result.runs.append(run)
             result.generate_s += sum(s.total_ms for s in run.samples) / 1e3
             progress(i + 1, len(points), label, False)
@@ -185,6 +187,7 @@ def _run_point(
     model_for: Callable[[str], LoadedModel],
     store: Any,
     sid: str,
+    totals: SweepResult,
 ) -> RunResult:
     config_fields = {grid[k].field: v for k, v in point.items() if grid[k].scope == "config"}
     dtype = point.get("dtype", spec.base.dtype)
@@ -195,32 +198,37 @@ def _run_point(
     with contextlib.ExitStack() as stack:
         applied: dict[str, Any] = {}
         checks: dict[str, Any] = {}
+        t0 = time.perf_counter()
         for name, value in model_knobs.items():
             applied[name] = stack.enter_context(grid[name].apply(lm, value))
             checks[name] = grid[name].verify(lm, value, None, applied[name])
-        run = profile(config, sink=store, loaded=lm, sweep_id=sid, knobs=shown)
-        for name, value in point.items():
-            knob = grid[name]
-            if knob.scope != "model" and knob.verify is not None:
+        totals.verify_s += time.perf_counter() - t0
+        failures: list[KnobNotApplied] = []
+
+        def verify_after(run: RunResult) -> None:
+            for name, value in point.items():
+                knob = grid[name]
+                if knob.scope == "model" or knob.verify is None:
+                    continue
                 try:
                     checks[name] = knob.verify(lm, value, run, None)
                 except KnobNotApplied as exc:
                     checks[name] = {"error": str(exc)}
-                    run.checks = checks
                     run.status, run.error = "failed", f"knob not applied: {exc}"
-                    store.finish_run(run)
-                    raise
-    run.checks = checks
-    _update_checks(store, run)
+                    failures.append(exc)
+            run.checks = checks
+
+        run = profile(
+            config,
+            sink=store,
+            loaded=lm,
+            sweep_id=sid,
+            knobs=shown,
+            before_finish=verify_after,
+        )
+    if failures:
+        raise failures[0]
     return run
-
-
-def _update_checks(store: Any, run: RunResult) -> None:
-    from infermeter.store.schema import RunRow
-
-    with store.session("write to") as s:
-        row = s.get(RunRow, run.run_id)
-        row.checks = run.checks
 
 
 def sweep_document(sweep_id: str, spec: dict[str, Any], runs: list[RunResult]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ prompts then count the template's tokens too, so the model sees exactly `prompt_
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,6 +89,23 @@ def _template_parts(tokenizer: Any) -> tuple[str, str] | None:
 
 def _encode(tokenizer: Any, text: str) -> list[int]:
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+_CORPUS_CACHE: weakref.WeakKeyDictionary[Any, dict[int, list[int]]] = weakref.WeakKeyDictionary()
+
+
+def _encoded_corpus(tokenizer: Any, text: str) -> list[int]:
+    """The corpus' token ids, encoded once per tokenizer (a sweep builds batches per point)."""
+    try:
+        per_tok = _CORPUS_CACHE.setdefault(tokenizer, {})
+    except TypeError:  # not weak-referenceable: no cache
+        return _encode(tokenizer, text)
+    key = hash(text)
+    if key not in per_tok:
+        if len(per_tok) > 8:
+            per_tok.clear()
+        per_tok[key] = _encode(tokenizer, text)
+    return list(per_tok[key])
 
 
 def _special_prefix(tokenizer: Any) -> list[int]:
@@ -178,7 +196,7 @@ def _exact_rows(
             + (", or --no-chat" if suffix else ""),
         )
     texts = list(spec.prompts) if spec.prompts else builtin_texts()
-    stream = _encode(tokenizer, "\n\n".join(texts))
+    stream = _encoded_corpus(tokenizer, "\n\n".join(texts))
     if not stream:
         raise UserError("the prompts produce no tokens", "give prompts with some text")
     # Repeat the text until every row can start at its own offset and still be full length.
