@@ -1,14 +1,19 @@
-"""Every knob a sweep can turn, by name (one module per family; see base.py for the contract)."""
+"""Every knob a sweep can turn, by name (one module per knob; base.py has the contract)."""
 
 from __future__ import annotations
 
 from infermeter.errors import UserError
 from infermeter.knobs.active_layers import ACTIVE_LAYERS
+from infermeter.knobs.attention import ATTN_IMPLEMENTATION
 from infermeter.knobs.base import Knob, KnobNotApplied
-from infermeter.knobs.kernels import ATTN_IMPLEMENTATION, EXPERTS_IMPLEMENTATION
+from infermeter.knobs.batch_size import BATCH_SIZE
+from infermeter.knobs.compile import COMPILE
+from infermeter.knobs.decoding import DECODING
+from infermeter.knobs.dtype import DTYPE
+from infermeter.knobs.experts import EXPERTS_IMPLEMENTATION
 from infermeter.knobs.moe_topk import TOP_K
-from infermeter.knobs.runtime import COMPILE, DECODING, DTYPE
-from infermeter.knobs.workload import BATCH_SIZE, NEW_TOKENS, PROMPT_TOKENS
+from infermeter.knobs.new_tokens import NEW_TOKENS
+from infermeter.knobs.prompt_tokens import PROMPT_TOKENS
 
 KNOBS: dict[str, Knob] = {
     k.name: k

@@ -100,3 +100,29 @@ def parse_bool(name: str) -> Callable[[str], bool]:
         raise UserError(f"{name}={text!r} is not on or off", f"use {name}=on or {name}=off")
 
     return parse
+
+
+def verify_samples(attr: str) -> Any:
+    """A verifier: every sample had exactly the knob's value of `attr`."""
+
+    def verify(loaded: Any, value: int, result: Any, applied: Any = None) -> dict[str, Any]:
+        seen = sorted({getattr(s, attr) for s in result.samples})
+        if seen != [value]:
+            raise KnobNotApplied(f"{attr}={value} but the samples had {seen}")
+        return {attr: value, "samples": len(result.samples)}
+
+    return verify
+
+
+def check_context(field: str) -> Any:
+    """A checker: the value fits the model's context window."""
+
+    def check(value: int, loaded: Any) -> None:
+        limit = loaded.info.max_positions
+        if limit and value >= limit:
+            raise UserError(
+                f"{field}={value} does not fit the context of {loaded.info.spec} ({limit})",
+                f"use values below {limit}",
+            )
+
+    return check

@@ -17,7 +17,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 
-from infermeter.analysis.breakdown import COMPONENTS  # noqa: E402
+from infermeter.run.components import COMPONENTS  # noqa: E402
 
 DPI = 300
 PHASE_COLORS = {"prefill (TTFT)": "#4C72B0", "decode": "#DD8452"}

@@ -20,10 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from infermeter.analysis.breakdown import phase_components
 from infermeter.errors import UserError
 from infermeter.knobs import Knob, KnobNotApplied, get_knob
 from infermeter.models.loader import LoadedModel, load_model
+from infermeter.run.components import phase_components
 from infermeter.run.config import RunConfig
 from infermeter.run.profile import profile
 from infermeter.run.results import METRICS, RunResult

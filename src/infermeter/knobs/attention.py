@@ -1,9 +1,7 @@
-"""Kernel knobs: attn_implementation and experts_implementation, switched on the loaded model.
+"""attn_implementation: eager, sdpa or flash_attention_2, switched with transformers' setter.
 
-Both use transformers' own setters (`set_attn_implementation`, `set_experts_implementation`) and
-are restored afterwards. Verification runs one forward and records the aten operations that
-executed: SDPA shows `scaled_dot_product_attention`, eager attention does not; grouped experts
-show `_grouped_mm`, batched experts `bmm`, eager experts neither.
+Verified by the aten operations one forward executes: SDPA shows
+`scaled_dot_product_attention`, eager attention does not. Restored on exit.
 """
 
 from __future__ import annotations
@@ -18,7 +16,6 @@ from infermeter.knobs.base import Knob, KnobNotApplied, parse_choice
 from infermeter.knobs.calibration import calibration_ids, executed_ops
 
 ATTENTION = ("eager", "sdpa", "flash_attention_2")
-EXPERTS = ("eager", "grouped_mm", "batched_mm")
 
 
 def _check_attention(value: str, loaded: Any) -> None:
@@ -55,37 +52,6 @@ def _verify_attention(loaded: Any, value: str, result: Any, applied: Any = None)
     return {"sdpa_calls": sdpa, "softmax_calls": ops.get("softmax", 0) + ops.get("_softmax", 0)}
 
 
-def _check_experts(value: str, loaded: Any) -> None:
-    if not loaded.info.is_moe:
-        raise UserError(
-            f"experts_implementation applies to mixture-of-experts models; {loaded.info.spec} "
-            "is dense",
-            "use a MoE model (e.g. tiny-mixtral, tiny-qwen3-moe) or drop this knob",
-        )
-
-
-@contextlib.contextmanager
-def _apply_experts(loaded: Any, value: str) -> Iterator[dict[str, Any]]:
-    model = loaded.model
-    before = getattr(model.config, "_experts_implementation", None) or "eager"
-    model.set_experts_implementation(value)
-    try:
-        yield {"previous": before}
-    finally:
-        model.set_experts_implementation(before)
-
-
-def _verify_experts(loaded: Any, value: str, result: Any, applied: Any = None) -> dict[str, Any]:
-    ops = executed_ops(loaded.model, calibration_ids(loaded))
-    grouped, bmm = ops.get("_grouped_mm", 0), ops.get("bmm", 0)
-    ok = {"eager": grouped == 0 and bmm == 0, "grouped_mm": grouped > 0, "batched_mm": bmm > 0}
-    if not ok[value]:
-        raise KnobNotApplied(
-            f"experts_implementation={value} but _grouped_mm ran {grouped}x and bmm {bmm}x"
-        )
-    return {"grouped_mm_calls": grouped, "bmm_calls": bmm}
-
-
 ATTN_IMPLEMENTATION = Knob(
     "attn_implementation",
     "attention kernel: eager, sdpa, flash_attention_2 (when installed)",
@@ -94,13 +60,4 @@ ATTN_IMPLEMENTATION = Knob(
     check=_check_attention,
     apply=_apply_attention,
     verify=_verify_attention,
-)
-EXPERTS_IMPLEMENTATION = Knob(
-    "experts_implementation",
-    "MoE experts kernel: eager, grouped_mm, batched_mm",
-    "model",
-    parse_choice("experts_implementation", EXPERTS),
-    check=_check_experts,
-    apply=_apply_experts,
-    verify=_verify_experts,
 )
