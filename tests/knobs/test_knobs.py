@@ -154,3 +154,47 @@ def test_dtype_is_verified_from_the_parameters():
 
     lm = load_model("tiny-llama", device="cpu", dtype="bfloat16")
     assert KNOBS["dtype"].verify(lm, "bfloat16", None) == {"parameter_dtypes": ["bfloat16"]}
+
+
+@pytest.fixture(scope="module")
+def tiny_llava():
+    from infermeter import load_model
+
+    return load_model("tiny-llava", device="cpu")
+
+
+@pytest.mark.parametrize("tokens", [16, 144])
+def test_vision_tokens_change_the_image_tokens_and_the_vision_time(tiny_llava, tokens):
+    knob = KNOBS["vision_tokens"]
+    knob.check(tokens, tiny_llava)
+    before = tiny_llava.info.vision.tokens_per_image
+    with knob.apply(tiny_llava, tokens) as applied:
+        evidence = knob.verify(tiny_llava, tokens, None, applied)
+        run = profile(
+            RunConfig(
+                model="tiny-llava",
+                prompt_tokens=16,
+                new_tokens=3,
+                samples=1,
+                energy="off",
+                mode="standard",
+            ),
+            loaded=tiny_llava,
+        )
+    assert evidence == {"vision_tokens": tokens, "image_size": int(tokens**0.5) * 8}
+    assert run.samples[-1].vision_tokens == tokens
+    phases = {r["phase"] for r in run.layers["parts"]}
+    assert {"vision", "prefill", "decode"} <= phases
+    assert tiny_llava.info.vision.tokens_per_image == before  # restored
+
+
+@pytest.mark.parametrize(
+    "value,loaded_name,needle",
+    [
+        (15, "tiny_llava", "not a square number"),
+        (16, "tiny_llama", "no vision tower"),
+    ],
+)
+def test_vision_tokens_refuses_what_cannot_work(request, value, loaded_name, needle):
+    with pytest.raises(UserError, match=needle):
+        KNOBS["vision_tokens"].check(value, request.getfixturevalue(loaded_name))

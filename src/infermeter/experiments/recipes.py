@@ -19,21 +19,21 @@ class Experiment:
     """A named sweep recipe.
 
     Attributes:
-        grid: (info, quick, cuda) -> {knob: [values as text]}.
+        grid: (info, quick, cuda) -> {knob: [values as text]}; the first knob is the x axis.
         base: RunConfig overrides (quick and full alike unless `quick_base` overrides them).
-        x: the knob on the figure's x axis; figure: its options (see report/figures.py).
-        scaling: (metric, per-token divisor) to fit against x, or None.
+        figure: the figure's options (see report/figures.py).
+        scaling: (metric, per_x) to fit against x (per_x: divide the metric by x, e.g. TTFT
+            per prompt token), or None.
         applies: info -> None, or why this experiment does not apply.
     """
 
     name: str
     help: str
     grid: Callable[[ModelInfo, bool, bool], dict[str, list[str]]]
-    x: str
     base: dict[str, Any] = field(default_factory=dict)
     quick_base: dict[str, Any] = field(default_factory=dict)
     figure: dict[str, Any] = field(default_factory=dict)
-    scaling: tuple[str, str | None] | None = None
+    scaling: tuple[str, bool] | None = None
     applies: Callable[[ModelInfo], str | None] = lambda info: None
 
 
@@ -47,6 +47,15 @@ def _powers(upto: int) -> list[int]:
         out.append(v)
         v *= 2
     return out
+
+
+def _context(info: ModelInfo, quick: bool, cuda: bool) -> dict[str, list[str]]:
+    if info.vision is not None:  # a VLM: image tokens are its context knob
+        return {
+            "vision_tokens": ["16", "64", "144"] if quick else ["16", "64", "144", "256", "576"]
+        }
+    lengths = [16, 32, 64, 128] if quick else [32, 64, 128, 256, 512, 1024, 2048]
+    return {"prompt_tokens": _within(lengths, info.max_positions)}
 
 
 def _layers(info: ModelInfo, quick: bool, cuda: bool) -> dict[str, list[str]]:
@@ -64,18 +73,12 @@ EXPERIMENTS: dict[str, Experiment] = {
     for e in (
         Experiment(
             "context-scaling",
-            "prompt tokens -> prefill latency and its components",
-            lambda info, quick, cuda: {
-                "prompt_tokens": _within(
-                    [16, 32, 64, 128] if quick else [32, 64, 128, 256, 512, 1024, 2048],
-                    info.max_positions,
-                )
-            },
-            x="prompt_tokens",
-            base={"new_tokens": 8, "mode": "standard", "samples": 5},
+            "prompt (or image) tokens -> prefill latency and its components",
+            _context,
+            base={"new_tokens": 8, "mode": "standard", "samples": 5, "prompt_tokens": 32},
             quick_base={"new_tokens": 4, "samples": 3},
             figure={"components": True},
-            scaling=("ttft_ms", "prompt_tokens"),
+            scaling=("ttft_ms", True),
         ),
         Experiment(
             "moe-topk",
@@ -83,7 +86,6 @@ EXPERIMENTS: dict[str, Experiment] = {
             lambda info, quick, cuda: {
                 "top_k": [str(k) for k in _powers(max(1, (info.experts or 2) // 2))]
             },
-            x="top_k",
             base={"prompt_tokens": 128, "new_tokens": 32, "samples": 5},
             quick_base={"prompt_tokens": 32, "new_tokens": 8, "samples": 3},
             applies=lambda info: None if info.is_moe else "the model has no experts",
@@ -92,7 +94,6 @@ EXPERIMENTS: dict[str, Experiment] = {
             "layers",
             "active decoder blocks -> latency and a quality proxy",
             _layers,
-            x="active_layers",
             base={"prompt_tokens": 128, "new_tokens": 32, "samples": 5},
             quick_base={"prompt_tokens": 32, "new_tokens": 8, "samples": 3},
             figure={"overlay": ("top1_agreement", "top-1 agreement with all blocks")},
@@ -107,11 +108,10 @@ EXPERIMENTS: dict[str, Experiment] = {
                     reserve=64,
                 )
             },
-            x="new_tokens",
             base={"prompt_tokens": 64, "samples": 5},
             quick_base={"prompt_tokens": 32, "samples": 3},
             figure={"log_y": True},
-            scaling=("tpot_ms", None),
+            scaling=("tpot_ms", False),
         ),
         Experiment(
             "batch",
@@ -119,7 +119,6 @@ EXPERIMENTS: dict[str, Experiment] = {
             lambda info, quick, cuda: {
                 "batch_size": [str(b) for b in ([1, 2, 4, 8] if quick else _powers(64))]
             },
-            x="batch_size",
             base={"prompt_tokens": 64, "new_tokens": 32, "samples": 5},
             quick_base={"prompt_tokens": 32, "new_tokens": 8, "samples": 3},
             figure={"overlay": ("tokens_per_s", "throughput (tokens/s)")},
@@ -130,7 +129,6 @@ EXPERIMENTS: dict[str, Experiment] = {
             lambda info, quick, cuda: {
                 "dtype": ["float32", "bfloat16", *(["float16"] if cuda else [])]
             },
-            x="dtype",
             base={"prompt_tokens": 64, "new_tokens": 32, "samples": 5},
             quick_base={"prompt_tokens": 32, "new_tokens": 8, "samples": 3},
         ),
@@ -138,7 +136,6 @@ EXPERIMENTS: dict[str, Experiment] = {
             "compile",
             "torch.compile off vs on (cold first call reported apart)",
             lambda info, quick, cuda: {"compile": ["off", "on"]},
-            x="compile",
             base={"prompt_tokens": 64, "new_tokens": 32, "samples": 5},
             quick_base={"prompt_tokens": 32, "new_tokens": 8, "samples": 3},
             figure={"overlay": ("compile_first_call_ms", "cold first call (ms)")},

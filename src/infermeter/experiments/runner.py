@@ -66,17 +66,19 @@ def scaling_of(exp: Experiment, doc: dict[str, Any]) -> dict[str, Any] | None:
     """The experiment's scaling fit on the sweep's means, or None."""
     if exp.scaling is None:
         return None
-    metric, divisor = exp.scaling
+    metric, per_x = exp.scaling
+    x_knob = x_of(doc)
     xs, ys = [], []
     for row in doc["summary"]:
-        x = row["config"].get(exp.x)
+        x = row["config"].get(x_knob)
         y = (row.get(metric) or {}).get("mean")
         if x is None or y is None:
             continue
         xs.append(float(x))
-        ys.append(y / float(x) if divisor else y)
-    name = f"{metric} per {divisor.replace('_', ' ')}" if divisor else metric
-    fit = fit_scaling(xs, ys, metric=name, length=exp.x.replace("_", " "))
+        ys.append(y / float(x) if per_x else y)
+    label = x_knob.replace("_", " ")
+    name = f"{metric} per {label.removesuffix('s')}" if per_x else metric
+    fit = fit_scaling(xs, ys, metric=name, length=label)
     return fit.to_dict() if fit else None
 
 
@@ -106,11 +108,16 @@ def run_experiment(
     return ExperimentOutput(name, result.sweep_id, files, scaling, result.skipped)
 
 
+def x_of(doc: dict[str, Any]) -> str:
+    """The knob on the x axis: the sweep's first knob."""
+    return next(iter(doc["meta"]["knobs"]))
+
+
 def draw(exp: Experiment, doc: dict[str, Any], folder: Path) -> list[Path]:
     """The experiment's figure(s) and CSV(s) from a sweep document."""
     return breakdown_figure(
         doc,
-        exp.x,
+        x_of(doc),
         folder,
         exp.name,
         title=f"{doc['meta'].get('model')}: {exp.help}",

@@ -153,7 +153,7 @@ def breakdown_figure(
             if overlay:
                 rec[overlay[0]] = _overlay_value(r, overlay[0])
             table.append(rec)
-        fig, ax = plt.subplots(figsize=(max(6.0, 0.6 * len(rows) + 3), 4.2))
+        fig, ax = plt.subplots(figsize=(max(6.5, 0.6 * len(rows) + 3.5), 4.2))
         bottom = [0.0] * len(rows)
         for (name, values), color in zip(series.items(), colors, strict=True):
             ax.bar(labels, values, bottom=bottom, label=name, color=color, width=0.7)
@@ -175,12 +175,20 @@ def breakdown_figure(
             ax2.set_ylim(bottom=0)
             handles.append(line)
             names.append(overlay[1])
-        ax.legend(handles[::-1], names[::-1], fontsize=8, loc="upper left", framealpha=0.9)
+        # outside the axes, on the right: a legend must never hide a bar
+        ax.legend(
+            handles[::-1],
+            names[::-1],
+            fontsize=8,
+            loc="upper left",
+            bbox_to_anchor=(1.16 if overlay else 1.02, 1.0),
+            borderaxespad=0.0,
+            frameon=False,
+        )
         head = title or f"{doc['meta'].get('model')}: {x.replace('_', ' ')}"
         ax.set_title(head + (f"\n{group}" if group else ""), fontsize=10)
-        fig.tight_layout()
         png = out / f"{stem}{suffix}.png"
-        fig.savefig(png, dpi=DPI)
+        fig.savefig(png, dpi=DPI, bbox_inches="tight")  # keeps the outside legend
         plt.close(fig)
         written += [png, write_csv(out / f"{stem}{suffix}.csv", table)]
     return written

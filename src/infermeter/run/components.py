@@ -30,12 +30,17 @@ COMPONENTS = (
 
 def phase_components(run: Any, phase: str = "prefill") -> dict[str, float] | None:
     """Milliseconds per measured sample of each component of `phase`; None without a part table."""
-    rows = [r for r in run.layers.get("parts", []) if r.get("phase") == phase]
+    parts = run.layers.get("parts", [])
+    rows = [r for r in parts if r.get("phase") == phase]
     samples = run.measured
     if not rows or not samples:
         return None
     n = len(samples)
     ms = {r["part"]: float(r["total_ms"] or 0.0) / n for r in rows}
+    if phase == "prefill":  # a VLM encodes images inside the TTFT window, before the forward
+        for r in parts:
+            if r.get("phase") == "vision" and r["part"] in ("vision_tower", "projector"):
+                ms[r["part"]] = float(r["total_ms"] or 0.0) / n
     if phase == "prefill":
         wall = sum(s.ttft_ms for s in samples) / n
     elif (run.config.get("sample_every") or 1) > 1:
@@ -55,6 +60,9 @@ def phase_components(run: Any, phase: str = "prefill") -> dict[str, float] | Non
         "final_norm": ms.get("final_norm", 0.0),
         "lm_head": ms.get("lm_head", 0.0),
         "forward rest": max(0.0, ms.get("other", 0.0)),
-        "outside forward": max(0.0, wall - ms.get("forward", 0.0)),
+        "outside forward": max(
+            0.0,
+            wall - ms.get("forward", 0.0) - ms.get("vision_tower", 0.0) - ms.get("projector", 0.0),
+        ),
     }
     return {k: v for k, v in out.items() if v > 0 or k in ("attention", "mlp")}
