@@ -86,6 +86,9 @@ def sweep_command(
     device: str = typer.Option(None, help="auto, cpu, cuda, cuda:N or mps."),
     mode: str = typer.Option(None, help="Profiling mode of every point."),
     energy: str = typer.Option(None, help="Energy sources (see `infermeter profile`)."),
+    prompts: Path = typer.Option(
+        None, help="Prompts file (.txt or .jsonl) instead of the built-in corpus."
+    ),
     db: str = typer.Option(None, help="Database URL or SQLite file."),
     out: Path = typer.Option(None, help="Write DIR/sweep-ID.json there."),
     json_out: bool = typer.Option(False, "--json", help="Print the sweep JSON on stdout."),
@@ -109,6 +112,7 @@ def sweep_command(
             "device": device,
             "mode": mode,
             "energy": energy,
+            "prompts_file": str(prompts) if prompts else None,
         },
     )
     spec = SweepSpec(base, knobs, name=name or (file.name if file else None) or "sweep")

@@ -44,6 +44,7 @@ class SweepFile(BaseModel):
     mode: str | None = None
     energy: str | None = None
     seed: int | None = None
+    prompts_file: str | None = None
 
     def knob_texts(self) -> dict[str, list[str]]:
         """Knob values as the text the knobs parse (booleans as on/off)."""
