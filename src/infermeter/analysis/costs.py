@@ -1,0 +1,367 @@
+"""Exact FLOPs and bytes of every layer of a forward, from the model's config and the shapes.
+
+Conventions. A matmul of (m x k) by (k x n) is 2mkn FLOPs (one multiply and one add per term);
+that is what `torch.utils.flop_counter.FlopCounterMode` counts, and `flops` below holds exactly
+those matmul FLOPs so the two can be compared. Element-wise work (norms, activations, softmax,
+RoPE, residual adds) goes in `other_flops`: small, and invisible to the counter. Bytes moved are
+the weights a layer reads (parameters x dtype size), the activations it reads and writes, and
+the KV cache it reads and appends. A forward processes `tokens` new tokens per row, for `batch`
+rows, after `context` tokens already in the KV cache (0 for a prefill, the position for a
+decode step); attention sees T = context + tokens keys per query.
+
+Per decoder block (d hidden, H query heads, G KV heads, h head dim, f MLP width):
+- attention projections: q 2BPd(Hh), k and v 2BPd(Gh) each, o 2BP(Hh)d. GQA and MQA are G < H.
+- scores and values: QK^T 2BHPTh and (attention x V) 2BHPTh. The eager kernel computes the whole
+  P x T block even where a causal or sliding-window mask zeroes it, so this is what executes;
+  `useful_attention_flops` gives the masked count for comparison.
+- gated MLP (Llama, Mistral, Qwen): gate, up and down, 3 x 2BPdf; GPT-2's MLP has 2 x 2BPdf.
+- MoE: router 2BPdE; each token runs k experts of width f_e: 3 x 2(BPk)d f_e in total however the
+  tokens spread; Qwen2-MoE adds a shared expert (3 x 2BPd f_s) and its gate 2BPd.
+- LM head: 2 B L d V for the L positions whose logits are computed (generate computes only the
+  last position in prefill: L = 1; a plain forward computes all: L = P).
+- Vision (LLaVA with CLIP): patch embedding 2 N (3 p^2) D (a convolution), then each tower block
+  as above with N + 1 tokens (CLS), MHA and a plain 2-matrix MLP; the projector 2 N D d + 2 N d d.
+
+Where torch's counter undercounts (tests show each): the CPU SDPA kernel
+(`_scaled_dot_product_flash_attention_for_cpu`) has no formula, so attention scores and values
+count 0 with `attn_implementation="sdpa"`; grouped experts (`_grouped_mm`) count 0, so a MoE model
+with `experts_implementation="grouped_mm"` shows only its dense parts. Use eager for both to
+compare, or trust this model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class VisionShape:
+    """A CLIP-style vision tower and LLaVA's projector."""
+
+    layers: int
+    hidden: int
+    heads: int
+    intermediate: int
+    image_size: int
+    patch_size: int
+    channels: int
+    projector_hidden: int
+    text_hidden: int
+
+    @property
+    def patches(self) -> int:
+        """Image tokens (patches) per image."""
+        return (self.image_size // self.patch_size) ** 2
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the cost formulas need from a model's config (text part, plus vision)."""
+
+    family: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    gated_mlp: bool
+    vocab: int
+    experts: int = 0
+    top_k: int = 0
+    moe_intermediate: int = 0
+    shared_intermediate: int = 0
+    sliding_window: int | None = None
+    vision: VisionShape | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON and the store."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Shape:
+        """Inverse of to_dict."""
+        d = dict(d)
+        if d.get("vision"):
+            d["vision"] = VisionShape(**d["vision"])
+        return cls(**d)
+
+
+def _get(cfg: Any, *names: str, default: Any = None) -> Any:
+    for n in names:
+        v = getattr(cfg, n, None)
+        if v is not None:
+            return v
+    return default
+
+
+def shape_of(model_or_config: Any) -> Shape:
+    """The cost shape of a transformers model (or its config)."""
+    config = getattr(model_or_config, "config", model_or_config)
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    family = getattr(text, "model_type", "")
+    hidden = int(_get(text, "hidden_size", "n_embd"))
+    heads = int(_get(text, "num_attention_heads", "n_head"))
+    experts = int(_get(text, "num_local_experts", "num_experts", default=0) or 0)
+    vision = None
+    vcfg = getattr(config, "vision_config", None)
+    if vcfg is not None:
+        vision = VisionShape(
+            layers=int(vcfg.num_hidden_layers),
+            hidden=int(vcfg.hidden_size),
+            heads=int(vcfg.num_attention_heads),
+            intermediate=int(vcfg.intermediate_size),
+            image_size=int(vcfg.image_size),
+            patch_size=int(vcfg.patch_size),
+            channels=int(getattr(vcfg, "num_channels", 3)),
+            projector_hidden=hidden,
+            text_hidden=hidden,
+        )
+    return Shape(
+        family=family,
+        layers=int(_get(text, "num_hidden_layers", "n_layer")),
+        hidden=hidden,
+        heads=heads,
+        kv_heads=int(_get(text, "num_key_value_heads", default=heads) or heads),
+        head_dim=int(_get(text, "head_dim", default=hidden // heads) or hidden // heads),
+        intermediate=int(_get(text, "intermediate_size", "n_inner", default=4 * hidden)),
+        gated_mlp=family not in ("gpt2",),
+        vocab=int(text.vocab_size),
+        experts=experts,
+        top_k=int(_get(text, "num_experts_per_tok", default=0) or 0) if experts else 0,
+        moe_intermediate=int(
+            _get(text, "moe_intermediate_size", "intermediate_size", default=0) or 0
+        )
+        if experts
+        else 0,
+        shared_intermediate=int(_get(text, "shared_expert_intermediate_size", default=0) or 0),
+        sliding_window=_get(text, "sliding_window"),
+        vision=vision,
+    )
+
+
+@dataclass
+class Cost:
+    """FLOPs and bytes of one module in one forward."""
+
+    name: str
+    kind: str
+    layer: int | None
+    flops: float = 0.0
+    other_flops: float = 0.0
+    weight_bytes: float = 0.0
+    act_bytes: float = 0.0
+    kv_read_bytes: float = 0.0
+    kv_write_bytes: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def bytes(self) -> float:
+        """All bytes moved."""
+        return self.weight_bytes + self.act_bytes + self.kv_read_bytes + self.kv_write_bytes
+
+    @property
+    def intensity(self) -> float:
+        """Operational intensity: matmul FLOPs per byte moved."""
+        return self.flops / self.bytes if self.bytes else float("nan")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict (with bytes and intensity) for tables and JSON."""
+        d = asdict(self)
+        d.pop("notes")
+        d["bytes"] = self.bytes
+        d["intensity"] = self.intensity
+        return d
+
+
+def _attention(
+    s: Shape, layer: int, b: int, p: int, t: int, e: int, hidden: int | None = None
+) -> Cost:
+    """Self-attention of one block: projections, QK^T, softmax, attention x V (MHA/GQA/MQA)."""
+    d = hidden or s.hidden
+    hq, hkv, hd = s.heads * s.head_dim, s.kv_heads * s.head_dim, s.head_dim
+    proj = 2 * b * p * d * (hq + 2 * hkv) + 2 * b * p * hq * d
+    scores = 2 * 2 * b * s.heads * p * t * hd
+    c = Cost(f"layers.{layer}.attention", "attention", layer)
+    c.flops = proj + scores
+    c.other_flops = 5 * b * s.heads * p * t + 6 * b * p * (hq + hkv)  # softmax, scaling, RoPE
+    c.weight_bytes = e * (d * (hq + 2 * hkv) + hq * d)
+    c.act_bytes = e * b * p * (2 * d + 2 * hq + 2 * hkv)
+    c.kv_read_bytes = e * 2 * b * (t - p) * hkv
+    c.kv_write_bytes = e * 2 * b * p * hkv
+    return c
+
+
+def useful_attention_flops(s: Shape, b: int, p: int, context: int) -> float:
+    """QK^T and attention x V FLOPs a causal (and sliding-window) mask leaves, per block."""
+    total = 0
+    for i in range(p):
+        keys = context + i + 1
+        if s.sliding_window:
+            keys = min(keys, s.sliding_window)
+        total += keys
+    return 2 * 2 * b * s.heads * s.head_dim * total
+
+
+def _mlp(s: Shape, layer: int, b: int, p: int, e: int) -> Cost:
+    d, f = s.hidden, s.intermediate
+    mats = 3 if s.gated_mlp else 2
+    c = Cost(f"layers.{layer}.mlp", "mlp", layer)
+    c.flops = mats * 2 * b * p * d * f
+    c.other_flops = b * p * f * (4 if s.gated_mlp else 8)  # activation and gating
+    c.weight_bytes = e * mats * d * f
+    c.act_bytes = e * b * p * (2 * d + mats * f)
+    return c
+
+
+def _moe(s: Shape, layer: int, b: int, p: int, e: int, top_k: int) -> Cost:
+    d, fe, n = s.hidden, s.moe_intermediate, b * p
+    routed = n * top_k
+    c = Cost(f"layers.{layer}.moe", "moe", layer)
+    c.flops = 2 * n * d * s.experts + 3 * 2 * routed * d * fe
+    c.other_flops = n * s.experts * 5 + routed * fe * 4 + routed * d * 2
+    c.act_bytes = e * (2 * n * d + 3 * routed * fe + n * s.experts)
+    # weights read: the router, and each expert that receives at least one token; with many
+    # tokens that is all of them, with one token only top_k (decode is why MoE saves bytes)
+    hit = min(s.experts, routed)
+    c.weight_bytes = e * (d * s.experts + hit * 3 * d * fe)
+    if s.shared_intermediate:
+        fs = s.shared_intermediate
+        c.flops += 3 * 2 * n * d * fs + 2 * n * d
+        c.other_flops += n * fs * 4
+        c.weight_bytes += e * (3 * d * fs + d)
+        c.act_bytes += e * n * 3 * fs
+    return c
+
+
+def _vision(v: VisionShape, b: int, e: int) -> list[Cost]:
+    """CLIP tower (all layers run) and LLaVA's two-layer projector, for `b` images."""
+    n, n1, dv = v.patches, v.patches + 1, v.hidden
+    out = []
+    emb = Cost("vision.embeddings", "vision_tower", None)
+    emb.flops = 2 * b * n * v.channels * v.patch_size**2 * dv
+    emb.weight_bytes = e * (v.channels * v.patch_size**2 * dv + n1 * dv)
+    emb.act_bytes = e * b * (v.channels * v.image_size**2 + n1 * dv)
+    out.append(emb)
+    hd = dv // v.heads
+    for i in range(v.layers):
+        c = Cost(f"vision.layers.{i}", "vision_tower", None)
+        c.flops = 4 * 2 * b * n1 * dv * dv + 2 * 2 * b * v.heads * n1 * n1 * hd
+        c.flops += 2 * 2 * b * n1 * dv * v.intermediate
+        c.other_flops = 5 * b * v.heads * n1 * n1 + 8 * b * n1 * v.intermediate
+        c.weight_bytes = e * (4 * dv * dv + 2 * dv * v.intermediate)
+        c.act_bytes = e * b * n1 * (6 * dv + 2 * v.intermediate)
+        out.append(c)
+    proj = Cost("projector", "projector", None)
+    proj.flops = 2 * b * n * dv * v.text_hidden + 2 * b * n * v.text_hidden * v.text_hidden
+    proj.other_flops = 8 * b * n * v.text_hidden
+    proj.weight_bytes = e * (dv * v.text_hidden + v.text_hidden**2)
+    proj.act_bytes = e * b * n * (dv + 2 * v.text_hidden)
+    out.append(proj)
+    return out
+
+
+def forward_costs(
+    s: Shape,
+    *,
+    tokens: int,
+    context: int = 0,
+    batch: int = 1,
+    dtype_bytes: int = 4,
+    logits_tokens: int | None = None,
+    top_k: int | None = None,
+    images: int = 0,
+    active_layers: int | None = None,
+) -> list[Cost]:
+    """Per-module costs of one forward of `tokens` new tokens per row after `context` cached.
+
+    Args:
+        s: the model's shape (`shape_of(model)`).
+        tokens: new tokens per row (the prompt in a prefill, 1 in a decode step).
+        context: tokens already in the KV cache.
+        batch: rows.
+        dtype_bytes: bytes per weight and activation element (4 float32, 2 bf16/fp16).
+        logits_tokens: positions whose logits are computed (default: all `tokens`; generate's
+            prefill computes 1).
+        top_k: experts per token when a knob changed it (default: the config's).
+        images: images encoded in this forward (a VLM's prefill: one per row).
+        active_layers: decoder blocks that run (the active_layers knob).
+    """
+    b, p, e = batch, tokens, dtype_bytes
+    t = context + tokens
+    k = top_k or s.top_k
+    out: list[Cost] = []
+    if images and s.vision is not None:
+        out.extend(_vision(s.vision, images, e))
+    emb = Cost("embeddings", "embeddings", None)
+    emb.weight_bytes = e * b * p * s.hidden  # rows gathered, not the table
+    emb.act_bytes = e * b * p * s.hidden
+    out.append(emb)
+    for i in range(active_layers or s.layers):
+        att = _attention(s, i, b, p, t, e)
+        out.append(att)
+        out.append(_moe(s, i, b, p, e, k) if s.experts else _mlp(s, i, b, p, e))
+        norms = Cost(f"layers.{i}.norms", "norm", i)
+        norms.other_flops = 2 * 5 * b * p * s.hidden + 2 * b * p * s.hidden  # 2 norms, 2 adds
+        norms.weight_bytes = e * 2 * s.hidden
+        norms.act_bytes = e * 2 * 2 * b * p * s.hidden
+        out.append(norms)
+    fn = Cost("final_norm", "final_norm", None)
+    fn.other_flops = 5 * b * p * s.hidden
+    fn.weight_bytes = e * s.hidden
+    fn.act_bytes = e * 2 * b * p * s.hidden
+    out.append(fn)
+    lt = p if logits_tokens is None else logits_tokens
+    head = Cost("lm_head", "lm_head", None)
+    head.flops = 2 * b * lt * s.hidden * s.vocab
+    head.weight_bytes = e * s.hidden * s.vocab
+    head.act_bytes = e * b * lt * (s.hidden + s.vocab)
+    out.append(head)
+    return out
+
+
+def total(costs: list[Cost]) -> Cost:
+    """The sum of a list of costs."""
+    t = Cost("total", "total", None)
+    for c in costs:
+        t.flops += c.flops
+        t.other_flops += c.other_flops
+        t.weight_bytes += c.weight_bytes
+        t.act_bytes += c.act_bytes
+        t.kv_read_bytes += c.kv_read_bytes
+        t.kv_write_bytes += c.kv_write_bytes
+    return t
+
+
+def generation_costs(
+    s: Shape,
+    *,
+    prompt_tokens: int,
+    new_tokens: int,
+    batch: int = 1,
+    dtype_bytes: int = 4,
+    top_k: int | None = None,
+    images: int = 0,
+    active_layers: int | None = None,
+) -> dict[str, Any]:
+    """Costs of one `generate` call: its prefill and every decode step (summed and per step).
+
+    The prefill computes logits for the last position only, as generate does; each of the
+    `new_tokens - 1` decode steps processes one token at a growing context.
+    """
+    kw = dict(batch=batch, dtype_bytes=dtype_bytes, top_k=top_k, active_layers=active_layers)
+    prefill = forward_costs(
+        s, tokens=prompt_tokens, context=0, logits_tokens=1, images=images, **kw
+    )
+    steps = [
+        total(forward_costs(s, tokens=1, context=prompt_tokens + i, logits_tokens=1, **kw))
+        for i in range(new_tokens - 1)
+    ]
+    decode = total(steps) if steps else Cost("total", "total", None)
+    return {
+        "prefill": prefill,
+        "prefill_total": total(prefill),
+        "decode_steps": steps,
+        "decode_total": decode,
+    }
