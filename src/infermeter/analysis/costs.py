@@ -34,111 +34,18 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from infermeter.models.shape import Shape, VisionShape, shape_of
 
-@dataclass(frozen=True)
-class VisionShape:
-    """A CLIP-style vision tower and LLaVA's projector."""
-
-    layers: int
-    hidden: int
-    heads: int
-    intermediate: int
-    image_size: int
-    patch_size: int
-    channels: int
-    projector_hidden: int
-    text_hidden: int
-
-    @property
-    def patches(self) -> int:
-        """Image tokens (patches) per image."""
-        return (self.image_size // self.patch_size) ** 2
-
-
-@dataclass(frozen=True)
-class Shape:
-    """What the cost formulas need from a model's config (text part, plus vision)."""
-
-    family: str
-    layers: int
-    hidden: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    intermediate: int
-    gated_mlp: bool
-    vocab: int
-    experts: int = 0
-    top_k: int = 0
-    moe_intermediate: int = 0
-    shared_intermediate: int = 0
-    sliding_window: int | None = None
-    vision: VisionShape | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict for JSON and the store."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Shape:
-        """Inverse of to_dict."""
-        d = dict(d)
-        if d.get("vision"):
-            d["vision"] = VisionShape(**d["vision"])
-        return cls(**d)
-
-
-def _get(cfg: Any, *names: str, default: Any = None) -> Any:
-    for n in names:
-        v = getattr(cfg, n, None)
-        if v is not None:
-            return v
-    return default
-
-
-def shape_of(model_or_config: Any) -> Shape:
-    """The cost shape of a transformers model (or its config)."""
-    config = getattr(model_or_config, "config", model_or_config)
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    family = getattr(text, "model_type", "")
-    hidden = int(_get(text, "hidden_size", "n_embd"))
-    heads = int(_get(text, "num_attention_heads", "n_head"))
-    experts = int(_get(text, "num_local_experts", "num_experts", default=0) or 0)
-    vision = None
-    vcfg = getattr(config, "vision_config", None)
-    if vcfg is not None:
-        vision = VisionShape(
-            layers=int(vcfg.num_hidden_layers),
-            hidden=int(vcfg.hidden_size),
-            heads=int(vcfg.num_attention_heads),
-            intermediate=int(vcfg.intermediate_size),
-            image_size=int(vcfg.image_size),
-            patch_size=int(vcfg.patch_size),
-            channels=int(getattr(vcfg, "num_channels", 3)),
-            projector_hidden=hidden,
-            text_hidden=hidden,
-        )
-    return Shape(
-        family=family,
-        layers=int(_get(text, "num_hidden_layers", "n_layer")),
-        hidden=hidden,
-        heads=heads,
-        kv_heads=int(_get(text, "num_key_value_heads", default=heads) or heads),
-        head_dim=int(_get(text, "head_dim", default=hidden // heads) or hidden // heads),
-        intermediate=int(_get(text, "intermediate_size", "n_inner", default=4 * hidden)),
-        gated_mlp=family not in ("gpt2",),
-        vocab=int(text.vocab_size),
-        experts=experts,
-        top_k=int(_get(text, "num_experts_per_tok", default=0) or 0) if experts else 0,
-        moe_intermediate=int(
-            _get(text, "moe_intermediate_size", "intermediate_size", default=0) or 0
-        )
-        if experts
-        else 0,
-        shared_intermediate=int(_get(text, "shared_expert_intermediate_size", default=0) or 0),
-        sliding_window=_get(text, "sliding_window"),
-        vision=vision,
-    )
+__all__ = [
+    "Cost",
+    "Shape",
+    "VisionShape",
+    "forward_costs",
+    "generation_costs",
+    "shape_of",
+    "total",
+    "useful_attention_flops",
+]
 
 
 @dataclass

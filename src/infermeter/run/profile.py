@@ -24,6 +24,7 @@ from infermeter.measure.energy.sampler import PowerSampler
 from infermeter.measure.energy.select import open_source
 from infermeter.measure.memory import MemoryTracker
 from infermeter.models.loader import LoadedModel, load_model
+from infermeter.models.shape import shape_of
 from infermeter.run.config import RunConfig
 from infermeter.run.energy import attribute, unavailable_energy
 from infermeter.run.environment import library_versions
@@ -143,7 +144,7 @@ def profile(
         run_id=None,
         config=config.to_dict(),
         knobs={**config.knob_values(), **(knobs or {})},
-        model_info=info.to_dict(),
+        model_info={**info.to_dict(), "shape": shape_of(model).to_dict()},
         device=describe_device(device),
         versions=library_versions(),
         created=_now(),

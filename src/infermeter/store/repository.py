@@ -33,6 +33,7 @@ from infermeter.store.schema import (
     POWER_CHUNK,
     SCHEMA_VERSION,
     Base,
+    CeilingsRow,
     LayerStatsRow,
     Meta,
     PowerSamplesRow,
@@ -277,6 +278,38 @@ class Store:
                 return False
             s.add(SweepRow(id=sweep_id, name=name, knobs=knobs, created=_now(), spec=spec))
             return True
+
+    def save_ceilings(self, ceilings: Any) -> None:
+        """Keep measured ceilings (an `analysis.hardware.Ceilings`) for this host."""
+        with self.session("write to") as s:
+            s.add(
+                CeilingsRow(
+                    device=ceilings.device,
+                    host=socket.gethostname(),
+                    flops=ceilings.flops,
+                    bandwidth=ceilings.bandwidth,
+                    source=ceilings.source,
+                    details=ceilings.details,
+                    created=_now(),
+                )
+            )
+
+    def measured_ceilings(self, device: str) -> Any:
+        """The newest ceilings measured on this host for `device`, or None."""
+        from infermeter.analysis.hardware import Ceilings
+
+        with self.session("read") as s:
+            row = s.scalars(
+                select(CeilingsRow)
+                .where(CeilingsRow.device == device, CeilingsRow.host == socket.gethostname())
+                .order_by(CeilingsRow.id.desc())
+                .limit(1)
+            ).first()
+            if row is None:
+                return None
+            return Ceilings(
+                row.device, dict(row.flops), row.bandwidth, row.source, True, dict(row.details)
+            )
 
     # -- reading -----------------------------------------------------------------------------
 

@@ -184,3 +184,17 @@ class PowerSamplesRow(Base):
 
 #: Readings per power_samples row.
 POWER_CHUNK = 1024
+
+
+class CeilingsRow(Base):
+    """Ceilings measured by `infermeter calibrate` on one device of one host."""
+
+    __tablename__ = "ceilings"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    device: Mapped[str] = mapped_column(String(255), index=True)
+    host: Mapped[str] = mapped_column(String(255))
+    flops: Mapped[dict] = mapped_column(JSON)
+    bandwidth: Mapped[float | None] = mapped_column(Float)
+    source: Mapped[str] = mapped_column(Text)
+    details: Mapped[dict] = mapped_column(JSON, default=dict)
+    created: Mapped[str] = mapped_column(String(40))

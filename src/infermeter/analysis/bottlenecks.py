@@ -1,0 +1,267 @@
+"""Bottleneck rules: each finding has an id, a severity, the numbers that fired it, and advice.
+
+Rules read an `Evidence` (what a run and its analysis measured) and fire or stay silent; each
+has thresholds in one place below, and tests that construct inputs on both sides of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One rule that fired."""
+
+    id: str
+    severity: str
+    title: str
+    evidence: dict[str, Any]
+    advice: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON."""
+        return asdict(self)
+
+
+@dataclass
+class Evidence:
+    """What the rules look at; fields a run does not have stay None."""
+
+    batch: int = 1
+    decode_bound: str | None = None
+    decode_intensity: float | None = None
+    ridge: float | None = None
+    decode_measured_ms: float | None = None
+    decode_min_ms: float | None = None
+    prefill_parts_ms: dict[str, float] | None = None
+    ttft_ms: float | None = None
+    prompt_tokens: int | None = None
+    moe_imbalance: float | None = None
+    moe_layer: int | None = None
+    scaling: dict[str, Any] | None = None
+    compile_ms: float | None = None
+    measured_total_ms: float | None = None
+    memory_used_mb: float | None = None
+    memory_total_mb: float | None = None
+    variant_slowdown: float | None = None
+    knob_checks: dict[str, Any] = field(default_factory=dict)
+    prefill_pct_attainable: float | None = None
+
+
+def _sev(value: float, medium: float, high: float) -> str:
+    return "high" if value >= high else "medium" if value >= medium else "low"
+
+
+def memory_bound_decode(e: Evidence) -> Finding | None:
+    """Decode at small batch reads every weight per token: bandwidth, not compute, limits it."""
+    if e.decode_bound != "memory" or e.batch > 4:
+        return None
+    return Finding(
+        "memory-bound-decode",
+        "high" if e.batch == 1 else "medium",
+        f"decode is memory-bound at batch {e.batch}",
+        {
+            "batch": e.batch,
+            "intensity_flop_per_byte": e.decode_intensity,
+            "ridge": e.ridge,
+            "tpot_ms": e.decode_measured_ms,
+            "bandwidth_bound_ms": e.decode_min_ms,
+        },
+        "batch more requests per step, quantize weights (fewer bytes per token), or use "
+        "speculative decoding",
+    )
+
+
+def framework_overhead(e: Evidence) -> Finding | None:
+    """Time outside the model's layers, or far above the bandwidth bound, is framework cost."""
+    share = None
+    if e.prefill_parts_ms:
+        total = sum(e.prefill_parts_ms.values())
+        outside = e.prefill_parts_ms.get("outside forward", 0) + e.prefill_parts_ms.get(
+            "forward rest", 0
+        )
+        share = outside / total if total else None
+    ratio = (
+        e.decode_measured_ms / e.decode_min_ms if e.decode_measured_ms and e.decode_min_ms else None
+    )
+    fired_share = share is not None and share >= 0.2
+    fired_ratio = ratio is not None and ratio >= 5
+    if not (fired_share or fired_ratio):
+        return None
+    sev = max(
+        _sev(share or 0, 0.2, 0.4), _sev(ratio or 0, 5, 20), key=["low", "medium", "high"].index
+    )
+    return Finding(
+        "framework-overhead",
+        sev,
+        "much of the time is spent outside the model's layers",
+        {"prefill_outside_share": share, "decode_over_bandwidth_bound": ratio},
+        "torch.compile (or CUDA graphs on GPU) removes per-op launch and Python cost; larger "
+        "batches amortise it",
+    )
+
+
+def attention_dominates(e: Evidence) -> Finding | None:
+    """At long context the quadratic attention term overtakes the linear layers."""
+    if not e.prefill_parts_ms:
+        return None
+    total = sum(e.prefill_parts_ms.values())
+    share = e.prefill_parts_ms.get("attention", 0) / total if total else 0
+    if share < 0.4:
+        return None
+    return Finding(
+        "attention-dominates",
+        _sev(share, 0.4, 0.6),
+        f"attention is {share:.0%} of prefill",
+        {"attention_share": share, "prompt_tokens": e.prompt_tokens},
+        "use a fused attention kernel (sdpa, flash_attention_2), a sliding window, or shorter "
+        "prompts (prefix caching)",
+    )
+
+
+def moe_imbalance(e: Evidence) -> Finding | None:
+    """A busy expert sets the pace of a MoE layer; even loads use all experts' hardware."""
+    if e.moe_imbalance is None or e.moe_imbalance < 2.0:
+        return None
+    return Finding(
+        "moe-imbalance",
+        _sev(e.moe_imbalance, 2.0, 4.0),
+        f"the busiest expert gets {e.moe_imbalance:.1f}x its fair share",
+        {"imbalance": e.moe_imbalance, "layer": e.moe_layer},
+        "check the router (load-balancing loss, capacity factor); at serving time, place hot "
+        "experts on more devices",
+    )
+
+
+def poor_scaling(e: Evidence) -> Finding | None:
+    """Per-token time that grows with length means a superlinear total cost."""
+    s = e.scaling
+    if not s or s.get("verdict") != "poor":
+        return None
+    return Finding(
+        "poor-scaling",
+        "high" if s.get("loglog_slope", 0) > 0.8 else "medium",
+        f"{s.get('metric')} grows with {s.get('length')}",
+        {"loglog_slope": s.get("loglog_slope"), "evidence": s.get("evidence")},
+        "attention over a growing context: use a fused kernel, cache prefixes, or cap the "
+        "context with a sliding window",
+    )
+
+
+def compile_dominates(e: Evidence) -> Finding | None:
+    """A cold compile that costs more than the runs it speeds up does not pay off."""
+    if not e.compile_ms or not e.measured_total_ms or e.compile_ms < 0.5 * e.measured_total_ms:
+        return None
+    ratio = e.compile_ms / e.measured_total_ms
+    return Finding(
+        "compile-dominates",
+        _sev(ratio, 0.5, 2.0),
+        "compilation costs more than the measured work",
+        {"compile_ms": e.compile_ms, "measured_total_ms": e.measured_total_ms},
+        "compile only long-running servers, reuse the compile cache, or use "
+        "mode='reduce-overhead' with fixed shapes",
+    )
+
+
+def near_memory_limit(e: Evidence) -> Finding | None:
+    """Close to the device's memory, the next longer prompt or bigger batch fails."""
+    if not e.memory_used_mb or not e.memory_total_mb:
+        return None
+    share = e.memory_used_mb / e.memory_total_mb
+    if share < 0.9:
+        return None
+    return Finding(
+        "near-memory-limit",
+        "high" if share >= 0.97 else "medium",
+        f"peak memory is {share:.0%} of the device",
+        {"peak_mb": e.memory_used_mb, "total_mb": e.memory_total_mb},
+        "lower the batch or context, use bf16/fp16 or quantized weights, or offload the KV cache",
+    )
+
+
+def variant_slower(e: Evidence) -> Finding | None:
+    """A variant slower than its baseline (compare, systems-analysis)."""
+    if e.variant_slowdown is None or e.variant_slowdown < 1.05:
+        return None
+    return Finding(
+        "variant-slower",
+        _sev(e.variant_slowdown, 1.05, 1.25),
+        f"the variant is {e.variant_slowdown:.2f}x slower than the baseline",
+        {"slowdown": e.variant_slowdown},
+        "look at the per-phase and per-layer comparison for where the time went",
+    )
+
+
+def knob_path_unused(e: Evidence) -> Finding | None:
+    """A knob whose intended path did not run, or a compute-bound phase far below its ceiling."""
+    failed = {k: v for k, v in e.knob_checks.items() if isinstance(v, dict) and v.get("error")}
+    low = e.prefill_pct_attainable is not None and e.prefill_pct_attainable < 10
+    if not failed and not low:
+        return None
+    return Finding(
+        "low-utilisation",
+        "high" if failed else "medium",
+        "a knob's intended path did not run" if failed else "prefill is far below its ceiling",
+        {"failed_checks": failed, "prefill_pct_attainable": e.prefill_pct_attainable},
+        "check that the kernel or knob is supported on this device and dtype; a compute-bound "
+        "phase far below peak usually runs an unfused or fallback kernel",
+    )
+
+
+RULES: list[Callable[[Evidence], Finding | None]] = [
+    memory_bound_decode,
+    framework_overhead,
+    attention_dominates,
+    moe_imbalance,
+    poor_scaling,
+    compile_dominates,
+    near_memory_limit,
+    variant_slower,
+    knob_path_unused,
+]
+
+
+def find_bottlenecks(e: Evidence) -> list[Finding]:
+    """Every rule that fires, high severity first."""
+    order = {"high": 0, "medium": 1, "low": 2}
+    found = [f for rule in RULES if (f := rule(e)) is not None]
+    return sorted(found, key=lambda f: order[f.severity])
+
+
+def evidence_of(run: Any, roof: dict[str, Any] | None) -> Evidence:
+    """Evidence from a stored run and its roofline."""
+    from infermeter.run.components import phase_components
+
+    m = run.measured or run.samples
+    e = Evidence(batch=m[0].batch_size if m else 1)
+    s = run.summary()
+    e.ttft_ms = s["ttft_ms"].mean
+    e.prompt_tokens = m[0].prompt_tokens if m else None
+    if roof:
+        e.decode_bound = roof["decode"].get("bound")
+        e.decode_intensity = roof["decode"].get("intensity")
+        e.ridge = roof.get("ridge_flop_per_byte")
+        e.decode_measured_ms = roof.get("decode_measured_ms")
+        e.decode_min_ms = roof.get("decode_min_ms")
+        e.prefill_pct_attainable = roof["prefill"].get("pct_attainable")
+    e.prefill_parts_ms = phase_components(run, "prefill")
+    loads = run.layers.get("moe_load") or []
+    if loads:
+        worst = max(loads, key=lambda r: r["imbalance"])
+        e.moe_imbalance, e.moe_layer = worst["imbalance"], worst["layer"]
+    e.compile_ms = run.phases.get("compile_ms")
+    e.measured_total_ms = sum(x.total_ms for x in run.measured) or None
+    peak = max((x.peak_allocated_mb or 0 for x in m), default=0)
+    total_mb = (run.device or {}).get("total_memory_mb")
+    if not peak:  # CPU: the process's resident peak against the host's memory
+        import psutil
+
+        peak = max((x.rss_peak_mb or 0 for x in m), default=0)
+        total_mb = psutil.virtual_memory().total / 2**20
+    if peak and total_mb:
+        e.memory_used_mb, e.memory_total_mb = peak, total_mb
+    e.knob_checks = run.checks or {}
+    return e

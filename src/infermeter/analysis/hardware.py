@@ -1,0 +1,254 @@
+"""Hardware ceilings: a spec table of common accelerators, and measured ceilings of this device.
+
+Spec values are dense (no structured sparsity) peak FLOP/s per dtype and peak memory bandwidth,
+each row citing the datasheet it comes from. Hardware not in the table is "unknown": we never
+guess. `calibrate()` measures what this device attains (best-of-N square matmuls per dtype, and
+a large tensor copy for bandwidth) and the store keeps it; analysis prefers measured ceilings,
+because they are what the device can actually do with this PyTorch.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+T = 1e12
+G = 1e9
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """Peak FLOP/s per dtype and memory bandwidth of one device."""
+
+    device: str
+    flops: dict[str, float]
+    bandwidth: float | None
+    source: str
+    measured: bool = False
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def peak(self, dtype: str) -> float | None:
+        """FLOP/s for `dtype` (float16 and bfloat16 share tensor cores where one is missing)."""
+        if dtype in self.flops:
+            return self.flops[dtype]
+        twin = {"bfloat16": "float16", "float16": "bfloat16"}.get(dtype)
+        return self.flops.get(twin) if twin else None
+
+    def ridge(self, dtype: str) -> float | None:
+        """Operational intensity (FLOP/byte) where compute and bandwidth limits meet."""
+        peak = self.peak(dtype)
+        return peak / self.bandwidth if peak and self.bandwidth else None
+
+    def attainable(self, dtype: str, intensity: float) -> float | None:
+        """Roofline: min(peak, intensity x bandwidth)."""
+        peak = self.peak(dtype)
+        if not peak or not self.bandwidth:
+            return None
+        return min(peak, intensity * self.bandwidth)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON and the store."""
+        return asdict(self)
+
+
+#: (name pattern, ceilings). float32 is the non-tensor-core FP32 rate; bfloat16/float16 dense
+#: tensor-core rates with FP32 accumulation.
+SPECS: list[tuple[str, Ceilings]] = [
+    (
+        r"H100.*(SXM|HBM3)",
+        Ceilings(
+            "NVIDIA H100 SXM5 80GB",
+            {"float32": 67 * T, "tf32": 494.7 * T, "bfloat16": 989.4 * T, "float16": 989.4 * T},
+            3.35e12,
+            "NVIDIA H100 Tensor Core GPU datasheet (dense; sparsity doubles tensor rates)",
+        ),
+    ),
+    (
+        r"H100.*(PCIe|HBM2e)",
+        Ceilings(
+            "NVIDIA H100 PCIe 80GB",
+            {"float32": 51 * T, "tf32": 378 * T, "bfloat16": 756 * T, "float16": 756 * T},
+            2.0e12,
+            "NVIDIA H100 Tensor Core GPU datasheet, PCIe column (dense)",
+        ),
+    ),
+    (
+        r"H200",
+        Ceilings(
+            "NVIDIA H200 SXM 141GB",
+            {"float32": 67 * T, "tf32": 494.7 * T, "bfloat16": 989.4 * T, "float16": 989.4 * T},
+            4.8e12,
+            "NVIDIA H200 Tensor Core GPU datasheet (dense)",
+        ),
+    ),
+    (
+        r"A100.*80",
+        Ceilings(
+            "NVIDIA A100 SXM 80GB",
+            {"float32": 19.5 * T, "tf32": 156 * T, "bfloat16": 312 * T, "float16": 312 * T},
+            2.039e12,
+            "NVIDIA A100 Tensor Core GPU datasheet (dense)",
+        ),
+    ),
+    (
+        r"A100",
+        Ceilings(
+            "NVIDIA A100 40GB",
+            {"float32": 19.5 * T, "tf32": 156 * T, "bfloat16": 312 * T, "float16": 312 * T},
+            1.555e12,
+            "NVIDIA A100 Tensor Core GPU datasheet, 40GB (dense)",
+        ),
+    ),
+    (
+        r"L40S",
+        Ceilings(
+            "NVIDIA L40S",
+            {"float32": 91.6 * T, "tf32": 183 * T, "bfloat16": 362.05 * T, "float16": 362.05 * T},
+            864 * G,
+            "NVIDIA L40S datasheet (dense)",
+        ),
+    ),
+    (
+        r"\bL4\b",
+        Ceilings(
+            "NVIDIA L4",
+            {"float32": 30.3 * T, "tf32": 60 * T, "bfloat16": 121 * T, "float16": 121 * T},
+            300 * G,
+            "NVIDIA L4 datasheet (dense)",
+        ),
+    ),
+    (
+        r"A10G|\bA10\b",
+        Ceilings(
+            "NVIDIA A10 / A10G",
+            {"float32": 31.2 * T, "tf32": 62.5 * T, "bfloat16": 125 * T, "float16": 125 * T},
+            600 * G,
+            "NVIDIA A10 datasheet (dense); AWS's A10G is listed with the same memory bandwidth",
+        ),
+    ),
+    (
+        r"\bT4\b",
+        Ceilings(
+            "NVIDIA T4",
+            {"float32": 8.1 * T, "float16": 65 * T},
+            320 * G,
+            "NVIDIA T4 datasheet (mixed-precision FP16/FP32; no bfloat16)",
+        ),
+    ),
+    (
+        r"4090",
+        Ceilings(
+            "NVIDIA GeForce RTX 4090",
+            {"float32": 82.6 * T, "bfloat16": 165.2 * T, "float16": 165.2 * T},
+            1008 * G,
+            "NVIDIA Ada Lovelace architecture whitepaper (FP16/BF16 tensor, FP32 accumulate)",
+        ),
+    ),
+    (
+        r"Apple M1 Max",
+        Ceilings("Apple M1 Max (GPU)", {"float32": 10.4 * T}, 400 * G, "Apple press release 2021"),
+    ),
+    (
+        r"Apple M1",
+        Ceilings("Apple M1 (GPU)", {"float32": 2.6 * T}, 68.25 * G, "Apple M1 press release"),
+    ),
+    (
+        r"Apple M2 Ultra",
+        Ceilings("Apple M2 Ultra (GPU)", {"float32": 27.2 * T}, 800 * G, "Apple press release"),
+    ),
+    (
+        r"Apple M2",
+        Ceilings("Apple M2 (GPU)", {"float32": 3.6 * T}, 100 * G, "Apple M2 press release"),
+    ),
+]
+
+
+def spec_ceilings(device_name: str) -> Ceilings | None:
+    """The spec row matching this device name, or None: unknown hardware is not guessed."""
+    for pattern, ceil in SPECS:
+        if re.search(pattern, device_name or "", flags=re.IGNORECASE):
+            return ceil
+    return None
+
+
+def _sync(device: Any) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+def measure_matmul(device: Any, dtype: Any, n: int, repeats: int = 5) -> float:
+    """Best FLOP/s of an n x n x n matmul on `device` (2 n^3 FLOPs per call)."""
+    import torch
+
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    torch.matmul(a, b)  # warm-up: kernels chosen, caches filled
+    _sync(device)
+    best = float("inf")
+    inner = 3
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            torch.matmul(a, b)
+        _sync(device)
+        best = min(best, (time.perf_counter() - t0) / inner)
+    return 2 * n**3 / best
+
+
+def measure_bandwidth(device: Any, megabytes: int, repeats: int = 5) -> float:
+    """Best bytes/s of a large tensor copy (read + write counted)."""
+    import torch
+
+    n = megabytes * 2**20 // 4
+    src = torch.empty(n, device=device, dtype=torch.float32).uniform_()
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    _sync(device)
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        dst.copy_(src)
+        _sync(device)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n * 4 / best
+
+
+def calibrate(device: Any, quick: bool = False) -> Ceilings:
+    """Measure this device's attainable matmul FLOP/s per dtype and copy bandwidth."""
+    import torch
+
+    from infermeter.measure.device import describe_device
+
+    desc = describe_device(device)
+    gpu = device.type in ("cuda", "mps")
+    n = (2048 if quick else 4096) if gpu else (512 if quick else 1024)
+    mb = (256 if quick else 1024) if gpu else (64 if quick else 256)
+    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+    if gpu:
+        dtypes["float16"] = torch.float16
+    flops = {}
+    for name, dt in dtypes.items():
+        try:
+            flops[name] = measure_matmul(device, dt, n)
+        except RuntimeError:  # a dtype the device cannot multiply
+            continue
+    bw = measure_bandwidth(device, mb)
+    return Ceilings(
+        device=str(desc.get("name")),
+        flops=flops,
+        bandwidth=bw,
+        source=f"measured by infermeter calibrate ({n}^3 matmuls, {mb} MiB copies)",
+        measured=True,
+        details={"matmul_n": n, "copy_mb": mb, "torch": torch.__version__, "device": desc},
+    )
+
+
+def best_ceilings(device_name: str, measured: Ceilings | None) -> Ceilings | None:
+    """Measured ceilings when there are some, else the spec row, else None."""
+    return measured if measured is not None else spec_ceilings(device_name)

@@ -1,0 +1,85 @@
+"""Every bottleneck rule on constructed evidence: one input that must fire, one that must not."""
+
+import pytest
+
+from infermeter.analysis.bottlenecks import Evidence, find_bottlenecks
+
+PARTS_ATT = {"attention": 70.0, "mlp": 20.0, "outside forward": 5.0, "forward rest": 5.0}
+PARTS_OVER = {"attention": 10.0, "mlp": 30.0, "outside forward": 40.0, "forward rest": 20.0}
+PARTS_OK = {"attention": 25.0, "mlp": 65.0, "outside forward": 5.0, "forward rest": 5.0}
+
+CASES = [
+    (
+        "memory-bound-decode",
+        Evidence(batch=1, decode_bound="memory"),
+        Evidence(batch=32, decode_bound="memory"),
+    ),
+    (
+        "memory-bound-decode",
+        Evidence(batch=2, decode_bound="memory"),
+        Evidence(batch=1, decode_bound="compute"),
+    ),
+    (
+        "framework-overhead",
+        Evidence(prefill_parts_ms=PARTS_OVER),
+        Evidence(prefill_parts_ms=PARTS_OK),
+    ),
+    (
+        "framework-overhead",
+        Evidence(decode_measured_ms=60, decode_min_ms=5),
+        Evidence(decode_measured_ms=8, decode_min_ms=5),
+    ),
+    (
+        "attention-dominates",
+        Evidence(prefill_parts_ms=PARTS_ATT),
+        Evidence(prefill_parts_ms=PARTS_OK),
+    ),
+    ("moe-imbalance", Evidence(moe_imbalance=3.1, moe_layer=2), Evidence(moe_imbalance=1.3)),
+    (
+        "poor-scaling",
+        Evidence(scaling={"verdict": "poor", "loglog_slope": 0.9}),
+        Evidence(scaling={"verdict": "constant", "loglog_slope": 0.01}),
+    ),
+    (
+        "compile-dominates",
+        Evidence(compile_ms=20000, measured_total_ms=500),
+        Evidence(compile_ms=100, measured_total_ms=500),
+    ),
+    (
+        "near-memory-limit",
+        Evidence(memory_used_mb=79000, memory_total_mb=81000),
+        Evidence(memory_used_mb=20000, memory_total_mb=81000),
+    ),
+    ("variant-slower", Evidence(variant_slowdown=1.3), Evidence(variant_slowdown=0.8)),
+    (
+        "low-utilisation",
+        Evidence(knob_checks={"top_k": {"error": "routed to [4]"}}),
+        Evidence(knob_checks={"top_k": {"experts_per_token": 2}}),
+    ),
+    (
+        "low-utilisation",
+        Evidence(prefill_pct_attainable=3.0),
+        Evidence(prefill_pct_attainable=60.0),
+    ),
+]
+
+
+@pytest.mark.parametrize("rule,fires,quiet", CASES)
+def test_rule_fires_and_stays_quiet(rule, fires, quiet):
+    found = {f.id: f for f in find_bottlenecks(fires)}
+    assert rule in found
+    f = found[rule]
+    assert f.severity in ("high", "medium", "low") and f.advice and f.evidence
+    assert rule not in {f.id for f in find_bottlenecks(quiet)}
+
+
+def test_severity_scales_with_the_evidence_and_high_comes_first():
+    mild = {f.id: f for f in find_bottlenecks(Evidence(moe_imbalance=2.5))}["moe-imbalance"]
+    bad = {f.id: f for f in find_bottlenecks(Evidence(moe_imbalance=5))}["moe-imbalance"]
+    assert (mild.severity, bad.severity) == ("medium", "high")
+    both = find_bottlenecks(Evidence(moe_imbalance=2.5, batch=1, decode_bound="memory"))
+    assert [f.severity for f in both] == ["high", "medium"]
+
+
+def test_empty_evidence_finds_nothing():
+    assert find_bottlenecks(Evidence()) == []
