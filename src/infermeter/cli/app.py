@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from infermeter.cli.analyze_cmd import analyze_command, calibrate_command
 from infermeter.cli.energy_cmd import energy_app
 from infermeter.cli.export_cmd import export_command
 from infermeter.cli.models_cmd import models_command
@@ -31,6 +32,8 @@ app.command("sweep")(sweep_command)
 app.command("experiment")(experiment_command)
 app.command("plot")(plot_command)
 app.command("knobs")(knobs_command)
+app.command("calibrate")(calibrate_command)
+app.command("analyze")(analyze_command)
 app.add_typer(runs_app, name="runs")
 app.add_typer(sweeps_app, name="sweeps")
 app.add_typer(energy_app, name="energy")

@@ -1,0 +1,160 @@
+"""`infermeter calibrate` and `infermeter analyze RUN`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich import box
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from infermeter.cli.guard import guard
+from infermeter.cli.output import print_json, writable_dir
+from infermeter.report.jsonio import clean_json, dump_json
+from infermeter.store import Store
+
+
+def _si(v: float | None, unit: str) -> str:
+    if v is None:
+        return "-"
+    for p, f in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= f:
+            return f"{v / f:,.1f} {p}{unit}"
+    return f"{v:,.2f} {unit}"
+
+
+@guard
+def calibrate_command(
+    device: str = typer.Option("auto", help="auto, cpu, cuda, cuda:N or mps."),
+    quick: bool = typer.Option(False, "--quick", help="Smaller matrices and copies."),
+    db: str = typer.Option(None, help="Database URL or SQLite file."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
+) -> None:
+    """Measure this device's matmul FLOP/s per dtype and copy bandwidth; analysis uses them."""
+    from infermeter.analysis.hardware import calibrate, spec_ceilings
+    from infermeter.measure.device import resolve_device
+
+    dev = resolve_device(device)
+    measured = calibrate(dev, quick=quick)
+    store = Store(db)
+    store.save_ceilings(measured)
+    spec = spec_ceilings(measured.device)
+    if json_out:
+        print_json(
+            clean_json({"measured": measured.to_dict(), "spec": spec.to_dict() if spec else None})
+        )
+        return
+    table = Table(title=f"ceilings of {measured.device}", title_justify="left")
+    for col in ("", "measured", "spec sheet"):
+        table.add_column(col, justify="right" if col else "left")
+    for dt, v in measured.flops.items():
+        table.add_row(
+            f"matmul {dt}", _si(v, "FLOP/s"), _si(spec.peak(dt), "FLOP/s") if spec else "unknown"
+        )
+    table.add_row(
+        "copy bandwidth",
+        _si(measured.bandwidth, "B/s"),
+        _si(spec.bandwidth, "B/s") if spec else "unknown",
+    )
+    Console(soft_wrap=True).print(table)
+    Console(soft_wrap=True).print(
+        f"stored in {store.where}; `infermeter analyze` uses them", style="dim", markup=False
+    )
+
+
+@guard
+def analyze_command(
+    run_id: str = typer.Argument(..., help="Run id or unique prefix."),
+    db: str = typer.Option(None, help="Database URL or SQLite file."),
+    out: Path = typer.Option(None, help="Also write analysis.json and the roofline PNG/CSV."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
+) -> None:
+    """Roofline, bandwidth and compute bounds, and bottleneck findings of a stored run."""
+    from infermeter.analysis.analyze import analyze_run
+    from infermeter.report.roofline_figure import roofline_figure
+
+    store = Store(db)
+    run = store.get(run_id)
+    measured = store.measured_ceilings(str((run.device or {}).get("name")))
+    doc = clean_json(analyze_run(run, measured))
+    files = []
+    if out is not None:
+        folder = writable_dir(out)
+        files = [
+            dump_json(folder / f"analysis-{run.run_id}.json", doc),
+            *roofline_figure(doc, folder, f"roofline-{run.run_id}"),
+        ]
+    if json_out:
+        print_json(doc)
+        return
+    Console(soft_wrap=True).print(analysis_card(doc))
+    for f in files:
+        Console(soft_wrap=True).print(f"wrote {f}", style="dim", markup=False)
+
+
+def analysis_card(doc: dict) -> Group:
+    """The roofline table, the bounds and the findings, for people."""
+    roof = doc["roofline"]
+    parts: list = [
+        Text(
+            f"run {doc['run_id']} · {doc['model']} · {doc['device']} · ceilings: "
+            f"{doc['ceilings_source']}",
+            style="bold",
+        )
+    ]
+    t = Table(
+        title="roofline: one forward",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    for col in ("phase", "kind", "GFLOP", "MB", "FLOP/B", "ms", "GFLOP/s", "% attain", "bound"):
+        t.add_column(
+            col, justify="left" if col in ("phase", "kind", "bound") else "right", no_wrap=True
+        )
+
+    def g(v: float | None, scale: float) -> str:
+        return "-" if v is None else f"{v / scale:,.3g}"
+
+    for r in [*roof["rows"], roof["prefill"], roof["decode"]]:
+        t.add_row(
+            r["phase"],
+            r["kind"],
+            g(r["flops"], 1e9),
+            g(r["bytes"], 1e6),
+            f"{r['intensity']:.2f}",
+            g(r["measured_ms"], 1),
+            g(r["achieved_flops"], 1e9),
+            "-" if r["pct_attainable"] is None else f"{r['pct_attainable']:.0f}%",
+            r["bound"] or "-",
+        )
+    parts.append(t)
+    if roof.get("decode_min_ms") is not None:
+        parts.append(
+            Text(
+                f"decode step: {roof['decode_measured_ms']:.2f} ms measured vs "
+                f"{roof['decode_min_ms']:.2f} ms to read weights + KV cache at full bandwidth "
+                f"({roof['decode_measured_ms'] / roof['decode_min_ms']:.1f}x)"
+            )
+        )
+    if roof.get("prefill_min_ms") is not None:
+        parts.append(
+            Text(
+                f"prefill: {roof['prefill_measured_ms']:.2f} ms measured vs "
+                f"{roof['prefill_min_ms']:.2f} ms at peak FLOP/s"
+            )
+        )
+    if roof.get("ridge_flop_per_byte"):
+        parts.append(Text(f"ridge point: {roof['ridge_flop_per_byte']:.1f} FLOP/byte", style="dim"))
+    if doc["findings"]:
+        parts.append(Text("findings", style="bold"))
+        for f in doc["findings"]:
+            color = {"high": "red", "medium": "yellow"}.get(f["severity"], "white")
+            parts.append(Text(f"[{f['severity']}] {f['id']}: {f['title']}", style=color))
+            parts.append(Text(f"    -> {f['advice']}", style="dim"))
+    else:
+        parts.append(Text("no bottleneck rule fired", style="dim"))
+    return Group(*parts)
