@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from infermeter.cli.analyze_cmd import analyze_command, calibrate_command
+from infermeter.cli.analyze_cmd import analyze_command, calibrate_command, compare_command
 from infermeter.cli.energy_cmd import energy_app
 from infermeter.cli.export_cmd import export_command
 from infermeter.cli.models_cmd import models_command
@@ -34,6 +34,7 @@ app.command("plot")(plot_command)
 app.command("knobs")(knobs_command)
 app.command("calibrate")(calibrate_command)
 app.command("analyze")(analyze_command)
+app.command("compare")(compare_command)
 app.add_typer(runs_app, name="runs")
 app.add_typer(sweeps_app, name="sweeps")
 app.add_typer(energy_app, name="energy")
