@@ -53,6 +53,12 @@ def compare_runs(base: Any, variant: Any, ceilings: Ceilings | None = None) -> d
             }
         )
     total_speedup = sb["total_ms"].mean / sv["total_ms"].mean if sv["total_ms"].mean else None
+    # the baseline's measured phase times, each scaled by its predicted phase speedup
+    pred_ttft = sb["ttft_ms"].mean / (phases[0]["predicted_speedup"] or 1)
+    pred_decode = sb["decode_ms"].mean / (phases[1]["predicted_speedup"] or 1)
+    predicted_total = (
+        sb["total_ms"].mean / (pred_ttft + pred_decode) if sb["total_ms"].mean else None
+    )
     layers = _layers(base, variant)
     return {
         "baseline": {"run_id": base.run_id, "knobs": base.knobs},
@@ -64,6 +70,10 @@ def compare_runs(base: Any, variant: Any, ceilings: Ceilings | None = None) -> d
         },
         "phases": phases,
         "total_speedup": total_speedup,
+        "predicted_total_speedup": predicted_total,
+        "total_prediction_error_pct": 100 * (predicted_total - total_speedup) / total_speedup
+        if predicted_total and total_speedup
+        else None,
         "throughput_ratio": sv["tokens_per_s"].mean / sb["tokens_per_s"].mean
         if sb["tokens_per_s"].mean
         else None,

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import typer
 
-from infermeter.cli.analyze_cmd import analyze_command, calibrate_command, compare_command
+from infermeter.cli.analyze_cmd import (
+    analyze_command,
+    calibrate_command,
+    compare_command,
+    systems_analysis_command,
+)
 from infermeter.cli.energy_cmd import energy_app
 from infermeter.cli.export_cmd import export_command
 from infermeter.cli.models_cmd import models_command
@@ -35,6 +40,7 @@ app.command("knobs")(knobs_command)
 app.command("calibrate")(calibrate_command)
 app.command("analyze")(analyze_command)
 app.command("compare")(compare_command)
+app.command("systems-analysis")(systems_analysis_command)
 app.add_typer(runs_app, name="runs")
 app.add_typer(sweeps_app, name="sweeps")
 app.add_typer(energy_app, name="energy")

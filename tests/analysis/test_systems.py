@@ -1,0 +1,51 @@
+"""`infermeter systems-analysis`: the reference's two JSON files from one command."""
+
+import json
+
+from typer.testing import CliRunner
+
+from infermeter.cli.app import app
+from tests.cli.test_cli import assert_one_line_error
+
+runner = CliRunner()
+
+
+def test_systems_analysis_quick_writes_both_files(tmp_path):
+    out = tmp_path / "sa"
+    r = runner.invoke(
+        app,
+        [
+            "systems-analysis",
+            "--model",
+            "tiny-qwen3-moe",
+            "--baseline",
+            "top_k=8",
+            "--variant",
+            "top_k=1",
+            "--quick",
+            "--out",
+            str(out),
+            "--db",
+            str(tmp_path / "r.db"),
+        ],
+        terminal_width=120,
+    )
+    assert r.exit_code == 0, r.output
+    doc = json.loads((out / "systems_analysis.json").read_text())
+    assert set(doc) >= {"baseline", "variant", "scaling", "roofline", "bottlenecks", "comparison"}
+    assert doc["baseline"]["knobs"]["top_k"] == 8 and doc["variant"]["knobs"]["top_k"] == 1
+    assert list(doc["scaling"]) == ["64", "128", "256", "512"]
+    assert all(v["time_per_token_ms"] > 0 for v in doc["scaling"].values())
+    c = doc["comparison"]
+    assert c["actual_speedup"] > 0 and c["predicted_speedup"] > 1
+    assert c["prediction_error_pct"] is not None
+    report = json.loads((out / "profile_report.json").read_text())
+    assert len(report["scaling"]) == 4 and report["variant"]["meta"]["run_id"]
+    assert "speedup" in r.stdout
+
+
+def test_systems_analysis_needs_a_variant(tmp_path):
+    r = runner.invoke(app, ["systems-analysis", "--out", str(tmp_path / "x")])
+    assert_one_line_error(r, "--variant is required")
+    r = runner.invoke(app, ["systems-analysis", "--variant", "top_k", "--out", str(tmp_path)])
+    assert_one_line_error(r, "is not NAME=VALUE")
