@@ -65,3 +65,24 @@ def test_latency_model_predicts_held_out_points_of_a_sweep(tiny_moe, tmp_path):
     # a noisy shared CPU: the test checks it predicts sensibly, the benchmark reports the figure
     assert s["median_abs_error_pct"] < 30
     assert all(v >= 0 for v in pre.model.coef.values())
+
+
+def test_fit_command_on_a_stored_sweep(tiny_moe, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from infermeter.cli.app import app
+
+    db = tmp_path / "s.db"
+    grid = {"top_k": ["1", "2", "4", "8"]}
+    base = RunConfig(
+        model="tiny-qwen3-moe", samples=2, warmup=0, new_tokens=4, prompt_tokens=64, energy="off"
+    )
+    sid = run_sweep(SweepSpec(base, grid), Store(db), loaded=tiny_moe).sweep_id
+    r = CliRunner().invoke(app, ["fit", sid, "--db", str(db), "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["prefill"]["held_out"] == 1 and len(doc["decode"]["points"]) == 4
+    r = CliRunner().invoke(app, ["fit", sid[:5], "--db", str(db)], terminal_width=100)
+    assert r.exit_code == 0 and "held-out median" in r.stdout

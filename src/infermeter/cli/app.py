@@ -8,6 +8,7 @@ from infermeter.cli.analyze_cmd import (
     analyze_command,
     calibrate_command,
     compare_command,
+    fit_command,
     systems_analysis_command,
 )
 from infermeter.cli.energy_cmd import energy_app
@@ -41,6 +42,7 @@ app.command("calibrate")(calibrate_command)
 app.command("analyze")(analyze_command)
 app.command("compare")(compare_command)
 app.command("systems-analysis")(systems_analysis_command)
+app.command("fit")(fit_command)
 app.add_typer(runs_app, name="runs")
 app.add_typer(sweeps_app, name="sweeps")
 app.add_typer(energy_app, name="energy")
