@@ -15,6 +15,7 @@ from infermeter.cli.energy_cmd import energy_app
 from infermeter.cli.export_cmd import export_command
 from infermeter.cli.models_cmd import models_command
 from infermeter.cli.profile_cmd import profile_command
+from infermeter.cli.report_cmd import report_command
 from infermeter.cli.runs_cmd import runs_app
 from infermeter.cli.sweep_cmd import (
     experiment_command,
@@ -43,6 +44,7 @@ app.command("analyze")(analyze_command)
 app.command("compare")(compare_command)
 app.command("systems-analysis")(systems_analysis_command)
 app.command("fit")(fit_command)
+app.command("report")(report_command)
 app.add_typer(runs_app, name="runs")
 app.add_typer(sweeps_app, name="sweeps")
 app.add_typer(energy_app, name="energy")

@@ -1,0 +1,48 @@
+"""`infermeter report RUN_OR_SWEEP --out DIR`: Markdown, one HTML file, CSV and PNG."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from infermeter.cli.guard import guard
+from infermeter.cli.output import writable_dir
+from infermeter.errors import UserError
+from infermeter.store import Store
+
+
+@guard
+def report_command(
+    target: str = typer.Argument(..., help="A run id or a sweep id (or a unique prefix)."),
+    out: Path = typer.Option(Path("report"), help="Folder for the report files."),
+    db: str = typer.Option(None, help="Database URL or SQLite file."),
+) -> None:
+    """Write report.md, report.html (self-contained), CSV tables and PNG figures."""
+    from infermeter.analysis.analyze import analyze_run
+    from infermeter.report.build import run_report, sweep_report
+    from infermeter.run.sweep import stored_sweep
+
+    store = Store(db)
+    folder = writable_dir(out)
+    try:
+        run = store.get(target)
+    except UserError as run_error:
+        try:
+            sweep = stored_sweep(store, target)
+        except UserError:
+            raise UserError(
+                f"no run or sweep {target!r} in {store.where}",
+                "see `infermeter runs list` and `infermeter sweeps list`",
+            ) from run_error
+        files = sweep_report(sweep, folder)
+    else:
+        analysis = None
+        if run.samples and run.model_info.get("shape"):
+            measured = store.measured_ceilings(str((run.device or {}).get("name")))
+            analysis = analyze_run(run, measured)
+        files = run_report(run, folder, analysis)
+    console = Console(soft_wrap=True)
+    for f in files:
+        console.print(f"wrote {f}", markup=False)

@@ -1,0 +1,251 @@
+"""`infermeter report`: a run or a sweep as Markdown, one self-contained HTML file, CSV and PNG.
+
+Rendering only: numbers come from the stored run's summary and tables, the analysis
+(`analysis/analyze.py`) and the sweep document; nothing is computed here. The HTML embeds its
+figures as base64 PNG and has no external reference at all, so it opens offline and can be
+mailed as one file.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from pathlib import Path
+from typing import Any
+
+from infermeter.report.figures import breakdown_figure, varied_knobs, write_csv
+from infermeter.report.jsonio import dump_json
+from infermeter.report.roofline_figure import roofline_figure
+from infermeter.report.run_figures import RUN_FIGURES
+
+CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:.6em 0;font-size:13px}
+td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}th{background:#f4f4f4}
+td:first-child,th:first-child{text-align:left}img{max-width:100%;margin:.5em 0}
+.high{color:#b00}.medium{color:#a60}.low{color:#555}.meta{color:#555}
+"""
+
+
+def _fmt(v: Any) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    if isinstance(v, float):
+        return f"{v:,.4g}" if abs(v) < 1e4 else f"{v:,.0f}"
+    return str(v)
+
+
+def md_table(rows: list[dict[str, Any]], cols: list[str] | None = None) -> str:
+    """A Markdown table."""
+    if not rows:
+        return "_(empty)_\n"
+    cols = cols or list(rows[0])
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    out += ["| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |" for r in rows]
+    return "\n".join(out) + "\n"
+
+
+def html_table(rows: list[dict[str, Any]], cols: list[str] | None = None) -> str:
+    """An HTML table, every cell escaped."""
+    if not rows:
+        return "<p><em>(empty)</em></p>"
+    cols = cols or list(rows[0])
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(_fmt(r.get(c)))}</td>" for c in cols) + "</tr>"
+        for r in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+class _Doc:
+    """Sections written to Markdown and HTML together."""
+
+    def __init__(self, title: str, out: Path) -> None:
+        self.out = out
+        self.md = [f"# {title}\n"]
+        self.html = [f"<h1>{html.escape(title)}</h1>"]
+        self.title = title
+
+    def text(self, s: str) -> None:
+        self.md.append(s + "\n")
+        self.html.append(f"<p class='meta'>{html.escape(s)}</p>")
+
+    def heading(self, s: str) -> None:
+        self.md.append(f"\n## {s}\n")
+        self.html.append(f"<h2>{html.escape(s)}</h2>")
+
+    def table(self, rows: list[dict[str, Any]], cols: list[str] | None = None) -> None:
+        self.md.append(md_table(rows, cols))
+        self.html.append(html_table(rows, cols))
+
+    def figure(self, png: Path, caption: str) -> None:
+        self.md.append(f"![{caption}]({png.name})\n")
+        data = base64.b64encode(png.read_bytes()).decode()
+        self.html.append(
+            f"<figure><img alt='{html.escape(caption)}' src='data:image/png;base64,{data}'>"
+            f"<figcaption class='meta'>{html.escape(caption)} (data: {html.escape(png.stem)}.csv)"
+            "</figcaption></figure>"
+        )
+
+    def finding(self, f: dict[str, Any]) -> None:
+        line = f"[{f['severity']}] {f['id']}: {f['title']} -> {f['advice']}"
+        self.md.append(f"- **{f['severity']}** `{f['id']}`: {f['title']}. {f['advice']}\n")
+        self.html.append(f"<p class='{f['severity']}'>{html.escape(line)}</p>")
+
+    def write(self) -> list[Path]:
+        md = self.out / "report.md"
+        md.write_text("\n".join(self.md))
+        page = (
+            "<!doctype html><html><head><meta charset='utf-8'>"
+            f"<title>{html.escape(self.title)}</title><style>{CSS}</style></head><body>"
+            + "\n".join(self.html)
+            + "</body></html>"
+        )
+        path = self.out / "report.html"
+        path.write_text(page)
+        return [md, path]
+
+
+def run_report(run: Any, out: Path, analysis: dict[str, Any] | None = None) -> list[Path]:
+    """Every file of a run's report; returns their paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    files: list[Path] = []
+    doc = _Doc(f"infermeter run {run.run_id}: {run.model_info.get('spec')}", out)
+    cfg = run.config
+    doc.text(
+        f"{run.device.get('name')} · {run.model_info.get('dtype')} · prompt tokens "
+        f"{cfg.get('prompt_tokens') or 'natural'} · new tokens {cfg.get('new_tokens')} · batch "
+        f"{cfg.get('batch_size')} · mode {cfg.get('mode')} · {len(run.measured)} samples · "
+        f"created {run.created} · status {run.status}"
+    )
+    summary = [
+        {"metric": k, **{s: v.to_dict()[s] for s in ("n", "mean", "std", "p50", "p90", "p99")}}
+        for k, v in run.summary().items()
+        if v.n
+    ]
+    phases = [{"phase": k, "ms": v} for k, v in run.phases.items()]
+    samples = [
+        {
+            k: v
+            for k, v in run.sample_row(s).items()
+            if k not in ("step_ms", "memory", "config", "output_text", "energy")
+        }
+        for s in run.samples
+    ]
+    doc.heading("Summary")
+    doc.table(summary)
+    files.append(write_csv(out / "summary.csv", summary))
+    if phases:
+        doc.table(phases)
+        files.append(write_csv(out / "phases.csv", phases))
+    if run.energy:
+        doc.heading("Energy")
+        e = run.energy
+        doc.text(
+            f"source {e.get('source')} ({e.get('method')}), {e.get('readings')} readings"
+            if e.get("available")
+            else f"unavailable: {e.get('reason')}"
+        )
+    for fig in RUN_FIGURES:
+        written = fig(run, out)
+        if written:
+            files += written
+            doc.heading(written[0].stem.replace("_", " ").capitalize())
+            doc.figure(written[0], written[0].stem)
+    doc.heading("Samples")
+    doc.table(samples)
+    files.append(write_csv(out / "samples.csv", samples))
+    for name, rows in run.layers.items():
+        if rows:
+            files.append(write_csv(out / f"layers_{name}.csv", rows))
+    if "parts" in run.layers:
+        doc.heading("Where the time goes (parts)")
+        doc.table(run.layers["parts"])
+    if analysis is not None:
+        doc.heading("Roofline")
+        doc.text(f"ceilings: {analysis['ceilings_source']}")
+        roof = analysis["roofline"]
+        rows = [*roof["rows"], roof["prefill"], roof["decode"]]
+        cols = [
+            "phase",
+            "kind",
+            "flops",
+            "bytes",
+            "intensity",
+            "measured_ms",
+            "achieved_flops",
+            "pct_attainable",
+            "bound",
+        ]
+        doc.table(rows, cols)
+        written = roofline_figure(analysis, out)
+        if written:
+            files += written
+            doc.figure(written[0], "roofline")
+        doc.heading("Findings")
+        for f in analysis["findings"]:
+            doc.finding(f)
+        if not analysis["findings"]:
+            doc.text("no bottleneck rule fired")
+        files.append(dump_json(out / "analysis.json", analysis))
+    files.append(dump_json(out / "run.json", run.to_json()))
+    return files + doc.write()
+
+
+def sweep_report(sweep: dict[str, Any], out: Path) -> list[Path]:
+    """Every file of a sweep's report."""
+    out.mkdir(parents=True, exist_ok=True)
+    meta = sweep["meta"]
+    doc = _Doc(f"infermeter sweep {meta['sweep_id']}: {meta.get('model')}", out)
+    doc.text(f"knobs: {meta.get('knobs')} · {len(sweep['summary'])} configurations")
+    knobs = list(meta.get("knobs") or {})
+    rows = [
+        {
+            **{k: r["config"].get(k) for k in knobs},
+            **{
+                m: (r.get(m) or {}).get("mean")
+                for m in ("ttft_ms", "tpot_ms", "total_ms", "tokens_per_s", "j_per_token")
+            },
+            "samples": r.get("samples"),
+            "run_id": r.get("run_id"),
+        }
+        for r in sweep["summary"]
+    ]
+    doc.heading("Configurations (means)")
+    doc.table(rows)
+    files = [write_csv(out / "summary.csv", rows)]
+    if sweep["summary"]:
+        x = varied_knobs(sweep)[0]
+        written = breakdown_figure(
+            sweep,
+            x,
+            out,
+            f"sweep-{x}",
+            components=bool(sweep["summary"][0].get("prefill_components_ms")),
+        )
+        files += written
+        doc.heading(f"Latency by {x}")
+        for png in [p for p in written if p.suffix == ".png"]:
+            doc.figure(png, png.stem)
+    if sweep.get("scaling"):
+        doc.heading("Scaling")
+        doc.text(f"{sweep['scaling']['verdict']}: {sweep['scaling']['evidence']}")
+    files.append(
+        write_csv(
+            out / "samples.csv",
+            [
+                {
+                    k: v
+                    for k, v in s.items()
+                    if k not in ("step_ms", "memory", "output_text", "energy", "config")
+                }
+                | {f"knob_{k}": s["config"].get(k) for k in knobs}
+                for s in sweep["all_samples"]
+            ],
+        )
+    )
+    files.append(dump_json(out / "sweep.json", sweep))
+    return files + doc.write()

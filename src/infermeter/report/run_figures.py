@@ -1,0 +1,179 @@
+"""Figures of one run: phase timeline, per-layer times, decode steps, memory, power.
+
+Rendering only: every number comes from the stored run (and its analysis, drawn elsewhere).
+Each function writes a PNG (300 DPI) and the CSV it was drawn from, and returns their paths, or
+[] when the run has nothing to draw (a minimal-mode run has no per-layer times).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from infermeter.report.figures import DPI, write_csv  # noqa: E402
+
+PHASE_COLORS = {
+    "load": "#8C8C8C",
+    "to_device": "#B0B0B0",
+    "prefill": "#4C72B0",
+    "decode": "#DD8452",
+}
+
+
+def _save(fig: Any, out: Path, stem: str, rows: list[dict[str, Any]]) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    png = out / f"{stem}.png"
+    fig.savefig(png, dpi=DPI, bbox_inches="tight")
+    plt.close(fig)
+    return [png, write_csv(out / f"{stem}.csv", rows)]
+
+
+def timeline_figure(run: Any, out: Path) -> list[Path]:
+    """Load, move to device, then every sample's prefill and decode on one time axis."""
+    rows = run.timeline()
+    if not rows:
+        return []
+    fig, ax = plt.subplots(figsize=(8, 2.6))
+    labels = []
+    for r in rows:
+        name = r["name"]
+        lane = (
+            "setup"
+            if "sample" not in r
+            else f"sample {r['sample']}" + (" (warm-up)" if r.get("warmup") else "")
+        )
+        if lane not in labels:
+            labels.append(lane)
+        ax.barh(
+            labels.index(lane),
+            r["duration_ms"] / 1e3,
+            left=r["start_ms"] / 1e3,
+            color=PHASE_COLORS.get(name, "#999999"),
+            edgecolor="white",
+            linewidth=0.5,
+        )
+    ax.set_yticks(range(len(labels)), labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("time since the run started (s)")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in PHASE_COLORS.values()]
+    ax.legend(
+        handles,
+        list(PHASE_COLORS),
+        fontsize=7,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        frameon=False,
+    )
+    ax.set_title(f"{run.model_info.get('spec')}: phases of run {run.run_id}", fontsize=9)
+    fig.set_figheight(max(2.0, 0.3 * len(labels) + 1))
+    return _save(fig, out, "timeline", rows)
+
+
+def layer_figure(run: Any, out: Path) -> list[Path]:
+    """Mean ms per call of each decoder block, prefill and decode side by side."""
+    rows = [r for r in run.layers.get("layers", []) if r["kind"] == "block"]
+    if not rows:
+        return []
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=False)
+    for ax, phase, color in zip(
+        axes, ("prefill", "decode"), (PHASE_COLORS["prefill"], PHASE_COLORS["decode"]), strict=True
+    ):
+        sub = sorted((r for r in rows if r["phase"] == phase), key=lambda r: r["layer"])
+        ax.bar([int(r["layer"]) for r in sub], [r["mean_ms"] for r in sub], color=color)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_title(f"{phase}: ms per call per block", fontsize=9)
+        ax.set_xlabel("decoder block")
+        ax.set_ylabel("ms per call")
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(f"{run.model_info.get('spec')}: per-layer time", fontsize=10)
+    fig.tight_layout()
+    table = [
+        {k: r[k] for k in ("name", "layer", "phase", "calls", "total_ms", "mean_ms")} for r in rows
+    ]
+    return _save(fig, out, "layers", table)
+
+
+def steps_figure(run: Any, out: Path) -> list[Path]:
+    """Every inter-token latency of every measured sample, in order."""
+    samples = [s for s in run.measured if s.step_ms]
+    if not samples:
+        return []
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    rows = []
+    for s in samples:
+        ax.plot(range(2, len(s.step_ms) + 2), s.step_ms, lw=1, alpha=0.8, label=f"sample {s.index}")
+        rows += [{"sample": s.index, "token": i + 2, "step_ms": v} for i, v in enumerate(s.step_ms)]
+    ax.set_xlabel("generated token")
+    ax.set_ylabel("inter-token latency (ms)")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    if len(samples) <= 8:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.set_title(f"{run.model_info.get('spec')}: decode steps", fontsize=9)
+    return _save(fig, out, "decode_steps", rows)
+
+
+def memory_figure(run: Any, out: Path) -> list[Path]:
+    """Peak resident and device memory per sample."""
+    rows = [
+        {
+            "sample": s.index,
+            "warmup": s.warmup,
+            "rss_peak_mb": s.rss_peak_mb,
+            "peak_allocated_mb": s.peak_allocated_mb,
+        }
+        for s in run.samples
+    ]
+    if not any(r["rss_peak_mb"] or r["peak_allocated_mb"] for r in rows):
+        return []
+    fig, ax = plt.subplots(figsize=(6.5, 3.2))
+    x = [str(r["sample"]) for r in rows]
+    if any(r["rss_peak_mb"] for r in rows):
+        ax.plot(x, [r["rss_peak_mb"] or 0 for r in rows], marker="o", label="process RSS peak")
+    if any(r["peak_allocated_mb"] for r in rows):
+        ax.plot(
+            x,
+            [r["peak_allocated_mb"] or 0 for r in rows],
+            marker="s",
+            label="device allocator peak",
+        )
+    ax.set_xlabel("sample")
+    ax.set_ylabel("memory (MiB)")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    ax.set_title(f"{run.model_info.get('spec')}: peak memory per sample", fontsize=9)
+    return _save(fig, out, "memory", rows)
+
+
+def power_figure(run: Any, out: Path) -> list[Path]:
+    """Mean power between consecutive readings, over the run's timeline, when measured."""
+    p = run.power
+    if not p or len(p["t_ms"]) < 2:
+        return []
+    t, j = p["t_ms"], [sum(r) for r in p["joules"]]
+    rows = []
+    for i in range(1, len(t)):
+        dt = (t[i] - t[i - 1]) / 1e3
+        if dt > 0:
+            rows.append({"t_ms": (t[i] + t[i - 1]) / 2, "power_w": (j[i] - j[i - 1]) / dt})
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    ax.plot([r["t_ms"] / 1e3 for r in rows], [r["power_w"] for r in rows], lw=1, color="#C44E52")
+    for s in run.samples:
+        ax.axvspan(s.start_ms / 1e3, (s.start_ms + s.total_ms) / 1e3, color="#4C72B0", alpha=0.08)
+    ax.set_xlabel("time since the run started (s); shaded: generate calls")
+    ax.set_ylabel("power (W)")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.set_title(f"{run.model_info.get('spec')}: power ({p['source']})", fontsize=9)
+    return _save(fig, out, "power", rows)
+
+
+RUN_FIGURES = (timeline_figure, layer_figure, steps_figure, memory_figure, power_figure)

@@ -1,0 +1,70 @@
+"""`infermeter report` on a stored run and a stored sweep: the files and the run's numbers."""
+
+import csv
+import re
+
+from typer.testing import CliRunner
+
+from infermeter import RunConfig, Store, profile
+from infermeter.cli.app import app
+from infermeter.run.sweep import SweepSpec, run_sweep
+from tests.cli.test_cli import assert_one_line_error
+
+runner = CliRunner()
+
+
+def test_run_report_files_hold_the_runs_numbers(tiny_llama, tmp_path):
+    db = str(tmp_path / "r.db")
+    run = profile(
+        RunConfig(prompt_tokens=32, new_tokens=6, samples=2, mode="standard", energy="off"),
+        loaded=tiny_llama,
+        sink=Store(db),
+    )
+    assert (
+        runner.invoke(app, ["calibrate", "--quick", "--device", "cpu", "--db", db]).exit_code == 0
+    )
+    out = tmp_path / "rep"
+    r = runner.invoke(app, ["report", run.run_id[:7], "--out", str(out), "--db", db])
+    assert r.exit_code == 0, r.output
+    for name in (
+        "report.md",
+        "report.html",
+        "summary.csv",
+        "samples.csv",
+        "timeline.png",
+        "layers.png",
+        "decode_steps.png",
+        "memory.png",
+        "roofline.png",
+        "layers_parts.csv",
+        "analysis.json",
+        "run.json",
+    ):
+        assert (out / name).exists(), name
+    summary = {row["metric"]: row for row in csv.DictReader((out / "summary.csv").open())}
+    ttft = run.summary()["ttft_ms"].mean
+    assert float(summary["ttft_ms"]["mean"]) == ttft
+    samples = list(csv.DictReader((out / "samples.csv").open()))
+    assert [float(s["ttft_ms"]) for s in samples] == [s.ttft_ms for s in run.samples]
+    page = (out / "report.html").read_text()
+    assert page.count("data:image/png;base64,") >= 5
+    assert not re.search(r"(src|href)=['\"]https?://", page)  # opens offline
+    assert f"{ttft:,.4g}" in page and "memory-bound-decode" in page
+    md = (out / "report.md").read_text()
+    assert "![timeline](timeline.png)" in md and f"{ttft:,.4g}" in md
+
+
+def test_sweep_report_and_unknown_target(tiny_moe, tmp_path):
+    db = str(tmp_path / "r.db")
+    base = RunConfig(
+        model="tiny-qwen3-moe", new_tokens=3, samples=1, warmup=0, energy="off", prompt_tokens=32
+    )
+    sweep = run_sweep(SweepSpec(base, {"top_k": ["1", "2"]}), Store(db), loaded=tiny_moe)
+    out = tmp_path / "srep"
+    r = runner.invoke(app, ["report", sweep.sweep_id, "--out", str(out), "--db", db])
+    assert r.exit_code == 0, r.output
+    rows = list(csv.DictReader((out / "summary.csv").open()))
+    assert [int(r["top_k"]) for r in rows] == [1, 2]
+    assert (out / "sweep-top_k.png").exists() and (out / "report.html").exists()
+    r = runner.invoke(app, ["report", "abcdef", "--out", str(out), "--db", db])
+    assert_one_line_error(r, "no run or sweep 'abcdef'")
