@@ -29,17 +29,17 @@ def test_top_k_changes_the_experts_each_token_uses_and_is_restored(tiny_moe, k):
 
 def test_top_k_changes_the_measured_cost(tiny_moe):
     knob = KNOBS["top_k"]
-    tpot = {}
+    fastest = {}
     for k in (1, 8):
         with knob.apply(tiny_moe, k):
             run = profile(
                 RunConfig(
-                    model="tiny-qwen3-moe", prompt_tokens=64, new_tokens=8, samples=3, energy="off"
+                    model="tiny-qwen3-moe", prompt_tokens=512, new_tokens=2, samples=5, energy="off"
                 ),
                 loaded=tiny_moe,
             )
-        tpot[k] = run.summary()["ttft_ms"].p50
-    assert tpot[8] > tpot[1]
+        fastest[k] = run.summary()["ttft_ms"].min  # the least disturbed sample of each
+    assert fastest[8] > fastest[1]
 
 
 @pytest.mark.parametrize(

@@ -46,7 +46,7 @@ def test_energy_per_sample_phase_and_token_matches_the_true_power(live_rapl, tin
     assert e["sampled_mean_power_w"] == pytest.approx(WATTS, rel=0.1)
     assert e["co2_g"] == pytest.approx(e["sampled_j"] / 3.6e6 * 400)
     for s in result.measured:
-        assert s.energy_j == pytest.approx(WATTS * s.total_ms / 1e3, rel=0.25)
+        assert s.energy_j == pytest.approx(WATTS * s.total_ms / 1e3, rel=0.35)
         assert s.prefill_j + s.decode_j == pytest.approx(s.energy_j, rel=1e-6)
         assert s.j_per_token == pytest.approx(s.energy_j / s.new_tokens)
         assert s.j_per_prompt_token == pytest.approx(s.prefill_j / s.prompt_tokens)
