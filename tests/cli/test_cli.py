@@ -336,3 +336,74 @@ def test_custom_layers_from_the_cli(tmp_path):
     assert_one_line_error(words, "is not a list of block numbers")
     minimal = runner.invoke(app, ["profile", "--layers", "1", "--db", db])
     assert_one_line_error(minimal, "needs --mode standard or deep")
+
+
+def test_runs_cleanup_counts_asks_and_deletes(tmp_path):
+    import datetime as dt
+
+    db = str(tmp_path / "r.db")
+    for _ in range(2):
+        r = runner.invoke(
+            app,
+            [
+                "profile",
+                "--new-tokens",
+                "2",
+                "--samples",
+                "1",
+                "--energy",
+                "off",
+                "--db",
+                db,
+                "--json",
+            ],
+        )
+        assert r.exit_code == 0, r.output
+    con = sqlite3.connect(db)  # age one of them by 40 days
+    old = (dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=40)).isoformat()
+    con.execute("UPDATE runs SET created=? WHERE id=(SELECT id FROM runs LIMIT 1)", (old,))
+    con.commit()
+    con.close()
+    r = runner.invoke(app, ["runs", "cleanup", "--max-age-days", "30", "--db", db], input="n\n")
+    assert r.exit_code == 1 and "delete 1 runs older than 30 days" in r.output
+    assert "nothing deleted" in r.output
+    r = runner.invoke(app, ["runs", "cleanup", "--max-age-days", "30", "--db", db, "--yes"])
+    assert r.exit_code == 0 and "deleted 1 runs" in r.output
+    rows = json.loads(runner.invoke(app, ["runs", "list", "--db", db, "--json"]).stdout)["runs"]
+    assert len(rows) == 1
+    # the deleted run took its samples (warm-up + measured) with it
+    assert sqlite3.connect(db).execute("SELECT count(*) FROM samples").fetchone()[0] == 2
+    r = runner.invoke(app, ["runs", "cleanup", "--max-age-days", "-1", "--db", db])
+    assert_one_line_error(r, "is negative")
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_export_samples_as_csv_and_parquet(tmp_path, fmt):
+    import pandas as pd
+
+    db = str(tmp_path / "r.db")
+    doc = json.loads(
+        runner.invoke(
+            app,
+            [
+                "profile",
+                "--new-tokens",
+                "3",
+                "--samples",
+                "2",
+                "--energy",
+                "off",
+                "--db",
+                db,
+                "--json",
+            ],
+        ).stdout
+    )
+    rid = doc["meta"]["run_id"]
+    r = runner.invoke(app, ["export", rid, "--format", fmt, "--out", str(tmp_path), "--db", db])
+    assert r.exit_code == 0, r.output
+    path = tmp_path / f"run-{rid}.{fmt}"
+    frame = pd.read_csv(path) if fmt == "csv" else pd.read_parquet(path)
+    assert len(frame) == 3  # warm-up included, flagged
+    assert list(frame["ttft_ms"]) == [s["ttft_ms"] for s in doc["all_samples"]]
+    assert (frame["knob_new_tokens"] == 3).all() and (frame["run_id"] == rid).all()

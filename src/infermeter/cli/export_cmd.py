@@ -12,13 +12,15 @@ from infermeter.errors import UserError
 from infermeter.report.trace import DETAIL, write_chrome_trace
 from infermeter.store import Store
 
-FORMATS = ("chrome-trace", "json")
+FORMATS = ("chrome-trace", "json", "csv", "parquet")
 
 
 @guard
 def export_command(
     run_id: str = typer.Argument(..., help="Run id or a unique prefix of it."),
-    format: str = typer.Option("chrome-trace", "--format", "-f", help="chrome-trace or json."),
+    format: str = typer.Option(
+        "chrome-trace", "--format", "-f", help="chrome-trace, json, csv or parquet (samples)."
+    ),
     out: Path = typer.Option(Path("."), help="Folder to write into."),
     db: str = typer.Option(None, help="Database URL or SQLite file (default: user data folder)."),
     detail: str = typer.Option("parts", help="chrome-trace: blocks, parts (no norms) or full."),
@@ -34,6 +36,14 @@ def export_command(
         path = folder / f"run-{run.run_id}.json"
         write_json(path, clean_json(run.to_json()))
         size = path.stat().st_size
+    elif format in ("csv", "parquet"):
+        frame = samples_frame(run)
+        path = folder / f"run-{run.run_id}.{format}"
+        if format == "csv":
+            frame.to_csv(path, index=False)
+        else:
+            frame.to_parquet(path, index=False)
+        size = path.stat().st_size
     else:
         path = folder / f"run-{run.run_id}.trace.json"
         size = write_chrome_trace(run, path, detail)
@@ -44,3 +54,19 @@ def export_command(
                 markup=False,
             )
     err_console.print(f"wrote {path} ({size / 1e6:.2f} MB)", markup=False)
+
+
+def samples_frame(run: object) -> object:
+    """One row per sample: run id, knob values (knob_*), metrics, step times as a list."""
+    import pandas as pd
+
+    rows = []
+    for s in run.samples:
+        row = run.sample_row(s)
+        config = row.pop("config")
+        row.pop("memory")
+        row.pop("energy")
+        row["output_text"] = " | ".join(row["output_text"])
+        row["step_ms"] = " ".join(f"{v:.4f}" for v in row["step_ms"])
+        rows.append({"run_id": run.run_id, **{f"knob_{k}": v for k, v in config.items()}, **row})
+    return pd.DataFrame(rows)

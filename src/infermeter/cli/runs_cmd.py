@@ -8,7 +8,7 @@ import re
 import typer
 from rich.console import Console
 
-from infermeter.cli.guard import err_console, guard
+from infermeter.cli.guard import err_console, fail, guard
 from infermeter.cli.output import print_json
 from infermeter.cli.render import run_card, runs_table
 from infermeter.errors import UserError
@@ -92,3 +92,30 @@ def delete_run(
     """Delete a run and all its samples."""
     rid = Store(db).delete(run_id)
     err_console.print(f"deleted run {rid}", markup=False)
+
+
+@runs_app.command("cleanup")
+@guard
+def cleanup_runs(
+    max_age_days: float = typer.Option(..., help="Delete runs created more than N days ago."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
+    db: str = _DB,
+) -> None:
+    """Delete old runs, after saying how many and asking (or with --yes)."""
+    if max_age_days < 0:
+        raise UserError(f"--max-age-days {max_age_days} is negative", "use 0 or more days")
+    store = Store(db)
+    cutoff = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=max_age_days)
+    ids = store.older_than(cutoff.isoformat(timespec="seconds"))
+    if not ids:
+        err_console.print(
+            f"no runs older than {max_age_days:g} days in {store.where}", markup=False
+        )
+        return
+    if not yes and not typer.confirm(
+        f"delete {len(ids)} runs older than {max_age_days:g} days from {store.where}?",
+        err=True,
+    ):
+        raise fail("nothing deleted", 1)
+    store.delete_many(ids)
+    err_console.print(f"deleted {len(ids)} runs", markup=False)

@@ -468,6 +468,21 @@ class Store:
             s.delete(s.get(RunRow, rid))
         return rid
 
+    def older_than(self, cutoff: str) -> list[str]:
+        """Ids of runs created before `cutoff` (ISO timestamp), oldest first."""
+        with self.session("read") as s:
+            q = select(RunRow.id).where(RunRow.created < cutoff).order_by(RunRow.created)
+            return list(s.scalars(q).all())
+
+    def delete_many(self, run_ids: list[str]) -> int:
+        """Delete these runs (with samples, steps, tables, traces, power) in one transaction."""
+        with self.session("write to") as s:
+            for rid in run_ids:
+                row = s.get(RunRow, rid)
+                if row is not None:
+                    s.delete(row)
+        return len(run_ids)
+
     def recover_crashed(self) -> int:
         """Mark `crashed` the runs of this host left `running` by a process that is gone."""
         host = socket.gethostname()
