@@ -236,6 +236,7 @@ def profile(
             )
             if config.compile and i == 0:
                 result.phases["compile_first_call_ms"] = result.samples[0].total_ms
+            _publish(sink, result, profiler, warm)
         if config.compile and result.measured:
             warm_mean = sum(s.total_ms for s in result.measured) / len(result.measured)
             cold = result.phases["compile_first_call_ms"]
@@ -312,6 +313,26 @@ def _attach_energy(
         "t_ms": trace.t_ms.tolist(),
         "joules": trace.joules.tolist(),
     }
+
+
+def _publish(
+    sink: RunSink | None, result: RunResult, profiler: Profiler | None, warm: bool
+) -> None:
+    """Keep the sample just measured (and the per-layer table so far) for live views.
+
+    Outside the timed generation; sinks without these methods (tests, the Python API's None)
+    simply keep everything at the end.
+    """
+    if sink is None or result.run_id is None:
+        return
+    add = getattr(sink, "add_sample", None)
+    if add is not None:
+        add(result.run_id, result.samples[-1])
+    live = getattr(sink, "live_layers", None)
+    if live is not None and profiler is not None and not warm:
+        table = profiler.result().layers()
+        rows = table[table["kind"] == "block"]
+        live(result.run_id, rows.astype(object).where(rows.notna(), None).to_dict("records"))
 
 
 def _finish(sink: RunSink | None, result: RunResult) -> None:

@@ -45,6 +45,8 @@ from infermeter.store.schema import (
 )
 
 DB_ENV = "INFERMETER_DB"
+#: The in-progress per-layer table of a running run (for live views), replaced by the final ones.
+LIVE_LAYERS = "live_layers"
 TIMEOUT_ENV = "INFERMETER_DB_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 10.0
 
@@ -104,6 +106,7 @@ class Store:
                 ) from None
         self.engine = self._engine()
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._written: dict[str, set[int]] = {}  # samples kept as they came, per run
         with self._guard("open"):
             Base.metadata.create_all(self.engine)
             self._check_version()
@@ -216,8 +219,35 @@ class Store:
             )
         return run_id
 
+    def add_sample(self, run_id: str, smp: SampleResult) -> None:
+        """Keep one sample as soon as it is measured (live views read it; a crash keeps it)."""
+        with self.session("write to") as s:
+            sample = _sample_row(smp)
+            sample.run_id = run_id
+            s.add(sample)
+        self._written.setdefault(run_id, set()).add(smp.index)
+
+    def live_layers(self, run_id: str, rows: list[dict[str, Any]]) -> None:
+        """Replace the run's in-progress per-layer table (dropped when the run finishes)."""
+        with self.session("write to") as s:
+            row = s.get(RunRow, run_id)
+            for live in [ls for ls in row.layer_stats if ls.table == LIVE_LAYERS]:
+                row.layer_stats.remove(live)
+            row.layer_stats.append(LayerStatsRow(table=LIVE_LAYERS, rows=rows))
+
+    @staticmethod
+    def _update_sample_energy(s: Session, run_id: str, smp: SampleResult) -> None:
+        """Energy is attributed after the last sample: add it to samples stored earlier."""
+        if smp.energy is None:
+            return
+        r = s.scalars(
+            select(SampleRow).where(SampleRow.run_id == run_id, SampleRow.index == smp.index)
+        ).first()
+        if r is not None:
+            r.energy = smp.energy
+
     def finish_run(self, result: RunResult) -> None:
-        """Write the run's final status, phases and every sample, in one transaction."""
+        """Write final status, phases and every sample not yet kept, in one transaction."""
         with self.session("write to") as s:
             row = s.get(RunRow, result.run_id)
             if row is None:
@@ -227,27 +257,14 @@ class Store:
             row.phases = dict(result.phases)
             row.notes = list(result.notes)
             row.finished = _now()
+            written = self._written.pop(result.run_id, set())
             for smp in result.samples:
-                sample = SampleRow(
-                    index=smp.index,
-                    warmup=smp.warmup,
-                    batch_size=smp.batch_size,
-                    prompt_tokens=smp.prompt_tokens,
-                    new_tokens=smp.new_tokens,
-                    vision_tokens=smp.vision_tokens,
-                    start_ms=smp.start_ms,
-                    ttft_ms=smp.ttft_ms,
-                    decode_ms=smp.decode_ms,
-                    total_ms=smp.total_ms,
-                    rss_peak_mb=smp.rss_peak_mb,
-                    peak_allocated_mb=smp.peak_allocated_mb,
-                    memory=smp.memory,
-                    output_text=list(smp.output_text),
-                    prompt_text=list(smp.prompt_text),
-                    energy=smp.energy,
-                )
-                sample.steps = StepsRow(count=len(smp.step_ms), step_ms=_pack(smp.step_ms))
-                row.samples.append(sample)
+                if smp.index in written:
+                    self._update_sample_energy(s, result.run_id, smp)
+                    continue
+                row.samples.append(_sample_row(smp))
+            for live in [ls for ls in row.layer_stats if ls.table == LIVE_LAYERS]:
+                row.layer_stats.remove(live)
             row.energy = result.energy
             row.checks = result.checks or None
             row.knobs = result.knobs
@@ -537,6 +554,29 @@ def _sample(r: SampleRow) -> SampleResult:
         prompt_text=tuple(r.prompt_text or ()),
         energy=r.energy,
     )
+
+
+def _sample_row(smp: SampleResult) -> SampleRow:
+    sample = SampleRow(
+        index=smp.index,
+        warmup=smp.warmup,
+        batch_size=smp.batch_size,
+        prompt_tokens=smp.prompt_tokens,
+        new_tokens=smp.new_tokens,
+        vision_tokens=smp.vision_tokens,
+        start_ms=smp.start_ms,
+        ttft_ms=smp.ttft_ms,
+        decode_ms=smp.decode_ms,
+        total_ms=smp.total_ms,
+        rss_peak_mb=smp.rss_peak_mb,
+        peak_allocated_mb=smp.peak_allocated_mb,
+        memory=smp.memory,
+        output_text=list(smp.output_text),
+        prompt_text=list(smp.prompt_text),
+        energy=smp.energy,
+    )
+    sample.steps = StepsRow(count=len(smp.step_ms), step_ms=_pack(smp.step_ms))
+    return sample
 
 
 def _power_rows(power: dict[str, Any]) -> list[PowerSamplesRow]:
