@@ -1,4 +1,4 @@
-"""The typer application: `infermeter profile | runs | models`."""
+"""The typer application: every `infermeter` command, registered in one place."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from infermeter.cli.models_cmd import models_command
 from infermeter.cli.profile_cmd import profile_command
 from infermeter.cli.report_cmd import report_command
 from infermeter.cli.runs_cmd import runs_app
+from infermeter.cli.serve_cmd import serve_command
 from infermeter.cli.sweep_cmd import (
     experiment_command,
     knobs_command,
@@ -45,6 +46,7 @@ app.command("compare")(compare_command)
 app.command("systems-analysis")(systems_analysis_command)
 app.command("fit")(fit_command)
 app.command("report")(report_command)
+app.command("serve")(serve_command)
 app.add_typer(runs_app, name="runs")
 app.add_typer(sweeps_app, name="sweeps")
 app.add_typer(energy_app, name="energy")

@@ -1,0 +1,148 @@
+"""The dashboard's FastAPI app: JSON API, static page, and a WebSocket of live events.
+
+Live data: the store is the source of truth, and the server tells browsers what changed. A
+profile or sweep in another process writes each sample (and the per-layer table so far) to the
+database as it is measured; one poller in the server reads what is new every 250 ms (indexed
+queries on autoincrement ids, cheap under WAL, never blocking the writer) and pushes it to every
+connected page. Nothing couples the measuring process to the server: it can start before or
+after, or not at all, and a page that reconnects loses nothing because everything is in the
+database. (Publishing from the profiler to the server would save the poll, but would make every
+run depend on a server being reachable and on its port.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request, WebSocket, WebSocketDisconnect
+from fastapi.responses import FileResponse, JSONResponse, Response
+
+from infermeter.dashboard.live import LiveFeed
+from infermeter.dashboard.security import COOKIE, Guard, valid_id
+from infermeter.errors import UserError
+from infermeter.report.jsonio import clean_json
+
+STATIC = Path(__file__).parent / "static"
+TYPES = {
+    ".html": "text/html",
+    ".js": "text/javascript",
+    ".css": "text/css",
+    ".svg": "image/svg+xml",
+}
+
+
+def _static_files() -> dict[str, Path]:
+    """The only files ever served: the package's static folder, listed once."""
+    return {p.name: p for p in STATIC.iterdir() if p.is_file() and p.suffix in TYPES}
+
+
+def create_app(store: Any, guard: Guard | None = None, poll_s: float = 0.25) -> FastAPI:
+    """The dashboard app over `store` (an `infermeter.Store`)."""
+    guard = guard or Guard()
+    files = _static_files()
+    feed = LiveFeed(store, poll_s)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await feed.stop()
+
+    app = FastAPI(
+        title="infermeter", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan
+    )
+
+    @app.middleware("http")
+    async def check(request: Request, call_next: Any) -> Response:
+        if not guard.host_ok(request.headers.get("host")):
+            return JSONResponse({"detail": "unknown host"}, status_code=400)
+        auth = request.headers.get("authorization", "")
+        bearer = auth[7:] if auth.lower().startswith("bearer ") else None
+        query = request.query_params.get("token")
+        if not guard.token_ok(bearer, request.cookies.get(COOKIE), query):
+            return JSONResponse({"detail": "token required"}, status_code=401)
+        response = await call_next(request)
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["Referrer-Policy"] = "no-referrer"
+        response.headers["Content-Security-Policy"] = (
+            "default-src 'self'; style-src 'self' 'unsafe-inline'; connect-src 'self' ws: wss:; "
+            "img-src 'self' data:; "
+            "frame-ancestors 'none'"
+        )
+        if guard.token and query:  # remember it for the page's scripts and WebSocket
+            response.set_cookie(COOKIE, guard.token, httponly=True, samesite="strict")
+        return response
+
+    @app.get("/")
+    async def index() -> FileResponse:
+        return FileResponse(files["index.html"], media_type="text/html")
+
+    @app.get("/static/{name:path}")
+    async def static(name: str) -> FileResponse:
+        path = files.get(name)
+        if path is None:
+            raise HTTPException(404, "not found")
+        return FileResponse(path, media_type=TYPES[path.suffix])
+
+    def _id(value: str) -> str:
+        if not valid_id(value):
+            raise HTTPException(404, "not found")
+        return value
+
+    @app.get("/api/runs")
+    async def runs(limit: int = 100) -> dict[str, Any]:
+        rows = await asyncio.to_thread(store.list_runs, limit=max(1, min(limit, 1000)))
+        return clean_json({"runs": rows})
+
+    @app.get("/api/runs/{run_id}")
+    async def run(run_id: str) -> dict[str, Any]:
+        rid = _id(run_id)
+        try:
+            result = await asyncio.to_thread(store.get, rid)
+        except UserError:
+            raise HTTPException(404, "no such run") from None
+        doc = result.to_json()
+        doc["timeline"] = result.timeline()
+        return clean_json(doc)
+
+    @app.get("/api/sweeps")
+    async def sweeps() -> dict[str, Any]:
+        return clean_json({"sweeps": await asyncio.to_thread(store.list_sweeps)})
+
+    @app.get("/api/sweeps/{sweep_id}")
+    async def sweep(sweep_id: str) -> dict[str, Any]:
+        from infermeter.run.sweep import stored_sweep
+
+        sid = _id(sweep_id)
+        try:
+            return clean_json(await asyncio.to_thread(stored_sweep, store, sid))
+        except UserError:
+            raise HTTPException(404, "no such sweep") from None
+
+    @app.websocket("/ws/live")
+    async def live(ws: WebSocket) -> None:
+        auth = ws.headers.get("authorization", "")
+        bearer = auth[7:] if auth.lower().startswith("bearer ") else None
+        if (
+            not guard.host_ok(ws.headers.get("host"))
+            or not guard.origin_ok(ws.headers.get("origin"))
+            or not guard.token_ok(bearer, ws.cookies.get(COOKIE), ws.query_params.get("token"))
+        ):
+            await ws.close(code=1008)
+            return
+        await ws.accept()
+        queue = feed.subscribe()
+        try:
+            await ws.send_json({"type": "hello", "poll_ms": int(poll_s * 1000)})
+            while True:
+                event = await queue.get()
+                await ws.send_json(clean_json(event))
+        except (WebSocketDisconnect, RuntimeError):
+            pass
+        finally:
+            feed.unsubscribe(queue)
+
+    return app

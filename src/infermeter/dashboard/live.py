@@ -1,0 +1,76 @@
+"""The live feed: one poller over the store, fanned out to every connected page.
+
+It runs only while at least one page listens, starts after what was already stored (pages load
+that through the API), and pushes three kinds of events: `sample` (a sample just stored), `run`
+(a run's status changed: running, finished, failed, crashed) and `layers` (a running run's
+per-layer table so far).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+
+class LiveFeed:
+    """Polls `store` every `poll_s` seconds while someone listens."""
+
+    def __init__(self, store: Any, poll_s: float = 0.25) -> None:
+        self.store = store
+        self.poll_s = poll_s
+        self._queues: set[asyncio.Queue] = set()
+        self._task: asyncio.Task | None = None
+        self._statuses: dict[str, str] = {}
+
+    def subscribe(self) -> asyncio.Queue:
+        """A queue of events for one page; starts the poller if it is the first."""
+        q: asyncio.Queue = asyncio.Queue(maxsize=1000)
+        self._queues.add(q)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+        return q
+
+    def unsubscribe(self, q: asyncio.Queue) -> None:
+        """Forget a page's queue."""
+        self._queues.discard(q)
+
+    async def stop(self) -> None:
+        """Stop the poller (at shutdown)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+    def _publish(self, event: dict[str, Any]) -> None:
+        for q in list(self._queues):
+            if q.full():  # a page that stopped reading must not hold the others back
+                with contextlib.suppress(asyncio.QueueEmpty):
+                    q.get_nowait()
+            q.put_nowait(event)
+
+    async def _run(self) -> None:
+        last_sample, last_layers = await asyncio.to_thread(self.store.cursors)
+        self._statuses = {
+            r["id"]: r["status"] for r in await asyncio.to_thread(self.store.list_runs, limit=50)
+        }
+        while self._queues:
+            try:
+                samples = await asyncio.to_thread(self.store.samples_after, last_sample)
+                layers = await asyncio.to_thread(self.store.live_layers_after, last_layers)
+                runs = await asyncio.to_thread(self.store.list_runs, limit=50)
+            except Exception as exc:  # a locked or vanished database: say so, keep trying
+                self._publish({"type": "error", "detail": str(exc)[:200]})
+                await asyncio.sleep(max(self.poll_s, 1.0))
+                continue
+            for r in runs:
+                if self._statuses.get(r["id"]) != r["status"]:
+                    self._statuses[r["id"]] = r["status"]
+                    self._publish({"type": "run", "run": r})
+            for smp in samples:
+                last_sample = max(last_sample, smp["id"])
+                self._publish({"type": "sample", "sample": smp})
+            for lay in layers:
+                last_layers = max(last_layers, lay["id"])
+                self._publish({"type": "layers", "run_id": lay["run_id"], "rows": lay["rows"]})
+            await asyncio.sleep(self.poll_s)

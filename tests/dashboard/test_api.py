@@ -1,0 +1,144 @@
+"""Dashboard API and its guards, through FastAPI's test client on a real SQLite store."""
+
+import pytest
+from fastapi.testclient import TestClient
+from starlette.websockets import WebSocketDisconnect
+
+from infermeter import RunConfig, Store, profile
+from infermeter.dashboard import create_app
+from infermeter.dashboard.security import Guard
+from infermeter.run.sweep import SweepSpec, run_sweep
+
+
+@pytest.fixture(scope="module")
+def stored(tiny_llama, tmp_path_factory):
+    store = Store(tmp_path_factory.mktemp("dash") / "r.db")
+    run = profile(
+        RunConfig(new_tokens=4, samples=2, mode="standard", energy="off"),
+        loaded=tiny_llama,
+        sink=store,
+    )
+    sweep = run_sweep(
+        SweepSpec(
+            RunConfig(new_tokens=2, samples=1, warmup=0, energy="off"), {"new_tokens": ["2", "3"]}
+        ),
+        store,
+        loaded=tiny_llama,
+    )
+    return store, run, sweep
+
+
+def client(store, **guard):
+    return TestClient(create_app(store, Guard(**guard), poll_s=0.05), base_url="http://localhost")
+
+
+def test_lists_and_details(stored):
+    store, run, sweep = stored
+    c = client(store)
+    runs = c.get("/api/runs").json()["runs"]
+    assert run.run_id in {r["id"] for r in runs}
+    doc = c.get(f"/api/runs/{run.run_id}").json()
+    assert doc["meta"]["run_id"] == run.run_id
+    assert doc["summary"][0]["ttft_ms"]["mean"] == pytest.approx(run.summary()["ttft_ms"].mean)
+    assert {r["kind"] for r in doc["layers"]["layers"]} >= {"block", "attention"}
+    assert c.get(f"/api/runs/{run.run_id[:6]}").status_code == 200  # a unique prefix works
+    sweeps = c.get("/api/sweeps").json()["sweeps"]
+    assert sweeps[0]["id"] == sweep.sweep_id and sweeps[0]["runs"] == 2
+    assert len(c.get(f"/api/sweeps/{sweep.sweep_id}").json()["summary"]) == 2
+    page = c.get("/")
+    assert page.status_code == 200 and "/static/app.js" in page.text
+    assert "https://" not in page.text  # no CDN: works offline
+    assert c.get("/static/app.js").headers["content-type"].startswith("text/javascript")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/runs/ffffffffffff",
+        "/api/runs/NOT-HEX",
+        "/api/runs/..%2f..%2fetc",
+        "/api/sweeps/abc123",
+        "/api/sweeps/x'%20OR%201=1",
+    ],
+)
+def test_unknown_or_invalid_ids_are_404(stored, path):
+    assert client(stored[0]).get(path).status_code == 404
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/static/../app.py",
+        "/static/%2e%2e/app.py",
+        "/static/%2e%2e%2fapp.py",
+        "/static/..%2f..%2fpyproject.toml",
+        "/static/app.js/../../app.py",
+        "/static_evil/app.js",
+        "/staticapp.js",
+        "/static/",
+        "/static/.%2e/security.py",
+        "/static/%252e%252e/app.py",
+        "/static/__init__.py",
+    ],
+)
+def test_static_files_only_from_the_package_folder(stored, path):
+    r = client(stored[0]).get(path)
+    assert r.status_code == 404, (path, r.status_code)
+
+
+def test_token_required_when_exposed(stored):
+    store = stored[0]
+    c = client(store, host="0.0.0.0", token="s3cret")
+    for method, path in (
+        ("get", "/"),
+        ("get", "/api/runs"),
+        ("get", "/static/app.js"),
+        ("post", "/api/runs"),
+        ("delete", "/api/runs/abc"),
+    ):
+        assert getattr(c, method)(path).status_code == 401, (method, path)
+    assert c.get("/api/runs", headers={"Authorization": "Bearer wrong"}).status_code == 401
+    assert c.get("/api/runs", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+    r = c.get("/?token=s3cret")
+    assert r.status_code == 200 and "infermeter_token" in r.headers["set-cookie"]
+    assert c.get("/api/runs").status_code == 200  # the cookie the page got
+
+
+def test_host_header_must_name_this_server(stored):
+    c = client(stored[0])
+    assert c.get("/api/runs", headers={"Host": "evil.example"}).status_code == 400
+    assert c.get("/api/runs", headers={"Host": "127.0.0.1:8765"}).status_code == 200
+    exposed = client(stored[0], host="10.1.2.3", token="t")
+    assert exposed.get("/api/runs?token=t", headers={"Host": "10.1.2.3:8765"}).status_code == 200
+    assert exposed.get("/api/runs?token=t", headers={"Host": "rebind.evil"}).status_code == 400
+
+
+def test_websocket_checks_origin_and_token_and_pushes_samples(stored, tiny_llama):
+    store = stored[0]
+    c = client(store)
+    host = {"Host": "localhost:8765"}  # the test client's WebSocket says "testserver"
+    refused = [
+        (c, {**host, "Origin": "http://evil.example"}),
+        (c, host),  # no Origin: not a page of ours
+        (c, {"Host": "evil.example", "Origin": "http://evil.example"}),  # DNS rebinding
+        (client(store, host="0.0.0.0", token="t"), {**host, "Origin": "http://localhost"}),
+    ]
+    for cl, headers in refused:
+        with (
+            pytest.raises(WebSocketDisconnect),
+            cl.websocket_connect("/ws/live", headers=headers) as ws,
+        ):
+            ws.receive_json()
+    with c.websocket_connect("/ws/live", headers={**host, "Origin": "http://localhost:8765"}) as ws:
+        assert ws.receive_json()["type"] == "hello"
+        run = profile(
+            RunConfig(new_tokens=3, samples=1, warmup=0, energy="off", mode="standard"),
+            loaded=tiny_llama,
+            sink=store,
+        )
+        seen = {}
+        while not {"sample", "layers"} <= set(seen):
+            ev = ws.receive_json()
+            seen[ev["type"]] = ev
+        assert seen["sample"]["sample"]["run_id"] == run.run_id
+        assert seen["layers"]["rows"] and seen["layers"]["run_id"] == run.run_id
