@@ -62,4 +62,4 @@ def serve_command(
             style="yellow",
             markup=False,
         )
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)

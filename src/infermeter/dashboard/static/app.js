@@ -35,7 +35,7 @@ function table(cols, rows, attrs = "") {
 
 // Bar chart: series = [{name, color, values}], labels on x; stacked when asked.
 function bars(labels, series, { unit = "ms", height = 220, stacked = false } = {}) {
-  const w = Math.max(360, 46 * labels.length + 70), h = height, left = 52, bottom = 28, top = 10;
+  const w = Math.max(360, 46 * labels.length + 70), h = height, left = 52, bottom = 28, top = 22;
   const totals = labels.map((_, i) => stacked ? series.reduce((s, x) => s + (x.values[i] || 0), 0)
     : Math.max(...series.map((x) => x.values[i] || 0)));
   const max = Math.max(1e-9, ...totals) * 1.1;
@@ -59,14 +59,14 @@ function bars(labels, series, { unit = "ms", height = 220, stacked = false } = {
     });
     svg += `<text x="${left + i * bw + bw / 2}" y="${h - 10}" text-anchor="middle">${esc(lab)}</text>`;
   });
-  svg += `<text x="12" y="${top + 8}">${esc(unit)}</text></svg>`;
+  svg += `<text x="6" y="12">${esc(unit)}</text></svg>`;
   const legend = series.map((s) => `<span style="color:${s.color}">■</span> ${esc(s.name)}`).join(" &nbsp; ");
   return `<div class="chart">${svg}<div class="muted">${legend}</div></div>`;
 }
 
 function line(values, { unit = "ms", height = 180, color = "#DD8452" } = {}) {
   if (!values.length) return "";
-  const w = 640, h = height, left = 52, bottom = 24, top = 10;
+  const w = 640, h = height, left = 52, bottom = 24, top = 22;
   const max = Math.max(...values) * 1.1 || 1;
   const x = (i) => left + ((w - left - 10) * i) / Math.max(1, values.length - 1);
   const y = (v) => top + (h - top - bottom) * (1 - v / max);
@@ -77,7 +77,7 @@ function line(values, { unit = "ms", height = 180, color = "#DD8452" } = {}) {
     svg += `<line x1="${left}" x2="${w - 6}" y1="${y(v)}" y2="${y(v)}" stroke="#eee"/><text x="${left - 6}" y="${y(v) + 4}" text-anchor="end">${num(v, 1)}</text>`;
   }
   svg += `<polyline points="${pts}" fill="none" stroke="${color}" stroke-width="1.5"/>` +
-    `<text x="${w / 2}" y="${h - 4}" text-anchor="middle">generated token</text><text x="12" y="${top + 8}">${unit}</text></svg>`;
+    `<text x="${w / 2}" y="${h - 4}" text-anchor="middle">generated token</text><text x="6" y="12">${esc(unit)}</text></svg>`;
   return `<div class="chart">${svg}</div>`;
 }
 

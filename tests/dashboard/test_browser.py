@@ -1,0 +1,151 @@
+"""The dashboard in a real browser (Debian's chromium driven by Playwright).
+
+A real `infermeter serve` process on 127.0.0.1, a real SQLite file, a real `infermeter profile`
+in another process: the run list and a run page render, and a sample of the profile appears on
+the live page while it runs. Screenshots go to the test's temp folder.
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.cli.test_cli import cli
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+playwright = pytest.importorskip("playwright.sync_api", reason="the playwright package is missing")
+if not os.path.exists(CHROMIUM):
+    pytest.skip(
+        "chromium is not installed (make test installs it with apt-get where it can)",
+        allow_module_level=True,
+    )
+
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def server(tmp_path):
+    db = tmp_path / "runs.db"
+    r = cli(
+        "profile",
+        "--new-tokens",
+        "4",
+        "--samples",
+        "2",
+        "--mode",
+        "standard",
+        "--energy",
+        "off",
+        "--db",
+        str(db),
+        "--json",
+    )
+    assert r.returncode == 0, r.stderr
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "infermeter",
+            "serve",
+            "--port",
+            str(port),
+            "--db",
+            str(db),
+            "--poll-ms",
+            "200",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            assert proc.poll() is None, proc.stderr.read()
+            time.sleep(0.2)
+    yield f"http://127.0.0.1:{port}", db
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        pytest.fail("infermeter serve did not stop on SIGTERM within 15 s")
+
+
+def test_run_list_run_page_and_a_live_sample(server, tmp_path):
+    url, db = server
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        errors = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(url + "/")
+        page.wait_for_selector("[data-testid=run-row]", timeout=20_000)
+        assert "tiny-llama" in page.inner_text("[data-testid=runs]")
+        page.wait_for_selector("[data-testid=connection]:has-text('live')", timeout=20_000)
+        page.screenshot(path=str(tmp_path / "runs.png"), full_page=True)
+
+        page.click("[data-testid=run-row] a")
+        page.wait_for_selector("[data-testid=run-title]", timeout=20_000)
+        assert page.inner_text("[data-testid=run-status]") == "finished"
+        assert page.locator("[data-testid=samples] tr").count() == 3  # header + 2 samples
+        assert page.locator(".chart svg rect").count() >= 8  # per-layer bars
+        page.screenshot(path=str(tmp_path / "run.png"), full_page=True)
+
+        page.goto(url + "/#/live")
+        page.wait_for_selector("[data-testid=live-waiting]", timeout=20_000)
+        profile = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "infermeter",
+                "profile",
+                "--new-tokens",
+                "48",
+                "--samples",
+                "3",
+                "--mode",
+                "standard",
+                "--energy",
+                "off",
+                "--db",
+                str(db),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            page.wait_for_selector("[data-testid=live-sample]", timeout=120_000)
+            seen_while_running = profile.poll() is None
+            page.wait_for_selector("[data-testid=live-layers] svg rect", timeout=120_000)
+            page.screenshot(path=str(tmp_path / "live.png"), full_page=True)
+        finally:
+            assert profile.wait(timeout=300) == 0, profile.stderr.read()
+        assert seen_while_running, "the sample appeared only after the profile ended"
+        assert "tiny-llama" in page.inner_text("[data-testid=live-samples]")
+        browser.close()
+    assert not errors, errors
+    assert (tmp_path / "live.png").stat().st_size > 10_000
