@@ -162,3 +162,18 @@ def test_failed_instrumented_run_keeps_partial_layers(tiny_llama, tmp_path):
     run = store.get(row["id"])
     assert run.status == "failed" and len(run.samples) == 1
     assert run.layers["layers"]  # the first sample's per-layer times survived
+
+
+def test_a_busy_store_pauses_live_updates_but_keeps_the_measurement(tiny_llama, tmp_path):
+    from infermeter import Store
+    from infermeter.errors import UserError
+
+    class BusyLive(Store):
+        def add_sample(self, run_id, smp):
+            raise UserError("database is locked by another process (write to)", "wait")
+
+    store = BusyLive(tmp_path / "r.db")
+    run = profile(RunConfig(new_tokens=3, samples=2, energy="off"), loaded=tiny_llama, sink=store)
+    assert run.status == "finished"
+    assert any(n.startswith("live updates paused: database is locked") for n in run.notes)
+    assert len(store.get(run.run_id).samples) == 3  # all kept at the end

@@ -170,7 +170,12 @@ def profile(
     sources, missing = open_source(config.energy, config.power_interval_ms)
     sampler = PowerSampler(sources, config.power_interval_ms) if sources is not None else None
     if sink is not None:  # registered only once every user error has been ruled out
-        result.run_id = sink.begin_run(result)
+        try:
+            result.run_id = sink.begin_run(result)
+        except BaseException:
+            if sources is not None:
+                sources.close()  # powermetrics runs a process: never leave it behind
+            raise
     memory = MemoryTracker(device)
     original_forward = model.__dict__.get("forward")
     origin = clock.mark()
@@ -325,14 +330,19 @@ def _publish(
     """
     if sink is None or result.run_id is None:
         return
-    add = getattr(sink, "add_sample", None)
-    if add is not None:
-        add(result.run_id, result.samples[-1])
-    live = getattr(sink, "live_layers", None)
-    if live is not None and profiler is not None and not warm:
-        table = profiler.result().layers()
-        rows = table[table["kind"] == "block"]
-        live(result.run_id, rows.astype(object).where(rows.notna(), None).to_dict("records"))
+    try:
+        add = getattr(sink, "add_sample", None)
+        if add is not None:
+            add(result.run_id, result.samples[-1])
+        live = getattr(sink, "live_layers", None)
+        if live is not None and profiler is not None and not warm:
+            table = profiler.result().layers()
+            rows = table[table["kind"] == "block"]
+            live(result.run_id, rows.astype(object).where(rows.notna(), None).to_dict("records"))
+    except UserError as exc:  # a busy database must not cost the measurement: all is kept at
+        note = f"live updates paused: {exc.problem}"  # the end in one transaction anyway
+        if note not in result.notes:
+            result.notes.append(note)
 
 
 def _finish(sink: RunSink | None, result: RunResult) -> None:
