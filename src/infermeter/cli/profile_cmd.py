@@ -6,10 +6,10 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from infermeter.cli.guard import err_console, guard
 from infermeter.cli.output import clean_json, print_json, writable_dir, write_json
+from infermeter.cli.progress import progress_bar
 from infermeter.cli.render import run_card
 from infermeter.errors import UserError
 from infermeter.models.presets import DEFAULT_PRESET
@@ -23,16 +23,7 @@ class _ProgressView:
     """A rich progress bar on stderr fed by `profile`'s on_progress callback."""
 
     def __init__(self, enabled: bool) -> None:
-        self.progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            TextColumn("{task.completed}/{task.total}"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=err_console,
-            transient=True,
-            disable=not enabled,
-        )
+        self.progress = progress_bar(enabled=enabled)
         self.tasks: dict[str, int] = {}
 
     def __call__(self, stage: str, done: int, total: int) -> None:

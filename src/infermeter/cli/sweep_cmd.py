@@ -8,11 +8,12 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import TextColumn
 from rich.table import Table
 
-from infermeter.cli.guard import err_console, fail, guard
+from infermeter.cli.guard import fail, guard
 from infermeter.cli.output import print_json, writable_dir
+from infermeter.cli.progress import progress_bar
 from infermeter.errors import UserError
 from infermeter.models.loader import load_model
 from infermeter.models.presets import DEFAULT_PRESET
@@ -29,17 +30,7 @@ class SweepProgressView:
     """Rich progress over a sweep's points with an ETA (on stderr, only on a terminal)."""
 
     def __init__(self, title: str) -> None:
-        self.progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            TextColumn("{task.completed}/{task.total}"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            TextColumn("{task.fields[point]}"),
-            console=err_console,
-            transient=True,
-            disable=not err_console.is_terminal,
-        )
+        self.progress = progress_bar(TextColumn("{task.fields[point]}"))
         self.title = title
         self.task: Any = None
 

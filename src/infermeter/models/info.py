@@ -84,7 +84,8 @@ class ModelInfo:
         return cls(**d)
 
 
-def _get(cfg: Any, *names: str, default: Any = None) -> Any:
+def config_value(cfg: Any, *names: str, default: Any = None) -> Any:
+    """The first of `names` the config sets (families name the same field differently)."""
     for n in names:
         v = getattr(cfg, n, None)
         if v is not None:
@@ -120,16 +121,16 @@ def _vision_info(model: Any, config: Any) -> VisionInfo | None:
     inner = getattr(model, "model", model)
     tower = getattr(inner, "vision_tower", None)
     projector = getattr(inner, "multi_modal_projector", None)
-    image = int(_get(vcfg, "image_size", default=0) or 0)
-    patch = int(_get(vcfg, "patch_size", default=1) or 1)
+    image = int(config_value(vcfg, "image_size", default=0) or 0)
+    patch = int(config_value(vcfg, "patch_size", default=1) or 1)
     tokens = (image // patch) ** 2 if image else 0
     if getattr(config, "vision_feature_select_strategy", "default") == "full":
         tokens += 1
     return VisionInfo(
         family=getattr(vcfg, "model_type", "vision"),
-        layers=int(_get(vcfg, "num_hidden_layers", default=0)),
-        hidden=int(_get(vcfg, "hidden_size", default=0)),
-        heads=int(_get(vcfg, "num_attention_heads", default=0)),
+        layers=int(config_value(vcfg, "num_hidden_layers", default=0)),
+        hidden=int(config_value(vcfg, "hidden_size", default=0)),
+        heads=int(config_value(vcfg, "num_attention_heads", default=0)),
         image_size=image,
         patch_size=patch,
         tokens_per_image=tokens,
@@ -142,13 +143,15 @@ def model_info(model: Any, *, spec: str, source: str, tokenizer: str) -> ModelIn
     """Read a `ModelInfo` from a loaded transformers model."""
     config = model.config
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    hidden = int(_get(text, "hidden_size", "n_embd", "d_model"))
-    heads = int(_get(text, "num_attention_heads", "n_head"))
-    kv_heads = int(_get(text, "num_key_value_heads", default=heads) or heads)
-    head_dim = int(_get(text, "head_dim", default=hidden // heads) or hidden // heads)
-    experts = _get(text, "num_local_experts", "num_experts", "n_routed_experts")
-    top_k = _get(text, "num_experts_per_tok", "moe_topk") if experts else None
-    shared = bool(_get(text, "shared_expert_intermediate_size", "n_shared_experts", default=0))
+    hidden = int(config_value(text, "hidden_size", "n_embd", "d_model"))
+    heads = int(config_value(text, "num_attention_heads", "n_head"))
+    kv_heads = int(config_value(text, "num_key_value_heads", default=heads) or heads)
+    head_dim = int(config_value(text, "head_dim", default=hidden // heads) or hidden // heads)
+    experts = config_value(text, "num_local_experts", "num_experts", "n_routed_experts")
+    top_k = config_value(text, "num_experts_per_tok", "moe_topk") if experts else None
+    shared = bool(
+        config_value(text, "shared_expert_intermediate_size", "n_shared_experts", default=0)
+    )
     param = next(model.parameters())
     return ModelInfo(
         spec=spec,
@@ -157,16 +160,16 @@ def model_info(model: Any, *, spec: str, source: str, tokenizer: str) -> ModelIn
         architecture=type(model).__name__,
         params=count_params(model),
         weights_mb=_bytes(model) / 2**20,
-        layers=int(_get(text, "num_hidden_layers", "n_layer")),
+        layers=int(config_value(text, "num_hidden_layers", "n_layer")),
         hidden=hidden,
         heads=heads,
         kv_heads=kv_heads,
         head_dim=head_dim,
-        intermediate=_get(text, "intermediate_size", "n_inner", default=4 * hidden),
-        vocab=int(_get(text, "vocab_size")),
-        max_positions=_get(text, "max_position_embeddings", "n_positions"),
+        intermediate=config_value(text, "intermediate_size", "n_inner", default=4 * hidden),
+        vocab=int(config_value(text, "vocab_size")),
+        max_positions=config_value(text, "max_position_embeddings", "n_positions"),
         tie_word_embeddings=bool(getattr(config, "tie_word_embeddings", False)),
-        sliding_window=_get(text, "sliding_window"),
+        sliding_window=config_value(text, "sliding_window"),
         experts=int(experts) if experts else None,
         top_k=int(top_k) if top_k else None,
         shared_experts=shared,

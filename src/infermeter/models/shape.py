@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from infermeter.models.info import config_value
+
 
 @dataclass(frozen=True)
 class VisionShape:
@@ -63,22 +65,14 @@ class Shape:
         return cls(**d)
 
 
-def _get(cfg: Any, *names: str, default: Any = None) -> Any:
-    for n in names:
-        v = getattr(cfg, n, None)
-        if v is not None:
-            return v
-    return default
-
-
 def shape_of(model_or_config: Any) -> Shape:
     """The cost shape of a transformers model (or its config)."""
     config = getattr(model_or_config, "config", model_or_config)
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     family = getattr(text, "model_type", "")
-    hidden = int(_get(text, "hidden_size", "n_embd"))
-    heads = int(_get(text, "num_attention_heads", "n_head"))
-    experts = int(_get(text, "num_local_experts", "num_experts", default=0) or 0)
+    hidden = int(config_value(text, "hidden_size", "n_embd"))
+    heads = int(config_value(text, "num_attention_heads", "n_head"))
+    experts = int(config_value(text, "num_local_experts", "num_experts", default=0) or 0)
     vision = None
     vcfg = getattr(config, "vision_config", None)
     if vcfg is not None:
@@ -95,22 +89,24 @@ def shape_of(model_or_config: Any) -> Shape:
         )
     return Shape(
         family=family,
-        layers=int(_get(text, "num_hidden_layers", "n_layer")),
+        layers=int(config_value(text, "num_hidden_layers", "n_layer")),
         hidden=hidden,
         heads=heads,
-        kv_heads=int(_get(text, "num_key_value_heads", default=heads) or heads),
-        head_dim=int(_get(text, "head_dim", default=hidden // heads) or hidden // heads),
-        intermediate=int(_get(text, "intermediate_size", "n_inner", default=4 * hidden)),
+        kv_heads=int(config_value(text, "num_key_value_heads", default=heads) or heads),
+        head_dim=int(config_value(text, "head_dim", default=hidden // heads) or hidden // heads),
+        intermediate=int(config_value(text, "intermediate_size", "n_inner", default=4 * hidden)),
         gated_mlp=family not in ("gpt2",),
         vocab=int(text.vocab_size),
         experts=experts,
-        top_k=int(_get(text, "num_experts_per_tok", default=0) or 0) if experts else 0,
+        top_k=int(config_value(text, "num_experts_per_tok", default=0) or 0) if experts else 0,
         moe_intermediate=int(
-            _get(text, "moe_intermediate_size", "intermediate_size", default=0) or 0
+            config_value(text, "moe_intermediate_size", "intermediate_size", default=0) or 0
         )
         if experts
         else 0,
-        shared_intermediate=int(_get(text, "shared_expert_intermediate_size", default=0) or 0),
-        sliding_window=_get(text, "sliding_window"),
+        shared_intermediate=int(
+            config_value(text, "shared_expert_intermediate_size", default=0) or 0
+        ),
+        sliding_window=config_value(text, "sliding_window"),
         vision=vision,
     )
