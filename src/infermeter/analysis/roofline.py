@@ -22,6 +22,24 @@ from infermeter.models.shape import Shape
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 #: layer-table kinds that have a cost of their own
 KINDS = ("attention", "mlp", "moe", "lm_head")
+#: the columns of a roofline table, in display order (reports and figures' CSV)
+COLUMNS = (
+    "phase",
+    "kind",
+    "flops",
+    "bytes",
+    "intensity",
+    "measured_ms",
+    "achieved_flops",
+    "attainable_flops",
+    "pct_attainable",
+    "bound",
+)
+
+
+def all_rows(roof: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per-kind rows, then the whole prefill and decode forwards."""
+    return [*roof["rows"], roof["prefill"], roof["decode"]]
 
 
 def run_shapes(run: Any) -> tuple[Shape, dict[str, Any]]:

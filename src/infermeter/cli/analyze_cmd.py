@@ -10,6 +10,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from infermeter.analysis.roofline import all_rows
 from infermeter.cli.guard import guard
 from infermeter.cli.output import print_json, writable_dir
 from infermeter.report.jsonio import clean_json, dump_json
@@ -119,7 +120,7 @@ def analysis_card(doc: dict) -> Group:
     def g(v: float | None, scale: float) -> str:
         return "-" if v is None else f"{v / scale:,.3g}"
 
-    for r in [*roof["rows"], roof["prefill"], roof["decode"]]:
+    for r in all_rows(roof):
         t.add_row(
             r["phase"],
             r["kind"],

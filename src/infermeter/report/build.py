@@ -14,6 +14,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from infermeter.analysis.roofline import COLUMNS, all_rows
 from infermeter.report.figures import breakdown_figure, varied_knobs, write_csv
 from infermeter.report.jsonio import dump_json
 from infermeter.report.roofline_figure import roofline_figure
@@ -168,19 +169,7 @@ def run_report(run: Any, out: Path, analysis: dict[str, Any] | None = None) -> l
         doc.heading("Roofline")
         doc.text(f"ceilings: {analysis['ceilings_source']}")
         roof = analysis["roofline"]
-        rows = [*roof["rows"], roof["prefill"], roof["decode"]]
-        cols = [
-            "phase",
-            "kind",
-            "flops",
-            "bytes",
-            "intensity",
-            "measured_ms",
-            "achieved_flops",
-            "pct_attainable",
-            "bound",
-        ]
-        doc.table(rows, cols)
+        doc.table(all_rows(roof), list(COLUMNS))
         written = roofline_figure(analysis, out)
         if written:
             files += written

@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 
+from infermeter.analysis.roofline import COLUMNS, all_rows  # noqa: E402
 from infermeter.report.figures import DPI, write_csv  # noqa: E402
 
 MARKERS = {"attention": "o", "mlp": "s", "moe": "D", "lm_head": "^", "forward": "*"}
@@ -22,7 +23,7 @@ def roofline_figure(analysis: dict[str, Any], out: Path, stem: str = "roofline")
     roof = analysis["roofline"]
     ceil = roof.get("ceilings")
     dtype = roof["workload"]["dtype"]
-    rows = [r for r in [*roof["rows"], roof["prefill"], roof["decode"]] if r["achieved_flops"]]
+    rows = [r for r in all_rows(roof) if r["achieved_flops"]]
     if not ceil or not rows:
         return []
     peak = ceil["flops"].get(dtype) or max(ceil["flops"].values())
@@ -63,22 +64,5 @@ def roofline_figure(analysis: dict[str, Any], out: Path, stem: str = "roofline")
     png = out / f"{stem}.png"
     fig.savefig(png, dpi=DPI, bbox_inches="tight")
     plt.close(fig)
-    table = [
-        {
-            k: r[k]
-            for k in (
-                "phase",
-                "kind",
-                "flops",
-                "bytes",
-                "intensity",
-                "measured_ms",
-                "achieved_flops",
-                "attainable_flops",
-                "pct_attainable",
-                "bound",
-            )
-        }
-        for r in rows
-    ]
+    table = [{k: r[k] for k in COLUMNS} for r in rows]
     return [png, write_csv(out / f"{stem}.csv", table)]
