@@ -134,7 +134,7 @@ def create_app(store: Any, guard: Guard | None = None, poll_s: float = 0.25) -> 
             await ws.close(code=1008)
             return
         await ws.accept()
-        queue = feed.subscribe()
+        queue = await feed.subscribe()
         try:
             await ws.send_json({"type": "hello", "poll_ms": int(poll_s * 1000)})
             while True:

@@ -22,13 +22,22 @@ class LiveFeed:
         self._queues: set[asyncio.Queue] = set()
         self._task: asyncio.Task | None = None
         self._statuses: dict[str, str] = {}
+        self._starting = asyncio.Lock()
 
-    def subscribe(self) -> asyncio.Queue:
-        """A queue of events for one page; starts the poller if it is the first."""
+    async def subscribe(self) -> asyncio.Queue:
+        """A queue of events for one page; starts the poller if it is the first.
+
+        The poller's cursors are read before this returns, so anything stored after a page has
+        subscribed reaches it (reading them inside the task raced with a fast writer).
+        """
         q: asyncio.Queue = asyncio.Queue(maxsize=1000)
         self._queues.add(q)
-        if self._task is None or self._task.done():
-            self._task = asyncio.get_running_loop().create_task(self._run())
+        async with self._starting:  # two pages arriving together start one poller
+            if self._task is None or self._task.done():
+                cursors = await asyncio.to_thread(self.store.cursors)
+                runs = await asyncio.to_thread(self.store.list_runs, limit=50)
+                self._statuses = {r["id"]: r["status"] for r in runs}
+                self._task = asyncio.get_running_loop().create_task(self._run(*cursors))
         return q
 
     def unsubscribe(self, q: asyncio.Queue) -> None:
@@ -49,11 +58,7 @@ class LiveFeed:
                     q.get_nowait()
             q.put_nowait(event)
 
-    async def _run(self) -> None:
-        last_sample, last_layers = await asyncio.to_thread(self.store.cursors)
-        self._statuses = {
-            r["id"]: r["status"] for r in await asyncio.to_thread(self.store.list_runs, limit=50)
-        }
+    async def _run(self, last_sample: int, last_layers: int) -> None:
         while self._queues:
             try:
                 samples = await asyncio.to_thread(self.store.samples_after, last_sample)
