@@ -83,3 +83,42 @@ def test_severity_scales_with_the_evidence_and_high_comes_first():
 
 def test_empty_evidence_finds_nothing():
     assert find_bottlenecks(Evidence()) == []
+
+
+def _cpu_run(device):
+    from infermeter.run.results import RunResult, SampleResult
+
+    sample = SampleResult(
+        index=0,
+        warmup=False,
+        batch_size=1,
+        prompt_tokens=8,
+        new_tokens=3,
+        vision_tokens=0,
+        start_ms=0.0,
+        ttft_ms=10.0,
+        step_ms=(5.0, 5.0),
+        memory={"rss_peak_mb": 950.0},
+    )
+    return RunResult(
+        run_id="abc",
+        config={},
+        knobs={},
+        model_info={},
+        device=device,
+        versions={},
+        created="2026-01-01T00:00:00+00:00",
+        samples=[sample],
+        status="finished",
+    )
+
+
+def test_memory_is_judged_against_the_host_that_ran_not_the_one_analysing():
+    from infermeter.analysis.bottlenecks import evidence_of
+
+    e = evidence_of(_cpu_run({"type": "cpu", "host_memory_mb": 1000.0}), None)
+    assert (e.memory_used_mb, e.memory_total_mb) == (950.0, 1000.0)
+    assert [f.id for f in find_bottlenecks(e)] == ["near-memory-limit"]
+    # a run stored before host memory was recorded: no guess from this machine
+    old = evidence_of(_cpu_run({"type": "cpu"}), None)
+    assert (old.memory_used_mb, old.memory_total_mb) == (None, None)

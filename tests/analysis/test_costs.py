@@ -10,7 +10,7 @@ from infermeter.analysis.costs import (
     generation_costs,
     shape_of,
     total,
-    useful_attention_flops,
+    useful_attention_flop_count,
 )
 
 FAMILIES = [
@@ -52,24 +52,24 @@ def test_flops_match_the_counter_within_1_percent_prefill_and_decode(name):
     s = shape_of(model)
     ids, kw, images = _inputs(model, s, batch=2, tokens=24)
     counted, out = _counted(model, input_ids=ids, use_cache=True, **kw)
-    mine = total(forward_costs(s, tokens=ids.shape[1], batch=2, images=images)).flops
+    mine = total(forward_costs(s, tokens=ids.shape[1], batch=2, images=images)).flop_count
     assert mine == pytest.approx(counted, rel=0.01)
     counted_step, _ = _counted(
         model, input_ids=ids[:, -1:], past_key_values=out.past_key_values, use_cache=True
     )
-    step = total(forward_costs(s, tokens=1, context=ids.shape[1], batch=2)).flops
+    step = total(forward_costs(s, tokens=1, context=ids.shape[1], batch=2)).flop_count
     assert step == pytest.approx(counted_step, rel=0.01)
 
 
 def test_top_k_and_active_layers_enter_the_formulas():
     lm = load_model("tiny-qwen3-moe", device="cpu", attn_implementation="eager")
     s = shape_of(lm.model)
-    k1 = total(forward_costs(s, tokens=16, top_k=1)).flops
-    k8 = total(forward_costs(s, tokens=16, top_k=8)).flops
+    k1 = total(forward_costs(s, tokens=16, top_k=1)).flop_count
+    k8 = total(forward_costs(s, tokens=16, top_k=8)).flop_count
     expert = 3 * 2 * 16 * s.hidden * s.moe_intermediate * s.layers
     assert k8 - k1 == pytest.approx(7 * expert)
-    half = total(forward_costs(s, tokens=16, active_layers=2)).flops
-    assert half < total(forward_costs(s, tokens=16)).flops
+    half = total(forward_costs(s, tokens=16, active_layers=2)).flop_count
+    assert half < total(forward_costs(s, tokens=16)).flop_count
 
 
 def test_the_counter_undercounts_sdpa_and_grouped_experts():
@@ -82,7 +82,7 @@ def test_the_counter_undercounts_sdpa_and_grouped_experts():
     model.set_experts_implementation("eager")
     model.set_attn_implementation("eager")
     full, _ = _counted(model, input_ids=ids, use_cache=False)
-    mine = total(forward_costs(s, tokens=32)).flops
+    mine = total(forward_costs(s, tokens=32)).flop_count
     assert mine == pytest.approx(full, rel=0.01)
     assert undercount < 0.8 * full  # attention scores and experts are missing from the counter
 
@@ -101,6 +101,6 @@ def test_generation_costs_and_bytes_make_sense():
     assert g["prefill_total"].intensity > 10 * step.intensity
     assert g["decode_steps"][-1].kv_read_bytes > g["decode_steps"][0].kv_read_bytes
     # the causal mask leaves about half of the prefill's score FLOPs useful
-    useful = useful_attention_flops(s, 1, 64, 0)
+    useful = useful_attention_flop_count(s, 1, 64, 0)
     executed = 2 * 2 * s.heads * s.head_dim * 64 * 64
     assert useful / executed == pytest.approx((64 + 1) / (2 * 64))

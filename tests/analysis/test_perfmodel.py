@@ -45,10 +45,10 @@ def test_fit_recovers_known_coefficients():
     pts = []
     for f in (1e8, 3e8, 1e9, 2e9):
         for b in (1e6, 5e6, 2e7):
-            feats = {"flops": f, "bytes": b, "calls": 1.0}
+            feats = {"flop_count": f, "bytes": b, "calls": 1.0}
             pts.append((feats, 2e-8 * f + 3e-7 * b + 4.0))
     model = fit(pts, "prefill")
-    assert model.coef["flops"] == pytest.approx(2e-8, rel=1e-4)
+    assert model.coef["flop_count"] == pytest.approx(2e-8, rel=1e-4)
     assert model.coef["bytes"] == pytest.approx(3e-7, rel=1e-4)
     assert model.coef["calls"] == pytest.approx(4.0, rel=1e-4)
 

@@ -1,39 +1,15 @@
 """The CLI as users run it: real processes for the main paths, CliRunner for the many errors."""
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 
 import pytest
 from typer.testing import CliRunner
 
 from infermeter.cli.app import app
+from tests.helpers import assert_one_line_error, cli
 
 runner = CliRunner()
-
-
-def cli(*args, env=None, timeout=600):
-    """Run `python -m infermeter ARGS` in a real process."""
-    return subprocess.run(
-        [sys.executable, "-m", "infermeter", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-    )
-
-
-def assert_one_line_error(result, *needles, code=2):
-    stderr = result.stderr if hasattr(result, "stderr") else result.output
-    assert result.returncode == code if hasattr(result, "returncode") else result.exit_code == code
-    assert "Traceback" not in stderr
-    lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
-    assert len(lines) == 1, stderr
-    assert lines[0].startswith("error: ")
-    for n in needles:
-        assert n in lines[0], lines[0]
 
 
 def test_profile_json_is_one_document_and_stored(tmp_path):

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from tests.cli.test_cli import cli
+from tests.helpers import cli
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 playwright = pytest.importorskip("playwright.sync_api", reason="the playwright package is missing")

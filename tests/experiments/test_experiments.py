@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from infermeter.cli.app import app
 from infermeter.experiments import EXPERIMENTS
-from tests.cli.test_cli import assert_one_line_error, cli
+from tests.helpers import assert_one_line_error, cli
 
 runner = CliRunner()
 

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 from infermeter import RunConfig, Store, profile
 from infermeter.cli.app import app
 from infermeter.run.sweep import SweepSpec, run_sweep
-from tests.cli.test_cli import assert_one_line_error
+from tests.helpers import assert_one_line_error
 
 runner = CliRunner()
 

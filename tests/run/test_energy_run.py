@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from infermeter import RunConfig, Store, profile
 from infermeter.cli.app import app
 from infermeter.errors import UserError
-from tests.cli.test_cli import assert_one_line_error
 from tests.fakes import LivePowercap
+from tests.helpers import assert_one_line_error
 
 WATTS = 22.0  # 20 W package + 2 W DRAM
 

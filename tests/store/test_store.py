@@ -108,3 +108,33 @@ def test_wal_mode_and_default_location(tmp_path, monkeypatch):
         assert c.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
     monkeypatch.setenv("INFERMETER_DB", f"sqlite:///{tmp_path / 'env.db'}")
     assert Store().where == str(tmp_path / "env.db")
+
+
+def test_a_version_2_database_is_upgraded_in_place_with_its_ceilings(tmp_path):
+    """v3 renamed the ceilings' columns to carry units; a v2 file keeps its measured rows."""
+    import socket
+
+    from infermeter.store.schema import SCHEMA_VERSION
+
+    path = tmp_path / "v2.db"
+    Store(path)  # current schema, then turned back into version 2's ceilings table
+    with sqlite3.connect(path) as c:
+        c.execute("DROP TABLE ceilings")
+        c.execute(
+            "CREATE TABLE ceilings (id INTEGER PRIMARY KEY, device VARCHAR(255), host "
+            "VARCHAR(255), flops JSON, bandwidth FLOAT, source TEXT, details JSON, created "
+            "VARCHAR(40))"
+        )
+        c.execute(
+            "INSERT INTO ceilings (device, host, flops, bandwidth, source, details, created) "
+            "VALUES ('cpu-x', ?, '{\"float32\": 2e11}', 3e10, 'measured', '{}', '2026')",
+            (socket.gethostname(),),
+        )
+        c.execute("UPDATE meta SET value='2' WHERE key='schema_version'")
+    got = Store(path).measured_ceilings("cpu-x")
+    assert got.flop_per_s == {"float32": 2e11} and got.bandwidth_bytes_per_s == 3e10
+    with sqlite3.connect(path) as c:
+        cols = {r[1] for r in c.execute("PRAGMA table_info(ceilings)")}
+        version = c.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
+    assert {"flop_per_s", "bandwidth_bytes_per_s"} <= cols and "flops" not in cols
+    assert version == str(SCHEMA_VERSION)

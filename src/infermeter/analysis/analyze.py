@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from infermeter.analysis.bottlenecks import evidence_of, find_bottlenecks
-from infermeter.analysis.hardware import Ceilings, spec_ceilings
 from infermeter.analysis.roofline import roofline
+from infermeter.measure.ceilings import Ceilings, spec_ceilings
 
 
 def analyze_run(run: Any, measured: Ceilings | None = None) -> dict[str, Any]:

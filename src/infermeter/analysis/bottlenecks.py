@@ -256,11 +256,9 @@ def evidence_of(run: Any, roof: dict[str, Any] | None) -> Evidence:
     e.measured_total_ms = sum(x.total_ms for x in run.measured) or None
     peak = max((x.peak_allocated_mb or 0 for x in m), default=0)
     total_mb = (run.device or {}).get("total_memory_mb")
-    if not peak:  # CPU: the process's resident peak against the host's memory
-        import psutil
-
+    if not peak:  # CPU: the process's resident peak against the memory of the host that ran it
         peak = max((x.rss_peak_mb or 0 for x in m), default=0)
-        total_mb = psutil.virtual_memory().total / 2**20
+        total_mb = (run.device or {}).get("host_memory_mb")  # absent in runs stored before it
     if peak and total_mb:
         e.memory_used_mb, e.memory_total_mb = peak, total_mb
     e.knob_checks = run.checks or {}

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from infermeter.analysis.costs import total
-from infermeter.analysis.hardware import Ceilings
 from infermeter.analysis.roofline import phase_costs, run_shapes
+from infermeter.measure.ceilings import Ceilings
 
 PHASES = (("prefill", "ttft_ms"), ("decode", "tpot_ms"))
 
@@ -24,10 +24,12 @@ def _model_ms(run: Any, ceilings: Ceilings | None) -> dict[str, float]:
     out = {}
     for phase, _ in PHASES:
         t = total(costs[phase])
-        if ceilings is not None and ceilings.peak(work["dtype"]) and ceilings.bandwidth:
-            out[phase] = max(t.flops / ceilings.peak(work["dtype"]), t.bytes / ceilings.bandwidth)
+        peak = ceilings.peak(work["dtype"]) if ceilings is not None else None
+        bandwidth = ceilings.bandwidth_bytes_per_s if ceilings is not None else None
+        if peak and bandwidth:
+            out[phase] = max(t.flop_count / peak, t.bytes / bandwidth)
         else:
-            out[phase] = t.flops if phase == "prefill" else t.bytes
+            out[phase] = t.flop_count if phase == "prefill" else t.bytes
     return out
 
 

@@ -1,19 +1,19 @@
 """Exact FLOPs and bytes of every layer of a forward, from the model's config and the shapes.
 
 Conventions. A matmul of (m x k) by (k x n) is 2mkn FLOPs (one multiply and one add per term);
-that is what `torch.utils.flop_counter.FlopCounterMode` counts, and `flops` below holds exactly
-those matmul FLOPs so the two can be compared. Element-wise work (norms, activations, softmax,
-RoPE, residual adds) goes in `other_flops`: small, and invisible to the counter. Bytes moved are
-the weights a layer reads (parameters x dtype size), the activations it reads and writes, and
-the KV cache it reads and appends. A forward processes `tokens` new tokens per row, for `batch`
-rows, after `context` tokens already in the KV cache (0 for a prefill, the position for a
-decode step); attention sees T = context + tokens keys per query.
+that is what `torch.utils.flop_counter.FlopCounterMode` counts, and `flop_count` below holds
+exactly those matmul FLOPs so the two can be compared. Element-wise work (norms, activations,
+softmax, RoPE, residual adds) goes in `other_flop_count`: small, and invisible to the counter.
+Bytes moved are the weights a layer reads (parameters x dtype size), the activations it reads
+and writes, and the KV cache it reads and appends. A forward processes `tokens` new tokens per
+row, for `batch` rows, after `context` tokens already in the KV cache (0 for a prefill, the
+position for a decode step); attention sees T = context + tokens keys per query.
 
 Per decoder block (d hidden, H query heads, G KV heads, h head dim, f MLP width):
 - attention projections: q 2BPd(Hh), k and v 2BPd(Gh) each, o 2BP(Hh)d. GQA and MQA are G < H.
 - scores and values: QK^T 2BHPTh and (attention x V) 2BHPTh. The eager kernel computes the whole
   P x T block even where a causal or sliding-window mask zeroes it, so this is what executes;
-  `useful_attention_flops` gives the masked count for comparison.
+  `useful_attention_flop_count` gives the masked count for comparison.
 - gated MLP (Llama, Mistral, Qwen): gate, up and down, 3 x 2BPdf; GPT-2's MLP has 2 x 2BPdf.
 - MoE: router 2BPdE; each token runs k experts of width f_e: 3 x 2(BPk)d f_e in total however the
   tokens spread; Qwen2-MoE adds a shared expert (3 x 2BPd f_s) and its gate 2BPd.
@@ -44,7 +44,7 @@ __all__ = [
     "generation_costs",
     "shape_of",
     "total",
-    "useful_attention_flops",
+    "useful_attention_flop_count",
 ]
 
 
@@ -55,8 +55,8 @@ class Cost:
     name: str
     kind: str
     layer: int | None
-    flops: float = 0.0
-    other_flops: float = 0.0
+    flop_count: float = 0.0
+    other_flop_count: float = 0.0
     weight_bytes: float = 0.0
     act_bytes: float = 0.0
     kv_read_bytes: float = 0.0
@@ -71,7 +71,7 @@ class Cost:
     @property
     def intensity(self) -> float:
         """Operational intensity: matmul FLOPs per byte moved."""
-        return self.flops / self.bytes if self.bytes else float("nan")
+        return self.flop_count / self.bytes if self.bytes else float("nan")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (with bytes and intensity) for tables and JSON."""
@@ -91,8 +91,8 @@ def _attention(
     proj = 2 * b * p * d * (hq + 2 * hkv) + 2 * b * p * hq * d
     scores = 2 * 2 * b * s.heads * p * t * hd
     c = Cost(f"layers.{layer}.attention", "attention", layer)
-    c.flops = proj + scores
-    c.other_flops = 5 * b * s.heads * p * t + 6 * b * p * (hq + hkv)  # softmax, scaling, RoPE
+    c.flop_count = proj + scores
+    c.other_flop_count = 5 * b * s.heads * p * t + 6 * b * p * (hq + hkv)  # softmax, scaling, RoPE
     c.weight_bytes = e * (d * (hq + 2 * hkv) + hq * d)
     c.act_bytes = e * b * p * (2 * d + 2 * hq + 2 * hkv)
     c.kv_read_bytes = e * 2 * b * (t - p) * hkv
@@ -100,7 +100,7 @@ def _attention(
     return c
 
 
-def useful_attention_flops(s: Shape, b: int, p: int, context: int) -> float:
+def useful_attention_flop_count(s: Shape, b: int, p: int, context: int) -> float:
     """QK^T and attention x V FLOPs a causal (and sliding-window) mask leaves, per block."""
     total = 0
     for i in range(p):
@@ -115,8 +115,8 @@ def _mlp(s: Shape, layer: int, b: int, p: int, e: int) -> Cost:
     d, f = s.hidden, s.intermediate
     mats = 3 if s.gated_mlp else 2
     c = Cost(f"layers.{layer}.mlp", "mlp", layer)
-    c.flops = mats * 2 * b * p * d * f
-    c.other_flops = b * p * f * (4 if s.gated_mlp else 8)  # activation and gating
+    c.flop_count = mats * 2 * b * p * d * f
+    c.other_flop_count = b * p * f * (4 if s.gated_mlp else 8)  # activation and gating
     c.weight_bytes = e * mats * d * f
     c.act_bytes = e * b * p * (2 * d + mats * f)
     return c
@@ -126,8 +126,8 @@ def _moe(s: Shape, layer: int, b: int, p: int, e: int, top_k: int) -> Cost:
     d, fe, n = s.hidden, s.moe_intermediate, b * p
     routed = n * top_k
     c = Cost(f"layers.{layer}.moe", "moe", layer)
-    c.flops = 2 * n * d * s.experts + 3 * 2 * routed * d * fe
-    c.other_flops = n * s.experts * 5 + routed * fe * 4 + routed * d * 2
+    c.flop_count = 2 * n * d * s.experts + 3 * 2 * routed * d * fe
+    c.other_flop_count = n * s.experts * 5 + routed * fe * 4 + routed * d * 2
     c.act_bytes = e * (2 * n * d + 3 * routed * fe + n * s.experts)
     # weights read: the router, and each expert that receives at least one token; with many
     # tokens that is all of them, with one token only top_k (decode is why MoE saves bytes)
@@ -135,8 +135,8 @@ def _moe(s: Shape, layer: int, b: int, p: int, e: int, top_k: int) -> Cost:
     c.weight_bytes = e * (d * s.experts + hit * 3 * d * fe)
     if s.shared_intermediate:
         fs = s.shared_intermediate
-        c.flops += 3 * 2 * n * d * fs + 2 * n * d
-        c.other_flops += n * fs * 4
+        c.flop_count += 3 * 2 * n * d * fs + 2 * n * d
+        c.other_flop_count += n * fs * 4
         c.weight_bytes += e * (3 * d * fs + d)
         c.act_bytes += e * n * 3 * fs
     return c
@@ -147,22 +147,22 @@ def _vision(v: VisionShape, b: int, e: int) -> list[Cost]:
     n, n1, dv = v.patches, v.patches + 1, v.hidden
     out = []
     emb = Cost("vision.embeddings", "vision_tower", None)
-    emb.flops = 2 * b * n * v.channels * v.patch_size**2 * dv
+    emb.flop_count = 2 * b * n * v.channels * v.patch_size**2 * dv
     emb.weight_bytes = e * (v.channels * v.patch_size**2 * dv + n1 * dv)
     emb.act_bytes = e * b * (v.channels * v.image_size**2 + n1 * dv)
     out.append(emb)
     hd = dv // v.heads
     for i in range(v.layers):
         c = Cost(f"vision.layers.{i}", "vision_tower", None)
-        c.flops = 4 * 2 * b * n1 * dv * dv + 2 * 2 * b * v.heads * n1 * n1 * hd
-        c.flops += 2 * 2 * b * n1 * dv * v.intermediate
-        c.other_flops = 5 * b * v.heads * n1 * n1 + 8 * b * n1 * v.intermediate
+        c.flop_count = 4 * 2 * b * n1 * dv * dv + 2 * 2 * b * v.heads * n1 * n1 * hd
+        c.flop_count += 2 * 2 * b * n1 * dv * v.intermediate
+        c.other_flop_count = 5 * b * v.heads * n1 * n1 + 8 * b * n1 * v.intermediate
         c.weight_bytes = e * (4 * dv * dv + 2 * dv * v.intermediate)
         c.act_bytes = e * b * n1 * (6 * dv + 2 * v.intermediate)
         out.append(c)
     proj = Cost("projector", "projector", None)
-    proj.flops = 2 * b * n * dv * v.text_hidden + 2 * b * n * v.text_hidden * v.text_hidden
-    proj.other_flops = 8 * b * n * v.text_hidden
+    proj.flop_count = 2 * b * n * dv * v.text_hidden + 2 * b * n * v.text_hidden * v.text_hidden
+    proj.other_flop_count = 8 * b * n * v.text_hidden
     proj.weight_bytes = e * (dv * v.text_hidden + v.text_hidden**2)
     proj.act_bytes = e * b * n * (dv + 2 * v.text_hidden)
     out.append(proj)
@@ -210,18 +210,18 @@ def forward_costs(
         out.append(att)
         out.append(_moe(s, i, b, p, e, k) if s.experts else _mlp(s, i, b, p, e))
         norms = Cost(f"layers.{i}.norms", "norm", i)
-        norms.other_flops = 2 * 5 * b * p * s.hidden + 2 * b * p * s.hidden  # 2 norms, 2 adds
+        norms.other_flop_count = 2 * 5 * b * p * s.hidden + 2 * b * p * s.hidden  # 2 norms, 2 adds
         norms.weight_bytes = e * 2 * s.hidden
         norms.act_bytes = e * 2 * 2 * b * p * s.hidden
         out.append(norms)
     fn = Cost("final_norm", "final_norm", None)
-    fn.other_flops = 5 * b * p * s.hidden
+    fn.other_flop_count = 5 * b * p * s.hidden
     fn.weight_bytes = e * s.hidden
     fn.act_bytes = e * 2 * b * p * s.hidden
     out.append(fn)
     lt = p if logits_tokens is None else logits_tokens
     head = Cost("lm_head", "lm_head", None)
-    head.flops = 2 * b * lt * s.hidden * s.vocab
+    head.flop_count = 2 * b * lt * s.hidden * s.vocab
     head.weight_bytes = e * s.hidden * s.vocab
     head.act_bytes = e * b * lt * (s.hidden + s.vocab)
     out.append(head)
@@ -232,8 +232,8 @@ def total(costs: list[Cost]) -> Cost:
     """The sum of a list of costs."""
     t = Cost("total", "total", None)
     for c in costs:
-        t.flops += c.flops
-        t.other_flops += c.other_flops
+        t.flop_count += c.flop_count
+        t.other_flop_count += c.other_flop_count
         t.weight_bytes += c.weight_bytes
         t.act_bytes += c.act_bytes
         t.kv_read_bytes += c.kv_read_bytes

@@ -155,7 +155,7 @@ class PerformanceModel:
         return out
 
 
-FEATURES = ("flops", "bytes", "calls")
+FEATURES = ("flop_count", "bytes", "calls")
 
 
 @dataclass
@@ -182,7 +182,7 @@ def features(run: Any) -> dict[str, dict[str, float]]:
     out = {}
     for phase in ("prefill", "decode"):
         t = total(c[phase])
-        out[phase] = {"flops": t.flops, "bytes": t.bytes, "calls": 1.0}
+        out[phase] = {"flop_count": t.flop_count, "bytes": t.bytes, "calls": 1.0}
     return out
 
 

@@ -16,7 +16,7 @@ import math
 from typing import Any
 
 from infermeter.analysis.costs import Cost, forward_costs, total
-from infermeter.analysis.hardware import Ceilings
+from infermeter.measure.ceilings import Ceilings
 from infermeter.models.shape import Shape
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
@@ -26,12 +26,12 @@ KINDS = ("attention", "mlp", "moe", "lm_head")
 COLUMNS = (
     "phase",
     "kind",
-    "flops",
+    "flop_count",
     "bytes",
     "intensity",
     "measured_ms",
-    "achieved_flops",
-    "attainable_flops",
+    "achieved_flop_per_s",
+    "attainable_flop_per_s",
     "pct_attainable",
     "bound",
 )
@@ -116,12 +116,12 @@ def roofline(run: Any, ceilings: Ceilings | None) -> dict[str, Any]:
     if ceilings is not None:
         out["ceilings"] = ceilings.to_dict()
         out["ridge_flop_per_byte"] = ceilings.ridge(dtype)
-        if ceilings.bandwidth:
-            out["decode_min_ms"] = dec.bytes / ceilings.bandwidth * 1e3
+        if ceilings.bandwidth_bytes_per_s:
+            out["decode_min_ms"] = dec.bytes / ceilings.bandwidth_bytes_per_s * 1e3
             out["decode_measured_ms"] = summary["tpot_ms"].mean
         peak = ceilings.peak(dtype)
         if peak:
-            out["prefill_min_ms"] = pre.flops / peak * 1e3
+            out["prefill_min_ms"] = pre.flop_count / peak * 1e3
             out["prefill_measured_ms"] = summary["ttft_ms"].mean
     return out
 
@@ -133,25 +133,25 @@ def _row(
     row: dict[str, Any] = {
         "phase": phase,
         "kind": kind,
-        "flops": cost.flops,
+        "flop_count": cost.flop_count,
         "bytes": cost.bytes,
         "intensity": intensity,
         "measured_ms": ms,
-        "achieved_flops": None,
+        "achieved_flop_per_s": None,
         "achieved_bytes_s": None,
-        "attainable_flops": None,
+        "attainable_flop_per_s": None,
         "pct_attainable": None,
         "bound": None,
     }
     if ms and ms > 0 and not math.isnan(ms):
-        row["achieved_flops"] = cost.flops / (ms / 1e3)
+        row["achieved_flop_per_s"] = cost.flop_count / (ms / 1e3)
         row["achieved_bytes_s"] = cost.bytes / (ms / 1e3)
     if ceilings is not None:
         ridge = ceilings.ridge(dtype)
         att = ceilings.attainable(dtype, intensity)
-        row["attainable_flops"] = att
+        row["attainable_flop_per_s"] = att
         if ridge:
             row["bound"] = "memory" if intensity < ridge else "compute"
-        if att and row["achieved_flops"]:
-            row["pct_attainable"] = 100.0 * row["achieved_flops"] / att
+        if att and row["achieved_flop_per_s"]:
+            row["pct_attainable"] = 100.0 * row["achieved_flop_per_s"] / att
     return row

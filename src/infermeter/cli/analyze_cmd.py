@@ -12,18 +12,10 @@ from rich.text import Text
 
 from infermeter.analysis.roofline import all_rows
 from infermeter.cli.guard import guard
-from infermeter.cli.output import print_json, writable_dir
-from infermeter.report.jsonio import clean_json, dump_json
+from infermeter.cli.output import writable_dir
 from infermeter.store import Store
-
-
-def _si(v: float | None, unit: str) -> str:
-    if v is None:
-        return "-"
-    for p, f in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(v) >= f:
-            return f"{v / f:,.1f} {p}{unit}"
-    return f"{v:,.2f} {unit}"
+from infermeter.util import fmt
+from infermeter.util.jsonio import clean_json, print_json, write_json
 
 
 @guard
@@ -34,7 +26,8 @@ def calibrate_command(
     json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
 ) -> None:
     """Measure this device's matmul FLOP/s per dtype and copy bandwidth; analysis uses them."""
-    from infermeter.analysis.hardware import calibrate, spec_ceilings
+    from infermeter.measure.calibrate import calibrate
+    from infermeter.measure.ceilings import spec_ceilings
     from infermeter.measure.device import resolve_device
 
     dev = resolve_device(device)
@@ -50,14 +43,16 @@ def calibrate_command(
     table = Table(title=f"ceilings of {measured.device}", title_justify="left")
     for col in ("", "measured", "spec sheet"):
         table.add_column(col, justify="right" if col else "left")
-    for dt, v in measured.flops.items():
+    for dt, v in measured.flop_per_s.items():
         table.add_row(
-            f"matmul {dt}", _si(v, "FLOP/s"), _si(spec.peak(dt), "FLOP/s") if spec else "unknown"
+            f"matmul {dt}",
+            fmt.si(v, "FLOP/s"),
+            fmt.si(spec.peak(dt), "FLOP/s") if spec else "unknown",
         )
     table.add_row(
         "copy bandwidth",
-        _si(measured.bandwidth, "B/s"),
-        _si(spec.bandwidth, "B/s") if spec else "unknown",
+        fmt.si(measured.bandwidth_bytes_per_s, "B/s"),
+        fmt.si(spec.bandwidth_bytes_per_s, "B/s") if spec else "unknown",
     )
     Console(soft_wrap=True).print(table)
     Console(soft_wrap=True).print(
@@ -84,7 +79,7 @@ def analyze_command(
     if out is not None:
         folder = writable_dir(out)
         files = [
-            dump_json(folder / f"analysis-{run.run_id}.json", doc),
+            write_json(folder / f"analysis-{run.run_id}.json", doc),
             *roofline_figure(doc, folder, f"roofline-{run.run_id}"),
         ]
     if json_out:
@@ -117,18 +112,15 @@ def analysis_card(doc: dict) -> Group:
             col, justify="left" if col in ("phase", "kind", "bound") else "right", no_wrap=True
         )
 
-    def g(v: float | None, scale: float) -> str:
-        return "-" if v is None else f"{v / scale:,.3g}"
-
     for r in all_rows(roof):
         t.add_row(
             r["phase"],
             r["kind"],
-            g(r["flops"], 1e9),
-            g(r["bytes"], 1e6),
+            fmt.scaled(r["flop_count"], 1e9),
+            fmt.scaled(r["bytes"], 1e6),
             f"{r['intensity']:.2f}",
-            g(r["measured_ms"], 1),
-            g(r["achieved_flops"], 1e9),
+            fmt.scaled(r["measured_ms"], 1),
+            fmt.scaled(r["achieved_flop_per_s"], 1e9),
             "-" if r["pct_attainable"] is None else f"{r['pct_attainable']:.0f}%",
             r["bound"] or "-",
         )
@@ -179,7 +171,7 @@ def compare_command(
     store = Store(db)
     base, var = store.get(baseline), store.get(variant)
     measured = store.measured_ceilings(str((base.device or {}).get("name")))
-    from infermeter.analysis.hardware import spec_ceilings
+    from infermeter.measure.ceilings import spec_ceilings
 
     ceil = measured or spec_ceilings(str((base.device or {}).get("name")))
     doc = clean_json(compare_runs(base, var, ceil))
@@ -253,8 +245,8 @@ def systems_analysis_command(
     out: Path = typer.Option(Path("systems-analysis"), help="Folder for the two JSON files."),
 ) -> None:
     """Baseline vs variant: runs, scaling over 64-512 tokens, roofline, bottlenecks, comparison."""
-    from infermeter.analysis.systems import systems_analysis
     from infermeter.errors import UserError
+    from infermeter.experiments.systems import systems_analysis
     from infermeter.models.loader import load_model
     from infermeter.run.config import RunConfig
 
@@ -276,8 +268,8 @@ def systems_analysis_command(
     c = doc["comparison"]
     console = Console(soft_wrap=True)
     console.print(
-        f"baseline {doc['baseline']['avg_time_ms']:.1f} ms ({doc['baseline']['throughput_tps']:.1f}"
-        f" tok/s) vs variant {doc['variant']['avg_time_ms']:.1f} ms "
+        f"baseline {doc['baseline']['total_ms']:.1f} ms ({doc['baseline']['throughput_tps']:.1f}"
+        f" tok/s) vs variant {doc['variant']['total_ms']:.1f} ms "
         f"({doc['variant']['throughput_tps']:.1f} tok/s): speedup {c['actual_speedup']:.3f}x, "
         f"predicted {c['predicted_speedup']:.3f}x ({c['prediction_error_pct']:+.1f}%)",
         markup=False,

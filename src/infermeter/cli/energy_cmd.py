@@ -7,8 +7,8 @@ from rich.console import Console
 from rich.table import Table
 
 from infermeter.cli.guard import guard
-from infermeter.cli.output import print_json
 from infermeter.measure.energy.probe import probe_all
+from infermeter.util.jsonio import print_json
 
 energy_app = typer.Typer(help="Energy and power sources.", no_args_is_help=True)
 

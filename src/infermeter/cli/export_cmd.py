@@ -7,10 +7,11 @@ from pathlib import Path
 import typer
 
 from infermeter.cli.guard import err_console, guard
-from infermeter.cli.output import clean_json, writable_dir, write_json
+from infermeter.cli.output import writable_dir
 from infermeter.errors import UserError
 from infermeter.report.trace import DETAIL, write_chrome_trace
 from infermeter.store import Store
+from infermeter.util.jsonio import clean_json, write_json
 
 FORMATS = ("chrome-trace", "json", "csv", "parquet")
 

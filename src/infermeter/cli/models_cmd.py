@@ -8,12 +8,12 @@ import typer
 from rich.console import Console
 
 from infermeter.cli.guard import guard
-from infermeter.cli.output import print_json
 from infermeter.cli.render import models_table
 from infermeter.models import smollm2
 from infermeter.models.loader import estimate_params
 from infermeter.models.presets import PRESETS, build_config
 from infermeter.models.tokenizer import builtin_tokenizer
+from infermeter.util.jsonio import print_json
 
 #: SmolLM2-135M's parameter count (tied embeddings counted once), from its config.
 SMOLLM2_PARAMS = 134_515_008

@@ -8,13 +8,14 @@ import typer
 from rich.console import Console
 
 from infermeter.cli.guard import err_console, guard
-from infermeter.cli.output import clean_json, print_json, writable_dir, write_json
+from infermeter.cli.output import writable_dir
 from infermeter.cli.progress import progress_bar
 from infermeter.cli.render import run_card
 from infermeter.errors import UserError
 from infermeter.models.presets import DEFAULT_PRESET
 from infermeter.run import RunConfig, profile
 from infermeter.store import Store
+from infermeter.util.jsonio import clean_json, print_json, write_json
 
 _LABELS = {"load": "loading model", "warmup": "warm-up", "sample": "measuring"}
 

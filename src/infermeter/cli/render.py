@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from rich import box
@@ -12,29 +11,13 @@ from rich.text import Text
 
 from infermeter.cli.render_layers import layer_tables
 from infermeter.run.results import RunResult
-
-
-def _fmt(v: Any, digits: int = 2) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "-"
-    if isinstance(v, float):
-        return f"{v:,.{digits}f}"
-    return str(v)
-
-
-def _params(n: int | None) -> str:
-    if not n:
-        return "-"
-    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if n >= size:
-            return f"{n / size:.2f} {unit}"
-    return str(n)
+from infermeter.util import fmt
 
 
 def run_header(run: RunResult, where: str | None = None) -> Text:
     """Two lines saying what was run, where, and where it is kept."""
     info, cfg = run.model_info, run.config
-    shape = f"{info.get('layers')} layers, {_params(info.get('params'))} params"
+    shape = f"{info.get('layers')} layers, {fmt.count(info.get('params'))} params"
     if info.get("experts"):
         shape += f", {info['experts']} experts top-{info.get('top_k')}"
     prompt = cfg.get("prompt_tokens") or "natural"
@@ -67,7 +50,7 @@ def summary_table(run: RunResult) -> Table:
         ("compile_ms", "compile: cost over a warm call"),
     ):
         if run.phases.get(key):
-            v = _fmt(run.phases[key])
+            v = fmt.fixed(run.phases[key])
             table.add_row(label, v, v, v, "ms")
     s = run.summary()
     noisy = set(run.noisy_metrics())
@@ -96,7 +79,7 @@ def summary_table(run: RunResult) -> Table:
         if unit.startswith("J") and _estimated(run, key):
             label += " (est.)"
         mark = " ⚠" if key in noisy else ""
-        table.add_row(label + mark, _fmt(st.mean), _fmt(st.p50), _fmt(st.p90), unit)
+        table.add_row(label + mark, fmt.fixed(st.mean), fmt.fixed(st.p50), fmt.fixed(st.p90), unit)
     return table
 
 
@@ -183,9 +166,9 @@ def runs_table(rows: list[dict[str, Any]]) -> Table:
             r["status"],
             r["model"],
             str(r["samples"]),
-            _fmt(r["ttft_ms"]),
-            _fmt(r["tpot_ms"]),
-            _fmt(r["tokens_per_s"], 1),
+            fmt.fixed(r["ttft_ms"]),
+            fmt.fixed(r["tpot_ms"]),
+            fmt.fixed(r["tokens_per_s"], 1),
         )
     return table
 
@@ -196,5 +179,5 @@ def models_table(rows: list[dict[str, Any]]) -> Table:
     for col in ("name", "kind", "family", "params", "description"):
         table.add_column(col, justify="right" if col == "params" else "left")
     for r in rows:
-        table.add_row(r["name"], r["kind"], r["family"], _params(r["params"]), r["description"])
+        table.add_row(r["name"], r["kind"], r["family"], fmt.count(r["params"]), r["description"])
     return table

@@ -2,34 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from rich import box
 from rich.table import Table
 
 from infermeter.run.results import RunResult
-
-
-def _missing(v: Any) -> bool:
-    return v is None or (isinstance(v, float) and math.isnan(v))
-
-
-def _ms(v: Any) -> str:
-    return "-" if _missing(v) else f"{v:,.3f}"
-
-
-def _pct(v: Any) -> str:
-    return "-" if _missing(v) else f"{v:.1f}%"
-
-
-def _g(v: Any) -> str:
-    """Three significant digits, for statistics whose scale varies."""
-    return "-" if _missing(v) else f"{v:.3g}"
-
-
-def _int(v: Any) -> str:
-    return "-" if _missing(v) else str(int(v))
+from infermeter.util import fmt
 
 
 def _compact(title: str, columns: list[str], left: int = 1) -> Table:
@@ -79,10 +58,10 @@ def _parts_table(parts: list[dict[str, Any]]) -> Table:
         t.add_row(
             r["phase"],
             r["part"],
-            _int(r["calls"]),
-            _ms(r["total_ms"]),
-            _ms(r["mean_ms"]),
-            _pct(r["pct_forward"]),
+            fmt.whole(r["calls"]),
+            fmt.ms(r["total_ms"]),
+            fmt.ms(r["mean_ms"]),
+            fmt.pct(r["pct_forward"]),
         )
     return t
 
@@ -104,10 +83,10 @@ def _block_times(rows: list[dict[str, Any]]) -> Table | None:
         b = times[layer]
         t.add_row(
             str(layer),
-            _ms(b.get("prefill_ms")),
-            _pct(b.get("prefill_pct")),
-            _ms(b.get("decode_ms")),
-            _pct(b.get("decode_pct")),
+            fmt.ms(b.get("prefill_ms")),
+            fmt.pct(b.get("prefill_pct")),
+            fmt.ms(b.get("decode_ms")),
+            fmt.pct(b.get("decode_pct")),
         )
     return t
 
@@ -123,7 +102,7 @@ def _stat_table(run: RunResult, title: str, fields: list[tuple[str, str, str]]) 
                 by_layer.setdefault(int(r["layer"]), {})[(table, field)] = r.get(field)
     t = _compact(title, ["block"] + [label for _, _, label in present])
     for layer in sorted(by_layer):
-        t.add_row(str(layer), *[_g(by_layer[layer].get((tb, f))) for tb, f, _ in present])
+        t.add_row(str(layer), *[fmt.sig3(by_layer[layer].get((tb, f))) for tb, f, _ in present])
     return t
 
 

@@ -9,10 +9,10 @@ import typer
 from rich.console import Console
 
 from infermeter.cli.guard import err_console, fail, guard
-from infermeter.cli.output import print_json
 from infermeter.cli.render import run_card, runs_table
 from infermeter.errors import UserError
 from infermeter.store import Store
+from infermeter.util.jsonio import print_json
 
 runs_app = typer.Typer(help="List, show and delete stored runs.", no_args_is_help=True)
 _DB = typer.Option(None, help="Database URL or SQLite file (default: user data folder).")

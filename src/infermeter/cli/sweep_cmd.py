@@ -12,16 +12,16 @@ from rich.progress import TextColumn
 from rich.table import Table
 
 from infermeter.cli.guard import fail, guard
-from infermeter.cli.output import print_json, writable_dir
+from infermeter.cli.output import writable_dir
 from infermeter.cli.progress import progress_bar
 from infermeter.errors import UserError
 from infermeter.models.loader import load_model
 from infermeter.models.presets import DEFAULT_PRESET
-from infermeter.report.jsonio import clean_json, dump_json
 from infermeter.run.config import RunConfig
 from infermeter.run.sweep import SweepSpec, run_sweep, stored_sweep
 from infermeter.run.sweep_file import parse_knob_option, read_sweep_file
 from infermeter.store import Store
+from infermeter.util.jsonio import clean_json, print_json, write_json
 
 sweeps_app = typer.Typer(help="Stored sweeps.", no_args_is_help=True)
 
@@ -124,7 +124,7 @@ def sweep_command(
         raise _interrupted(done[0], done[1] or len(spec.points())) from None
     doc = clean_json(result.to_json())
     if out_dir is not None:
-        dump_json(out_dir / f"sweep-{result.sweep_id}.json", doc)
+        write_json(out_dir / f"sweep-{result.sweep_id}.json", doc)
     if json_out:
         print_json(doc)
         return

@@ -24,7 +24,7 @@ from fastapi.responses import FileResponse, JSONResponse, Response
 from infermeter.dashboard.live import LiveFeed
 from infermeter.dashboard.security import COOKIE, Guard, valid_id
 from infermeter.errors import UserError
-from infermeter.report.jsonio import clean_json
+from infermeter.util.jsonio import clean_json
 
 STATIC = Path(__file__).parent / "static"
 TYPES = {

@@ -15,9 +15,9 @@ from infermeter.errors import UserError
 from infermeter.experiments.recipes import EXPERIMENTS, Experiment
 from infermeter.models.loader import LoadedModel
 from infermeter.report.figures import breakdown_figure
-from infermeter.report.jsonio import dump_json
 from infermeter.run.config import RunConfig
 from infermeter.run.sweep import SweepProgress, SweepSpec, run_sweep
+from infermeter.util.jsonio import write_json
 
 
 @dataclass
@@ -103,7 +103,7 @@ def run_experiment(
         doc["scaling"] = scaling
     folder = out / name
     folder.mkdir(parents=True, exist_ok=True)
-    path = dump_json(folder / "sweep.json", doc)
+    path = write_json(folder / "sweep.json", doc)
     files = [path, *draw(exp, doc, folder)]
     return ExperimentOutput(name, result.sweep_id, files, scaling, result.skipped)
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import platform
 from typing import Any
+
+import psutil
 
 from infermeter.errors import UserError
 
@@ -97,10 +100,10 @@ def describe_device(device: Any) -> dict[str, Any]:
         )
     else:
         info["name"] = _cpu_name() if dev.type == "cpu" else platform.processor() or dev.type
-    import os
-
     info["cpu_count"] = os.cpu_count()
     info["torch_threads"] = torch.get_num_threads()
+    # Kept with the run so that analysis on another machine judges memory against this one's.
+    info["host_memory_mb"] = psutil.virtual_memory().total / 2**20
     return info
 
 

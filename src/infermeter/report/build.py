@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import base64
 import html
-import math
 from pathlib import Path
 from typing import Any
 
 from infermeter.analysis.roofline import COLUMNS, all_rows
 from infermeter.report.figures import breakdown_figure, varied_knobs, write_csv
-from infermeter.report.jsonio import dump_json
 from infermeter.report.roofline_figure import roofline_figure
 from infermeter.report.run_figures import RUN_FIGURES
+from infermeter.util import fmt
+from infermeter.util.jsonio import write_json
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
@@ -30,21 +30,13 @@ td:first-child,th:first-child{text-align:left}img{max-width:100%;margin:.5em 0}
 """
 
 
-def _fmt(v: Any) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "-"
-    if isinstance(v, float):
-        return f"{v:,.4g}" if abs(v) < 1e4 else f"{v:,.0f}"
-    return str(v)
-
-
 def md_table(rows: list[dict[str, Any]], cols: list[str] | None = None) -> str:
     """A Markdown table."""
     if not rows:
         return "_(empty)_\n"
     cols = cols or list(rows[0])
     out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    out += ["| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |" for r in rows]
+    out += ["| " + " | ".join(fmt.significant(r.get(c)) for c in cols) + " |" for r in rows]
     return "\n".join(out) + "\n"
 
 
@@ -55,7 +47,9 @@ def html_table(rows: list[dict[str, Any]], cols: list[str] | None = None) -> str
     cols = cols or list(rows[0])
     head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
     body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(_fmt(r.get(c)))}</td>" for c in cols) + "</tr>"
+        "<tr>"
+        + "".join(f"<td>{html.escape(fmt.significant(r.get(c)))}</td>" for c in cols)
+        + "</tr>"
         for r in rows
     )
     return f"<table><tr>{head}</tr>{body}</table>"
@@ -179,8 +173,8 @@ def run_report(run: Any, out: Path, analysis: dict[str, Any] | None = None) -> l
             doc.finding(f)
         if not analysis["findings"]:
             doc.text("no bottleneck rule fired")
-        files.append(dump_json(out / "analysis.json", analysis))
-    files.append(dump_json(out / "run.json", run.to_json()))
+        files.append(write_json(out / "analysis.json", analysis))
+    files.append(write_json(out / "run.json", run.to_json()))
     return files + doc.write()
 
 
@@ -236,5 +230,5 @@ def sweep_report(sweep: dict[str, Any], out: Path) -> list[Path]:
             ],
         )
     )
-    files.append(dump_json(out / "sweep.json", sweep))
+    files.append(write_json(out / "sweep.json", sweep))
     return files + doc.write()

@@ -23,11 +23,11 @@ def roofline_figure(analysis: dict[str, Any], out: Path, stem: str = "roofline")
     roof = analysis["roofline"]
     ceil = roof.get("ceilings")
     dtype = roof["workload"]["dtype"]
-    rows = [r for r in all_rows(roof) if r["achieved_flops"]]
+    rows = [r for r in all_rows(roof) if r["achieved_flop_per_s"]]
     if not ceil or not rows:
         return []
-    peak = ceil["flops"].get(dtype) or max(ceil["flops"].values())
-    bw = ceil["bandwidth"]
+    peak = ceil["flop_per_s"].get(dtype) or max(ceil["flop_per_s"].values())
+    bw = ceil["bandwidth_bytes_per_s"]
     lo = min(r["intensity"] for r in rows) / 4
     hi = max(max(r["intensity"] for r in rows) * 4, 4 * peak / bw)
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -43,7 +43,7 @@ def roofline_figure(analysis: dict[str, Any], out: Path, stem: str = "roofline")
     for r in rows:
         ax.scatter(
             r["intensity"],
-            r["achieved_flops"],
+            r["achieved_flop_per_s"],
             marker=MARKERS.get(r["kind"], "o"),
             color=COLORS.get(r["phase"], "black"),
             s=80 if r["kind"] == "forward" else 40,

@@ -1,7 +1,17 @@
 """Profile one generation configuration (phases load, compile, prefill, decode)."""
 
 from infermeter.run.config import RunConfig
-from infermeter.run.profile import RunSink, profile
+from infermeter.run.profile import profile
 from infermeter.run.results import METRICS, RunResult, SampleResult
+from infermeter.run.sink import LiveSink, RunSink, SweepStore
 
-__all__ = ["METRICS", "RunConfig", "RunResult", "RunSink", "SampleResult", "profile"]
+__all__ = [
+    "METRICS",
+    "LiveSink",
+    "RunConfig",
+    "RunResult",
+    "RunSink",
+    "SampleResult",
+    "SweepStore",
+    "profile",
+]

@@ -6,9 +6,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from infermeter.errors import UserError
+from infermeter.instrument.config import MODES
 from infermeter.models.presets import DEFAULT_PRESET
 
-MODES = ("minimal", "standard", "deep")
 DECODING = ("greedy", "sampling")
 ENERGY_CHOICES = ("auto", "nvml", "rapl", "powermetrics", "off")
 

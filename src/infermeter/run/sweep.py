@@ -27,6 +27,7 @@ from infermeter.run.components import phase_components
 from infermeter.run.config import RunConfig
 from infermeter.run.profile import profile
 from infermeter.run.results import METRICS, RunResult
+from infermeter.run.sink import RunSink, StoredSweeps, SweepStore
 
 #: on_progress(done, total, label, skipped): after each point.
 SweepProgress = Callable[[int, int, str, bool], None]
@@ -111,7 +112,7 @@ def _run_key(run: RunResult, names: list[str]) -> str:
 
 def run_sweep(
     spec: SweepSpec,
-    store: Any,
+    store: SweepStore,
     *,
     on_progress: SweepProgress | None = None,
     loaded: LoadedModel | None = None,
@@ -168,7 +169,9 @@ def run_sweep(
                 result.skipped += 1
                 progress(i + 1, len(points), label, True)
                 continue
-            run = _run_point(spec, grid, point, model_for, store, sid, result)
+            dtype = point.get("dtype", base.dtype)
+            run, verify_s = run_point(base, grid, point, model_for(dtype), store, sweep_id=sid)
+            result.verify_s += verify_s
             result.runs.append(run)
             result.generate_s += sum(s.total_ms for s in run.samples) / 1e3
             progress(i + 1, len(points), label, False)
@@ -180,29 +183,41 @@ def run_sweep(
     return result
 
 
-def _run_point(
-    spec: SweepSpec,
+def run_point(
+    base: RunConfig,
     grid: dict[str, Knob],
     point: dict[str, Any],
-    model_for: Callable[[str], LoadedModel],
-    store: Any,
-    sid: str,
-    totals: SweepResult,
-) -> RunResult:
+    loaded: LoadedModel,
+    store: RunSink | None,
+    *,
+    sweep_id: str | None = None,
+) -> tuple[RunResult, float]:
+    """Run one point: its knobs applied, the run profiled, every knob verified by measurement.
+
+    Config knobs go into the run's configuration, model knobs are applied around the run and
+    undone after it, and `loaded` must already be the model for the point's load-time knobs
+    (dtype). The evidence of every knob is stored as the run's `checks`, in the run's own
+    transaction. Used by sweeps, experiments and systems analysis alike.
+
+    Returns:
+        The run and the seconds spent applying and verifying model knobs (model calls that
+        are not samples).
+
+    Raises:
+        KnobNotApplied: a knob's verification failed; the run is stored as failed first.
+    """
     config_fields = {grid[k].field: v for k, v in point.items() if grid[k].scope == "config"}
-    dtype = point.get("dtype", spec.base.dtype)
-    config = replace(spec.base, dtype=dtype, **config_fields).validate()
-    lm = model_for(dtype)
+    dtype = point.get("dtype", base.dtype)
+    config = replace(base, dtype=dtype, **config_fields).validate()
     model_knobs = {k: v for k, v in point.items() if grid[k].scope == "model"}
     shown = {k: show(grid[k], v) for k, v in point.items()}
     with contextlib.ExitStack() as stack:
-        applied: dict[str, Any] = {}
         checks: dict[str, Any] = {}
         t0 = time.perf_counter()
         for name, value in model_knobs.items():
-            applied[name] = stack.enter_context(grid[name].apply(lm, value))
-            checks[name] = grid[name].verify(lm, value, None, applied[name])
-        totals.verify_s += time.perf_counter() - t0
+            applied = stack.enter_context(grid[name].apply(loaded, value))
+            checks[name] = grid[name].verify(loaded, value, None, applied)
+        verify_s = time.perf_counter() - t0
         failures: list[KnobNotApplied] = []
 
         def verify_after(run: RunResult) -> None:
@@ -211,7 +226,7 @@ def _run_point(
                 if knob.scope == "model" or knob.verify is None:
                     continue
                 try:
-                    checks[name] = knob.verify(lm, value, run, None)
+                    checks[name] = knob.verify(loaded, value, run, None)
                 except KnobNotApplied as exc:
                     checks[name] = {"error": str(exc)}
                     run.status, run.error = "failed", f"knob not applied: {exc}"
@@ -221,14 +236,14 @@ def _run_point(
         run = profile(
             config,
             sink=store,
-            loaded=lm,
-            sweep_id=sid,
+            loaded=loaded,
+            sweep_id=sweep_id,
             knobs=shown,
             before_finish=verify_after,
         )
     if failures:
         raise failures[0]
-    return run
+    return run, verify_s
 
 
 def sweep_document(sweep_id: str, spec: dict[str, Any], runs: list[RunResult]) -> dict[str, Any]:
@@ -270,7 +285,7 @@ def sweep_document(sweep_id: str, spec: dict[str, Any], runs: list[RunResult]) -
     }
 
 
-def stored_sweep(store: Any, sweep_id: str) -> dict[str, Any]:
+def stored_sweep(store: StoredSweeps, sweep_id: str) -> dict[str, Any]:
     """The JSON document of a stored sweep, rebuilt from its finished runs (no rerun)."""
     row = store.sweep(sweep_id)
     runs = [store.get(i) for i in store.sweep_run_ids(row["id"])]
@@ -286,6 +301,7 @@ __all__ = [
     "SweepResult",
     "SweepSpec",
     "per_config",
+    "run_point",
     "run_sweep",
     "show",
     "stored_sweep",

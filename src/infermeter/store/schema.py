@@ -20,7 +20,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 #: Bumped whenever a table or column changes; a newer database is refused, not misread.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: Columns added since version 1, so an older database is upgraded in place (no data lost).
 ADDED_COLUMNS = {
@@ -29,6 +29,14 @@ ADDED_COLUMNS = {
         ("runs", "checks", "JSON"),
         ("samples", "energy", "JSON"),
         ("sweeps", "spec", "JSON"),
+    ]
+}
+
+#: Columns renamed since version 1 (table, old name, new name): units in the names from v3.
+RENAMED_COLUMNS = {
+    3: [
+        ("ceilings", "flops", "flop_per_s"),
+        ("ceilings", "bandwidth", "bandwidth_bytes_per_s"),
     ]
 }
 
@@ -193,8 +201,9 @@ class CeilingsRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     device: Mapped[str] = mapped_column(String(255), index=True)
     host: Mapped[str] = mapped_column(String(255))
-    flops: Mapped[dict] = mapped_column(JSON)
-    bandwidth: Mapped[float | None] = mapped_column(Float)
+    #: peak FLOP/s per dtype name
+    flop_per_s: Mapped[dict] = mapped_column(JSON)
+    bandwidth_bytes_per_s: Mapped[float | None] = mapped_column(Float)
     source: Mapped[str] = mapped_column(Text)
     details: Mapped[dict] = mapped_column(JSON, default=dict)
     created: Mapped[str] = mapped_column(String(40))

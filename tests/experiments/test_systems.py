@@ -2,10 +2,12 @@
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from infermeter.cli.app import app
-from tests.cli.test_cli import assert_one_line_error
+from infermeter.store import Store
+from tests.helpers import assert_one_line_error
 
 runner = CliRunner()
 
@@ -35,13 +37,27 @@ def test_systems_analysis_quick_writes_both_files(tmp_path):
     assert set(doc) >= {"baseline", "variant", "scaling", "roofline", "bottlenecks", "comparison"}
     assert doc["baseline"]["knobs"]["top_k"] == 8 and doc["variant"]["knobs"]["top_k"] == 1
     assert list(doc["scaling"]) == ["64", "128", "256", "512"]
-    assert all(v["time_per_token_ms"] > 0 for v in doc["scaling"].values())
+    for n, point in doc["scaling"].items():
+        assert point["ttft_ms"] > 0
+        assert point["ttft_per_token_ms"] == pytest.approx(point["ttft_ms"] / int(n))
     c = doc["comparison"]
     assert c["actual_speedup"] > 0 and c["predicted_speedup"] > 1
     assert c["prediction_error_pct"] is not None
     report = json.loads((out / "profile_report.json").read_text())
     assert len(report["scaling"]) == 4 and report["variant"]["meta"]["run_id"]
     assert "speedup" in r.stdout
+    # every run went through the sweep's point runner: its knob was verified by measurement
+    store = Store(tmp_path / "r.db")
+    assert store.get(doc["variant"]["run_id"]).checks == {"top_k": {"experts_per_token": 1}}
+    assert store.get(doc["baseline"]["run_id"]).checks == {"top_k": {"experts_per_token": 8}}
+
+
+def test_systems_analysis_refuses_a_load_time_knob(tmp_path):
+    r = runner.invoke(
+        app,
+        ["systems-analysis", "--variant", "dtype=bfloat16", "--out", str(tmp_path / "x")],
+    )
+    assert_one_line_error(r, "cannot reload for dtype")
 
 
 def test_systems_analysis_needs_a_variant(tmp_path):

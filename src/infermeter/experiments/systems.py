@@ -1,60 +1,77 @@
-"""Systems analysis (the reference documents' phase 5): baseline vs variant in one document.
+"""Systems analysis (`infermeter systems-analysis`): baseline vs variant in one document.
 
-Runs the baseline and the variant (each a set of knob values on the same model, standard mode),
-a scaling sweep of the variant over 64/128/256/512 prompt tokens, then the roofline, the
+Runs the baseline and the variant (each a set of knob values on the same model, standard mode)
+through the sweep's point runner, so every knob is verified by measurement exactly as in a
+sweep; then a scaling sweep of the variant over 64/128/256/512 prompt tokens, the roofline, the
 bottleneck rules (with the variant's slowdown when there is one) and the comparison with its
-predicted speedup. Writes `systems_analysis.json` in the reference's shape (baseline, variant,
-scaling, roofline, bottlenecks, comparison) and `profile_report.json` with every run's JSON.
+predicted speedup. Writes `systems_analysis.json` (baseline, variant, scaling, roofline,
+bottlenecks, comparison: the shape earlier MoE systems-analysis tools wrote) and
+`profile_report.json` with every run's JSON. Orchestration lives here, above `run/`; the
+analysis it calls is pure.
 """
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from infermeter.analysis.analyze import analyze_run
 from infermeter.analysis.bottlenecks import evidence_of, find_bottlenecks
 from infermeter.analysis.compare import compare_runs
-from infermeter.analysis.hardware import spec_ceilings
 from infermeter.analysis.scaling import fit_scaling
-from infermeter.knobs import get_knob
+from infermeter.errors import UserError
+from infermeter.knobs import Knob, get_knob
+from infermeter.measure.ceilings import Ceilings, spec_ceilings
 from infermeter.models.loader import LoadedModel
-from infermeter.report.jsonio import dump_json
 from infermeter.run.config import RunConfig
-from infermeter.run.profile import profile
 from infermeter.run.results import RunResult
-from infermeter.run.sweep import show
+from infermeter.run.sink import SweepStore
+from infermeter.run.sweep import run_point
+from infermeter.util.jsonio import write_json
+
+
+class AnalysisStore(SweepStore, Protocol):
+    """A sweep store that also keeps measured hardware ceilings (`infermeter calibrate`)."""
+
+    def measured_ceilings(self, device: str) -> Ceilings | None:
+        """The newest ceilings measured on this host for `device`, or None."""
+        ...
+
 
 LENGTHS = (64, 128, 256, 512)
 
 
-def _run_with(base: RunConfig, knobs: dict[str, str], loaded: LoadedModel, store: Any) -> RunResult:
-    """One run with `knobs` applied (config knobs into the config, model knobs around it)."""
-    config_fields, model_knobs, shown = {}, {}, {}
+def parse_point(knobs: dict[str, str], loaded: LoadedModel) -> tuple[dict[str, Knob], dict]:
+    """Knobs and parsed values of one side, checked against the loaded model.
+
+    Raises:
+        UserError: an unknown knob, a bad value, or a load-time knob (dtype): both sides share
+            one loaded model, so those are compared as two `infermeter profile` runs instead.
+    """
+    grid: dict[str, Knob] = {}
+    point: dict[str, Any] = {}
     for name, text in knobs.items():
         knob = get_knob(name)
-        value = knob.parse(text)
-        if knob.check is not None:
-            knob.check(value, loaded)
-        shown[name] = show(knob, value)
-        if knob.scope == "config":
-            config_fields[knob.field] = value
-        elif knob.scope == "model":
-            model_knobs[name] = (knob, value)
-        else:
-            from infermeter.errors import UserError
-
+        if knob.scope == "load":
             raise UserError(
                 f"systems-analysis cannot reload for {name}",
                 f"compare two `infermeter profile --{name.replace('_', '-')}` runs instead",
             )
-    config = replace(base, **config_fields).validate()
-    with contextlib.ExitStack() as stack:
-        for knob, value in model_knobs.values():
-            stack.enter_context(knob.apply(loaded, value))
-        return profile(config, loaded=loaded, sink=store, knobs=shown)
+        value = knob.parse(text)
+        if knob.check is not None:
+            knob.check(value, loaded)
+        grid[knob.name], point[knob.name] = knob, value
+    return grid, point
+
+
+def _run_with(
+    base: RunConfig, knobs: dict[str, str], loaded: LoadedModel, store: SweepStore
+) -> RunResult:
+    """One run with `knobs` applied and verified (the sweep's point runner)."""
+    grid, point = parse_point(knobs, loaded)
+    run, _verify_s = run_point(base, grid, point, loaded, store)
+    return run
 
 
 def _brief(run: RunResult) -> dict[str, Any]:
@@ -62,7 +79,7 @@ def _brief(run: RunResult) -> dict[str, Any]:
     return {
         "run_id": run.run_id,
         "knobs": run.knobs,
-        "avg_time_ms": s["total_ms"].mean,
+        "total_ms": s["total_ms"].mean,
         "ttft_ms": s["ttft_ms"].mean,
         "tpot_ms": s["tpot_ms"].mean,
         "throughput_tps": s["tokens_per_s"].mean,
@@ -78,7 +95,7 @@ def systems_analysis(
     baseline: dict[str, str],
     variant: dict[str, str],
     loaded: LoadedModel,
-    store: Any,
+    store: AnalysisStore,
     out: Path,
     lengths: tuple[int, ...] = LENGTHS,
 ) -> dict[str, Any]:
@@ -92,10 +109,10 @@ def systems_analysis(
     scaling = {}
     for n, r in zip(lengths, scaling_runs, strict=True):
         ttft = r.summary()["ttft_ms"].mean
-        scaling[str(n)] = {"avg_time_ms": ttft, "time_per_token_ms": ttft / n, "run_id": r.run_id}
+        scaling[str(n)] = {"ttft_ms": ttft, "ttft_per_token_ms": ttft / n, "run_id": r.run_id}
     fit = fit_scaling(
         list(lengths),
-        [scaling[str(n)]["time_per_token_ms"] for n in lengths],
+        [scaling[str(n)]["ttft_per_token_ms"] for n in lengths],
         metric="prefill ms per prompt token",
         length="prompt tokens",
     )
@@ -107,6 +124,7 @@ def systems_analysis(
     evidence.scaling = fit.to_dict() if fit else None
     total_speedup = comparison["total_speedup"]
     evidence.variant_slowdown = 1 / total_speedup if total_speedup else None
+    prefill = analysis["roofline"]["prefill"]
     doc = {
         "model": v.model_info.get("spec"),
         "device": device,
@@ -117,7 +135,7 @@ def systems_analysis(
         "roofline": {
             "total_params_billions": v.model_info.get("params", 0) / 1e9,
             "peak_memory_gb": max((s.rss_peak_mb or 0) for s in v.measured) / 1024,
-            "estimated_tflops": (analysis["roofline"]["prefill"]["achieved_flops"] or 0) / 1e12,
+            "estimated_tflop_per_s": (prefill["achieved_flop_per_s"] or 0) / 1e12,
             "ceilings_source": analysis["ceilings_source"],
             "layers": analysis["roofline"]["rows"],
             "decode_min_ms": analysis["roofline"].get("decode_min_ms"),
@@ -132,8 +150,8 @@ def systems_analysis(
         },
     }
     out.mkdir(parents=True, exist_ok=True)
-    dump_json(out / "systems_analysis.json", doc)
-    dump_json(
+    write_json(out / "systems_analysis.json", doc)
+    write_json(
         out / "profile_report.json",
         {
             "baseline": b.to_json(),

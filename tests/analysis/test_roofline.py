@@ -8,9 +8,10 @@ from typer.testing import CliRunner
 
 from infermeter import RunConfig, Store, profile
 from infermeter.analysis.analyze import analyze_run
-from infermeter.analysis.hardware import calibrate, spec_ceilings
 from infermeter.cli.app import app
-from tests.cli.test_cli import assert_one_line_error
+from infermeter.measure.calibrate import calibrate
+from infermeter.measure.ceilings import spec_ceilings
+from tests.helpers import assert_one_line_error
 
 runner = CliRunner()
 
@@ -29,7 +30,7 @@ runner = CliRunner()
 )
 def test_spec_table_matches_device_names(name, row):
     c = spec_ceilings(name)
-    assert c.device == row and c.bandwidth > 0 and c.source
+    assert c.device == row and c.bandwidth_bytes_per_s > 0 and c.source
 
 
 def test_unknown_hardware_is_not_guessed():
@@ -44,10 +45,10 @@ def cpu_ceilings():
 
 def test_calibrate_measures_plausible_cpu_ceilings(cpu_ceilings):
     c = cpu_ceilings
-    assert c.measured and "float32" in c.flops
-    assert 1e9 < c.flops["float32"] < 1e13  # between 1 GFLOP/s and 10 TFLOP/s on a CPU
-    assert 1e9 < c.bandwidth < 1e12
-    assert c.ridge("float32") == pytest.approx(c.flops["float32"] / c.bandwidth)
+    assert c.measured and "float32" in c.flop_per_s
+    assert 1e9 < c.flop_per_s["float32"] < 1e13  # between 1 GFLOP/s and 10 TFLOP/s on a CPU
+    assert 1e9 < c.bandwidth_bytes_per_s < 1e12
+    assert c.ridge("float32") == pytest.approx(c.flop_per_s["float32"] / c.bandwidth_bytes_per_s)
 
 
 def test_roofline_of_a_run_stays_under_the_measured_ceiling(cpu_ceilings, tiny_llama):
@@ -59,9 +60,9 @@ def test_roofline_of_a_run_stays_under_the_measured_ceiling(cpu_ceilings, tiny_l
     roof = doc["roofline"]
     kinds = {(r["phase"], r["kind"]) for r in roof["rows"]}
     assert {("prefill", "attention"), ("prefill", "mlp"), ("decode", "lm_head")} <= kinds
-    peak = cpu_ceilings.flops["float32"]
+    peak = cpu_ceilings.flop_per_s["float32"]
     for r in [*roof["rows"], roof["prefill"], roof["decode"]]:
-        assert r["achieved_flops"] is not None and r["achieved_flops"] <= 1.1 * peak
+        assert r["achieved_flop_per_s"] is not None and r["achieved_flop_per_s"] <= 1.1 * peak
         assert r["bound"] in ("memory", "compute")
     assert roof["decode"]["bound"] == "memory"
     assert roof["decode_min_ms"] < roof["decode_measured_ms"]

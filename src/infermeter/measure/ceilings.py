@@ -1,16 +1,15 @@
-"""Hardware ceilings: a spec table of common accelerators, and measured ceilings of this device.
+"""Hardware ceilings: peak FLOP/s per dtype and memory bandwidth, from a spec table or measured.
 
 Spec values are dense (no structured sparsity) peak FLOP/s per dtype and peak memory bandwidth,
 each row citing the datasheet it comes from. Hardware not in the table is "unknown": we never
-guess. `calibrate()` measures what this device attains (best-of-N square matmuls per dtype, and
-a large tensor copy for bandwidth) and the store keeps it; analysis prefers measured ceilings,
-because they are what the device can actually do with this PyTorch.
+guess. `measure/calibrate.py` measures what this device attains and the store keeps it;
+analysis prefers measured ceilings, because they are what the device can actually do with this
+PyTorch.
 """
 
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -20,33 +19,33 @@ G = 1e9
 
 @dataclass(frozen=True)
 class Ceilings:
-    """Peak FLOP/s per dtype and memory bandwidth of one device."""
+    """Peak FLOP/s per dtype and memory bandwidth (bytes/s) of one device."""
 
     device: str
-    flops: dict[str, float]
-    bandwidth: float | None
+    flop_per_s: dict[str, float]
+    bandwidth_bytes_per_s: float | None
     source: str
     measured: bool = False
     details: dict[str, Any] = field(default_factory=dict)
 
     def peak(self, dtype: str) -> float | None:
         """FLOP/s for `dtype` (float16 and bfloat16 share tensor cores where one is missing)."""
-        if dtype in self.flops:
-            return self.flops[dtype]
+        if dtype in self.flop_per_s:
+            return self.flop_per_s[dtype]
         twin = {"bfloat16": "float16", "float16": "bfloat16"}.get(dtype)
-        return self.flops.get(twin) if twin else None
+        return self.flop_per_s.get(twin) if twin else None
 
     def ridge(self, dtype: str) -> float | None:
         """Operational intensity (FLOP/byte) where compute and bandwidth limits meet."""
         peak = self.peak(dtype)
-        return peak / self.bandwidth if peak and self.bandwidth else None
+        return peak / self.bandwidth_bytes_per_s if peak and self.bandwidth_bytes_per_s else None
 
     def attainable(self, dtype: str, intensity: float) -> float | None:
         """Roofline: min(peak, intensity x bandwidth)."""
         peak = self.peak(dtype)
-        if not peak or not self.bandwidth:
+        if not peak or not self.bandwidth_bytes_per_s:
             return None
-        return min(peak, intensity * self.bandwidth)
+        return min(peak, intensity * self.bandwidth_bytes_per_s)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON and the store."""
@@ -171,82 +170,6 @@ def spec_ceilings(device_name: str) -> Ceilings | None:
         if re.search(pattern, device_name or "", flags=re.IGNORECASE):
             return ceil
     return None
-
-
-def _sync(device: Any) -> None:
-    import torch
-
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    elif device.type == "mps":
-        torch.mps.synchronize()
-
-
-def measure_matmul(device: Any, dtype: Any, n: int, repeats: int = 5) -> float:
-    """Best FLOP/s of an n x n x n matmul on `device` (2 n^3 FLOPs per call)."""
-    import torch
-
-    a = torch.randn(n, n, device=device, dtype=dtype)
-    b = torch.randn(n, n, device=device, dtype=dtype)
-    torch.matmul(a, b)  # warm-up: kernels chosen, caches filled
-    _sync(device)
-    best = float("inf")
-    inner = 3
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(inner):
-            torch.matmul(a, b)
-        _sync(device)
-        best = min(best, (time.perf_counter() - t0) / inner)
-    return 2 * n**3 / best
-
-
-def measure_bandwidth(device: Any, megabytes: int, repeats: int = 5) -> float:
-    """Best bytes/s of a large tensor copy (read + write counted)."""
-    import torch
-
-    n = megabytes * 2**20 // 4
-    src = torch.empty(n, device=device, dtype=torch.float32).uniform_()
-    dst = torch.empty_like(src)
-    dst.copy_(src)
-    _sync(device)
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        dst.copy_(src)
-        _sync(device)
-        best = min(best, time.perf_counter() - t0)
-    return 2 * n * 4 / best
-
-
-def calibrate(device: Any, quick: bool = False) -> Ceilings:
-    """Measure this device's attainable matmul FLOP/s per dtype and copy bandwidth."""
-    import torch
-
-    from infermeter.measure.device import describe_device
-
-    desc = describe_device(device)
-    gpu = device.type in ("cuda", "mps")
-    n = (2048 if quick else 4096) if gpu else (512 if quick else 1024)
-    mb = (256 if quick else 1024) if gpu else (64 if quick else 256)
-    dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-    if gpu:
-        dtypes["float16"] = torch.float16
-    flops = {}
-    for name, dt in dtypes.items():
-        try:
-            flops[name] = measure_matmul(device, dt, n)
-        except RuntimeError:  # a dtype the device cannot multiply
-            continue
-    bw = measure_bandwidth(device, mb)
-    return Ceilings(
-        device=str(desc.get("name")),
-        flops=flops,
-        bandwidth=bw,
-        source=f"measured by infermeter calibrate ({n}^3 matmuls, {mb} MiB copies)",
-        measured=True,
-        details={"matmul_n": n, "copy_mb": mb, "torch": torch.__version__, "device": desc},
-    )
 
 
 def best_ceilings(device_name: str, measured: Ceilings | None) -> Ceilings | None:

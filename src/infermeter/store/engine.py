@@ -1,0 +1,131 @@
+"""The database connection: URL handling, SQLite pragmas, sessions, and errors in one line.
+
+SQLite is opened in WAL mode with a busy timeout, so a reader (the dashboard, `runs list`) never
+blocks a writer and two writers wait for each other instead of failing at once. Every database
+failure a user can cause (locked, unreadable, not writable) becomes a `UserError` naming the
+file and the fix.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import create_engine, event
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DatabaseError, OperationalError
+from sqlalchemy.orm import Session, sessionmaker
+
+from infermeter.errors import UserError
+from infermeter.paths import data_dir
+
+DB_ENV = "INFERMETER_DB"
+TIMEOUT_ENV = "INFERMETER_DB_TIMEOUT_S"
+DEFAULT_TIMEOUT_S = 10.0
+
+
+def default_url() -> str:
+    """`INFERMETER_DB` if set, else a SQLite file in the user data folder."""
+    return os.environ.get(DB_ENV) or f"sqlite:///{data_dir() / 'infermeter.db'}"
+
+
+def normalise_url(url: str | os.PathLike[str]) -> str:
+    """Accept a plain file path (str or Path) as well as a URL."""
+    url = os.fspath(url)
+    return url if "://" in url else f"sqlite:///{Path(url).expanduser().resolve()}"
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file behind a SQLite URL; None for other databases and in-memory SQLite."""
+    if not url.startswith("sqlite:///") or url == "sqlite:///:memory:":
+        return None
+    return Path(url.removeprefix("sqlite:///"))
+
+
+def make_engine(url: str, timeout_s: float) -> Engine:
+    """An engine; on SQLite every connection gets WAL, NORMAL sync, a busy timeout and FKs."""
+    kwargs: dict[str, Any] = {}
+    if url.startswith("sqlite"):
+        kwargs["connect_args"] = {"timeout": timeout_s}
+    engine = create_engine(url, **kwargs)
+    if url.startswith("sqlite"):
+        timeout_ms = int(timeout_s * 1000)
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            # WAL + NORMAL: commits skip the fsync (the WAL is synced at checkpoints); a power
+            # cut can lose the last commits, never corrupt the file. A sweep commits per point,
+            # and the fsync was most of its time outside model calls.
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.execute(f"PRAGMA busy_timeout={timeout_ms}")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.close()
+
+    return engine
+
+
+class StoreCore:
+    """Engine, sessions and error translation: what every part of the store builds on.
+
+    Args:
+        url: SQLAlchemy URL or SQLite file path; None uses `default_url()`.
+        timeout_s: how long a write waits for a lock before giving up (SQLite).
+    """
+
+    def __init__(
+        self, url: str | os.PathLike[str] | None = None, *, timeout_s: float | None = None
+    ) -> None:
+        self.url = normalise_url(url or default_url())
+        if timeout_s is None:
+            timeout_s = float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))
+        self.timeout_s = timeout_s
+        path = sqlite_path(self.url)
+        if path is not None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise UserError(
+                    f"cannot create the database folder {str(path.parent)!r} ({exc.strerror})",
+                    "pass a writable --db path or set INFERMETER_DB",
+                ) from None
+        self.engine = make_engine(self.url, timeout_s)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    @property
+    def where(self) -> str:
+        """The database file or URL, for messages."""
+        return str(sqlite_path(self.url) or self.url)
+
+    @contextmanager
+    def _guard(self, action: str) -> Iterator[None]:
+        """Turn database failures into one-line user errors."""
+        try:
+            yield
+        except OperationalError as exc:
+            text = str(exc.orig) if exc.orig else str(exc)
+            if "locked" in text or "busy" in text:
+                raise UserError(
+                    f"database {self.where!r} is locked by another process ({action})",
+                    "wait for it to finish, or use another --db",
+                ) from None
+            raise UserError(
+                f"cannot {action} database {self.where!r}: {text}",
+                "check the path and permissions, or use another --db",
+            ) from None
+        except DatabaseError as exc:
+            text = str(exc.orig) if exc.orig else str(exc)
+            raise UserError(
+                f"database {self.where!r} is unreadable: {text}",
+                "move the file aside (it is not an infermeter database) or use another --db",
+            ) from None
+
+    @contextmanager
+    def session(self, action: str = "write") -> Iterator[Session]:
+        """A session that commits on success and rolls back on error."""
+        with self._guard(action), self._sessions() as s, s.begin():
+            yield s

@@ -1,0 +1,67 @@
+"""The live feed: what was stored after a cursor (autoincrement ids), for the dashboard.
+
+A live view remembers the highest sample id and layer-table id it has seen and asks for rows
+after them; ids only grow, so nothing is missed or sent twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import func, select
+
+from infermeter.store.engine import StoreCore
+from infermeter.store.schema import LayerStatsRow, RunRow, SampleRow
+from infermeter.store.writes import LIVE_LAYERS
+
+
+class StoreLiveFeed(StoreCore):
+    """Rows stored after a cursor: samples and in-progress per-layer tables."""
+
+    def cursors(self) -> tuple[int, int]:
+        """(highest sample id, highest layer-table id) now: a live view starts after them."""
+        with self.session("read") as s:
+            a = s.scalar(select(func.max(SampleRow.id))) or 0
+            b = s.scalar(select(func.max(LayerStatsRow.id))) or 0
+            return int(a), int(b)
+
+    def samples_after(self, last_id: int, limit: int = 500) -> list[dict[str, Any]]:
+        """Samples stored after `last_id`, oldest first, with their run's model and status."""
+        with self.session("read") as s:
+            rows = s.execute(
+                select(SampleRow, RunRow.model_spec, RunRow.status)
+                .join(RunRow, RunRow.id == SampleRow.run_id)
+                .where(SampleRow.id > last_id)
+                .order_by(SampleRow.id)
+                .limit(limit)
+            ).all()
+            return [
+                {
+                    "id": r.id,
+                    "run_id": r.run_id,
+                    "model": model,
+                    "run_status": status,
+                    "index": r.index,
+                    "warmup": r.warmup,
+                    "ttft_ms": r.ttft_ms,
+                    "decode_ms": r.decode_ms,
+                    "total_ms": r.total_ms,
+                    "tpot_ms": r.decode_ms / (r.new_tokens - 1) if r.new_tokens > 1 else None,
+                    "tokens_per_s": r.batch_size * r.new_tokens / (r.total_ms / 1e3)
+                    if r.total_ms
+                    else None,
+                    "new_tokens": r.new_tokens,
+                    "rss_peak_mb": r.rss_peak_mb,
+                }
+                for r, model, status in rows
+            ]
+
+    def live_layers_after(self, last_id: int) -> list[dict[str, Any]]:
+        """In-progress per-layer tables stored after `last_id` (newest per run)."""
+        with self.session("read") as s:
+            rows = s.scalars(
+                select(LayerStatsRow)
+                .where(LayerStatsRow.id > last_id, LayerStatsRow.table == LIVE_LAYERS)
+                .order_by(LayerStatsRow.id)
+            ).all()
+            return [{"id": r.id, "run_id": r.run_id, "rows": r.rows} for r in rows]

@@ -1,0 +1,166 @@
+"""Reading the store: runs by id or prefix, listings with per-run means, sweeps, ceilings."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from sqlalchemy import func, select
+
+from infermeter.errors import UserError
+from infermeter.measure.ceilings import Ceilings
+from infermeter.run.results import RunResult
+from infermeter.store.engine import StoreCore
+from infermeter.store.rows import run_from_row
+from infermeter.store.schema import CeilingsRow, RunRow, SampleRow, SweepRow
+
+
+class StoreQueries(StoreCore):
+    """Every read the store answers, except the live feed."""
+
+    def sweep(self, sweep_id: str) -> dict[str, Any]:
+        """A sweep's row (id, name, knobs, created, spec), by id or unique prefix."""
+        sid = sweep_id.strip().lower()
+        with self.session("read") as s:
+            rows = s.scalars(select(SweepRow).where(SweepRow.id.startswith(sid)).limit(3)).all()
+            if len(rows) != 1 or not sid:
+                raise UserError(
+                    f"no sweep {sweep_id!r} in {self.where}"
+                    if not rows
+                    else f"sweep id {sweep_id!r} is ambiguous",
+                    "see `infermeter sweeps list`" if not rows else "type more of it",
+                )
+            r = rows[0]
+            return {
+                "id": r.id,
+                "name": r.name,
+                "knobs": r.knobs,
+                "created": r.created,
+                "spec": r.spec or {},
+            }
+
+    def sweep_run_ids(self, sweep_id: str, status: str | None = "finished") -> list[str]:
+        """Ids of a sweep's runs (finished ones by default), oldest first."""
+        with self.session("read") as s:
+            q = select(RunRow.id).where(RunRow.sweep_id == sweep_id).order_by(RunRow.created)
+            if status is not None:
+                q = q.where(RunRow.status == status)
+            return list(s.scalars(q).all())
+
+    def list_sweeps(self) -> list[dict[str, Any]]:
+        """Every sweep, newest first, with its count of finished runs."""
+        with self.session("read") as s:
+            rows = s.execute(
+                select(SweepRow, func.count(RunRow.id))
+                .outerjoin(RunRow, (RunRow.sweep_id == SweepRow.id) & (RunRow.status == "finished"))
+                .group_by(SweepRow.id)
+                .order_by(SweepRow.created.desc())
+            ).all()
+            return [
+                {"id": r.id, "name": r.name, "knobs": r.knobs, "created": r.created, "runs": n}
+                for r, n in rows
+            ]
+
+    def resolve(self, run_id: str) -> str:
+        """Full id of a run from its id or a unique prefix of it."""
+        rid = run_id.strip().lower()
+        if not rid or not all(c in "0123456789abcdef" for c in rid):
+            raise UserError(
+                f"{run_id!r} is not a run id", "run ids are hex, see `infermeter runs list`"
+            )
+        with self.session("read") as s:
+            ids = s.scalars(select(RunRow.id).where(RunRow.id.startswith(rid)).limit(3)).all()
+        if not ids:
+            raise UserError(f"no run {run_id!r} in {self.where}", "see `infermeter runs list`")
+        if len(ids) > 1:
+            raise UserError(f"run id {run_id!r} is ambiguous", "type more of it")
+        return ids[0]
+
+    def get(self, run_id: str) -> RunResult:
+        """The run with this id (or unique prefix), samples included."""
+        rid = self.resolve(run_id)
+        with self.session("read") as s:
+            row = s.get(RunRow, rid)
+            if row is None:
+                raise UserError(
+                    f"run {run_id!r} vanished from {self.where}", "see `infermeter runs list`"
+                )
+            return run_from_row(row)
+
+    def list_runs(
+        self,
+        *,
+        model: str | None = None,
+        status: str | None = None,
+        since: str | None = None,
+        limit: int = 50,
+    ) -> list[dict[str, Any]]:
+        """Newest runs first, with per-run means of the main metrics over measured samples."""
+        measured = ~SampleRow.warmup
+        stats = (
+            select(
+                SampleRow.run_id.label("rid"),
+                func.count(SampleRow.id).label("n"),
+                func.avg(SampleRow.ttft_ms).label("ttft"),
+                func.avg(SampleRow.decode_ms / func.nullif(SampleRow.new_tokens - 1, 0)).label(
+                    "tpot"
+                ),
+                func.avg(
+                    SampleRow.batch_size * SampleRow.new_tokens * 1000.0 / SampleRow.total_ms
+                ).label("tps"),
+            )
+            .where(measured)
+            .group_by(SampleRow.run_id)
+            .subquery()
+        )
+        q = select(RunRow, stats).outerjoin(stats, stats.c.rid == RunRow.id)
+        if model:
+            q = q.where(RunRow.model_spec == model)
+        if status:
+            q = q.where(RunRow.status == status)
+        if since:
+            q = q.where(RunRow.created >= since)
+        q = q.order_by(RunRow.created.desc(), RunRow.id).limit(limit)
+        with self.session("read") as s:
+            return [
+                {
+                    "id": run.id,
+                    "created": run.created,
+                    "status": run.status,
+                    "model": run.model_spec,
+                    "mode": run.mode,
+                    "device": (run.device or {}).get("name"),
+                    "samples": n or 0,
+                    "ttft_ms": ttft,
+                    "tpot_ms": tpot,
+                    "tokens_per_s": tps,
+                    "error": run.error,
+                }
+                for run, _rid, n, ttft, tpot, tps in s.execute(q).all()
+            ]
+
+    def older_than(self, cutoff: str) -> list[str]:
+        """Ids of runs created before `cutoff` (ISO timestamp), oldest first."""
+        with self.session("read") as s:
+            q = select(RunRow.id).where(RunRow.created < cutoff).order_by(RunRow.created)
+            return list(s.scalars(q).all())
+
+    def measured_ceilings(self, device: str) -> Ceilings | None:
+        """The newest ceilings measured on this host for `device`, or None."""
+        with self.session("read") as s:
+            row = s.scalars(
+                select(CeilingsRow)
+                .where(CeilingsRow.device == device, CeilingsRow.host == socket.gethostname())
+                .order_by(CeilingsRow.id.desc())
+                .limit(1)
+            ).first()
+            if row is None:
+                return None
+            return Ceilings(
+                row.device,
+                dict(row.flop_per_s),
+                row.bandwidth_bytes_per_s,
+                row.source,
+                True,
+                dict(row.details),
+            )

@@ -1,0 +1,188 @@
+"""Writing runs, sweeps and ceilings; deleting runs; marking crashed runs.
+
+A run is registered as `running` with its host, pid and the pid's start time; whenever a store
+is opened, runs of this host whose process is gone (or whose pid now belongs to another
+process) are marked `crashed`. Samples may be kept one by one as they are measured (live views,
+crash safety); `finish_run` then writes the rest in one transaction.
+"""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from typing import Any
+
+import psutil
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from infermeter.errors import UserError
+from infermeter.measure.ceilings import Ceilings
+from infermeter.run.results import RunResult, SampleResult
+from infermeter.store.engine import StoreCore
+from infermeter.store.rows import power_rows, sample_row, trace_row
+from infermeter.store.schema import CeilingsRow, LayerStatsRow, RunRow, SampleRow, SweepRow
+from infermeter.util.timestamps import now_iso
+
+#: The in-progress per-layer table of a running run (for live views), replaced by the final ones.
+LIVE_LAYERS = "live_layers"
+
+
+def _alive(pid: int, started: float) -> bool:
+    """The process `pid` still runs and is the one that started at `started` (not a reuse)."""
+    try:
+        proc = psutil.Process(pid)
+        return abs(proc.create_time() - started) < 1.0
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
+        return False
+
+
+def _drop_live_layers(row: RunRow) -> None:
+    for live in [ls for ls in row.layer_stats if ls.table == LIVE_LAYERS]:
+        row.layer_stats.remove(live)
+
+
+class StoreWrites(StoreCore):
+    """Every write the store makes."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._written: dict[str, set[int]] = {}  # samples kept as they came, per run
+
+    def begin_run(self, result: RunResult) -> str:
+        """Register `result` as a running run; return its new id."""
+        run_id = uuid.uuid4().hex[:12]
+        me = psutil.Process()
+        with self.session("write to") as s:
+            s.add(
+                RunRow(
+                    id=run_id,
+                    status="running",
+                    model_spec=str(result.model_info.get("spec") or result.config.get("model")),
+                    model_info=result.model_info,
+                    config=result.config,
+                    knobs=result.knobs,
+                    mode=str(result.config.get("mode", "minimal")),
+                    device=result.device,
+                    versions=result.versions,
+                    phases=result.phases,
+                    notes=result.notes,
+                    created=result.created,
+                    sweep_id=result.sweep_id,
+                    host=socket.gethostname(),
+                    pid=me.pid,
+                    pid_started=me.create_time(),
+                )
+            )
+        return run_id
+
+    def add_sample(self, run_id: str, smp: SampleResult) -> None:
+        """Keep one sample as soon as it is measured (live views read it; a crash keeps it)."""
+        with self.session("write to") as s:
+            sample = sample_row(smp)
+            sample.run_id = run_id
+            s.add(sample)
+        self._written.setdefault(run_id, set()).add(smp.index)
+
+    def live_layers(self, run_id: str, rows: list[dict[str, Any]]) -> None:
+        """Replace the run's in-progress per-layer table (dropped when the run finishes)."""
+        with self.session("write to") as s:
+            row = s.get(RunRow, run_id)
+            if row is None:
+                raise UserError(f"run {run_id} vanished from the database", "run it again")
+            _drop_live_layers(row)
+            row.layer_stats.append(LayerStatsRow(table=LIVE_LAYERS, rows=rows))
+
+    @staticmethod
+    def _update_sample_energy(s: Session, run_id: str, smp: SampleResult) -> None:
+        """Energy is attributed after the last sample: add it to samples stored earlier."""
+        if smp.energy is None:
+            return
+        r = s.scalars(
+            select(SampleRow).where(SampleRow.run_id == run_id, SampleRow.index == smp.index)
+        ).first()
+        if r is not None:
+            r.energy = smp.energy
+
+    def finish_run(self, result: RunResult) -> None:
+        """Write final status, phases and every sample not yet kept, in one transaction."""
+        with self.session("write to") as s:
+            row = s.get(RunRow, result.run_id)
+            if row is None:
+                raise UserError(f"run {result.run_id} vanished from the database", "run it again")
+            row.status = result.status
+            row.error = result.error
+            row.phases = dict(result.phases)
+            row.notes = list(result.notes)
+            row.finished = now_iso()
+            written = self._written.pop(str(result.run_id), set())
+            for smp in result.samples:
+                if smp.index in written:
+                    self._update_sample_energy(s, row.id, smp)
+                    continue
+                row.samples.append(sample_row(smp))
+            _drop_live_layers(row)
+            row.energy = result.energy
+            row.checks = result.checks or None
+            row.knobs = result.knobs
+            if result.power is not None:
+                row.power.extend(power_rows(result.power))
+            for table, rows in result.layers.items():
+                row.layer_stats.append(LayerStatsRow(table=table, rows=rows))
+            if result.trace is not None:
+                row.trace = trace_row(result.trace)
+
+    def save(self, result: RunResult) -> str:
+        """Store a finished result made without a store (Python API); return its id."""
+        run_id = self.begin_run(result)
+        result.run_id = run_id
+        self.finish_run(result)
+        return run_id
+
+    def begin_sweep(self, sweep_id: str, name: str, knobs: dict[str, Any], spec: dict) -> bool:
+        """Register a sweep; False when it already exists (a rerun that resumes it)."""
+        with self.session("write to") as s:
+            if s.get(SweepRow, sweep_id) is not None:
+                return False
+            s.add(SweepRow(id=sweep_id, name=name, knobs=knobs, created=now_iso(), spec=spec))
+            return True
+
+    def save_ceilings(self, ceilings: Ceilings) -> None:
+        """Keep measured ceilings for this host."""
+        with self.session("write to") as s:
+            s.add(
+                CeilingsRow(
+                    device=ceilings.device,
+                    host=socket.gethostname(),
+                    flop_per_s=ceilings.flop_per_s,
+                    bandwidth_bytes_per_s=ceilings.bandwidth_bytes_per_s,
+                    source=ceilings.source,
+                    details=ceilings.details,
+                    created=now_iso(),
+                )
+            )
+
+    def delete_many(self, run_ids: list[str]) -> int:
+        """Delete these runs (with samples, steps, tables, traces, power) in one transaction."""
+        with self.session("write to") as s:
+            for rid in run_ids:
+                row = s.get(RunRow, rid)
+                if row is not None:
+                    s.delete(row)
+        return len(run_ids)
+
+    def recover_crashed(self) -> int:
+        """Mark `crashed` the runs of this host left `running` by a process that is gone."""
+        host = socket.gethostname()
+        changed = 0
+        with self.session("write to") as s:
+            rows = s.scalars(
+                select(RunRow).where(RunRow.status == "running", RunRow.host == host)
+            ).all()
+            for row in rows:
+                if not _alive(row.pid, row.pid_started):
+                    row.status = "crashed"
+                    row.error = row.error or "the profiling process ended without finishing"
+                    row.finished = now_iso()
+                    changed += 1
+        return changed
