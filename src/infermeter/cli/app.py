@@ -4,27 +4,22 @@ from __future__ import annotations
 
 import typer
 
-from infermeter.cli.analyze_cmd import (
-    analyze_command,
-    calibrate_command,
-    compare_command,
-    fit_command,
-    systems_analysis_command,
-)
+from infermeter.cli.analyze_cmd import analyze_command
+from infermeter.cli.calibrate_cmd import calibrate_command
+from infermeter.cli.compare_cmd import compare_command
 from infermeter.cli.energy_cmd import energy_app
+from infermeter.cli.experiment_cmd import experiment_command
 from infermeter.cli.export_cmd import export_command
+from infermeter.cli.fit_cmd import fit_command
+from infermeter.cli.knobs_cmd import knobs_command
 from infermeter.cli.models_cmd import models_command
+from infermeter.cli.plot_cmd import plot_command
 from infermeter.cli.profile_cmd import profile_command
 from infermeter.cli.report_cmd import report_command
 from infermeter.cli.runs_cmd import runs_app
 from infermeter.cli.serve_cmd import serve_command
-from infermeter.cli.sweep_cmd import (
-    experiment_command,
-    knobs_command,
-    plot_command,
-    sweep_command,
-    sweeps_app,
-)
+from infermeter.cli.sweep_cmd import sweep_command, sweeps_app
+from infermeter.cli.systems_cmd import systems_analysis_command
 
 app = typer.Typer(
     name="infermeter",

@@ -108,6 +108,7 @@ def profile_command(
     show_text: bool = typer.Option(False, help="Print the last sample's prompt and output."),
 ) -> None:
     """Load a model, generate, and report load, TTFT, TPOT, throughput and peak memory."""
+    # Long because typer declares each of the command's options as a parameter.
     config = RunConfig(
         model=model,
         prompt_tokens=prompt_tokens,
@@ -133,6 +134,13 @@ def profile_command(
         power_interval_ms=power_interval_ms,
         grid_g_per_kwh=grid_intensity,
     ).validate()
+    _run_and_show(config, db, out, json_out, show_text)
+
+
+def _run_and_show(
+    config: RunConfig, db: str | None, out: Path | None, json_out: bool, show_text: bool
+) -> None:
+    """Profile with a progress bar, store, then print the card or the JSON and write --out."""
     out_dir = writable_dir(out) if out else None
     store = Store(db)
     view = _ProgressView(enabled=err_console.is_terminal)

@@ -22,3 +22,19 @@ def progress_bar(*extra: Any, enabled: bool | None = None) -> Progress:
         transient=True,
         disable=not (err_console.is_terminal if enabled is None else enabled),
     )
+
+
+class SweepProgressView:
+    """Rich progress over a sweep's points with an ETA (on stderr, only on a terminal)."""
+
+    def __init__(self, title: str) -> None:
+        self.progress = progress_bar(TextColumn("{task.fields[point]}"))
+        self.title = title
+        self.task: Any = None
+
+    def __call__(self, done: int, total: int, label: str, skipped: bool) -> None:
+        """Advance to `done` of `total` points, showing the point's knob values."""
+        if self.task is None:
+            self.task = self.progress.add_task(self.title, total=total, point="")
+        note = f"{label} (already done)" if skipped else label
+        self.progress.update(self.task, completed=done, total=total, point=note)

@@ -1,21 +1,17 @@
-"""`infermeter sweep`, `infermeter experiment`, `infermeter plot` and `infermeter sweeps list`."""
+"""`infermeter sweep` and `infermeter sweeps list|show`: grids over knob values, resumable."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.console import Console
-from rich.progress import TextColumn
 from rich.table import Table
 
 from infermeter.cli.guard import fail, guard
 from infermeter.cli.output import writable_dir
-from infermeter.cli.progress import progress_bar
-from infermeter.errors import UserError
-from infermeter.models.loader import load_model
+from infermeter.cli.progress import SweepProgressView
 from infermeter.models.presets import DEFAULT_PRESET
 from infermeter.run.config import RunConfig
 from infermeter.run.sweep import SweepSpec, run_sweep, stored_sweep
@@ -24,22 +20,6 @@ from infermeter.store import Store
 from infermeter.util.jsonio import clean_json, print_json, write_json
 
 sweeps_app = typer.Typer(help="Stored sweeps.", no_args_is_help=True)
-
-
-class SweepProgressView:
-    """Rich progress over a sweep's points with an ETA (on stderr, only on a terminal)."""
-
-    def __init__(self, title: str) -> None:
-        self.progress = progress_bar(TextColumn("{task.fields[point]}"))
-        self.title = title
-        self.task: Any = None
-
-    def __call__(self, done: int, total: int, label: str, skipped: bool) -> None:
-        """Advance to `done` of `total` points, showing the point's knob values."""
-        if self.task is None:
-            self.task = self.progress.add_task(self.title, total=total, point="")
-        note = f"{label} (already done)" if skipped else label
-        self.progress.update(self.task, completed=done, total=total, point=note)
 
 
 def _base_config(
@@ -164,105 +144,6 @@ def sweep_table(doc: dict[str, Any]) -> Table:
     return table
 
 
-@guard
-def experiment_command(
-    name: str = typer.Argument(
-        ...,
-        help="context-scaling, moe-topk, layers, output-tokens, batch, precision, compile, or all.",
-    ),
-    model: str = typer.Option(DEFAULT_PRESET, "--model", "-m", help="Model to run it on."),
-    quick: bool = typer.Option(False, "--quick", help="Fewer points and samples (same code)."),
-    samples: int = typer.Option(None, help="Override the recipe's measured repeats."),
-    device: str = typer.Option("auto", help="auto, cpu, cuda, cuda:N or mps."),
-    energy: str = typer.Option("auto", help="Energy sources (see `infermeter profile`)."),
-    db: str = typer.Option(None, help="Database URL or SQLite file."),
-    out: Path = typer.Option(Path("experiments"), help="Folder for JSON, CSV and PNG files."),
-) -> None:
-    """Run a named experiment (a sweep recipe) and write its JSON, figure and CSV."""
-    from infermeter.experiments import EXPERIMENTS, get_experiment, run_experiment
-
-    names = list(EXPERIMENTS) if name == "all" else [get_experiment(name).name]
-    out_dir = writable_dir(out)
-    base = RunConfig(model=model, device=device, energy=energy).validate()
-    store = Store(db)
-    loaded = load_model(model, device=device, seed=base.seed)
-    console = Console(soft_wrap=True)
-    for exp_name in names:
-        why = EXPERIMENTS[exp_name].applies(loaded.info)
-        if why and name == "all":
-            console.print(f"{exp_name}: skipped ({why})", style="dim", markup=False)
-            continue
-        view = SweepProgressView(exp_name)
-        t0 = time.perf_counter()
-        try:
-            with view.progress:
-                result = run_experiment(
-                    exp_name,
-                    base,
-                    store,
-                    out_dir,
-                    quick=quick,
-                    samples=samples,
-                    loaded=loaded,
-                    on_progress=view,
-                )
-        except KeyboardInterrupt:
-            raise fail(
-                f"interrupted during {exp_name}: finished points are stored; run the same "
-                "command again to resume",
-                130,
-            ) from None
-        line = f"{exp_name}: sweep {result.sweep_id}, {time.perf_counter() - t0:.1f} s"
-        if result.skipped_points:
-            line += f" ({result.skipped_points} points already done)"
-        console.print(line, markup=False)
-        if result.scaling:
-            s = result.scaling
-            console.print(f"  scaling: {s['verdict']}: {s['evidence']}", markup=False)
-        for f in result.files:
-            console.print(f"  wrote {f}", markup=False, style="dim")
-
-
-@guard
-def plot_command(
-    source: str = typer.Argument(..., help="A stored sweep id (or prefix) or a sweep JSON file."),
-    out: Path = typer.Option(Path("."), help="Folder for the PNG and CSV files."),
-    db: str = typer.Option(None, help="Database URL or SQLite file."),
-) -> None:
-    """Redraw a sweep's figures from stored results, without rerunning anything."""
-    import json
-
-    from infermeter.experiments import EXPERIMENTS
-    from infermeter.experiments.runner import draw
-    from infermeter.report.figures import breakdown_figure, varied_knobs
-
-    path = Path(source)
-    if path.suffix == ".json":
-        if not path.is_file():
-            raise UserError(f"{source!r} does not exist", "give a sweep JSON file or a sweep id")
-        try:
-            doc = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{source} is not JSON ({exc.msg})", "give a sweep JSON file") from None
-        if not isinstance(doc, dict) or "summary" not in doc or "meta" not in doc:
-            raise UserError(
-                f"{source} is not a sweep document", "use a sweep.json infermeter wrote"
-            )
-    else:
-        doc = stored_sweep(Store(db), source)
-    if not doc["summary"]:
-        raise UserError("the sweep has no finished points to plot", "run or resume it first")
-    out_dir = writable_dir(out)
-    exp = EXPERIMENTS.get(doc["meta"].get("name") or "")
-    if exp is not None:
-        files = draw(exp, doc, out_dir)
-    else:
-        x = varied_knobs(doc)[0]
-        files = breakdown_figure(doc, x, out_dir, f"sweep-{doc['meta']['sweep_id']}-{x}")
-    for f in files:
-        Console(soft_wrap=True).print(f"wrote {f}", markup=False)
-
-
 @sweeps_app.command("list")
 @guard
 def sweeps_list(
@@ -296,16 +177,3 @@ def sweeps_show(
         print_json(doc)
         return
     Console(soft_wrap=True).print(sweep_table(doc))
-
-
-@guard
-def knobs_command() -> None:
-    """Every knob a sweep can turn."""
-    from infermeter.knobs import KNOBS
-
-    table = Table(title="knobs", title_justify="left")
-    for col in ("name", "applied", "values"):
-        table.add_column(col)
-    for k in KNOBS.values():
-        table.add_row(k.name, k.scope, k.help)
-    Console(soft_wrap=True).print(table)

@@ -43,7 +43,6 @@ def _static_files() -> dict[str, Path]:
 def create_app(store: Any, guard: Guard | None = None, poll_s: float = 0.25) -> FastAPI:
     """The dashboard app over `store` (an `infermeter.Store`)."""
     guard = guard or Guard()
-    files = _static_files()
     feed = LiveFeed(store, poll_s)
 
     @contextlib.asynccontextmanager
@@ -54,15 +53,27 @@ def create_app(store: Any, guard: Guard | None = None, poll_s: float = 0.25) -> 
     app = FastAPI(
         title="infermeter", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan
     )
+    _add_checks(app, guard)
+    _add_pages(app, _static_files())
+    _add_api(app, store)
+    _add_live(app, guard, feed, poll_s)
+    return app
+
+
+def _bearer(headers: Any) -> str | None:
+    auth = headers.get("authorization", "")
+    return auth[7:] if auth.lower().startswith("bearer ") else None
+
+
+def _add_checks(app: FastAPI, guard: Guard) -> None:
+    """Host and token checked on every request; security headers on every response."""
 
     @app.middleware("http")
     async def check(request: Request, call_next: Any) -> Response:
         if not guard.host_ok(request.headers.get("host")):
             return JSONResponse({"detail": "unknown host"}, status_code=400)
-        auth = request.headers.get("authorization", "")
-        bearer = auth[7:] if auth.lower().startswith("bearer ") else None
         query = request.query_params.get("token")
-        if not guard.token_ok(bearer, request.cookies.get(COOKIE), query):
+        if not guard.token_ok(_bearer(request.headers), request.cookies.get(COOKIE), query):
             return JSONResponse({"detail": "token required"}, status_code=401)
         response = await call_next(request)
         response.headers["X-Content-Type-Options"] = "nosniff"
@@ -76,6 +87,10 @@ def create_app(store: Any, guard: Guard | None = None, poll_s: float = 0.25) -> 
             response.set_cookie(COOKIE, guard.token, httponly=True, samesite="strict")
         return response
 
+
+def _add_pages(app: FastAPI, files: dict[str, Path]) -> None:
+    """The page and the package's own static files, nothing else."""
+
     @app.get("/")
     async def index() -> FileResponse:
         return FileResponse(files["index.html"], media_type="text/html")
@@ -87,10 +102,15 @@ def create_app(store: Any, guard: Guard | None = None, poll_s: float = 0.25) -> 
             raise HTTPException(404, "not found")
         return FileResponse(path, media_type=TYPES[path.suffix])
 
-    def _id(value: str) -> str:
-        if not valid_id(value):
-            raise HTTPException(404, "not found")
-        return value
+
+def _id(value: str) -> str:
+    if not valid_id(value):
+        raise HTTPException(404, "not found")
+    return value
+
+
+def _add_api(app: FastAPI, store: Any) -> None:
+    """JSON of runs and sweeps; store calls run in a thread so the loop never blocks."""
 
     @app.get("/api/runs")
     async def runs(limit: int = 100) -> dict[str, Any]:
@@ -122,14 +142,17 @@ def create_app(store: Any, guard: Guard | None = None, poll_s: float = 0.25) -> 
         except UserError:
             raise HTTPException(404, "no such sweep") from None
 
+
+def _add_live(app: FastAPI, guard: Guard, feed: LiveFeed, poll_s: float) -> None:
+    """The live WebSocket: host, origin and token checked before it is accepted."""
+
     @app.websocket("/ws/live")
     async def live(ws: WebSocket) -> None:
-        auth = ws.headers.get("authorization", "")
-        bearer = auth[7:] if auth.lower().startswith("bearer ") else None
+        token = ws.query_params.get("token")
         if (
             not guard.host_ok(ws.headers.get("host"))
             or not guard.origin_ok(ws.headers.get("origin"))
-            or not guard.token_ok(bearer, ws.cookies.get(COOKIE), ws.query_params.get("token"))
+            or not guard.token_ok(_bearer(ws.headers), ws.cookies.get(COOKIE), token)
         ):
             await ws.close(code=1008)
             return
@@ -144,5 +167,3 @@ def create_app(store: Any, guard: Guard | None = None, poll_s: float = 0.25) -> 
             pass
         finally:
             feed.unsubscribe(queue)
-
-    return app

@@ -121,77 +121,106 @@ def breakdown_figure(
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     groups = _groups(doc, x)
+    head = title or f"{doc['meta'].get('model')}: {x.replace('_', ' ')}"
     for gi, (group, rows) in enumerate(groups.items()):
         suffix = f"-{gi + 1}" if len(groups) > 1 else ""
         labels = [_label(r["config"].get(x)) for r in rows]
-        if components and all(r.get("prefill_components_ms") for r in rows):
-            names = [c for c in COMPONENTS if any(c in r["prefill_components_ms"] for r in rows)]
-            series = {c: [r["prefill_components_ms"].get(c, 0.0) for r in rows] for c in names}
-            colors = [COMPONENT_COLORS[c] for c in names]
-            ylabel = "prefill time per sample (ms)"
-        else:
-            series = {
-                "prefill (TTFT)": [_mean(r, "ttft_ms") for r in rows],
-                "decode": [_mean(r, "decode_ms") for r in rows],
-            }
-            colors = list(PHASE_COLORS.values())
-            ylabel = "latency per generate call (ms)"
-        table = []
-        for i, r in enumerate(rows):
-            rec: dict[str, Any] = {x: labels[i], "run_id": r.get("run_id")}
-            rec.update({f"{k}_ms": round(v[i], 4) for k, v in series.items()})
-            rec.update(
-                {
-                    "ttft_ms": _mean(r, "ttft_ms"),
-                    "tpot_ms": _mean(r, "tpot_ms"),
-                    "decode_ms": _mean(r, "decode_ms"),
-                    "total_ms": _mean(r, "total_ms"),
-                    "tokens_per_s": _mean(r, "tokens_per_s"),
-                    "samples": r.get("samples"),
-                }
-            )
-            if overlay:
-                rec[overlay[0]] = _overlay_value(r, overlay[0])
-            table.append(rec)
+        series, colors, ylabel = _stacks(rows, components)
+        table = _figure_table(rows, x, labels, series, overlay)
         fig, ax = plt.subplots(figsize=(max(6.5, 0.6 * len(rows) + 3.5), 4.2))
-        bottom = [0.0] * len(rows)
-        for (name, values), color in zip(series.items(), colors, strict=True):
-            ax.bar(labels, values, bottom=bottom, label=name, color=color, width=0.7)
-            bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-        if log_y:
-            ax.set_yscale("log")
-            lowest = min((v for vs in series.values() for v in vs if v > 0), default=1.0)
-            ax.set_ylim(bottom=lowest / 2)  # the smallest segment stays visible
+        _draw_stacks(ax, labels, series, colors, log_y)
         ax.set_xlabel(x.replace("_", " "))
         ax.set_ylabel(ylabel)
-        ax.grid(axis="y", alpha=0.3)
-        ax.set_axisbelow(True)
-        handles, names = ax.get_legend_handles_labels()
-        if overlay:
-            ax2 = ax.twinx()
-            values = [rec[overlay[0]] for rec in table]
-            (line,) = ax2.plot(labels, values, color="black", marker="o", label=overlay[1])
-            ax2.set_ylabel(overlay[1])
-            ax2.set_ylim(bottom=0)
-            handles.append(line)
-            names.append(overlay[1])
-        # outside the axes, on the right: a legend must never hide a bar
-        ax.legend(
-            handles[::-1],
-            names[::-1],
-            fontsize=8,
-            loc="upper left",
-            bbox_to_anchor=(1.16 if overlay else 1.02, 1.0),
-            borderaxespad=0.0,
-            frameon=False,
-        )
-        head = title or f"{doc['meta'].get('model')}: {x.replace('_', ' ')}"
+        _legend(ax, labels, table, overlay)
         ax.set_title(head + (f"\n{group}" if group else ""), fontsize=10)
         png = out / f"{stem}{suffix}.png"
         fig.savefig(png, dpi=DPI, bbox_inches="tight")  # keeps the outside legend
         plt.close(fig)
         written += [png, write_csv(out / f"{stem}{suffix}.csv", table)]
     return written
+
+
+def _stacks(
+    rows: list[dict[str, Any]], components: bool
+) -> tuple[dict[str, list[float]], list[str], str]:
+    """(series to stack, their colours, y label): prefill's components, or the two phases."""
+    if components and all(r.get("prefill_components_ms") for r in rows):
+        names = [c for c in COMPONENTS if any(c in r["prefill_components_ms"] for r in rows)]
+        series = {c: [r["prefill_components_ms"].get(c, 0.0) for r in rows] for c in names}
+        return series, [COMPONENT_COLORS[c] for c in names], "prefill time per sample (ms)"
+    series = {
+        "prefill (TTFT)": [_mean(r, "ttft_ms") for r in rows],
+        "decode": [_mean(r, "decode_ms") for r in rows],
+    }
+    return series, list(PHASE_COLORS.values()), "latency per generate call (ms)"
+
+
+def _figure_table(
+    rows: list[dict[str, Any]],
+    x: str,
+    labels: list[str],
+    series: dict[str, list[float]],
+    overlay: tuple[str, str] | None,
+) -> list[dict[str, Any]]:
+    """The numbers a figure is drawn from, one record per bar (its CSV)."""
+    table = []
+    for i, r in enumerate(rows):
+        rec: dict[str, Any] = {x: labels[i], "run_id": r.get("run_id")}
+        rec.update({f"{k}_ms": round(v[i], 4) for k, v in series.items()})
+        rec.update(
+            {
+                "ttft_ms": _mean(r, "ttft_ms"),
+                "tpot_ms": _mean(r, "tpot_ms"),
+                "decode_ms": _mean(r, "decode_ms"),
+                "total_ms": _mean(r, "total_ms"),
+                "tokens_per_s": _mean(r, "tokens_per_s"),
+                "samples": r.get("samples"),
+            }
+        )
+        if overlay:
+            rec[overlay[0]] = _overlay_value(r, overlay[0])
+        table.append(rec)
+    return table
+
+
+def _draw_stacks(
+    ax: Any, labels: list[str], series: dict[str, list[float]], colors: list[str], log_y: bool
+) -> None:
+    bottom = [0.0] * len(labels)
+    for (name, values), color in zip(series.items(), colors, strict=True):
+        ax.bar(labels, values, bottom=bottom, label=name, color=color, width=0.7)
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    if log_y:
+        ax.set_yscale("log")
+        lowest = min((v for vs in series.values() for v in vs if v > 0), default=1.0)
+        ax.set_ylim(bottom=lowest / 2)  # the smallest segment stays visible
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_axisbelow(True)
+
+
+def _legend(
+    ax: Any, labels: list[str], table: list[dict[str, Any]], overlay: tuple[str, str] | None
+) -> None:
+    """The overlay line on a second axis, and one legend outside the axes, on the right."""
+    handles, names = ax.get_legend_handles_labels()
+    if overlay:
+        ax2 = ax.twinx()
+        values = [rec[overlay[0]] for rec in table]
+        (line,) = ax2.plot(labels, values, color="black", marker="o", label=overlay[1])
+        ax2.set_ylabel(overlay[1])
+        ax2.set_ylim(bottom=0)
+        handles.append(line)
+        names.append(overlay[1])
+    # outside the axes: a legend must never hide a bar
+    ax.legend(
+        handles[::-1],
+        names[::-1],
+        fontsize=8,
+        loc="upper left",
+        bbox_to_anchor=(1.16 if overlay else 1.02, 1.0),
+        borderaxespad=0.0,
+        frameon=False,
+    )
 
 
 def _overlay_value(row: dict[str, Any], metric: str) -> float | None:

@@ -1,0 +1,76 @@
+"""`infermeter experiment NAME|all`: sweep recipes with their JSON, figure and CSV."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from infermeter.cli.guard import fail, guard
+from infermeter.cli.output import writable_dir
+from infermeter.cli.progress import SweepProgressView
+from infermeter.models.loader import load_model
+from infermeter.models.presets import DEFAULT_PRESET
+from infermeter.run.config import RunConfig
+from infermeter.store import Store
+
+
+@guard
+def experiment_command(
+    name: str = typer.Argument(
+        ...,
+        help="context-scaling, moe-topk, layers, output-tokens, batch, precision, compile, or all.",
+    ),
+    model: str = typer.Option(DEFAULT_PRESET, "--model", "-m", help="Model to run it on."),
+    quick: bool = typer.Option(False, "--quick", help="Fewer points and samples (same code)."),
+    samples: int = typer.Option(None, help="Override the recipe's measured repeats."),
+    device: str = typer.Option("auto", help="auto, cpu, cuda, cuda:N or mps."),
+    energy: str = typer.Option("auto", help="Energy sources (see `infermeter profile`)."),
+    db: str = typer.Option(None, help="Database URL or SQLite file."),
+    out: Path = typer.Option(Path("experiments"), help="Folder for JSON, CSV and PNG files."),
+) -> None:
+    """Run a named experiment (a sweep recipe) and write its JSON, figure and CSV."""
+    from infermeter.experiments import EXPERIMENTS, get_experiment, run_experiment
+
+    names = list(EXPERIMENTS) if name == "all" else [get_experiment(name).name]
+    out_dir = writable_dir(out)
+    base = RunConfig(model=model, device=device, energy=energy).validate()
+    store = Store(db)
+    loaded = load_model(model, device=device, seed=base.seed)
+    console = Console(soft_wrap=True)
+    for exp_name in names:
+        why = EXPERIMENTS[exp_name].applies(loaded.info)
+        if why and name == "all":
+            console.print(f"{exp_name}: skipped ({why})", style="dim", markup=False)
+            continue
+        view = SweepProgressView(exp_name)
+        t0 = time.perf_counter()
+        try:
+            with view.progress:
+                result = run_experiment(
+                    exp_name,
+                    base,
+                    store,
+                    out_dir,
+                    quick=quick,
+                    samples=samples,
+                    loaded=loaded,
+                    on_progress=view,
+                )
+        except KeyboardInterrupt:
+            raise fail(
+                f"interrupted during {exp_name}: finished points are stored; run the same "
+                "command again to resume",
+                130,
+            ) from None
+        line = f"{exp_name}: sweep {result.sweep_id}, {time.perf_counter() - t0:.1f} s"
+        if result.skipped_points:
+            line += f" ({result.skipped_points} points already done)"
+        console.print(line, markup=False)
+        if result.scaling:
+            s = result.scaling
+            console.print(f"  scaling: {s['verdict']}: {s['evidence']}", markup=False)
+        for f in result.files:
+            console.print(f"  wrote {f}", markup=False, style="dim")

@@ -1,0 +1,63 @@
+"""`infermeter fit SWEEP`: the latency model fitted on half a sweep, held-out errors."""
+
+from __future__ import annotations
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from infermeter.cli.guard import guard
+from infermeter.store import Store
+from infermeter.util.jsonio import clean_json, print_json
+
+
+@guard
+def fit_command(
+    sweep_id: str = typer.Argument(..., help="A stored sweep id (or prefix)."),
+    db: str = typer.Option(None, help="Database URL or SQLite file."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
+) -> None:
+    """Fit the latency model on every other point of a sweep and show its held-out errors."""
+    from infermeter.analysis.perfmodel import alternate, check_on_sweep
+    from infermeter.errors import UserError
+
+    store = Store(db)
+    row = store.sweep(sweep_id)
+    runs = [store.get(i) for i in store.sweep_run_ids(row["id"])]
+    if len(runs) < 4:
+        raise UserError(
+            f"sweep {row['id']} has {len(runs)} finished points; fitting needs 4 or more",
+            "sweep more values (3 coefficients are fitted, the rest are held out)",
+        )
+    checks = check_on_sweep(runs, alternate(len(runs)))
+    doc = clean_json({"sweep_id": row["id"], **{p: c.to_dict() for p, c in checks.items()}})
+    if json_out:
+        print_json(doc)
+        return
+    console = Console(soft_wrap=True)
+    knobs = list(row["knobs"])
+    for phase, chk in checks.items():
+        s = chk.error_summary()
+        t = Table(
+            title=f"{phase}: ms = "
+            + " + ".join(f"{v:.3g} x {k}" for k, v in chk.model.coef.items()),
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+        )
+        for col in (*knobs, "fitted", "measured ms", "predicted ms", "error"):
+            t.add_column(col, justify="right")
+        for p in chk.points:
+            t.add_row(
+                *(str(p["config"].get(k)) for k in knobs),
+                "yes" if p["fitted"] else "",
+                f"{p['measured_ms']:.2f}",
+                f"{p['predicted_ms']:.2f}",
+                f"{p['error_pct']:+.1f}%",
+            )
+        console.print(t)
+        console.print(
+            f"held-out median |error| {s['median_abs_error_pct']:.1f}%, max "
+            f"{s['max_abs_error_pct']:.1f}% ({s['held_out']} points)",
+            markup=False,
+        )

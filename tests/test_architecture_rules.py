@@ -1,0 +1,129 @@
+"""The layering and size rules of docs/design.md, checked on the source itself.
+
+Layers, bottom to top: a module may import its own package and packages of lower layers only,
+also inside functions (a lazy import is still a dependency). Functions stay under 80 lines
+unless they say why they are longer ("Long because ..." in the docstring, or in a comment for
+CLI commands, whose docstring is their help text).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "infermeter"
+
+#: docs/design.md, "Layers": one set per layer, bottom first.
+LAYERS: list[set[str]] = [
+    {"errors", "paths", "util"},
+    {"measure"},
+    {"workloads"},
+    {"models"},
+    {"instrument", "knobs"},
+    {"run"},
+    {"analysis"},
+    {"store"},
+    {"report"},
+    {"experiments"},
+    {"dashboard"},
+    {"cli"},
+    {"__init__", "__main__"},
+]
+RANK = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
+#: third-party libraries a package must never import (docs/design.md)
+FORBIDDEN = {
+    "measure": {"transformers"},
+    "analysis": {"torch", "transformers", "matplotlib"},
+    "util": {"torch", "transformers", "numpy", "pandas"},
+}
+MAX_FUNCTION_LINES = 80
+
+
+def _package(path: Path) -> str:
+    return path.relative_to(SRC).parts[0].removesuffix(".py")
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of every import in the file, at any depth."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append((node.lineno, node.module))
+        elif isinstance(node, ast.Import):
+            out.extend((node.lineno, a.name) for a in node.names)
+    return out
+
+
+def _sources() -> list[Path]:
+    return sorted(SRC.rglob("*.py"))
+
+
+def test_every_package_has_a_layer():
+    packages = {_package(p) for p in _sources()}
+    assert packages == set(RANK), f"add {packages - set(RANK)} to LAYERS and docs/design.md"
+
+
+def test_no_lower_layer_imports_a_higher_one():
+    bad = []
+    for path in _sources():
+        pkg = _package(path)
+        for line, module in _imports(path):
+            parts = module.split(".")
+            if parts[0] != "infermeter" or len(parts) < 2 or parts[1] == pkg:
+                continue
+            if RANK[parts[1]] >= RANK[pkg]:
+                bad.append(f"{path.relative_to(SRC)}:{line} ({pkg}) imports {module}")
+    assert not bad, "\n".join(bad)
+
+
+def test_packages_keep_away_from_heavy_libraries_they_must_not_use():
+    bad = []
+    for path in _sources():
+        forbidden = FORBIDDEN.get(_package(path), set())
+        for line, module in _imports(path):
+            if module.split(".")[0] in forbidden:
+                bad.append(f"{path.relative_to(SRC)}:{line} imports {module}")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_layer_check_catches_an_upward_import(tmp_path):
+    """The rule above can fail: a lazy upward import in a function is found."""
+    module = tmp_path / "m.py"
+    module.write_text("def f():\n    from infermeter.cli.app import app\n    return app\n")
+    assert (2, "infermeter.cli.app") in _imports(module)
+
+
+@pytest.mark.parametrize("pkg", sorted(p for p in RANK if p not in ("__init__", "__main__")))
+def test_each_package_imports_on_its_own(pkg):
+    importlib.import_module(f"infermeter.{pkg}")
+
+
+def _long_functions(path: Path) -> list[str]:
+    out = []
+    text = path.read_text()
+    lines = text.splitlines()
+    for node in ast.walk(ast.parse(text)):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        length = node.end_lineno - node.lineno + 1
+        body = "\n".join(lines[node.lineno - 1 : node.end_lineno])
+        if length > MAX_FUNCTION_LINES and "Long because" not in body:
+            out.append(f"{path.name}:{node.lineno} {node.name} ({length} lines)")
+    return out
+
+
+def test_functions_are_short_or_say_why_not():
+    long = [f for path in _sources() for f in _long_functions(path)]
+    assert not long, "split these, or say 'Long because ...' in the docstring:\n" + "\n".join(long)
+
+
+def test_the_length_check_catches_a_long_function_and_accepts_a_reason(tmp_path):
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
+    module = tmp_path / "m.py"
+    module.write_text(f"def long():\n{body}")
+    assert _long_functions(module) == [f"m.py:1 long ({MAX_FUNCTION_LINES + 1} lines)"]
+    module.write_text(f"def long():\n    # Long because it is a test.\n{body}")
+    assert _long_functions(module) == []
