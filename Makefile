@@ -38,6 +38,7 @@ demo: install
 
 lint: install-dev
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 # The dashboard's browser test drives Debian's chromium: install it where we can (root, or sudo
 # without a password); elsewhere the test skips and says why.
@@ -50,7 +51,8 @@ browser:
 
 test: install-dev browser
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build src/*.egg-info .pytest_cache .ruff_cache .mypy_cache

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from infermeter import RunConfig, Store, profile
 from infermeter.cli.app import app
 from infermeter.errors import UserError
+from infermeter.store import SCHEMA_VERSION
 from tests.fakes import LivePowercap
 from tests.helpers import assert_one_line_error
 
@@ -183,6 +184,8 @@ def test_version_1_database_is_upgraded_in_place(tmp_path, tiny_llama):
     old = again.get(run_id)
     assert old.energy is None and old.samples[0].energy is None
     con = sqlite3.connect(path)
-    assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("2",)
+    assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (
+        str(SCHEMA_VERSION),
+    )
     assert "energy" in {r[1] for r in con.execute("PRAGMA table_info(runs)")}
     con.close()

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+Severity = Literal["high", "medium", "low"]
 
 
 @dataclass(frozen=True)
@@ -16,7 +18,7 @@ class Finding:
     """One rule that fired."""
 
     id: str
-    severity: str
+    severity: Severity
     title: str
     evidence: dict[str, Any]
     advice: str
@@ -51,7 +53,7 @@ class Evidence:
     prefill_pct_attainable: float | None = None
 
 
-def _sev(value: float, medium: float, high: float) -> str:
+def _sev(value: float, medium: float, high: float) -> Severity:
     return "high" if value >= high else "medium" if value >= medium else "low"
 
 

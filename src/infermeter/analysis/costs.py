@@ -257,12 +257,30 @@ def generation_costs(
     The prefill computes logits for the last position only, as generate does; each of the
     `new_tokens - 1` decode steps processes one token at a growing context.
     """
-    kw = dict(batch=batch, dtype_bytes=dtype_bytes, top_k=top_k, active_layers=active_layers)
     prefill = forward_costs(
-        s, tokens=prompt_tokens, context=0, logits_tokens=1, images=images, **kw
+        s,
+        tokens=prompt_tokens,
+        context=0,
+        logits_tokens=1,
+        images=images,
+        batch=batch,
+        dtype_bytes=dtype_bytes,
+        top_k=top_k,
+        active_layers=active_layers,
     )
     steps = [
-        total(forward_costs(s, tokens=1, context=prompt_tokens + i, logits_tokens=1, **kw))
+        total(
+            forward_costs(
+                s,
+                tokens=1,
+                context=prompt_tokens + i,
+                logits_tokens=1,
+                batch=batch,
+                dtype_bytes=dtype_bytes,
+                top_k=top_k,
+                active_layers=active_layers,
+            )
+        )
         for i in range(new_tokens - 1)
     ]
     decode = total(steps) if steps else Cost("total", "total", None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -10,6 +11,7 @@ from infermeter.cli.guard import err_console, guard
 from infermeter.cli.output import writable_dir
 from infermeter.errors import UserError
 from infermeter.report.trace import DETAIL, write_chrome_trace
+from infermeter.run.results import RunResult
 from infermeter.store import Store
 from infermeter.util.jsonio import clean_json, write_json
 
@@ -57,7 +59,7 @@ def export_command(
     err_console.print(f"wrote {path} ({size / 1e6:.2f} MB)", markup=False)
 
 
-def samples_frame(run: object) -> object:
+def samples_frame(run: RunResult) -> Any:
     """One row per sample: run id, knob values (knob_*), metrics, step times as a list."""
     import pandas as pd
 

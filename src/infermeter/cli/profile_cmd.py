@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.progress import TaskID
 
 from infermeter.cli.guard import err_console, guard
 from infermeter.cli.output import writable_dir
@@ -25,7 +26,7 @@ class _ProgressView:
 
     def __init__(self, enabled: bool) -> None:
         self.progress = progress_bar(enabled=enabled)
-        self.tasks: dict[str, int] = {}
+        self.tasks: dict[str, TaskID] = {}
 
     def __call__(self, stage: str, done: int, total: int) -> None:
         if stage not in self.tasks:

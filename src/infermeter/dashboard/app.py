@@ -16,14 +16,15 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from fastapi import FastAPI, HTTPException, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import FileResponse, JSONResponse, Response
 
-from infermeter.dashboard.live import LiveFeed
+from infermeter.dashboard.live import LiveFeed, LiveSource
 from infermeter.dashboard.security import COOKIE, Guard, valid_id
 from infermeter.errors import UserError
+from infermeter.run.sink import StoredSweeps
 from infermeter.util.jsonio import clean_json
 
 STATIC = Path(__file__).parent / "static"
@@ -40,7 +41,17 @@ def _static_files() -> dict[str, Path]:
     return {p.name: p for p in STATIC.iterdir() if p.is_file() and p.suffix in TYPES}
 
 
-def create_app(store: Any, guard: Guard | None = None, poll_s: float = 0.25) -> FastAPI:
+class DashboardStore(StoredSweeps, LiveSource, Protocol):
+    """What the dashboard reads (implemented by `infermeter.Store`); it never writes."""
+
+    def list_sweeps(self) -> list[dict[str, Any]]:
+        """Every sweep, newest first."""
+        ...
+
+
+def create_app(
+    store: DashboardStore, guard: Guard | None = None, poll_s: float = 0.25
+) -> FastAPI:
     """The dashboard app over `store` (an `infermeter.Store`)."""
     guard = guard or Guard()
     feed = LiveFeed(store, poll_s)
@@ -109,7 +120,7 @@ def _id(value: str) -> str:
     return value
 
 
-def _add_api(app: FastAPI, store: Any) -> None:
+def _add_api(app: FastAPI, store: DashboardStore) -> None:
     """JSON of runs and sweeps; store calls run in a thread so the loop never blocks."""
 
     @app.get("/api/runs")

@@ -10,13 +10,33 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
+from typing import Any, Protocol
+
+
+class LiveSource(Protocol):
+    """The store's live feed (`store/live.py`): rows stored after a cursor, and run rows."""
+
+    def list_runs(self, *, limit: int = 50) -> list[dict[str, Any]]:
+        """Newest runs first, with per-run means."""
+        ...
+
+    def cursors(self) -> tuple[int, int]:
+        """Where a live view starts."""
+        ...
+
+    def samples_after(self, last_id: int, limit: int = 500) -> list[dict[str, Any]]:
+        """Samples stored after a cursor."""
+        ...
+
+    def live_layers_after(self, last_id: int) -> list[dict[str, Any]]:
+        """In-progress per-layer tables stored after a cursor."""
+        ...
 
 
 class LiveFeed:
     """Polls `store` every `poll_s` seconds while someone listens."""
 
-    def __init__(self, store: Any, poll_s: float = 0.25) -> None:
+    def __init__(self, store: LiveSource, poll_s: float = 0.25) -> None:
         self.store = store
         self.poll_s = poll_s
         self._queues: set[asyncio.Queue] = set()

@@ -68,7 +68,7 @@ class Guard:
         if not origin:
             return False
         m = re.match(r"^https?://([^/]+)$", origin.strip().lower())
-        return bool(m) and self.host_ok(m.group(1))
+        return m is not None and self.host_ok(m.group(1))
 
     def token_ok(self, bearer: str | None, cookie: str | None, query: str | None) -> bool:
         """Whether any of the three carries the token (always true without one)."""

@@ -16,6 +16,7 @@ from infermeter.experiments.recipes import EXPERIMENTS, Experiment
 from infermeter.models.loader import LoadedModel
 from infermeter.report.figures import breakdown_figure
 from infermeter.run.config import RunConfig
+from infermeter.run.sink import SweepStore
 from infermeter.run.sweep import SweepProgress, SweepSpec, run_sweep
 from infermeter.util.jsonio import write_json
 
@@ -85,7 +86,7 @@ def scaling_of(exp: Experiment, doc: dict[str, Any]) -> dict[str, Any] | None:
 def run_experiment(
     name: str,
     base: RunConfig,
-    store: Any,
+    store: SweepStore,
     out: Path,
     *,
     quick: bool = False,

@@ -106,13 +106,15 @@ def systems_analysis(
     for n in lengths:
         cfg = replace(base, prompt_tokens=n, mode="minimal")
         scaling_runs.append(_run_with(cfg, variant, loaded, store))
-    scaling = {}
-    for n, r in zip(lengths, scaling_runs, strict=True):
-        ttft = r.summary()["ttft_ms"].mean
-        scaling[str(n)] = {"ttft_ms": ttft, "ttft_per_token_ms": ttft / n, "run_id": r.run_id}
+    ttft_ms = [r.summary()["ttft_ms"].mean for r in scaling_runs]
+    ttft_per_token_ms = [t / n for t, n in zip(ttft_ms, lengths, strict=True)]
+    scaling = {
+        str(n): {"ttft_ms": t, "ttft_per_token_ms": t / n, "run_id": r.run_id}
+        for n, r, t in zip(lengths, scaling_runs, ttft_ms, strict=True)
+    }
     fit = fit_scaling(
         list(lengths),
-        [scaling[str(n)]["ttft_per_token_ms"] for n in lengths],
+        ttft_per_token_ms,
         metric="prefill ms per prompt token",
         length="prompt tokens",
     )

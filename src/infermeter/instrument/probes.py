@@ -153,7 +153,7 @@ class ActivationProbe(_RowProbe):
 
     def collect(self) -> list[dict[str, Any]]:
         """Rows (phase, layer, mean_abs, std, max_abs, sparsity, calls) after one host copy."""
-        acc: dict[tuple[int, int], list[float]] = {}
+        acc: dict[tuple[int, int], list[Any]] = {}  # float sums, then int counts
         for (phase, layer, n), (s_abs, s, s2, lo, hi, big) in zip(
             self.rows.meta, self.rows.host(), strict=True
         ):
@@ -203,7 +203,7 @@ class KillProbe(_RowProbe):
 
     def collect(self) -> list[dict[str, Any]]:
         """Rows (phase, layer, kill_ratio, values)."""
-        acc: dict[tuple[int, int], list[float]] = {}
+        acc: dict[tuple[int, int], list[Any]] = {}  # float sums, then int counts
         for (phase, layer, n), (killed,) in zip(self.rows.meta, self.rows.host(), strict=True):
             a = acc.setdefault((phase, layer), [0.0, 0])
             a[0] += killed
@@ -299,7 +299,7 @@ class AttentionProbe(_RowProbe):
 
     def collect(self) -> list[dict[str, Any]]:
         """Rows (phase, layer, entropy, sparsity)."""
-        acc: dict[tuple[int, int], list[float]] = {}
+        acc: dict[tuple[int, int], list[Any]] = {}  # float sums, then int counts
         for (phase, layer, n), rows, (ent, below, masked) in zip(
             self.rows.meta, self._rows_per_call, self.rows.host(), strict=True
         ):

@@ -24,6 +24,7 @@ from infermeter.errors import UserError
 from infermeter.knobs.base import Knob, KnobNotApplied
 from infermeter.knobs.calibration import calibration_ids, logits
 from infermeter.models.architecture import _blocks_holder, discover
+from infermeter.models.loader import LoadedModel
 
 ORDERS = ("first", "importance")
 
@@ -43,7 +44,7 @@ def parse(text: str) -> tuple[int, str]:
     return n, order
 
 
-def _check(value: tuple[int, str], loaded: Any) -> None:
+def _check(value: tuple[int, str], loaded: LoadedModel) -> None:
     n, total = value[0], loaded.info.layers
     if n < 1 or n > total:
         raise UserError(
@@ -52,7 +53,7 @@ def _check(value: tuple[int, str], loaded: Any) -> None:
         )
 
 
-def block_importance(loaded: Any) -> list[float]:
+def block_importance(loaded: LoadedModel) -> list[float]:
     """Per block: 1 - mean cosine(input, output) on the calibration prompt (full model)."""
     import torch
 
@@ -77,7 +78,7 @@ def block_importance(loaded: Any) -> list[float]:
     return scores
 
 
-def kept_blocks(loaded: Any, n: int, order: str) -> list[int]:
+def kept_blocks(loaded: LoadedModel, n: int, order: str) -> list[int]:
     """Indices of the blocks to keep, ascending."""
     if order == "first":
         return list(range(n))
@@ -87,12 +88,13 @@ def kept_blocks(loaded: Any, n: int, order: str) -> list[int]:
 
 
 @contextlib.contextmanager
-def _apply(loaded: Any, value: tuple[int, str]) -> Iterator[dict[str, Any]]:
+def _apply(loaded: LoadedModel, value: tuple[int, str]) -> Iterator[dict[str, Any]]:
     import torch.nn as nn
 
     n, order = value
     model = loaded.model
     arch = discover(model)
+    assert arch.blocks_path is not None  # `check` refused models without decoder blocks
     holder = _blocks_holder(model, arch.blocks_path)
     attr = arch.blocks_path.split(".")[-1]
     full = getattr(holder, attr)
@@ -135,7 +137,7 @@ def quality(full_logits: Any, reduced_logits: Any) -> dict[str, float]:
 
 
 def _verify(
-    loaded: Any, value: tuple[int, str], result: Any, applied: Any = None
+    loaded: LoadedModel, value: tuple[int, str], result: Any, applied: Any = None
 ) -> dict[str, Any]:
     if not applied:
         raise KnobNotApplied("active_layers verification needs the applied state")

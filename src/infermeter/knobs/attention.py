@@ -14,11 +14,12 @@ from typing import Any
 from infermeter.errors import UserError
 from infermeter.knobs.base import Knob, KnobNotApplied, parse_choice
 from infermeter.knobs.calibration import calibration_ids, executed_ops
+from infermeter.models.loader import LoadedModel
 
 ATTENTION = ("eager", "sdpa", "flash_attention_2")
 
 
-def _check_attention(value: str, loaded: Any) -> None:
+def _check_attention(value: str, loaded: LoadedModel) -> None:
     if value == "flash_attention_2" and importlib.util.find_spec("flash_attn") is None:
         raise UserError(
             "attn_implementation=flash_attention_2 needs the flash-attn package",
@@ -27,7 +28,7 @@ def _check_attention(value: str, loaded: Any) -> None:
 
 
 @contextlib.contextmanager
-def _apply_attention(loaded: Any, value: str) -> Iterator[dict[str, Any]]:
+def _apply_attention(loaded: LoadedModel, value: str) -> Iterator[dict[str, Any]]:
     model = loaded.model
     before = model.config._attn_implementation
     try:
@@ -40,7 +41,9 @@ def _apply_attention(loaded: Any, value: str) -> Iterator[dict[str, Any]]:
         model.set_attn_implementation(before)
 
 
-def _verify_attention(loaded: Any, value: str, result: Any, applied: Any = None) -> dict[str, Any]:
+def _verify_attention(
+    loaded: LoadedModel, value: str, result: Any, applied: Any = None
+) -> dict[str, Any]:
     ops = executed_ops(loaded.model, calibration_ids(loaded))
     sdpa = ops.get("scaled_dot_product_attention", 0) + sum(
         n for k, n in ops.items() if k.startswith("_scaled_dot_product")

@@ -15,9 +15,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from infermeter.errors import UserError
+from infermeter.models.loader import LoadedModel
+
+#: Where a knob's value goes (see the module docstring).
+Scope = Literal["config", "load", "model"]
 
 
 class KnobNotApplied(RuntimeError):
@@ -42,11 +46,15 @@ class Knob:
 
     name: str
     help: str
-    scope: str
+    scope: Scope
     parse: Callable[[str], Any]
-    check: Callable[[Any, Any], None] | None = None
-    apply: Callable[[Any, Any], contextlib.AbstractContextManager[dict[str, Any]]] | None = None
-    verify: Callable[..., dict[str, Any]] | None = None
+    check: Callable[[Any, LoadedModel], None] | None = None
+    apply: (
+        Callable[[LoadedModel, Any], contextlib.AbstractContextManager[dict[str, Any]]] | None
+    ) = None
+    #: (loaded, value, result, applied): `result` is the run (None before it) and `applied`
+    #: what `apply` yielded (None after the run); typed loosely because run/ is a higher layer.
+    verify: Callable[[LoadedModel, Any, Any, Any], dict[str, Any]] | None = None
     field: str | None = None
 
 
@@ -105,7 +113,7 @@ def parse_bool(name: str) -> Callable[[str], bool]:
 def verify_samples(attr: str) -> Any:
     """A verifier: every sample had exactly the knob's value of `attr`."""
 
-    def verify(loaded: Any, value: int, result: Any, applied: Any = None) -> dict[str, Any]:
+    def verify(loaded: LoadedModel, value: int, result: Any, applied: Any = None) -> dict[str, Any]:
         seen = sorted({getattr(s, attr) for s in result.samples})
         if seen != [value]:
             raise KnobNotApplied(f"{attr}={value} but the samples had {seen}")
@@ -117,7 +125,7 @@ def verify_samples(attr: str) -> Any:
 def check_context(field: str) -> Any:
     """A checker: the value fits the model's context window."""
 
-    def check(value: int, loaded: Any) -> None:
+    def check(value: int, loaded: LoadedModel) -> None:
         limit = loaded.info.max_positions
         if limit and value >= limit:
             raise UserError(

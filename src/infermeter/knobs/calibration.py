@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from infermeter.models.loader import LoadedModel
 from infermeter.workloads.prompts import WorkloadSpec, build_batches
 
 
-def calibration_ids(loaded: Any, rows: int = 2, tokens: int = 24) -> Any:
+def calibration_ids(loaded: LoadedModel, rows: int = 2, tokens: int = 24) -> Any:
     """input_ids (rows x tokens) on the model's device, the same for every call."""
     spec = WorkloadSpec(batch_size=rows, prompt_tokens=tokens, chat=False, seed=1234)
     (batch,) = build_batches(loaded.tokenizer, spec, 1)

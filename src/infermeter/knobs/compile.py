@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from infermeter.knobs.base import Knob, KnobNotApplied, parse_bool
+from infermeter.models.loader import LoadedModel
 
 
-def _verify_compile(loaded: Any, value: bool, result: Any, applied: Any = None) -> dict[str, Any]:
+def _verify_compile(
+    loaded: LoadedModel, value: bool, result: Any, applied: Any = None
+) -> dict[str, Any]:
     if not value:
         return {"compiled": False}
     cold = result.phases.get("compile_first_call_ms")

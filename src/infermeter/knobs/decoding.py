@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from infermeter.knobs.base import Knob, KnobNotApplied, parse_choice
+from infermeter.models.loader import LoadedModel
 
 
-def _verify_decoding(loaded: Any, value: str, result: Any, applied: Any = None) -> dict[str, Any]:
+def _verify_decoding(
+    loaded: LoadedModel, value: str, result: Any, applied: Any = None
+) -> dict[str, Any]:
     used = result.config.get("decoding")
     if used != value:
         raise KnobNotApplied(f"decoding={value} but the run used {used}")

@@ -9,11 +9,12 @@ from typing import Any
 
 from infermeter.errors import UserError
 from infermeter.knobs.base import Knob, KnobNotApplied, parse_choice
+from infermeter.models.loader import LoadedModel
 
 DTYPES = ("float32", "bfloat16", "float16")
 
 
-def _check_dtype(value: str, loaded: Any) -> None:
+def _check_dtype(value: str, loaded: LoadedModel) -> None:
     import torch
 
     device = next(loaded.model.parameters()).device
@@ -24,7 +25,9 @@ def _check_dtype(value: str, loaded: Any) -> None:
         raise UserError("this GPU does not support bfloat16", "use float16 or float32")
 
 
-def _verify_dtype(loaded: Any, value: str, result: Any, applied: Any = None) -> dict[str, Any]:
+def _verify_dtype(
+    loaded: LoadedModel, value: str, result: Any, applied: Any = None
+) -> dict[str, Any]:
     dtypes = sorted({str(p.dtype).removeprefix("torch.") for p in loaded.model.parameters()})
     if value not in dtypes:
         raise KnobNotApplied(f"dtype={value} but the parameters are {dtypes}")

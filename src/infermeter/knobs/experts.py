@@ -13,11 +13,12 @@ from typing import Any
 from infermeter.errors import UserError
 from infermeter.knobs.base import Knob, KnobNotApplied, parse_choice
 from infermeter.knobs.calibration import calibration_ids, executed_ops
+from infermeter.models.loader import LoadedModel
 
 EXPERTS = ("eager", "grouped_mm", "batched_mm")
 
 
-def _check_experts(value: str, loaded: Any) -> None:
+def _check_experts(value: str, loaded: LoadedModel) -> None:
     if not loaded.info.is_moe:
         raise UserError(
             f"experts_implementation applies to mixture-of-experts models; {loaded.info.spec} "
@@ -27,7 +28,7 @@ def _check_experts(value: str, loaded: Any) -> None:
 
 
 @contextlib.contextmanager
-def _apply_experts(loaded: Any, value: str) -> Iterator[dict[str, Any]]:
+def _apply_experts(loaded: LoadedModel, value: str) -> Iterator[dict[str, Any]]:
     model = loaded.model
     before = getattr(model.config, "_experts_implementation", None) or "eager"
     model.set_experts_implementation(value)
@@ -37,7 +38,9 @@ def _apply_experts(loaded: Any, value: str) -> Iterator[dict[str, Any]]:
         model.set_experts_implementation(before)
 
 
-def _verify_experts(loaded: Any, value: str, result: Any, applied: Any = None) -> dict[str, Any]:
+def _verify_experts(
+    loaded: LoadedModel, value: str, result: Any, applied: Any = None
+) -> dict[str, Any]:
     ops = executed_ops(loaded.model, calibration_ids(loaded))
     grouped, bmm = ops.get("_grouped_mm", 0), ops.get("bmm", 0)
     ok = {"eager": grouped == 0 and bmm == 0, "grouped_mm": grouped > 0, "batched_mm": bmm > 0}

@@ -17,6 +17,7 @@ from infermeter.errors import UserError
 from infermeter.knobs.base import Knob, KnobNotApplied, parse_int
 from infermeter.knobs.calibration import calibration_ids
 from infermeter.models.architecture import discover
+from infermeter.models.loader import LoadedModel
 
 
 def routers(model: Any) -> list[Any]:
@@ -24,9 +25,9 @@ def routers(model: Any) -> list[Any]:
     return [b.router for b in discover(model).blocks if b.router is not None]
 
 
-def _check(value: int, loaded: Any) -> None:
+def _check(value: int, loaded: LoadedModel) -> None:
     info = loaded.info
-    if not info.is_moe:
+    if not info.is_moe or info.experts is None:
         raise UserError(
             f"top_k applies to mixture-of-experts models; {info.spec} is dense",
             "use a MoE model (e.g. tiny-mixtral, tiny-qwen3-moe) or drop this knob",
@@ -44,7 +45,7 @@ def _check(value: int, loaded: Any) -> None:
 
 
 @contextlib.contextmanager
-def _apply(loaded: Any, value: int) -> Iterator[dict[str, Any]]:
+def _apply(loaded: LoadedModel, value: int) -> Iterator[dict[str, Any]]:
     saved = [(r, r.top_k) for r in routers(loaded.model) if hasattr(r, "top_k")]
     try:
         for r, _ in saved:
@@ -55,7 +56,7 @@ def _apply(loaded: Any, value: int) -> Iterator[dict[str, Any]]:
             r.top_k = k
 
 
-def experts_per_token(loaded: Any) -> list[int]:
+def experts_per_token(loaded: LoadedModel) -> list[int]:
     """Distinct experts each token was routed to, per router call, in one forward."""
     import torch
 
@@ -78,7 +79,7 @@ def experts_per_token(loaded: Any) -> list[int]:
     return seen
 
 
-def _verify(loaded: Any, value: int, result: Any, applied: Any = None) -> dict[str, Any]:
+def _verify(loaded: LoadedModel, value: int, result: Any, applied: Any = None) -> dict[str, Any]:
     counts = sorted(set(experts_per_token(loaded)))
     if counts != [value]:
         raise KnobNotApplied(f"top_k={value} but tokens were routed to {counts} experts")

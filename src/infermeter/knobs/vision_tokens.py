@@ -22,14 +22,22 @@ from typing import Any
 from infermeter.errors import UserError
 from infermeter.knobs.base import Knob, KnobNotApplied, parse_int
 from infermeter.models.architecture import discover
+from infermeter.models.info import VisionInfo
+from infermeter.models.loader import LoadedModel
 
 
-def _grid(value: int, loaded: Any) -> int:
+def _vision(loaded: LoadedModel) -> VisionInfo:
+    """The model's vision tower facts (`_check` has refused models without one)."""
+    assert loaded.info.vision is not None
+    return loaded.info.vision
+
+
+def _grid(value: int, loaded: LoadedModel) -> int:
     side = math.isqrt(value)
-    return side * loaded.info.vision.patch_size
+    return side * _vision(loaded).patch_size
 
 
-def _check(value: int, loaded: Any) -> None:
+def _check(value: int, loaded: LoadedModel) -> None:
     v = loaded.info.vision
     if v is None:
         raise UserError(
@@ -47,7 +55,7 @@ def _check(value: int, loaded: Any) -> None:
         raise UserError("the model's vision tower was not found", "report this model")
 
 
-def _embeddings(loaded: Any) -> Any:
+def _embeddings(loaded: LoadedModel) -> Any:
     tower = discover(loaded.model).vision_tower
     for name, module in tower.named_modules():
         if name.endswith("embeddings") and hasattr(module, "interpolate_pos_encoding"):
@@ -59,7 +67,7 @@ def _embeddings(loaded: Any) -> Any:
 
 
 @contextlib.contextmanager
-def _apply(loaded: Any, value: int) -> Iterator[dict[str, Any]]:
+def _apply(loaded: LoadedModel, value: int) -> Iterator[dict[str, Any]]:
     emb = _embeddings(loaded)
     original = emb.forward
     saved_info = loaded.info
@@ -69,7 +77,7 @@ def _apply(loaded: Any, value: int) -> Iterator[dict[str, Any]]:
         return original(pixel_values, interpolate_pos_encoding=True)
 
     emb.forward = forward
-    vision = dataclasses.replace(saved_info.vision, image_size=size, tokens_per_image=value)
+    vision = dataclasses.replace(_vision(loaded), image_size=size, tokens_per_image=value)
     loaded.info = dataclasses.replace(saved_info, vision=vision)
     try:
         yield {"image_size": size, "tokens_per_image": value}
@@ -78,7 +86,7 @@ def _apply(loaded: Any, value: int) -> Iterator[dict[str, Any]]:
         loaded.info = saved_info
 
 
-def _verify(loaded: Any, value: int, result: Any, applied: Any = None) -> dict[str, Any]:
+def _verify(loaded: LoadedModel, value: int, result: Any, applied: Any = None) -> dict[str, Any]:
     import torch
 
     model = loaded.model

@@ -65,7 +65,7 @@ class Summary:
         """True when the spread is large enough that the mean should not be trusted alone."""
         return self.n >= 3 and self.cv > NOISY_CV
 
-    def to_dict(self) -> dict[str, float]:
+    def to_dict(self) -> dict[str, float | None]:
         """Plain dict with the fields of DESIGN.md section 4 (mean, std, p50, p90, p99, ...)."""
         out = asdict(self)
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}

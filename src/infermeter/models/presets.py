@@ -321,14 +321,14 @@ def build_config(preset: Preset, tokenizer: Any) -> Any:
         pad_token_id=tokenizer.pad_token_id,
     )
     text_config = CONFIG_MAPPING[preset.text_model_type](**kw, **ids)
-    if not preset.is_vlm:
+    if preset.vision is None:
         return text_config
     vision_config = transformers.CLIPVisionConfig(**preset.vision)
     image_token_id = tokenizer.convert_tokens_to_ids("<image>")
     return transformers.LlavaConfig(
         vision_config=vision_config,
         text_config=text_config,
-        image_token_id=image_token_id,
+        image_token_index=image_token_id,
         image_seq_length=(preset.vision["image_size"] // preset.vision["patch_size"]) ** 2,
         **preset.vlm,
         **ids,

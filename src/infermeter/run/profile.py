@@ -401,7 +401,7 @@ def _attach_energy(session: _Session) -> None:
     attribute(
         result,
         trace,
-        methods=sampler.source.methods(),
+        methods=session.sources.methods() if session.sources is not None else {},
         missing=session.missing,
         grid_g_per_kwh=session.config.grid_g_per_kwh,
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal, Protocol
 
 from infermeter.measure.stats import Summary, summarize
 
@@ -40,6 +40,19 @@ def _energy_metric(name: str, doc: str) -> property:
         return self.energy.get(name) if self.energy else None
 
     return property(read, doc=f"{doc}; None when no energy source measured the sample.")
+
+
+#: What a run is: registered and measuring, done, stopped by an error or Ctrl-C, or found
+#: `running` after its process had gone.
+RunStatus = Literal["running", "finished", "failed", "crashed"]
+
+
+class ResultStore(Protocol):
+    """Anything that keeps a finished result and gives it an id (`infermeter.Store`)."""
+
+    def save(self, result: RunResult) -> str:
+        """Store `result`; return its id."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -139,7 +152,7 @@ class RunResult:
     created: str
     phases: dict[str, float] = field(default_factory=dict)
     samples: list[SampleResult] = field(default_factory=list)
-    status: str = "running"
+    status: RunStatus = "running"
     error: str | None = None
     notes: list[str] = field(default_factory=list)
     layers: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
@@ -246,7 +259,7 @@ class RunResult:
 
         return {name: pd.DataFrame(rows) for name, rows in self.layers.items()}
 
-    def save(self, store: Any) -> str:
+    def save(self, store: ResultStore) -> str:
         """Keep this run in `store` (an `infermeter.Store`); return its id."""
         return store.save(self)
 

@@ -206,7 +206,9 @@ def run_point(
     Raises:
         KnobNotApplied: a knob's verification failed; the run is stored as failed first.
     """
-    config_fields = {grid[k].field: v for k, v in point.items() if grid[k].scope == "config"}
+    config_fields = {
+        str(grid[k].field): v for k, v in point.items() if grid[k].scope == "config"
+    }
     dtype = point.get("dtype", base.dtype)
     config = replace(base, dtype=dtype, **config_fields).validate()
     model_knobs = {k: v for k, v in point.items() if grid[k].scope == "model"}
@@ -215,8 +217,10 @@ def run_point(
         checks: dict[str, Any] = {}
         t0 = time.perf_counter()
         for name, value in model_knobs.items():
-            applied = stack.enter_context(grid[name].apply(loaded, value))
-            checks[name] = grid[name].verify(loaded, value, None, applied)
+            knob = grid[name]
+            assert knob.apply is not None and knob.verify is not None  # every model knob has both
+            applied = stack.enter_context(knob.apply(loaded, value))
+            checks[name] = knob.verify(loaded, value, None, applied)
         verify_s = time.perf_counter() - t0
         failures: list[KnobNotApplied] = []
 
@@ -249,7 +253,8 @@ def run_point(
 def sweep_document(sweep_id: str, spec: dict[str, Any], runs: list[RunResult]) -> dict[str, Any]:
     """One JSON for a sweep: meta, a summary row per configuration, every sample."""
     first = runs[0] if runs else None
-    summary, samples = [], []
+    summary: list[dict[str, Any]] = []
+    samples: list[dict[str, Any]] = []
     for run in runs:
         stats = run.summary()
         summary.append(

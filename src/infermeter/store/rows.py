@@ -7,9 +7,9 @@ round trip): 1,000 steps are 8 KB, not 1,000 rows.
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import Any, cast
 
-from infermeter.run.results import RunResult, SampleResult
+from infermeter.run.results import RunResult, RunStatus, SampleResult
 from infermeter.store.schema import (
     POWER_CHUNK,
     PowerSamplesRow,
@@ -145,7 +145,7 @@ def run_from_row(row: RunRow) -> RunResult:
         created=row.created,
         phases=row.phases or {},
         samples=[sample_from_row(r) for r in row.samples],
-        status=row.status,
+        status=cast(RunStatus, row.status),
         error=row.error,
         notes=row.notes or [],
         layers={ls.table: ls.rows for ls in row.layer_stats},

@@ -18,8 +18,12 @@ class EnergySource(Protocol):
     """
 
     name: str
-    method: str
     update_period_s: float
+
+    @property
+    def method(self) -> str:
+        """Either "counter" or "power-integration" (NVML decides per device)."""
+        ...
 
     def domains(self) -> list[str]:
         """Names of the measured domains, e.g. ["package-0", "dram-0"]."""

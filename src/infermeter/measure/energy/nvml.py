@@ -92,7 +92,9 @@ class NvmlSource:
         visible: str | None = None,
     ) -> None:
         if nvml is None:
-            import pynvml as nvml
+            import pynvml
+
+            nvml = pynvml
         self._nvml = nvml
         nvml.nvmlInit()
         physical = visible_physical_indices(nvml, visible)
