@@ -3,6 +3,7 @@
 import csv
 import json
 
+import numpy as np
 import pytest
 from PIL import Image
 from typer.testing import CliRunner
@@ -43,7 +44,11 @@ def test_experiment_all_quick_writes_every_json_csv_and_png(tmp_path):
         means = sorted(round(r["ttft_ms"]["mean"], 4) for r in doc["summary"])
         assert sorted(round(float(r["ttft_ms"]), 4) for r in rows) == means
     ctx = json.loads((out / "context-scaling" / "sweep.json").read_text())
-    assert ctx["scaling"]["verdict"] in ("constant", "falling", "growing", "poor")
+    # the fit is over prefill ms per prompt token, as stored: recomputed here independently
+    xs = np.array([r["config"]["prompt_tokens"] for r in ctx["summary"]], dtype=float)
+    ys = np.array([r["ttft_ms"]["mean"] for r in ctx["summary"]]) / xs
+    assert ctx["scaling"]["loglog_slope"] == pytest.approx(np.polyfit(np.log(xs), np.log(ys), 1)[0])
+    assert ctx["scaling"]["metric"] == "ttft_ms per prompt token"
     assert all(r["prefill_components_ms"]["attention"] > 0 for r in ctx["summary"])
     layers = json.loads((out / "layers" / "sweep.json").read_text())
     assert [r["checks"]["active_layers"]["blocks_run"] for r in layers["summary"]] == [

@@ -42,7 +42,9 @@ def test_systems_analysis_quick_writes_both_files(tmp_path):
         assert point["ttft_per_token_ms"] == pytest.approx(point["ttft_ms"] / int(n))
     c = doc["comparison"]
     assert c["actual_speedup"] > 0 and c["predicted_speedup"] > 1
-    assert c["prediction_error_pct"] is not None
+    assert c["prediction_error_pct"] == pytest.approx(
+        100 * (c["predicted_speedup"] - c["actual_speedup"]) / c["actual_speedup"]
+    )
     report = json.loads((out / "profile_report.json").read_text())
     assert len(report["scaling"]) == 4 and report["variant"]["meta"]["run_id"]
     assert "speedup" in r.stdout

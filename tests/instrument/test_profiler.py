@@ -246,10 +246,29 @@ def test_deep_probes_one_decode_step_in_four_and_says_so(tiny_llama):
     assert any("1 in 4 decode steps" in n for n in lp.notes)
 
 
-def test_minimal_mode_attaches_nothing(tiny_llama):
+def test_minimal_mode_attaches_nothing(tiny_llama, monkeypatch):
+    import sys
+
+    from infermeter.run import RunConfig, profile
+
+    run_profile = sys.modules["infermeter.run.profile"]  # the module, not the function
+    def no_profiler(*args, **kwargs):
+        raise AssertionError("minimal mode built a Profiler")
+
     assert not ProfilingConfig.minimal().hooks_needed
+    monkeypatch.setattr(run_profile, "Profiler", no_profiler)
+    before = _hook_count(tiny_llama.model)
+    run = profile(
+        RunConfig(new_tokens=3, samples=1, mode="minimal", energy="off"), loaded=tiny_llama
+    )
+    assert run.status == "finished" and run.layers == {} and run.trace is None
+    assert _hook_count(tiny_llama.model) == before
+
+
+def test_custom_mode_instruments_only_the_chosen_blocks_and_detaches(tiny_llama):
     before = _hook_count(tiny_llama.model)
     with Profiler(tiny_llama.model, ProfilingConfig.custom(layers=[1])) as prof:
         only_layer_one = {m.layer for m in prof.modules if m.kind == "block"}
+        assert _hook_count(tiny_llama.model) > before
     assert only_layer_one == {1}
     assert _hook_count(tiny_llama.model) == before
