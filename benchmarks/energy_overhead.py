@@ -9,7 +9,7 @@ tokens, greedy), each after `gc.collect()` as `infermeter profile` does:
 This machine has no RAPL, so the source reads a fake powercap tree in a temp folder: the same
 code path and file reads as /sys/class/powercap (sysfs reads cost about the same). Printed: the
 median per-round TPOT and TTFT ratio to `off` with a bootstrap 95% interval, the cost of one
-read, and a JSON line. Goal (issue 4): TPOT ratio at 100 ms <= 1.005.
+read, and a JSON line. Goal: TPOT ratio at 100 ms <= 1.005.
 
     python benchmarks/energy_overhead.py --rounds 20
 """

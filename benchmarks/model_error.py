@@ -4,7 +4,7 @@ For each model a sweep runs (tiny-qwen3-moe: prompt tokens x MoE top-k; smollm2-
 prompt tokens), the latency model (analysis/perfmodel.py: a x FLOPs + b x bytes + c per phase)
 is fitted on every other configuration, and predicts the rest. Printed per model and phase: the
 fitted coefficients, each held-out point's predicted and measured time with its error, and the
-median and max absolute error. Goal (issue 6): median <= 5% on held-out points.
+median and max absolute error. Goal: median <= 5% on held-out points.
 
     python benchmarks/model_error.py [--samples 3]
 """

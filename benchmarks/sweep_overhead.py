@@ -1,4 +1,4 @@
-"""Share of a sweep's wall time spent outside model calls (goal <= 2%, issue 5).
+"""Share of a sweep's wall time spent outside model calls (goal <= 2%).
 
 A sweep on a tiny preset (loaded once, before timing starts) runs a grid of points; each point
 is a stored run with warm-up and measured generate calls, knob verification, and the writes of

@@ -1,6 +1,6 @@
 """infermeter: where the time, memory and energy of transformer inference go.
 
-The public API, re-exported names only; see DESIGN.md for the layout.
+The public API, re-exported names only; docs/design.md describes the layout.
 """
 
 from infermeter.errors import GenerationFailed, UserError

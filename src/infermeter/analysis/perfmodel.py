@@ -1,10 +1,10 @@
 """Performance models: the reference cost-table model, and a latency model fitted to a sweep.
 
-1. `PerformanceModel` (the reference documents' API): a cost per token for each routing path
-   (microseconds) plus costs every token pays; a distribution says what percent of tokens takes
-   each path. `predict_latency`, `predict_speedup` (against every token on the baseline path),
-   `find_breakeven_distribution` (the largest baseline share that still reaches a target speedup)
-   and `analyze_bottleneck` (which path costs the most time, and why).
+1. `PerformanceModel` (the API of earlier MoE systems-analysis tools): a cost per token for
+   each routing path (microseconds) plus costs every token pays; a distribution says what
+   percent of tokens takes each path. `predict_latency`, `predict_speedup` (against every token
+   on the baseline path), `find_breakeven_distribution` (the largest baseline share that still
+   reaches a target speedup) and `analyze_bottleneck` (which path costs the most time, and why).
 
 2. `LatencyModel`: per phase, latency = a x FLOPs + b x bytes + c, with FLOPs and bytes from the
    cost model at each configuration's shapes (so a, b are inverse attained rates and c the fixed

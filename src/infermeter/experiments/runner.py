@@ -1,7 +1,7 @@
 """Run a named experiment: its sweep, then its JSON, figure, CSV and scaling fit in one folder.
 
-Layout: OUT/NAME/sweep.json (DESIGN.md section 4, plus `scaling` when fitted), OUT/NAME/NAME.png
-and NAME.csv (the figure and its table), one pair per group of other knobs.
+Layout: OUT/NAME/sweep.json (docs/design.md, "Files it writes", plus `scaling` when fitted),
+OUT/NAME/NAME.png and NAME.csv (the figure and its table), one pair per group of other knobs.
 """
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ class Summary:
         return self.n >= 3 and self.cv > NOISY_CV
 
     def to_dict(self) -> dict[str, float | None]:
-        """Plain dict with the fields of DESIGN.md section 4 (mean, std, p50, p90, p99, ...)."""
+        """Plain dict of the summary fields (mean, std, p50, p90, p99, ...); NaN as None."""
         out = asdict(self)
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
 

@@ -1,1 +1,4 @@
-"""Rendering of stored runs: Chrome/Perfetto traces (tables, figures and HTML come later)."""
+"""Rendering of stored runs and sweeps: Markdown, HTML, CSV, PNG figures, Chrome traces.
+
+Numbers come from the stored data and from `analysis/`; nothing is measured or analysed here.
+"""

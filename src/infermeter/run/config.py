@@ -133,7 +133,7 @@ class RunConfig:
         return d
 
     def knob_values(self) -> dict[str, Any]:
-        """The values a sweep turns, as DESIGN.md's `config` object of summary rows."""
+        """The values a sweep turns, as the `config` object of summary rows (docs/design.md)."""
         return {
             "prompt_tokens": self.prompt_tokens,
             "new_tokens": self.new_tokens,

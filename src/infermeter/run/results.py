@@ -1,7 +1,8 @@
 """Results of a run: raw samples kept, statistics always recomputed from them.
 
-`RunResult.to_json()` writes the file shape of DESIGN.md section 4: `meta`, `summary` (one row per
-configuration with mean/std/p50/p90/p99 of every metric) and `all_samples` (one row per sample).
+`RunResult.to_json()` writes the file shape of docs/design.md ("Files it writes"): `meta`,
+`summary` (one row per configuration with mean/std/p50/p90/p99 of every metric) and
+`all_samples` (one row per sample).
 """
 
 from __future__ import annotations
@@ -199,7 +200,7 @@ class RunResult:
         return rows
 
     def sample_row(self, s: SampleResult) -> dict[str, Any]:
-        """One `all_samples` row of DESIGN.md section 4."""
+        """One `all_samples` row of the run's JSON document."""
         return {
             "sample_id": s.index,
             "warmup": s.warmup,
@@ -217,7 +218,7 @@ class RunResult:
         }
 
     def to_json(self) -> dict[str, Any]:
-        """The run as DESIGN.md section 4's JSON document."""
+        """The run as its JSON document (meta, summary, all_samples)."""
         summary = {k: v.to_dict() for k, v in self.summary().items()}
         doc: dict[str, Any] = {
             "meta": {

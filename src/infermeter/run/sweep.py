@@ -98,7 +98,7 @@ class SweepResult:
     verify_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
-        """DESIGN.md section 4: meta, summary (per configuration) and all_samples."""
+        """The sweep's JSON document: meta, summary (per configuration) and all_samples."""
         return sweep_document(self.sweep_id, self.spec.to_dict(), self.runs)
 
 

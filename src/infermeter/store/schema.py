@@ -1,4 +1,4 @@
-"""SQLAlchemy 2 schema of the run store (DESIGN.md section 4).
+"""SQLAlchemy 2 schema of the run store (docs/design.md, "The store").
 
 JSON columns hold shapes that vary (config, model info, memory details); real columns hold what
 people filter or sort on (model, status, created, phase times). Per-step decode times are packed

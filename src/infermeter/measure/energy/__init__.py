@@ -1,4 +1,4 @@
-"""Energy sources behind one small protocol (issue 4, in progress: RAPL and NVML so far).
+"""Energy sources behind one small protocol: NVML, RAPL, powermetrics, and the power sampler.
 
 Each source reads cumulative joules per domain; a source that is not there is an `Unavailable`
 carrying the reason, never a source that reports 0 J.
