@@ -64,12 +64,32 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("rule,fires,quiet", CASES)
-def test_rule_fires_and_stays_quiet(rule, fires, quiet):
+#: the severity each firing case of CASES must get, from the thresholds in bottlenecks.py
+SEVERITIES = [
+    "high",  # batch 1 memory-bound decode
+    "medium",  # batch 2
+    "high",  # 60% of prefill outside the layers (>= 40%)
+    "medium",  # decode 12x its bandwidth bound (5x..20x)
+    "high",  # attention 70% of prefill (>= 60%)
+    "medium",  # busiest expert 3.1x its share (2x..4x)
+    "high",  # log-log slope 0.9 (> 0.8)
+    "high",
+    "high",
+    "high",
+    "high",  # a knob check failed
+    "medium",  # prefill under 10% of its ceiling
+]
+
+
+@pytest.mark.parametrize(
+    "rule,fires,quiet,severity",
+    [(*case, sev) for case, sev in zip(CASES, SEVERITIES, strict=True)],
+)
+def test_rule_fires_and_stays_quiet(rule, fires, quiet, severity):
     found = {f.id: f for f in find_bottlenecks(fires)}
     assert rule in found
     f = found[rule]
-    assert f.severity in ("high", "medium", "low") and f.advice and f.evidence
+    assert f.severity == severity and f.advice and f.evidence
     assert rule not in {f.id for f in find_bottlenecks(quiet)}
 
 

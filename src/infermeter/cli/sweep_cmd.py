@@ -17,6 +17,7 @@ from infermeter.run.config import RunConfig
 from infermeter.run.sweep import SweepSpec, run_sweep, stored_sweep
 from infermeter.run.sweep_file import parse_knob_option, read_sweep_file
 from infermeter.store import Store
+from infermeter.util import fmt
 from infermeter.util.jsonio import clean_json, print_json, write_json
 
 sweeps_app = typer.Typer(help="Stored sweeps.", no_args_is_help=True)
@@ -139,7 +140,7 @@ def sweep_table(doc: dict[str, Any]) -> Table:
         cells = [str(row["config"].get(k)) for k in knobs]
         for key, _ in metrics:
             v = (row.get(key) or {}).get("mean")
-            cells.append("-" if v is None else f"{v:,.3g}" if key == "j_per_token" else f"{v:,.2f}")
+            cells.append(fmt.sig3(v) if key == "j_per_token" else fmt.fixed(v))
         table.add_row(*cells)
     return table
 
