@@ -48,3 +48,16 @@ def test_smollm2_standard_profile_covers_all_30_blocks(smollm2):
     assert sorted(decode["layer"]) == list(range(30)) and (decode["calls"] == 2).all()
     acts = [r for r in lp.activations if r["phase"] == "decode"]
     assert len(acts) == 30 and all(r["std"] > 0 for r in acts)
+
+
+@pytest.mark.slow
+def test_the_converted_folder_is_a_plain_transformers_checkpoint(smollm2):
+    import json
+
+    from transformers import AutoModelForCausalLM
+
+    folder, cached = smollm2_pkg.ensure_converted()
+    assert cached
+    assert "quantization_config" not in json.loads((folder / "config.json").read_text())
+    model = AutoModelForCausalLM.from_pretrained(folder)  # no extra argument, as any tool would
+    assert sum(p.numel() for p in model.parameters()) == 134_515_008

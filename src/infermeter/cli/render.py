@@ -32,6 +32,9 @@ def run_header(run: RunResult, where: str | None = None) -> Text:
         + (" · compiled" if cfg.get("compile") else "")
     )
     text = Text(f"{line1}\n{line2}", style="bold")
+    tokenizer = str(info.get("tokenizer") or "")
+    if tokenizer.endswith("in the checkpoint)"):  # the built-in tokenizer stood in
+        text.append(f"\ntokenizer: {tokenizer}", style="yellow")
     if where:
         text.append(f"\nstored in {where}", style="dim")
     return text

@@ -26,6 +26,8 @@ ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2", "flash_attention_3
 #: Headroom over the weights for activations, KV cache and allocator slack.
 MEMORY_HEADROOM = 1.15
 MEMORY_FIXED_MB = 256.0
+#: The tokenizer name recorded when a checkpoint's own tokenizer is missing or unusable.
+BUILTIN_FALLBACK = "infermeter-bpe"
 
 
 @dataclass
@@ -148,8 +150,9 @@ def load_model(
         model, tokenizer = _from_pretrained(name, torch_dtype, dev, attn_kw, name)
         source = "local" if Path(name).is_dir() else "hub"
         tok_name = getattr(tokenizer, "name_or_path", "") or "checkpoint"
-        if getattr(tokenizer, "_infermeter_builtin", False):
-            tok_name = "infermeter-bpe (checkpoint has no tokenizer)"
+        why = getattr(tokenizer, "_infermeter_builtin", None)
+        if why:
+            tok_name = f"{BUILTIN_FALLBACK} ({why} in the checkpoint)"
     t1 = time.perf_counter()
     model = model.to(dev)
     if dev.type == "cuda":
@@ -205,16 +208,39 @@ def _from_pretrained(
         ) from None
     try:
         tokenizer = AutoTokenizer.from_pretrained(target)
-    except (OSError, ValueError, TypeError):
-        tokenizer = builtin_tokenizer()
-        if len(tokenizer) > model.config.get_text_config().vocab_size:
-            raise UserError(
-                f"model {shown!r} has no tokenizer and its vocabulary is too small for the "
-                "built-in one",
-                "save a tokenizer next to the checkpoint (tokenizer.save_pretrained)",
-            ) from None
-        tokenizer._infermeter_builtin = True
+        why = None if _tokenizes_english(tokenizer) else "a tokenizer that yields no tokens"
+    except (OSError, ValueError, TypeError, AttributeError, KeyError):
+        tokenizer, why = None, "no tokenizer"
+    if why is not None:
+        tokenizer = _builtin_for(model, shown, why)
     return model, tokenizer
+
+
+#: Plain English any real tokenizer cuts into several tokens.
+PROBE_TEXT = "The quick brown fox jumps over the lazy dog."
+
+
+def _tokenizes_english(tokenizer: Any) -> bool:
+    """Whether `tokenizer` cuts plain English into tokens (some folders ship a broken one)."""
+    try:
+        ids = tokenizer.encode(PROBE_TEXT, add_special_tokens=False)
+    except Exception:  # noqa: BLE001 - any failure means the tokenizer is unusable here
+        return False
+    return len(ids) >= 3
+
+
+def _builtin_for(model: Any, shown: str, why: str) -> Any:
+    """The built-in tokenizer for a checkpoint without a usable one, when its ids fit."""
+    tokenizer = builtin_tokenizer()
+    vocab = int(model.config.get_text_config().vocab_size)
+    if len(tokenizer) > vocab:
+        raise UserError(
+            f"model {shown!r} has {why} and its vocabulary ({vocab} tokens) is smaller than "
+            f"infermeter's built-in tokenizer ({len(tokenizer)})",
+            "save the model's tokenizer into the folder (tokenizer.save_pretrained(folder))",
+        )
+    tokenizer._infermeter_builtin = why
+    return tokenizer
 
 
 def _first_line(exc: BaseException) -> str:

