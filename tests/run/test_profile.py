@@ -94,7 +94,8 @@ def test_failure_mid_run_is_stored_as_failed_with_samples(tiny_llama, tmp_path):
 
     def explode(module, args):
         calls["n"] += 1
-        if calls["n"] > 2 * 4:  # let two generations of 4 tokens through
+        # let the set-up's FLOP-count forward and two generations of 4 tokens through
+        if calls["n"] > 1 + 2 * 4:
             raise RuntimeError("simulated device fault")
 
     handle = tiny_llama.model.register_forward_pre_hook(explode)

@@ -34,10 +34,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from infermeter.models.census import Census
 from infermeter.models.shape import Shape, VisionShape, shape_of
 
 __all__ = [
     "Cost",
+    "approximate",
     "Shape",
     "VisionShape",
     "forward_costs",
@@ -205,15 +207,12 @@ def forward_costs(
     emb.weight_bytes = e * b * p * s.hidden  # rows gathered, not the table
     emb.act_bytes = e * b * p * s.hidden
     out.append(emb)
-    for i in range(active_layers or s.layers):
-        att = _attention(s, i, b, p, t, e)
-        out.append(att)
-        out.append(_moe(s, i, b, p, e, k) if s.experts else _mlp(s, i, b, p, e))
-        norms = Cost(f"layers.{i}.norms", "norm", i)
-        norms.other_flop_count = 2 * 5 * b * p * s.hidden + 2 * b * p * s.hidden  # 2 norms, 2 adds
-        norms.weight_bytes = e * 2 * s.hidden
-        norms.act_bytes = e * 2 * 2 * b * p * s.hidden
-        out.append(norms)
+    blocks = (
+        _census_blocks(s, s.census, b, p, t, e, k, active_layers)
+        if s.census is not None
+        else _family_blocks(s, b, p, t, e, k, active_layers)
+    )
+    out.extend(blocks)
     fn = Cost("final_norm", "final_norm", None)
     fn.other_flop_count = 5 * b * p * s.hidden
     fn.weight_bytes = e * s.hidden
@@ -221,11 +220,100 @@ def forward_costs(
     out.append(fn)
     lt = p if logits_tokens is None else logits_tokens
     head = Cost("lm_head", "lm_head", None)
-    head.flop_count = 2 * b * lt * s.hidden * s.vocab
-    head.weight_bytes = e * s.hidden * s.vocab
+    head_macs = s.census.lm_head_macs if s.census and s.census.lm_head_macs else s.hidden * s.vocab
+    head.flop_count = 2 * b * lt * head_macs
+    head.weight_bytes = e * head_macs
     head.act_bytes = e * b * lt * (s.hidden + s.vocab)
     out.append(head)
     return out
+
+
+def _norms(s: Shape, i: int, b: int, p: int, e: int) -> Cost:
+    norms = Cost(f"layers.{i}.norms", "norm", i)
+    norms.other_flop_count = 2 * 5 * b * p * s.hidden + 2 * b * p * s.hidden  # 2 norms, 2 adds
+    norms.weight_bytes = e * 2 * s.hidden
+    norms.act_bytes = e * 2 * 2 * b * p * s.hidden
+    return norms
+
+
+def _family_blocks(
+    s: Shape, b: int, p: int, t: int, e: int, k: int, active_layers: int | None
+) -> list[Cost]:
+    """Blocks costed from the config by family formulas (runs stored before the census)."""
+    out: list[Cost] = []
+    for i in range(active_layers or s.layers):
+        out.append(_attention(s, i, b, p, t, e))
+        out.append(_moe(s, i, b, p, e, k) if s.experts else _mlp(s, i, b, p, e))
+        out.append(_norms(s, i, b, p, e))
+    return out
+
+
+def _census_blocks(
+    s: Shape,
+    census: Census,
+    b: int,
+    p: int,
+    t: int,
+    e: int,
+    k: int,
+    active_layers: int | None,
+) -> list[Cost]:
+    """Blocks costed from what each one contains (models/census.py).
+
+    Attention: its projections, plus QK^T and attention x V over every key; the eager kernel
+    computes the whole block in a prefill even where a mask zeroes it, and a decode step reads
+    at most the sliding window. MLP or MoE: its dense layers, plus top-k experts per token.
+    A hybrid layer's mixer: its linear layers (its scan is listed as not costed).
+    """
+    out: list[Cost] = []
+    d = s.hidden
+    hkv = s.kv_heads * s.head_dim
+    for i, layer in enumerate(census.layers[: active_layers or len(census.layers)]):
+        keys = min(t, layer.window) if (p == 1 and layer.window) else t
+        att = Cost(f"layers.{i}.attention", "attention", i)
+        att.flop_count = 2 * b * p * layer.attention_macs + 2 * b * p * keys * layer.score_dims
+        att.other_flop_count = 5 * b * p * keys * max(1, layer.score_dims // (2 * s.head_dim))
+        att.weight_bytes = e * layer.attention_macs
+        att.act_bytes = e * b * p * (2 * d + 2 * (layer.attention_macs // max(d, 1)))
+        if layer.score_dims:
+            att.kv_read_bytes = e * 2 * b * (keys - p) * hkv
+            att.kv_write_bytes = e * 2 * b * p * hkv
+        out.append(att)
+        n = b * p
+        kind = "moe" if layer.experts else "mlp"
+        mlp = Cost(f"layers.{i}.{kind}", kind, i)
+        mlp.flop_count = 2 * n * layer.mlp_macs + 2 * n * k * layer.expert_macs
+        hit = min(layer.experts, n * k)
+        mlp.weight_bytes = e * (layer.mlp_macs + hit * layer.expert_macs)
+        mlp.act_bytes = e * n * (2 * d + (layer.mlp_macs + k * layer.expert_macs) // max(d, 1))
+        out.append(mlp)
+        if layer.other_macs:
+            mixer = Cost(f"layers.{i}.mixer", "mixer", i)
+            mixer.flop_count = 2 * n * layer.other_macs
+            mixer.weight_bytes = e * layer.other_macs
+            mixer.act_bytes = e * n * 2 * d
+            out.append(mixer)
+        out.append(_norms(s, i, b, p, e))
+    return out
+
+
+def approximate(s: Shape, tolerance: float = 0.01) -> list[str]:
+    """Why this shape's FLOPs are approximate; empty when they are exact.
+
+    Exact means: the census counted every block and agrees with torch's own count of an
+    8-token forward (eager kernels, recorded when the run was made) within `tolerance`.
+    """
+    if s.census is None:
+        return ["costed by family formulas (run stored before the module census)"]
+    reasons = list(s.census.uncosted)
+    if s.counted_flop_count_8:
+        analytic = total(forward_costs(s, tokens=8, dtype_bytes=4)).flop_count
+        ratio = analytic / s.counted_flop_count_8
+        if abs(ratio - 1) > tolerance:
+            reasons.append(
+                f"analytic FLOPs are {ratio:.3f}x torch's count of an 8-token forward"
+            )
+    return reasons
 
 
 def total(costs: list[Cost]) -> Cost:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from infermeter.analysis.costs import Cost, forward_costs, total
+from infermeter.analysis.costs import Cost, approximate, forward_costs, total
 from infermeter.measure.ceilings import Ceilings
 from infermeter.models.shape import Shape
 
@@ -108,7 +108,13 @@ def roofline(run: Any, ceilings: Ceilings | None) -> dict[str, Any]:
             # time of one forward's worth of this kind: all its modules, one call each
             ms = sum(r["total_ms"] for r in timed) / (calls / n_modules) if calls else None
             rows.append(_row(phase, kind, cost, ms, ceilings, dtype))
-    out: dict[str, Any] = {"rows": rows, "shape": shape.to_dict(), "workload": work}
+    out: dict[str, Any] = {
+        "rows": rows,
+        "shape": shape.to_dict(),
+        "workload": work,
+        # why every FLOP and byte figure here is approximate (empty: exact)
+        "approximate": approximate(shape),
+    }
     pre, dec = total(costs["prefill"]), total(costs["decode"])
     summary = run.summary()
     out["prefill"] = _row("prefill", "forward", pre, summary["ttft_ms"].mean, ceilings, dtype)

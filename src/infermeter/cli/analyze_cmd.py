@@ -58,8 +58,9 @@ def analysis_card(doc: dict) -> Group:
             style="bold",
         )
     ]
+    approx = roof.get("approximate") or []
     t = Table(
-        title="roofline: one forward",
+        title="roofline: one forward" + (" (approximate FLOPs and bytes)" if approx else ""),
         title_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
@@ -83,6 +84,8 @@ def analysis_card(doc: dict) -> Group:
             r["bound"] or "-",
         )
     parts.append(t)
+    for why in approx:
+        parts.append(Text(f"approximate: {why}", style="yellow"))
     if roof.get("decode_min_ms") is not None:
         parts.append(
             Text(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from infermeter.models.census import Census, census_of
 from infermeter.models.info import config_value
 
 
@@ -51,6 +52,11 @@ class Shape:
     shared_intermediate: int = 0
     sliding_window: int | None = None
     vision: VisionShape | None = None
+    #: What the model contains, counted module by module (models/census.py); None in runs
+    #: stored before it existed, which the per-family formulas still cost.
+    census: Census | None = None
+    #: torch's FlopCounterMode count of an 8-token forward, kept to check the census against.
+    counted_flop_count_8: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON and the store."""
@@ -62,16 +68,34 @@ class Shape:
         d = dict(d)
         if d.get("vision"):
             d["vision"] = VisionShape(**d["vision"])
+        if d.get("census"):
+            d["census"] = Census.from_dict(d["census"])
         return cls(**d)
 
 
-def shape_of(model_or_config: Any) -> Shape:
-    """The cost shape of a transformers model (or its config)."""
-    config = getattr(model_or_config, "config", model_or_config)
+def meta_model(config: Any) -> Any:
+    """The model a config describes, built on the meta device: structure, no weights."""
+    import torch
+    import transformers
+
+    auto = (
+        transformers.AutoModelForImageTextToText
+        if getattr(config, "vision_config", None) is not None
+        else transformers.AutoModelForCausalLM
+    )
+    with torch.device("meta"):
+        return auto.from_config(config)
+
+
+def shape_of(model_or_config: Any, counted_flop_count_8: int | None = None) -> Shape:
+    """The cost shape of a transformers model, or of a config (built on the meta device)."""
+    is_model = hasattr(model_or_config, "config")
+    model = model_or_config if is_model else meta_model(model_or_config)
+    config = model.config
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     family = getattr(text, "model_type", "")
-    hidden = int(config_value(text, "hidden_size", "n_embd"))
-    heads = int(config_value(text, "num_attention_heads", "n_head"))
+    hidden = int(config_value(text, "hidden_size", "n_embd", "d_model", default=0) or 0)
+    heads = int(config_value(text, "num_attention_heads", "n_head", default=1) or 1)
     experts = int(config_value(text, "num_local_experts", "num_experts", default=0) or 0)
     vision = None
     vcfg = getattr(config, "vision_config", None)
@@ -87,16 +111,20 @@ def shape_of(model_or_config: Any) -> Shape:
             projector_hidden=hidden,
             text_hidden=hidden,
         )
+    census = census_of(model)
     return Shape(
         family=family,
-        layers=int(config_value(text, "num_hidden_layers", "n_layer")),
+        layers=int(config_value(text, "num_hidden_layers", "n_layer", default=0) or 0)
+        or len(census.layers),
         hidden=hidden,
         heads=heads,
         kv_heads=int(config_value(text, "num_key_value_heads", default=heads) or heads),
         head_dim=int(config_value(text, "head_dim", default=hidden // heads) or hidden // heads),
-        intermediate=int(config_value(text, "intermediate_size", "n_inner", default=4 * hidden)),
+        intermediate=int(
+            config_value(text, "intermediate_size", "n_inner", default=4 * hidden) or 4 * hidden
+        ),
         gated_mlp=family not in ("gpt2",),
-        vocab=int(text.vocab_size),
+        vocab=int(config_value(text, "vocab_size", default=0) or 0),
         experts=experts,
         top_k=int(config_value(text, "num_experts_per_tok", default=0) or 0) if experts else 0,
         moe_intermediate=int(
@@ -109,4 +137,6 @@ def shape_of(model_or_config: Any) -> Shape:
         ),
         sliding_window=config_value(text, "sliding_window"),
         vision=vision,
+        census=census,
+        counted_flop_count_8=counted_flop_count_8,
     )

@@ -163,6 +163,8 @@ def run_report(run: Any, out: Path, analysis: dict[str, Any] | None = None) -> l
         doc.heading("Roofline")
         doc.text(f"ceilings: {analysis['ceilings_source']}")
         roof = analysis["roofline"]
+        for why in roof.get("approximate") or []:
+            doc.text(f"approximate FLOPs and bytes: {why}")
         doc.table(all_rows(roof), list(COLUMNS))
         written = roofline_figure(analysis, out)
         if written:

@@ -27,9 +27,10 @@ from infermeter.measure.energy.base import Unavailable
 from infermeter.measure.energy.sampler import PowerSampler
 from infermeter.measure.energy.select import CompositeSource, open_source
 from infermeter.measure.memory import MemoryTracker
+from infermeter.models.census import count_forward_flops
 from infermeter.models.info import ModelInfo
 from infermeter.models.loader import LoadedModel, load_model
-from infermeter.models.shape import shape_of
+from infermeter.models.shape import Shape, shape_of
 from infermeter.run.config import RunConfig
 from infermeter.run.energy import attribute, unavailable_energy
 from infermeter.run.environment import library_versions
@@ -103,6 +104,19 @@ def _profiler_config(config: RunConfig, info: ModelInfo) -> ProfilingConfig:
     return prof_config
 
 
+def _shape(model: Any) -> Shape:
+    """The model's cost shape and census, with torch's own FLOP count to check them against.
+
+    The count is one 8-token forward with eager kernels, outside every measured sample; a
+    model that cannot run it (a vision model that needs images) keeps None.
+    """
+    try:
+        counted = count_forward_flops(model)
+    except Exception:  # noqa: BLE001 - the check is optional; the analysis says it is missing
+        counted = None
+    return shape_of(model, counted_flop_count_8=counted)
+
+
 def _load(config: RunConfig, loaded: LoadedModel | None, progress: ProgressFn) -> LoadedModel:
     progress("load", 0, 1)
     if loaded is None:
@@ -115,6 +129,23 @@ def _load(config: RunConfig, loaded: LoadedModel | None, progress: ProgressFn) -
         )
     progress("load", 1, 1)
     return loaded
+
+
+def _set_up_notes(loaded: LoadedModel, result: RunResult, batches: list[PromptBatch]) -> list[str]:
+    """What the run must say about its own set-up: stand-in tokenizer, costs, text-only VLM."""
+    notes = []
+    fallback = getattr(loaded.tokenizer, "_infermeter_builtin", None)
+    if fallback:
+        notes.append(
+            f"the checkpoint has {fallback}: prompts were cut by infermeter's built-in tokenizer "
+            "(real token counts and ids within the model's vocabulary; output text is not "
+            "meaningful)"
+        )
+    census = result.model_info["shape"].get("census") or {}
+    notes += [f"cost model approximate: {what}" for what in census.get("uncosted", [])]
+    if loaded.info.vision is not None and batches[0].vision_tokens == 0:
+        notes.append("vision model profiled text-only: its image token id is unknown")
+    return notes
 
 
 def _set_up(
@@ -158,22 +189,14 @@ def _set_up(
         run_id=None,
         config=config.to_dict(),
         knobs={**config.knob_values(), **(knobs or {})},
-        model_info={**info.to_dict(), "shape": shape_of(model).to_dict()},
+        model_info={**info.to_dict(), "shape": _shape(model).to_dict()},
         device=describe_device(device),
         versions=library_versions(),
         created=now_iso(),
         phases=dict(loaded.timings),
         sweep_id=sweep_id,
     )
-    fallback = getattr(tokenizer, "_infermeter_builtin", None)
-    if fallback:
-        result.notes.append(
-            f"the checkpoint has {fallback}: prompts were cut by infermeter's built-in tokenizer "
-            "(real token counts and ids within the model's vocabulary; output text is not "
-            "meaningful)"
-        )
-    if info.vision is not None and batches[0].vision_tokens == 0:
-        result.notes.append("vision model profiled text-only: its image token id is unknown")
+    result.notes.extend(_set_up_notes(loaded, result, batches))
     clock = clock_for(device)
     prof_config = _profiler_config(config, info)
     profiler = Profiler(model, prof_config, clock=clock) if prof_config.hooks_needed else None

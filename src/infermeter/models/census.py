@@ -1,0 +1,262 @@
+"""What a model contains, counted from its modules: the inputs of the cost model.
+
+The cost model used to be written per family (Llama, GPT-2, Mixtral, ...) and was silently off
+on anything else. The census instead walks the decoder blocks and counts what runs per token:
+- every `nn.Linear` (and transformers' `Conv1D`) is in x out multiply-adds per token;
+- experts stored as 3-D tensors [experts, out, in] (or a list of expert MLPs) are one expert's
+  multiply-adds per token, run `top_k` times;
+- a router kept as a bare 2-D weight is a linear layer too;
+- softmax attention adds heads x (query-key dim + value dim) multiply-adds per query per key
+  (multi-head latent attention has different key and value dims);
+- anything else that holds matrices or convolutions (a state-space scan, a recurrent or linear
+  attention) is listed in `uncosted`, so every figure built on the census says "approximate".
+It works on the "meta" device too, so a config alone (no weights) can be costed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from infermeter.models.architecture import discover
+from infermeter.models.info import config_value
+
+_TOP_K_NAMES = ("num_experts_per_tok", "num_experts_per_token", "moe_topk", "top_k", "moe_k")
+
+
+@dataclass(frozen=True)
+class LayerCensus:
+    """Multiply-adds per token of one decoder block, by kind.
+
+    Attributes:
+        attention_macs: linear layers inside the attention module (projections).
+        mlp_macs: dense linear layers inside the MLP or MoE block (router, shared expert).
+        expert_macs: one routed expert's linear layers (0 for a dense block).
+        experts: routed experts in the block (0 for a dense block).
+        other_macs: linear layers elsewhere in the block (the mixer of a hybrid layer).
+        score_dims: heads x (query-key dim + value dim) of softmax attention; 0 without it.
+        window: sliding-window length of its attention, None for full attention.
+    """
+
+    attention_macs: int = 0
+    mlp_macs: int = 0
+    expert_macs: int = 0
+    experts: int = 0
+    other_macs: int = 0
+    score_dims: int = 0
+    window: int | None = None
+
+
+@dataclass(frozen=True)
+class Census:
+    """The cost model's inputs for a whole model; `uncosted` says what it cannot count."""
+
+    layers: list[LayerCensus]
+    top_k: int
+    lm_head_macs: int
+    uncosted: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON and the store."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Census:
+        """Inverse of to_dict."""
+        return cls(
+            layers=[LayerCensus(**x) for x in d["layers"]],
+            top_k=int(d["top_k"]),
+            lm_head_macs=int(d["lm_head_macs"]),
+            uncosted=list(d.get("uncosted", [])),
+        )
+
+
+def _linear_macs(module: Any) -> int:
+    """In x out of a linear layer (nn.Linear or transformers' Conv1D), else 0."""
+    import torch.nn as nn
+
+    if isinstance(module, nn.Linear):
+        return int(module.in_features * module.out_features)
+    if type(module).__name__ == "Conv1D" and getattr(module, "weight", None) is not None:
+        return int(module.weight.shape[0] * module.weight.shape[1])
+    return 0
+
+
+def _expert_macs(experts: Any) -> tuple[int, int]:
+    """(one expert's multiply-adds per token, number of experts) of an experts module."""
+    import torch.nn as nn
+
+    if isinstance(experts, nn.ModuleList) and len(experts):
+        return sum(_linear_macs(m) for m in experts[0].modules()), len(experts)
+    stacked = [p for p in experts.parameters(recurse=False) if p.dim() == 3]
+    if stacked:
+        n = int(stacked[0].shape[0])
+        return sum(int(p.numel()) // n for p in stacked), n
+    inner = [m for m in experts.modules() if _linear_macs(m)]
+    n = int(getattr(experts, "num_experts", 0) or len(inner))
+    return (sum(_linear_macs(m) for m in inner) // n if n else 0), n
+
+
+def _macs_outside(root: Any, skip: set[int]) -> tuple[int, list[Any]]:
+    """Linear multiply-adds under `root` outside the modules in `skip`, and the odd modules.
+
+    Odd modules hold matrices or convolutions (parameters of 2 or more dims) that no linear
+    layer owns: the census cannot cost them.
+    """
+    macs, strange = 0, []
+    stack = [root]
+    while stack:
+        mod = stack.pop()
+        if id(mod) in skip:
+            continue
+        m = _linear_macs(mod)
+        if m:
+            macs += m
+            continue
+        if any(p.dim() >= 2 for p in mod.parameters(recurse=False)):
+            strange.append(mod)
+        stack.extend(mod.children())
+    return macs, strange
+
+
+def _router_macs(router: Any) -> int:
+    """A router that is a bare weight (not an nn.Linear) still multiplies by it per token."""
+    if router is None or _linear_macs(router):
+        return 0
+    return sum(int(p.numel()) for p in router.parameters(recurse=False) if p.dim() == 2)
+
+
+def _score_dims(attention: Any, text: Any) -> int:
+    """Heads x (query-key dim + value dim) of a softmax attention module, from what it holds."""
+    cfg = getattr(attention, "config", None) or text
+    heads = (
+        getattr(attention, "num_heads", None)
+        or getattr(attention, "num_attention_heads", None)
+        or config_value(cfg, "num_attention_heads", "n_head", "num_heads")
+    )
+    head_dim = getattr(attention, "head_dim", None) or config_value(cfg, "head_dim")
+    hidden = config_value(cfg, "hidden_size", "n_embd", "d_model")
+    if not head_dim and heads and hidden:
+        head_dim = int(hidden) // int(heads)
+    qk = getattr(attention, "qk_head_dim", None) or config_value(cfg, "qk_head_dim")
+    if not qk:
+        nope = config_value(cfg, "qk_nope_head_dim", default=0) or 0
+        rope = config_value(cfg, "qk_rope_head_dim", default=0) or 0
+        qk = (nope + rope) or head_dim
+    v = getattr(attention, "v_head_dim", None) or config_value(cfg, "v_head_dim") or head_dim
+    return int(heads or 0) * (int(qk or 0) + int(v or 0))
+
+
+def _window(attention: Any, text: Any, index: int) -> int | None:
+    window = getattr(attention, "sliding_window", None)
+    types = config_value(text, "layer_types")
+    if types is not None and index < len(types):
+        return (
+            int(window or config_value(text, "sliding_window") or 0) or None
+            if "sliding" in str(types[index])
+            else None
+        )
+    return int(window) if window else None
+
+
+def _is_softmax_attention(module: Any) -> bool:
+    """Attention modules whose class says they are recurrent or linear are not softmax ones."""
+    name = type(module).__name__.lower()
+    return not any(w in name for w in ("linear", "mamba", "recurrent", "lstm", "rwkv", "ssm"))
+
+
+def _layer(i: int, parts: Any, text: Any) -> tuple[LayerCensus, list[str]]:
+    """One block's census and the names of the modules in it that it cannot cost."""
+    skip = {id(m) for m in (parts.attention, parts.mlp) if m is not None}
+    other, strange = _macs_outside(parts.block, skip)
+    attention_macs = score = 0
+    window = None
+    if parts.attention is not None:
+        attention_macs, att_strange = _macs_outside(parts.attention, set())
+        strange += att_strange
+        if _is_softmax_attention(parts.attention):
+            score, window = _score_dims(parts.attention, text), _window(parts.attention, text, i)
+        else:
+            strange.append(parts.attention)
+    mlp_macs = expert = experts = 0
+    if parts.mlp is not None:
+        skip_experts = {id(parts.experts)} if parts.experts is not None else set()
+        mlp_macs, mlp_strange = _macs_outside(parts.mlp, skip_experts)
+        mlp_macs += _router_macs(parts.router)
+        strange += [m for m in mlp_strange if m is not parts.router]
+        if parts.experts is not None:
+            expert, experts = _expert_macs(parts.experts)
+    layer = LayerCensus(attention_macs, mlp_macs, expert, experts, other, score, window)
+    return layer, sorted({type(m).__name__ for m in strange})
+
+
+def _top_k(text: Any, arch: Any) -> int:
+    for b in arch.blocks:
+        k = getattr(b.router, "top_k", None) or getattr(b.mlp, "top_k", None)
+        if k:
+            return int(k)
+    return int(config_value(text, *_TOP_K_NAMES, default=0) or 0)
+
+
+def census_of(model: Any) -> Census:
+    """Count what runs per token in `model` (weights may be on the meta device)."""
+    config = model.config
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    arch = discover(model)
+    layers: list[LayerCensus] = []
+    uncosted: dict[str, list[int]] = {}
+    for parts in arch.blocks:
+        layer, strange = _layer(parts.index, parts, text)
+        layers.append(layer)
+        for name in strange:
+            uncosted.setdefault(name, []).append(parts.index)
+    head = arch.lm_head
+    head_macs = _linear_macs(head) if head is not None else 0
+    if not arch.blocks:
+        uncosted["decoder blocks not found"] = []
+    notes = [
+        f"{name} in layers {_ranges(idx)}: not costed (no matmul count for it)"
+        if idx
+        else name
+        for name, idx in uncosted.items()
+    ]
+    return Census(layers, _top_k(text, arch), head_macs, notes)
+
+
+def _ranges(indices: list[int]) -> str:
+    """[0, 1, 2, 5] -> '0-2, 5'."""
+    out, start = [], indices[0]
+    for a, b in zip(indices, [*indices[1:], None], strict=True):
+        if b != a + 1:
+            out.append(f"{start}-{a}" if a != start else str(a))
+            start = b if b is not None else start
+    return ", ".join(out)
+
+
+def count_forward_flops(model: Any, tokens: int = 8) -> int:
+    """The matmul FLOPs torch itself counts of one text forward of `tokens` tokens (batch 1).
+
+    Attention and experts run their eager kernels for the count (torch counts 0 for CPU SDPA and
+    grouped experts) and are put back after. The check the analysis compares the census with.
+    """
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    config = model.config
+    attn = getattr(config, "_attn_implementation", None)
+    experts = getattr(config, "_experts_implementation", None)
+    ids = torch.arange(3, 3 + tokens, device=next(model.parameters()).device).unsqueeze(0)
+    try:
+        if attn not in (None, "eager") and hasattr(model, "set_attn_implementation"):
+            model.set_attn_implementation("eager")
+        if experts not in (None, "eager") and hasattr(model, "set_experts_implementation"):
+            model.set_experts_implementation("eager")
+        counter = FlopCounterMode(display=False)
+        with torch.inference_mode(), counter:
+            model(input_ids=ids, use_cache=False)
+        return int(counter.get_total_flops())
+    finally:
+        if attn not in (None, "eager") and hasattr(model, "set_attn_implementation"):
+            model.set_attn_implementation(attn)
+        if experts not in (None, "eager") and hasattr(model, "set_experts_implementation"):
+            model.set_experts_implementation(experts)
