@@ -68,15 +68,20 @@ def _find_child(module: Any, names: tuple[str, ...]) -> tuple[str, Any] | tuple[
 
 
 def _module_lists(root: Any, skip: set[int]) -> list[tuple[str, Any]]:
+    """Lists of blocks: ModuleLists not inside another one, whose members all have parts.
+
+    Members may be of several classes: hybrids alternate attention and state-space layers
+    (Jamba, Bamba). Lists nested in a list (a block's experts) are not candidates.
+    """
     import torch.nn as nn
 
     found = []
     for name, mod in root.named_modules():
-        if any(id(m) in skip for m in _ancestors(root, name)):
+        above = _ancestors(root, name)[:-1]
+        if any(id(m) in skip for m in above) or any(isinstance(m, nn.ModuleList) for m in above):
             continue
         if isinstance(mod, nn.ModuleList) and len(mod) > 0:
-            kinds = {type(m) for m in mod}
-            if len(kinds) == 1 and sum(1 for _ in mod[0].children()) >= 2:
+            if all(sum(1 for _ in m.children()) >= 2 for m in mod):
                 found.append((name, mod))
     return found
 
@@ -100,7 +105,8 @@ def _block_parts(i: int, block: Any) -> BlockParts:
         )
     _, parts.mlp = _find_child(block, _MLP_NAMES)
     if parts.mlp is not None:
-        gate, experts = getattr(parts.mlp, "gate", None), getattr(parts.mlp, "experts", None)
+        gate = getattr(parts.mlp, "gate", None) or getattr(parts.mlp, "router", None)
+        experts = getattr(parts.mlp, "experts", None)
         if gate is not None and experts is not None:
             parts.router, parts.experts = gate, experts
         for mod in parts.mlp.modules():

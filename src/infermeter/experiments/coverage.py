@@ -1,0 +1,202 @@
+"""Architecture coverage: every decoder-only causal LM in the installed transformers, built tiny.
+
+For each architecture in transformers' causal-LM auto mapping: build it from its config class at
+a tiny size (2-4 layers, hidden 64, a few experts, random seeded weights), then record whether it
+builds, generates, whether standard mode finds every decoder block and its attention and MLP or
+MoE, whether deep mode runs, and the analytic FLOPs of a 128-token forward against torch's
+`FlopCounterMode` with eager attention and experts. Encoder-decoder and vision-language
+architectures are listed as skipped, with the reason. `benchmarks/architectures.py` runs the
+whole matrix and writes docs/architectures.md; the tests run a fast subset.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+#: Tiny sizes, applied to whichever of these names a config has.
+TINY = {
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "intermediate_size": 128,
+    "vocab_size": 512,
+    "max_position_embeddings": 512,
+    "num_local_experts": 4,
+    "num_experts": 4,
+    "n_routed_experts": 4,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 32,
+    "shared_expert_intermediate_size": 32,
+    "n_embd": 64,
+    "n_layer": 2,
+    "n_head": 4,
+    "n_positions": 512,
+    "n_inner": 128,
+    "num_layers": 2,
+    "num_heads": 4,
+    # multi-head latent attention
+    "q_lora_rank": 32,
+    "kv_lora_rank": 32,
+    "qk_nope_head_dim": 16,
+    "qk_rope_head_dim": 8,
+    "v_head_dim": 16,
+    "qk_head_dim": 24,
+    # grouped routing (DeepSeek): one group of the tiny experts
+    "n_group": 1,
+    "topk_group": 1,
+    # partial rotary (GPT-J, CodeGen)
+    "rotary_dim": 8,
+    # token ids must fit the tiny vocabulary
+    "pad_token_id": 0,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+}
+#: Per-architecture settings on top of TINY, where a layer pattern needs more layers to hold
+#: an attention layer, or a size must agree with another.
+OVERRIDES: dict[str, dict[str, Any]] = {
+    "jamba": {
+        "num_hidden_layers": 4,
+        "attn_layer_period": 2,
+        "attn_layer_offset": 1,
+        "expert_layer_period": 2,
+        "expert_layer_offset": 1,
+    },
+    "bamba": {"num_hidden_layers": 4, "attn_layer_indices": [1, 3]},
+    "granitemoehybrid": {"num_hidden_layers": 4, "layer_types": ["mamba", "attention"] * 2},
+    "nemotron_h": {"num_hidden_layers": 4, "hybrid_override_pattern": "M*M-"},
+    "zamba": {"num_hidden_layers": 4, "attn_layer_period": 2, "attn_layer_offset": 1},
+}
+#: An architecture that a fast test run covers, one of each kind the product must handle.
+FAST_SUBSET = (
+    "llama",  # dense, gated MLP, GQA
+    "gpt2",  # Conv1D projections, plain MLP
+    "gpt_neox",  # parallel attention + MLP, partial rotary
+    "phi",  # parallel block, dense MLP
+    "falcon",  # multi-query, parallel attention
+    "mistral",  # sliding window
+    "gemma2",  # alternating sliding / full attention
+    "qwen2_moe",  # MoE with a shared expert
+    "mixtral",  # MoE
+    "deepseek_v2",  # multi-head latent attention, MoE
+    "bloom",  # ALiBi, fused QKV
+    "jamba",  # hybrid attention / state-space, MoE
+    "starcoder2",  # plain MLP with biases
+    "olmoe",  # MoE
+)
+
+
+@dataclass
+class Coverage:
+    """What works for one architecture (None: not tried because an earlier step failed)."""
+
+    model_type: str
+    model_class: str
+    skipped: str | None = None
+    builds: bool = False
+    generates: bool | None = None
+    blocks_found: bool | None = None
+    deep_works: bool | None = None
+    analytic_flop_count: float | None = None
+    counted_flop_count: float | None = None
+    approximate: list[str] | None = None
+    error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def flop_ratio(self) -> float | None:
+        """Analytic / counted FLOPs of a 128-token forward."""
+        if not self.analytic_flop_count or not self.counted_flop_count:
+            return None
+        return self.analytic_flop_count / self.counted_flop_count
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict, with the ratio."""
+        return {**asdict(self), "flop_ratio": self.flop_ratio}
+
+
+def causal_lm_types() -> dict[str, str]:
+    """Model type -> causal-LM class name, as the installed transformers maps them."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    return dict(sorted(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items()))
+
+
+def tiny_config(model_type: str) -> tuple[Any, str | None]:
+    """(a tiny config, None) or (None, why this architecture is skipped)."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    cls = CONFIG_MAPPING[model_type]
+    defaults = cls()
+    if getattr(defaults, "is_encoder_decoder", False):
+        return None, "encoder-decoder"
+    if any(getattr(defaults, k, None) is not None for k in ("vision_config", "audio_config")):
+        return None, "multimodal (vision or audio tower): profiled through the VLM presets"
+    have = set(defaults.to_dict())
+    wanted = {**TINY, **OVERRIDES.get(model_type, {})}
+    kwargs = {k: v for k, v in wanted.items() if k in have or k in OVERRIDES.get(model_type, {})}
+    if "kv_lora_rank" in have and "num_key_value_heads" in kwargs:
+        kwargs["num_key_value_heads"] = kwargs["num_attention_heads"]  # latent attention: MHA
+    return cls(**kwargs), None
+
+
+def _blocks_found(model: Any, config: Any) -> bool:
+    from infermeter.models.architecture import discover
+
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    arch = discover(model)
+    layers = getattr(text, "num_hidden_layers", None) or getattr(text, "n_layer", None)
+    if not arch.blocks or (layers and len(arch.blocks) != layers):
+        return False
+    return all(b.mlp is not None or b.attention is not None for b in arch.blocks)
+
+
+def _deep_works(model: Any, ids: Any) -> bool:
+    from infermeter.instrument import Profiler, ProfilingConfig
+
+    with Profiler(model, ProfilingConfig.deep()) as prof:
+        model.generate(ids, max_new_tokens=2, min_new_tokens=2, do_sample=False)
+    return not prof.result().layers().empty
+
+
+def check_architecture(model_type: str, tokens: int = 128) -> Coverage:
+    """Build, generate, find blocks, run deep mode and compare FLOPs for one architecture."""
+    import torch
+
+    from infermeter.analysis.costs import approximate, forward_costs, total
+    from infermeter.models.census import count_forward_flops
+    from infermeter.models.shape import shape_of
+
+    cov = Coverage(model_type, causal_lm_types()[model_type])
+    t0 = time.perf_counter()
+    step = "config"
+    try:
+        config, cov.skipped = tiny_config(model_type)
+        if config is None:
+            return cov
+        step = "build"
+        from transformers import AutoModelForCausalLM
+
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(config).eval()
+        cov.builds = True
+        ids = torch.arange(3, 3 + 12).unsqueeze(0) % 500 + 3
+        step = "generate"
+        out = model.generate(ids, max_new_tokens=3, min_new_tokens=3, do_sample=False)
+        cov.generates = out.shape[1] == ids.shape[1] + 3
+        cov.blocks_found = _blocks_found(model, config)
+        step = "flops"
+        shape = shape_of(model, counted_flop_count_8=count_forward_flops(model))
+        cov.approximate = approximate(shape)
+        cov.analytic_flop_count = total(forward_costs(shape, tokens=tokens)).flop_count
+        cov.counted_flop_count = count_forward_flops(model, tokens=tokens)
+        step = "deep"
+        cov.deep_works = _deep_works(model, ids)
+    except Exception as exc:  # noqa: BLE001 - the matrix records every failure and goes on
+        cov.error = f"{step}: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+    finally:
+        cov.seconds = time.perf_counter() - t0
+    return cov

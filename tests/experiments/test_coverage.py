@@ -1,0 +1,56 @@
+"""Architecture coverage: a fast subset of transformers' decoder architectures, built tiny.
+
+The whole matrix runs in benchmarks/architectures.py (docs/architectures.md); here one of each
+kind the product must handle: dense, Conv1D, parallel blocks, multi-query, sliding windows,
+MoE with and without shared experts, latent attention, ALiBi, and a state-space hybrid.
+"""
+
+import pytest
+
+from infermeter.experiments.coverage import FAST_SUBSET, causal_lm_types, check_architecture
+
+#: the state-space hybrid: its Mamba scan has no matmul count, so its FLOPs are approximate
+HYBRIDS = {"jamba"}
+
+
+def test_the_subset_is_wide_and_installed():
+    assert len(FAST_SUBSET) >= 12
+    assert set(FAST_SUBSET) <= set(causal_lm_types())
+
+
+@pytest.mark.parametrize("model_type", FAST_SUBSET)
+def test_architecture_builds_generates_is_found_and_costed(model_type):
+    cov = check_architecture(model_type)
+    assert cov.error is None, cov.error
+    assert cov.builds and cov.generates and cov.blocks_found and cov.deep_works
+    if model_type in HYBRIDS:
+        # every miss is labelled, naming what the census could not cost
+        assert any("MambaMixer" in why for why in cov.approximate)
+        assert cov.flop_ratio == pytest.approx(1.0, rel=0.05)
+    else:
+        assert cov.approximate == []
+        assert cov.flop_ratio == pytest.approx(1.0, rel=0.01)
+
+
+def test_encoder_decoders_are_skipped_with_the_reason():
+    cov = check_architecture("bart")
+    assert cov.skipped == "encoder-decoder" and not cov.builds
+
+
+def test_a_llama_2_7b_config_is_costed_from_the_meta_device():
+    """The figure calflops publishes for a 128-token forward, with no weights built."""
+    from transformers import LlamaConfig
+
+    from infermeter.analysis.costs import forward_costs, total
+    from infermeter.models.shape import shape_of
+
+    config = LlamaConfig(
+        hidden_size=4096,
+        intermediate_size=11008,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=32,
+        vocab_size=32000,
+    )
+    flops = total(forward_costs(shape_of(config), tokens=128)).flop_count
+    assert f"{flops:.3e}" == "1.700e+12"
