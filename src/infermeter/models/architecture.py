@@ -80,8 +80,9 @@ def _module_lists(root: Any, skip: set[int]) -> list[tuple[str, Any]]:
         above = _ancestors(root, name)[:-1]
         if any(id(m) in skip for m in above) or any(isinstance(m, nn.ModuleList) for m in above):
             continue
-        parts_each = all(sum(1 for _ in m.children()) >= 2 for m in mod)
-        if isinstance(mod, nn.ModuleList) and len(mod) > 0 and parts_each:
+        if not isinstance(mod, nn.ModuleList) or len(mod) == 0:
+            continue
+        if all(sum(1 for _ in m.children()) >= 2 for m in mod):
             found.append((name, mod))
     return found
 
