@@ -19,7 +19,9 @@ def _inputs(lm, text="The river had been rising for three days and the bridge wa
         image = torch.full((1, n), lm.model.config.image_token_id)
         kw["input_ids"] = torch.cat([image, ids["input_ids"]], 1)
         kw["attention_mask"] = torch.ones_like(kw["input_ids"])
-        kw["pixel_values"] = torch.randn(1, 3, lm.info.vision.image_size, lm.info.vision.image_size)
+        size = lm.info.vision.image_size
+        pixels = torch.randn(1, 3, size, size)
+        kw["pixel_values"] = pixels if lm.info.vision.pixel_dims == 4 else pixels.unsqueeze(1)
     return kw
 
 
@@ -50,7 +52,8 @@ def test_hooks_fire_on_the_expected_modules(name):
             assert (got["calls"] == calls).all(), (kind, phase)
         mlp_kind = "moe" if lm.info.is_moe else "mlp"
         assert len(sub[sub["kind"] == mlp_kind]) == 4
-        assert len(sub[sub["kind"] == "norm"]) == 8
+        # Gemma 3 norms before and after both attention and MLP: 4 per block, else 2
+        assert len(sub[sub["kind"] == "norm"]) == 4 * (4 if "gemma3" in name else 2)
         for kind in ("embeddings", "final_norm", "lm_head"):
             assert len(sub[sub["kind"] == kind]) == 1
     tables = lp.tables()
@@ -60,7 +63,7 @@ def test_hooks_fire_on_the_expected_modules(name):
         routing = tables["moe_routing"]
         per_layer = routing[routing["phase"] == "decode"].groupby("layer")["tokens"].sum()
         assert (per_layer == 2 * lm.info.top_k).all()  # 2 decode tokens x top-k experts each
-    if name == "tiny-llava":
+    if lm.info.vision is not None:
         vision = layers[layers["phase"] == "vision"]
         assert set(vision["kind"]) == {"vision_tower", "projector"}
 

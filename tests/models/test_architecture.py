@@ -14,16 +14,17 @@ def test_discovery_finds_every_part(name):
     assert len(arch.blocks) == 4
     for b in arch.blocks:
         assert b.attention is not None and b.mlp is not None and b.attention_out is not None
-        assert len(b.norms) == 2 and b.mlp_act
+        assert len(b.norms) == (4 if "gemma3" in name else 2) and b.mlp_act
     moe = PRESETS[name].family in ("mixtral", "qwen2_moe", "qwen3_moe")
     assert all(b.is_moe == moe for b in arch.blocks)
     assert arch.embeddings is model.get_input_embeddings()
     assert arch.lm_head is model.get_output_embeddings()
     assert arch.final_norm is not None
-    if name == "tiny-llava":
+    if PRESETS[name].is_vlm:
         assert arch.vision_tower is not None and arch.projector is not None
         assert len(arch.vision_blocks) == 2
-        assert arch.blocks_path == "model.language_model.layers"
+        text = "text_model" if name == "tiny-smolvlm" else "language_model"
+        assert arch.blocks_path == f"model.{text}.layers"
 
 
 def test_generic_model_without_known_names_reports_what_is_missing():

@@ -18,6 +18,14 @@ EXPECTED = {
     "tiny-qwen2-moe": (4, 256, 4, 2, 8, 2),
     "tiny-qwen3-moe": (4, 256, 4, 2, 16, 4),
     "tiny-llava": (4, 256, 4, 2, None, None),
+    "tiny-gemma3-vlm": (4, 256, 4, 2, None, None),
+    "tiny-smolvlm": (4, 256, 4, 2, None, None),
+}
+# name -> (vision layers, image size, patch size, image tokens, pixel_values dims)
+VISION = {
+    "tiny-llava": (2, 64, 8, 64, 4),  # every patch is a token
+    "tiny-gemma3-vlm": (2, 64, 8, 16, 4),  # 64 patches pooled to 16 tokens
+    "tiny-smolvlm": (2, 64, 8, 16, 5),  # pixel shuffle merges 2 x 2 patches
 }
 
 
@@ -37,18 +45,20 @@ def test_tiny_preset_builds_generates_and_reports_its_shape(name):
     assert info.params == sum(p.numel() for p in lm.model.parameters())
     ids = lm.tokenizer("The river had been rising", return_tensors="pt")
     kw = dict(ids)
-    if name == "tiny-llava":
+    if name in VISION:
         v = info.vision
-        assert (v.layers, v.image_size, v.patch_size, v.tokens_per_image) == (2, 64, 8, 64)
+        got = (v.layers, v.image_size, v.patch_size, v.tokens_per_image, v.pixel_dims)
+        assert got == VISION[name]
         assert v.params > 0 and v.projector_params > 0
         image_id = lm.model.config.image_token_id
         img = torch.full((1, v.tokens_per_image), image_id)
+        pixels = torch.randn(1, 3, 64, 64)
         kw = {
             "input_ids": torch.cat([img, ids["input_ids"]], 1),
             "attention_mask": torch.ones(
                 1, v.tokens_per_image + ids["input_ids"].shape[1], dtype=torch.long
             ),
-            "pixel_values": torch.randn(1, 3, 64, 64),
+            "pixel_values": pixels if v.pixel_dims == 4 else pixels.unsqueeze(1),
         }
     else:
         assert info.vision is None

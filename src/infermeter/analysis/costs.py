@@ -306,6 +306,10 @@ def approximate(s: Shape, tolerance: float = 0.01) -> list[str]:
     if s.census is None:
         return ["costed by family formulas (run stored before the module census)"]
     reasons = list(s.census.uncosted)
+    if s.vision is not None and s.vision.family != "clip_vision_model":
+        reasons.append(
+            f"vision tower ({s.vision.family}) and projector costed by CLIP and LLaVA formulas"
+        )
     if s.counted_flop_count_8:
         analytic = total(forward_costs(s, tokens=8, dtype_bytes=4)).flop_count
         ratio = analytic / s.counted_flop_count_8

@@ -45,6 +45,13 @@ def _check(value: int, loaded: LoadedModel) -> None:
             "vision tower",
             "use a VLM (e.g. tiny-llava) or drop this knob",
         )
+    if v.family != "clip_vision_model" or v.pixel_dims != 4:
+        raise UserError(
+            f"vision_tokens resizes CLIP towers with interpolated position embeddings (LLaVA); "
+            f"{loaded.info.spec} has a {v.family} tower with its own token count "
+            f"({v.tokens_per_image} per image, set by its pooling or pixel shuffle)",
+            "sweep vision_tokens on a LLaVA-style model (e.g. tiny-llava)",
+        )
     if math.isqrt(value) ** 2 != value:
         lo, hi = math.isqrt(value) ** 2, (math.isqrt(value) + 1) ** 2
         raise UserError(

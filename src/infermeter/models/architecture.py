@@ -13,6 +13,8 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from infermeter.models.info import vision_modules
+
 _ATTN_NAMES = ("self_attn", "attn", "attention", "self_attention")
 _MLP_NAMES = ("mlp", "block_sparse_moe", "feed_forward", "ffn")
 _ACT_NAMES = ("act_fn", "act", "activation_fn", "activation")
@@ -124,11 +126,7 @@ def _block_parts(i: int, block: Any) -> BlockParts:
 def discover(model: Any) -> Architecture:
     """Locate the parts of `model` that profiling hooks attach to."""
     names = {id(m): n for n, m in model.named_modules()}
-    inner = getattr(model, "model", model)
-    vision_tower = getattr(inner, "vision_tower", None) or getattr(model, "vision_tower", None)
-    projector = getattr(inner, "multi_modal_projector", None) or getattr(
-        model, "multi_modal_projector", None
-    )
+    vision_tower, projector = vision_modules(model)
     skip = {id(vision_tower)} if vision_tower is not None else set()
     lists = _module_lists(model, skip)
     missing: list[str] = []

@@ -25,6 +25,8 @@ class VisionInfo:
     tokens_per_image: int
     params: int
     projector_params: int
+    #: see workloads.prompts.VisionInput.pixel_dims
+    pixel_dims: int = 4
 
 
 @dataclass(frozen=True)
@@ -118,14 +120,17 @@ def _vision_info(model: Any, config: Any) -> VisionInfo | None:
     vcfg = getattr(config, "vision_config", None)
     if vcfg is None:
         return None
-    inner = getattr(model, "model", model)
-    tower = getattr(inner, "vision_tower", None)
-    projector = getattr(inner, "multi_modal_projector", None)
+    tower, projector = vision_modules(model)
     image = int(config_value(vcfg, "image_size", default=0) or 0)
     patch = int(config_value(vcfg, "patch_size", default=1) or 1)
     tokens = (image // patch) ** 2 if image else 0
     if getattr(config, "vision_feature_select_strategy", "default") == "full":
         tokens += 1
+    if config_value(config, "mm_tokens_per_image"):  # Gemma 3 pools the patches to this many
+        tokens = int(config_value(config, "mm_tokens_per_image"))
+    scale = config_value(config, "scale_factor")
+    if scale:  # Idefics3 / SmolVLM: pixel shuffle merges scale x scale patches into one token
+        tokens //= int(scale) ** 2
     return VisionInfo(
         family=getattr(vcfg, "model_type", "vision"),
         layers=int(config_value(vcfg, "num_hidden_layers", default=0)),
@@ -136,7 +141,29 @@ def _vision_info(model: Any, config: Any) -> VisionInfo | None:
         tokens_per_image=tokens,
         params=count_params(tower) if tower is not None else 0,
         projector_params=count_params(projector) if projector is not None else 0,
+        pixel_dims=5 if scale else 4,
     )
+
+
+#: Where vision-language models keep their vision tower and projector, across layouts
+#: (LLaVA and Gemma 3; Idefics3 and SmolVLM; Qwen2-VL).
+VISION_TOWER_NAMES = ("vision_tower", "vision_model", "visual")
+PROJECTOR_NAMES = ("multi_modal_projector", "connector", "merger")
+
+
+def vision_modules(model: Any) -> tuple[Any, Any]:
+    """(vision tower, projector) of a vision-language model, or None where absent."""
+    holders = [h for h in (getattr(model, "model", None), model) if h is not None]
+
+    def first(names: tuple[str, ...]) -> Any:
+        for holder in holders:
+            for n in names:
+                module = getattr(holder, n, None)
+                if module is not None:
+                    return module
+        return None
+
+    return first(VISION_TOWER_NAMES), first(PROJECTOR_NAMES)
 
 
 def model_info(model: Any, *, spec: str, source: str, tokenizer: str) -> ModelInfo:

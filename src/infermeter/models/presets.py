@@ -10,6 +10,7 @@ model's, which changes no shape.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +38,8 @@ class Preset:
     vlm: Mapping[str, Any] = field(default_factory=dict)
     source: str = ""
     text_family: str = ""
+    #: model_type of the vision config (CLIP for LLaVA; SigLIP for Gemma 3; Idefics3's own)
+    vision_family: str = "clip_vision_model"
 
     @property
     def text_model_type(self) -> str:
@@ -124,6 +127,42 @@ PRESETS: dict[str, Preset] = {
             ),
             vlm=dict(vision_feature_layer=-2, vision_feature_select_strategy="default"),
             text_family="llama",
+        ),
+        Preset(
+            "tiny-gemma3-vlm",
+            "gemma3",
+            "tiny",
+            "Gemma 3 VLM: SigLIP 2 layers, 64 patches pooled to 16 image tokens + Gemma 3 text",
+            dict(_TINY, head_dim=64, sliding_window=512),
+            vision=dict(
+                hidden_size=128,
+                intermediate_size=256,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                image_size=64,
+                patch_size=8,
+            ),
+            vlm=dict(mm_tokens_per_image=16),
+            text_family="gemma3_text",
+            vision_family="siglip_vision_model",
+        ),
+        Preset(
+            "tiny-smolvlm",
+            "idefics3",
+            "tiny",
+            "Idefics3 / SmolVLM: SigLIP-style 2 layers, pixel shuffle to 16 image tokens + Llama",
+            dict(_TINY),
+            vision=dict(
+                hidden_size=128,
+                intermediate_size=256,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                image_size=64,
+                patch_size=8,
+            ),
+            vlm=dict(scale_factor=2),
+            text_family="llama",
+            vision_family="idefics3_vision",
         ),
         Preset(
             "llama-3.2-1b",
@@ -308,7 +347,6 @@ def build_config(preset: Preset, tokenizer: Any) -> Any:
     Tiny presets take the tokenizer's vocabulary (rounded up to 64); shape presets keep their
     published vocabulary, which is larger than any id the offline tokenizer produces.
     """
-    import transformers
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     kw = dict(preset.config)
@@ -323,13 +361,19 @@ def build_config(preset: Preset, tokenizer: Any) -> Any:
     text_config = CONFIG_MAPPING[preset.text_model_type](**kw, **ids)
     if preset.vision is None:
         return text_config
-    vision_config = transformers.CLIPVisionConfig(**preset.vision)
+    vision_config = CONFIG_MAPPING[preset.vision_family](**preset.vision)
+    vlm_class: Any = CONFIG_MAPPING[preset.family]
+    params = inspect.signature(vlm_class.__init__).parameters
     image_token_id = tokenizer.convert_tokens_to_ids("<image>")
-    return transformers.LlavaConfig(
-        vision_config=vision_config,
-        text_config=text_config,
-        image_token_index=image_token_id,
-        image_seq_length=(preset.vision["image_size"] // preset.vision["patch_size"]) ** 2,
-        **preset.vlm,
-        **ids,
+    # the image token's keyword differs by layout: image_token_index (LLaVA, Gemma 3) or
+    # image_token_id (Idefics3)
+    token_key = "image_token_index" if "image_token_index" in params else "image_token_id"
+    extra: dict[str, Any] = {token_key: image_token_id}
+    if "image_seq_length" in params:
+        side = preset.vision["image_size"] // preset.vision["patch_size"]
+        extra["image_seq_length"] = side**2
+    if "boi_token_index" in params:  # Gemma 3 frames images; any ids in the vocabulary do
+        extra.update(boi_token_index=tokenizer.bos_token_id, eoi_token_index=tokenizer.eos_token_id)
+    return vlm_class(
+        vision_config=vision_config, text_config=text_config, **extra, **preset.vlm, **ids
     )

@@ -26,6 +26,8 @@ class VisionShape:
     channels: int
     projector_hidden: int
     text_hidden: int
+    #: model_type of the vision config; the formulas are CLIP's and LLaVA's projector's
+    family: str = "clip_vision_model"
 
     @property
     def patches(self) -> int:
@@ -110,6 +112,7 @@ def shape_of(model_or_config: Any, counted_flop_count_8: int | None = None) -> S
             channels=int(getattr(vcfg, "num_channels", 3)),
             projector_hidden=hidden,
             text_hidden=hidden,
+            family=str(getattr(vcfg, "model_type", "")),
         )
     census = census_of(model)
     return Shape(

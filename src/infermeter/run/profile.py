@@ -75,7 +75,7 @@ def _vision_input(loaded: LoadedModel) -> VisionInput | None:
         token_id = getattr(loaded.model.config, "image_token_index", None)
     if token_id is None:
         return None
-    return VisionInput(v.image_size, int(token_id), v.tokens_per_image)
+    return VisionInput(v.image_size, int(token_id), v.tokens_per_image, pixel_dims=v.pixel_dims)
 
 
 def _check_context(config: RunConfig, loaded: LoadedModel, longest_prompt: int) -> None:

@@ -30,6 +30,9 @@ class VisionInput:
     image_token_id: int
     tokens_per_image: int
     channels: int = 3
+    #: 4: pixel_values [rows, channels, H, W] (LLaVA, Gemma 3); 5: [rows, images, channels, H, W]
+    #: (Idefics3 / SmolVLM, which take several images per row)
+    pixel_dims: int = 4
 
 
 @dataclass(frozen=True)
@@ -157,6 +160,8 @@ def build_batches(
         if vision is not None:
             size = (len(full), vision.channels, vision.image_size, vision.image_size)
             pixel_values = torch.randn(size, generator=gen)
+            if vision.pixel_dims == 5:
+                pixel_values = pixel_values.unsqueeze(1)  # one image per row
         batches.append(
             PromptBatch(
                 input_ids=ids,
