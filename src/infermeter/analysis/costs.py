@@ -213,6 +213,12 @@ def forward_costs(
         else _family_blocks(s, b, p, t, e, k, active_layers)
     )
     out.extend(blocks)
+    if s.census is not None and s.census.extra_macs:
+        rest = Cost("other linear layers", "other", None)
+        rest.flop_count = 2 * b * p * s.census.extra_macs
+        rest.weight_bytes = e * s.census.extra_macs
+        rest.act_bytes = e * b * p * 2 * s.hidden
+        out.append(rest)
     fn = Cost("final_norm", "final_norm", None)
     fn.other_flop_count = 5 * b * p * s.hidden
     fn.weight_bytes = e * s.hidden

@@ -55,6 +55,9 @@ class Census:
     top_k: int
     lm_head_macs: int
     uncosted: list[str] = field(default_factory=list)
+    #: linear layers outside the blocks, the LM head and a vision tower, run per token (an LM
+    #: head's transform, OPT's input and output projections)
+    extra_macs: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON and the store."""
@@ -68,6 +71,7 @@ class Census:
             top_k=int(d["top_k"]),
             lm_head_macs=int(d["lm_head_macs"]),
             uncosted=list(d.get("uncosted", [])),
+            extra_macs=int(d.get("extra_macs", 0)),
         )
 
 
@@ -212,6 +216,8 @@ def census_of(model: Any) -> Census:
             uncosted.setdefault(name, []).append(parts.index)
     head = arch.lm_head
     head_macs = _linear_macs(head) if head is not None else 0
+    inside = [b.block for b in arch.blocks] + [head, arch.vision_tower, arch.projector]
+    extra, _ = _macs_outside(model, {id(m) for m in inside if m is not None})
     if not arch.blocks:
         uncosted["decoder blocks not found"] = []
     notes = [
@@ -220,7 +226,7 @@ def census_of(model: Any) -> Census:
         else name
         for name, idx in uncosted.items()
     ]
-    return Census(layers, _top_k(text, arch), head_macs, notes)
+    return Census(layers, _top_k(text, arch), head_macs, notes, extra)
 
 
 def _ranges(indices: list[int]) -> str:
