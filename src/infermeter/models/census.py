@@ -92,7 +92,7 @@ def _expert_macs(experts: Any) -> tuple[int, int]:
 
     if isinstance(experts, nn.ModuleList) and len(experts):
         return sum(_linear_macs(m) for m in experts[0].modules()), len(experts)
-    stacked = [p for p in experts.parameters(recurse=False) if p.dim() == 3]
+    stacked = [p for p in experts.parameters() if p.dim() == 3]  # also in sub-modules (Aria)
     if stacked:
         n = int(stacked[0].shape[0])
         return sum(int(p.numel()) // n for p in stacked), n
