@@ -42,6 +42,8 @@ class LoadedModel:
     tokenizer: Any
     info: ModelInfo
     timings: dict[str, float] = field(default_factory=dict)
+    #: torch's FLOP count of an 8-token forward per census (run/profile.py), made once
+    flop_counts: dict[str, int | None] = field(default_factory=dict)
 
     def __iter__(self) -> Iterator[Any]:
         """`model, tokenizer, info = load_model(...)`."""

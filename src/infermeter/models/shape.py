@@ -89,7 +89,11 @@ def meta_model(config: Any) -> Any:
         return auto.from_config(config)
 
 
-def shape_of(model_or_config: Any, counted_flop_count_8: int | None = None) -> Shape:
+def shape_of(
+    model_or_config: Any,
+    counted_flop_count_8: int | None = None,
+    census: Census | None = None,
+) -> Shape:
     """The cost shape of a transformers model, or of a config (built on the meta device)."""
     is_model = hasattr(model_or_config, "config")
     model = model_or_config if is_model else meta_model(model_or_config)
@@ -114,7 +118,7 @@ def shape_of(model_or_config: Any, counted_flop_count_8: int | None = None) -> S
             text_hidden=hidden,
             family=str(getattr(vcfg, "model_type", "")),
         )
-    census = census_of(model)
+    census = census or census_of(model)
     return Shape(
         family=family,
         layers=int(config_value(text, "num_hidden_layers", "n_layer", default=0) or 0)

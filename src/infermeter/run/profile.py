@@ -14,6 +14,7 @@ attached) and `_tear_down` (undo all of it, also after a failure).
 from __future__ import annotations
 
 import gc
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -27,7 +28,7 @@ from infermeter.measure.energy.base import Unavailable
 from infermeter.measure.energy.sampler import PowerSampler
 from infermeter.measure.energy.select import CompositeSource, open_source
 from infermeter.measure.memory import MemoryTracker
-from infermeter.models.census import count_forward_flops
+from infermeter.models.census import census_of, count_forward_flops
 from infermeter.models.info import ModelInfo
 from infermeter.models.loader import LoadedModel, load_model
 from infermeter.models.shape import Shape, shape_of
@@ -104,17 +105,21 @@ def _profiler_config(config: RunConfig, info: ModelInfo) -> ProfilingConfig:
     return prof_config
 
 
-def _shape(model: Any) -> Shape:
+def _shape(loaded: LoadedModel) -> Shape:
     """The model's cost shape and census, with torch's own FLOP count to check them against.
 
-    The count is one 8-token forward with eager kernels, outside every measured sample; a
-    model that cannot run it (a vision model that needs images) keeps None.
+    The count is one 8-token forward with eager kernels, outside every measured sample, made
+    once per loaded model and census (a sweep's points share it unless a knob changes what the
+    model runs); a model that cannot run it (a vision model that needs images) keeps None.
     """
-    try:
-        counted = count_forward_flops(model)
-    except Exception:  # noqa: BLE001 - the check is optional; the analysis says it is missing
-        counted = None
-    return shape_of(model, counted_flop_count_8=counted)
+    census = census_of(loaded.model)
+    key = json.dumps(census.to_dict(), sort_keys=True)
+    if key not in loaded.flop_counts:
+        try:
+            loaded.flop_counts[key] = count_forward_flops(loaded.model)
+        except Exception:  # noqa: BLE001 - the check is optional; analysis says it is missing
+            loaded.flop_counts[key] = None
+    return shape_of(loaded.model, counted_flop_count_8=loaded.flop_counts[key], census=census)
 
 
 def _load(config: RunConfig, loaded: LoadedModel | None, progress: ProgressFn) -> LoadedModel:
@@ -189,7 +194,7 @@ def _set_up(
         run_id=None,
         config=config.to_dict(),
         knobs={**config.knob_values(), **(knobs or {})},
-        model_info={**info.to_dict(), "shape": _shape(model).to_dict()},
+        model_info={**info.to_dict(), "shape": _shape(loaded).to_dict()},
         device=describe_device(device),
         versions=library_versions(),
         created=now_iso(),
