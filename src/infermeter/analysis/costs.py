@@ -31,7 +31,7 @@ compare, or trust this model.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from infermeter.models.census import Census
@@ -307,7 +307,8 @@ def approximate(s: Shape, tolerance: float = 0.01) -> list[str]:
     """Why this shape's FLOPs are approximate; empty when they are exact.
 
     Exact means: the census counted every block and agrees with torch's own count of an
-    8-token forward (eager kernels, recorded when the run was made) within `tolerance`.
+    8-token forward (eager kernels, recorded when the model was loaded, with the census of that
+    moment) within `tolerance`.
     """
     if s.census is None:
         return ["costed by family formulas (run stored before the module census)"]
@@ -316,9 +317,11 @@ def approximate(s: Shape, tolerance: float = 0.01) -> list[str]:
         reasons.append(
             f"vision tower ({s.vision.family}) and projector costed by CLIP and LLaVA formulas"
         )
-    if s.counted_flop_count_8:
-        analytic = total(forward_costs(s, tokens=8, dtype_bytes=4)).flop_count
-        ratio = analytic / s.counted_flop_count_8
+    check = s.flop_check or {}
+    if check.get("counted_8"):
+        at_count = replace(s, census=Census.from_dict(check["census"]))
+        analytic = total(forward_costs(at_count, tokens=8, dtype_bytes=4)).flop_count
+        ratio = analytic / check["counted_8"]
         if abs(ratio - 1) > tolerance:
             reasons.append(
                 f"analytic FLOPs are {ratio:.3f}x torch's count of an 8-token forward"

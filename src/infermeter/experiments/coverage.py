@@ -167,7 +167,7 @@ def check_architecture(model_type: str, tokens: int = 128) -> Coverage:
     import torch
 
     from infermeter.analysis.costs import approximate, forward_costs, total
-    from infermeter.models.census import count_forward_flops
+    from infermeter.models.census import census_of, count_forward_flops
     from infermeter.models.shape import shape_of
 
     cov = Coverage(model_type, causal_lm_types()[model_type])
@@ -189,7 +189,8 @@ def check_architecture(model_type: str, tokens: int = 128) -> Coverage:
         cov.generates = out.shape[1] == ids.shape[1] + 3
         cov.blocks_found = _blocks_found(model, config)
         step = "flops"
-        shape = shape_of(model, counted_flop_count_8=count_forward_flops(model))
+        check = {"census": census_of(model).to_dict(), "counted_8": count_forward_flops(model)}
+        shape = shape_of(model, flop_check=check)
         cov.approximate = approximate(shape)
         cov.analytic_flop_count = total(forward_costs(shape, tokens=tokens)).flop_count
         cov.counted_flop_count = count_forward_flops(model, tokens=tokens)

@@ -42,8 +42,9 @@ class LoadedModel:
     tokenizer: Any
     info: ModelInfo
     timings: dict[str, float] = field(default_factory=dict)
-    #: torch's FLOP count of an 8-token forward per census (run/profile.py), made once
-    flop_counts: dict[str, int | None] = field(default_factory=dict)
+    #: torch's FLOP count of an 8-token forward and the census it was made for
+    #: (run/profile.py), made once per loaded model
+    flop_check: dict[str, Any] | None = None
 
     def __iter__(self) -> Iterator[Any]:
         """`model, tokenizer, info = load_model(...)`."""

@@ -6,7 +6,7 @@ made, and a stored run can be analysed later without loading the model again.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from infermeter.models.census import Census, census_of
@@ -57,8 +57,9 @@ class Shape:
     #: What the model contains, counted module by module (models/census.py); None in runs
     #: stored before it existed, which the per-family formulas still cost.
     census: Census | None = None
-    #: torch's FlopCounterMode count of an 8-token forward, kept to check the census against.
-    counted_flop_count_8: int | None = None
+    #: torch's FlopCounterMode count of an 8-token forward ("counted_8") and the census of the
+    #: model when it was counted ("census"): the check of the cost formulas on this architecture
+    flop_check: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON and the store."""
@@ -66,8 +67,9 @@ class Shape:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Shape:
-        """Inverse of to_dict."""
-        d = dict(d)
+        """Inverse of to_dict; keys this version does not know are ignored."""
+        known = {f.name for f in fields(cls)}
+        d = {k: v for k, v in d.items() if k in known}
         if d.get("vision"):
             d["vision"] = VisionShape(**d["vision"])
         if d.get("census"):
@@ -89,11 +91,7 @@ def meta_model(config: Any) -> Any:
         return auto.from_config(config)
 
 
-def shape_of(
-    model_or_config: Any,
-    counted_flop_count_8: int | None = None,
-    census: Census | None = None,
-) -> Shape:
+def shape_of(model_or_config: Any, flop_check: dict[str, Any] | None = None) -> Shape:
     """The cost shape of a transformers model, or of a config (built on the meta device)."""
     is_model = hasattr(model_or_config, "config")
     model = model_or_config if is_model else meta_model(model_or_config)
@@ -118,7 +116,7 @@ def shape_of(
             text_hidden=hidden,
             family=str(getattr(vcfg, "model_type", "")),
         )
-    census = census or census_of(model)
+    census = census_of(model)
     return Shape(
         family=family,
         layers=int(config_value(text, "num_hidden_layers", "n_layer", default=0) or 0)
@@ -145,5 +143,5 @@ def shape_of(
         sliding_window=config_value(text, "sliding_window"),
         vision=vision,
         census=census,
-        counted_flop_count_8=counted_flop_count_8,
+        flop_check=flop_check,
     )
