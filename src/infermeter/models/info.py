@@ -87,9 +87,16 @@ class ModelInfo:
 
 
 def config_value(cfg: Any, *names: str, default: Any = None) -> Any:
-    """The first of `names` the config sets (families name the same field differently)."""
+    """The first of `names` the config sets (families name the same field differently).
+
+    A field that varies per layer (Gemma 4's head_dim) raises on a global read: it counts as
+    not set here, and the census reads it from each layer's module instead.
+    """
     for n in names:
-        v = getattr(cfg, n, None)
+        try:
+            v = getattr(cfg, n, None)
+        except Exception:  # noqa: BLE001 - transformers raises its own errors for such fields
+            v = None
         if v is not None:
             return v
     return default
