@@ -138,8 +138,11 @@ def tiny_config(model_type: str) -> tuple[Any, str | None]:
     have = set(defaults.to_dict())
     wanted = {**TINY, **OVERRIDES.get(model_type, {})}
     kwargs = {k: v for k, v in wanted.items() if k in have or k in OVERRIDES.get(model_type, {})}
-    if "kv_lora_rank" in have and "num_key_value_heads" in kwargs:
-        kwargs["num_key_value_heads"] = kwargs["num_attention_heads"]  # latent attention: MHA
+    if "kv_lora_rank" in have:  # latent attention: MHA, and RoPE over the rope part only
+        if "num_key_value_heads" in kwargs:
+            kwargs["num_key_value_heads"] = kwargs["num_attention_heads"]
+        if "head_dim" in kwargs and model_type not in ("deepseek_v2",):
+            kwargs["head_dim"] = kwargs["qk_rope_head_dim"]
     return cls(**kwargs), None
 
 
