@@ -1,4 +1,4 @@
-"""Profile one generation configuration (phases load, compile, prefill, decode)."""
+"""Run models: one profiled configuration (`profile`), and sweeps of them (`run.sweep`)."""
 
 from infermeter.run.config import RunConfig
 from infermeter.run.profile import profile
