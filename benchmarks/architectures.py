@@ -136,7 +136,11 @@ def markdown(rows: list[dict], g: dict, versions: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--only", help="comma-separated model types (default: all)")
+    parser.add_argument(
+        "--only",
+        help="comma-separated model types (default: all); their rows replace those in an "
+        "existing OUT.json, and the goals are recomputed over every row",
+    )
     parser.add_argument("--timeout", type=float, default=90.0, help="seconds per architecture")
     parser.add_argument("--out", default=str(ROOT / "docs" / "architectures.md"))
     args = parser.parse_args()
@@ -170,6 +174,11 @@ def main() -> None:
         vocab_size=32000,
     )
     flops = total(forward_costs(shape_of(llama2), tokens=128)).flop_count
+    previous = Path(args.out).with_suffix(".json")
+    if args.only and previous.exists():  # a partial rerun: merge into the whole matrix
+        fresh = {r["model_type"]: r for r in rows}
+        old = json.loads(previous.read_text())["rows"]
+        rows = [fresh.pop(r["model_type"], r) for r in old] + list(fresh.values())
     g = goals(rows, flops)
     print(json.dumps(g, indent=1))
     versions = {"transformers": transformers.__version__, "torch": torch.__version__}
