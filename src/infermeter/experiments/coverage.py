@@ -138,12 +138,41 @@ def tiny_config(model_type: str) -> tuple[Any, str | None]:
     have = set(defaults.to_dict())
     wanted = {**TINY, **OVERRIDES.get(model_type, {})}
     kwargs = {k: v for k, v in wanted.items() if k in have or k in OVERRIDES.get(model_type, {})}
+    kwargs.update(_short_patterns(defaults, kwargs))
     if "kv_lora_rank" in have:  # latent attention: MHA, and RoPE over the rope part only
         if "num_key_value_heads" in kwargs:
             kwargs["num_key_value_heads"] = kwargs["num_attention_heads"]
         if "head_dim" in kwargs and model_type not in ("deepseek_v2",):
             kwargs["head_dim"] = kwargs["qk_rope_head_dim"]
     return cls(**kwargs), None
+
+
+#: Per-layer pattern fields, kept in step when the tiny model has fewer layers.
+PATTERN_FIELDS = ("layer_types", "layers_block_type", "mlp_layer_types")
+
+
+def _short_patterns(defaults: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Per-layer patterns cut to a few layers that still hold every kind of layer.
+
+    A hybrid's default pattern (e.g. three linear-attention layers, then one full attention)
+    cut to its first two layers would have no attention at all; instead each pattern keeps its
+    kinds in turn, and the layer count grows to fit the pattern with the most kinds.
+    """
+    layers = getattr(defaults, "num_hidden_layers", None)
+    patterns = {}
+    for name in PATTERN_FIELDS:
+        if isinstance(getattr(type(defaults), name, None), property):
+            continue  # derived from other fields (Jamba): set through those
+        value = getattr(defaults, name, None)
+        if isinstance(value, list) and layers and len(value) == layers:
+            patterns[name] = list(dict.fromkeys(value))  # its kinds, in order of appearance
+    if not patterns:
+        return {}
+    n = max(kwargs.get("num_hidden_layers", 2), *(2 * len(k) for k in patterns.values()))
+    out: dict[str, Any] = {"num_hidden_layers": n}
+    for name, kinds in patterns.items():
+        out[name] = [kinds[i % len(kinds)] for i in range(n)]
+    return out
 
 
 def _blocks_found(model: Any, config: Any) -> bool:

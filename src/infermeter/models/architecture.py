@@ -102,11 +102,20 @@ def _ancestors(root: Any, dotted: str) -> list[Any]:
 def _block_parts(i: int, block: Any) -> BlockParts:
     parts = BlockParts(index=i, block=block)
     _, parts.attention = _find_child(block, _ATTN_NAMES)
+    mixer = getattr(block, "mixer", None)  # one slot for every kind of layer (Nemotron-H)
+    if parts.attention is None and mixer is not None:
+        kind = type(mixer).__name__.lower()
+        if "attention" in kind:
+            parts.attention = mixer
     if parts.attention is not None:
         _, parts.attention_out = _find_child(
             parts.attention, ("o_proj", "c_proj", "out_proj", "dense")
         )
     _, parts.mlp = _find_child(block, _MLP_NAMES)
+    if parts.mlp is None and mixer is not None and any(
+        w in type(mixer).__name__.lower() for w in ("moe", "mlp")
+    ):
+        parts.mlp = mixer
     if parts.mlp is not None:
         gate = getattr(parts.mlp, "gate", None) or getattr(parts.mlp, "router", None)
         experts = getattr(parts.mlp, "experts", None)

@@ -123,6 +123,10 @@ def _macs_outside(root: Any, skip: set[int]) -> tuple[int, list[Any]]:
     return macs, strange
 
 
+def _contains(parent: Any, module: Any) -> bool:
+    return any(m is module for m in parent.modules())
+
+
 def _router_macs(router: Any) -> int:
     """A router that is a bare weight (not an nn.Linear) still multiplies by it per token."""
     if router is None or _linear_macs(router):
@@ -173,6 +177,11 @@ def _layer(i: int, parts: Any, text: Any) -> tuple[LayerCensus, list[str]]:
     """One block's census and the names of the modules in it that it cannot cost."""
     skip = {id(m) for m in (parts.attention, parts.mlp) if m is not None}
     other, strange = _macs_outside(parts.block, skip)
+    # name the mixer that holds what cannot be costed (a state-space or linear-attention
+    # layer), not its convolution
+    for _, child in parts.block.named_children():
+        if id(child) not in skip and any(s is child or _contains(child, s) for s in strange):
+            strange = [s for s in strange if not _contains(child, s)] + [child]
     attention_macs = score = 0
     window = None
     if parts.attention is not None:
