@@ -15,7 +15,7 @@ from typing import Any
 
 from infermeter.models.info import vision_modules
 
-_ATTN_NAMES = ("self_attn", "attn", "attention", "self_attention")
+_ATTN_NAMES = ("self_attn", "attn", "attention", "self_attention", "multi_head_attention")
 _MLP_NAMES = ("mlp", "block_sparse_moe", "feed_forward", "ffn")
 _ACT_NAMES = ("act_fn", "act", "activation_fn", "activation")
 

@@ -27,7 +27,7 @@ from infermeter.measure.energy.base import Unavailable
 from infermeter.measure.energy.sampler import PowerSampler
 from infermeter.measure.energy.select import CompositeSource, open_source
 from infermeter.measure.memory import MemoryTracker
-from infermeter.models.census import census_of, count_forward_flops
+from infermeter.models.census import flop_check
 from infermeter.models.info import ModelInfo
 from infermeter.models.loader import LoadedModel, load_model
 from infermeter.models.shape import Shape, shape_of
@@ -113,11 +113,7 @@ def _shape(loaded: LoadedModel) -> Shape:
     that cannot run it (a vision model that needs images) keeps None.
     """
     if loaded.flop_check is None:
-        try:
-            counted = count_forward_flops(loaded.model)
-        except Exception:  # noqa: BLE001 - the check is optional; analysis says it is missing
-            counted = None
-        loaded.flop_check = {"census": census_of(loaded.model).to_dict(), "counted_8": counted}
+        loaded.flop_check = flop_check(loaded.model)
     return shape_of(loaded.model, flop_check=loaded.flop_check)
 
 
