@@ -125,7 +125,8 @@ def markdown(rows: list[dict], g: dict, versions: dict) -> str:
     for r in rows:
         ratio = r.get("flop_ratio")
         out.append(
-            f"| {r['model_type']} | {r.get('model_class', '')} | {_mark(r.get('builds'))} | "
+            f"| {r['model_type']} | {r.get('model_class', '')} | "
+            f"{'skipped' if r.get('skipped') else _mark(r.get('builds'))} | "
             f"{_mark(r.get('generates'))} | {_mark(r.get('blocks_found'))} | "
             f"{_mark(r.get('deep_works'))} | {'-' if ratio is None else f'{ratio:.4f}'} | "
             f"{'; '.join(r.get('approximate') or []) or '-'} | "
