@@ -151,7 +151,7 @@ def main() -> None:
     from transformers import LlamaConfig
 
     from infermeter.analysis.costs import forward_costs, total
-    from infermeter.experiments.coverage import causal_lm_types
+    from infermeter.experiments.coverage import LLAMA2_7B, causal_lm_types
     from infermeter.models.shape import shape_of
 
     types = causal_lm_types()
@@ -166,14 +166,7 @@ def main() -> None:
             f"ratio {ratio:.4f}" if ratio is not None else "no ratio"
         )
         print(f"[{i + 1}/{len(types)}] {t}: {status} ({row.get('seconds', 0):.1f} s)", flush=True)
-    llama2 = LlamaConfig(
-        hidden_size=4096,
-        intermediate_size=11008,
-        num_hidden_layers=32,
-        num_attention_heads=32,
-        num_key_value_heads=32,
-        vocab_size=32000,
-    )
+    llama2 = LlamaConfig(**LLAMA2_7B)
     flops = total(forward_costs(shape_of(llama2), tokens=128)).flop_count
     previous = Path(args.out).with_suffix(".json")
     if args.only and previous.exists():  # a partial rerun: merge into the whole matrix

@@ -7,7 +7,12 @@ MoE with and without shared experts, latent attention, ALiBi, and a state-space 
 
 import pytest
 
-from infermeter.experiments.coverage import FAST_SUBSET, causal_lm_types, check_architecture
+from infermeter.experiments.coverage import (
+    FAST_SUBSET,
+    LLAMA2_7B,
+    causal_lm_types,
+    check_architecture,
+)
 
 #: the state-space hybrid: its Mamba scan has no matmul count, so its FLOPs are approximate
 HYBRIDS = {"jamba"}
@@ -44,13 +49,6 @@ def test_a_llama_2_7b_config_is_costed_from_the_meta_device():
     from infermeter.analysis.costs import forward_costs, total
     from infermeter.models.shape import shape_of
 
-    config = LlamaConfig(
-        hidden_size=4096,
-        intermediate_size=11008,
-        num_hidden_layers=32,
-        num_attention_heads=32,
-        num_key_value_heads=32,
-        vocab_size=32000,
-    )
+    config = LlamaConfig(**LLAMA2_7B)
     flops = total(forward_costs(shape_of(config), tokens=128)).flop_count
     assert f"{flops:.3e}" == "1.700e+12"

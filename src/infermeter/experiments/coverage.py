@@ -89,6 +89,17 @@ FAST_SUBSET = (
 )
 
 
+#: Llama-2-7B's published config: calflops gives 1.700e12 FLOPs for a 128-token forward.
+LLAMA2_7B = {
+    "hidden_size": 4096,
+    "intermediate_size": 11008,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 32,
+    "vocab_size": 32000,
+}
+
+
 @dataclass
 class Coverage:
     """What works for one architecture (None: not tried because an earlier step failed)."""

@@ -54,6 +54,15 @@ class Preset:
 
 _TINY_ATTN = dict(hidden_size=256, num_attention_heads=4, num_key_value_heads=2)
 _TINY = dict(**_TINY_ATTN, intermediate_size=688, num_hidden_layers=4, max_position_embeddings=4096)
+#: a 2-layer vision tower over 64 x 64 images in 8 x 8 patches (64 patches)
+_TINY_VISION = dict(
+    hidden_size=128,
+    intermediate_size=256,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    image_size=64,
+    patch_size=8,
+)
 _TINY_MOE = dict(**_TINY_ATTN, num_hidden_layers=4, max_position_embeddings=4096)
 
 PRESETS: dict[str, Preset] = {
@@ -134,14 +143,7 @@ PRESETS: dict[str, Preset] = {
             "tiny",
             "Gemma 3 VLM: SigLIP 2 layers, 64 patches pooled to 16 image tokens + Gemma 3 text",
             dict(_TINY, head_dim=64, sliding_window=512),
-            vision=dict(
-                hidden_size=128,
-                intermediate_size=256,
-                num_hidden_layers=2,
-                num_attention_heads=4,
-                image_size=64,
-                patch_size=8,
-            ),
+            vision=_TINY_VISION,
             vlm=dict(mm_tokens_per_image=16),
             text_family="gemma3_text",
             vision_family="siglip_vision_model",
@@ -152,14 +154,7 @@ PRESETS: dict[str, Preset] = {
             "tiny",
             "Idefics3 / SmolVLM: SigLIP-style 2 layers, pixel shuffle to 16 image tokens + Llama",
             dict(_TINY),
-            vision=dict(
-                hidden_size=128,
-                intermediate_size=256,
-                num_hidden_layers=2,
-                num_attention_heads=4,
-                image_size=64,
-                patch_size=8,
-            ),
+            vision=_TINY_VISION,
             vlm=dict(scale_factor=2),
             text_family="llama",
             vision_family="idefics3_vision",
