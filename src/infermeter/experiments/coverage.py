@@ -197,7 +197,9 @@ def _blocks_found(model: Any, config: Any) -> bool:
     layers = getattr(text, "num_hidden_layers", None) or getattr(text, "n_layer", None)
     if not arch.blocks or (layers and len(arch.blocks) != layers):
         return False
-    return all(b.mlp is not None or b.attention is not None for b in arch.blocks)
+    return all(
+        b.mlp is not None or b.attention is not None or b.mixer is not None for b in arch.blocks
+    )
 
 
 def _deep_works(model: Any, ids: Any) -> bool:

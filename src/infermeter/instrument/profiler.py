@@ -174,6 +174,8 @@ class Profiler:
                     self._register(b.attention, "attention", b.index)
                 if b.mlp is not None:
                     self._register(b.mlp, "moe" if b.is_moe else "mlp", b.index)
+                if b.mixer is not None:
+                    self._register(b.mixer, "mixer", b.index)
                 for _name, norm in b.norms:
                     self._register(norm, "norm", b.index)
             if cfg.deep_ops:

@@ -15,8 +15,15 @@ from typing import Any
 
 from infermeter.models.info import vision_modules
 
-_ATTN_NAMES = ("self_attn", "attn", "attention", "self_attention", "multi_head_attention")
-_MLP_NAMES = ("mlp", "block_sparse_moe", "feed_forward", "ffn")
+_ATTN_NAMES = (
+    "self_attn",
+    "attn",
+    "attention",
+    "self_attention",
+    "multi_head_attention",
+    "rel_attn",
+)
+_MLP_NAMES = ("mlp", "block_sparse_moe", "feed_forward", "ffn", "ff", "mlp_block")
 _ACT_NAMES = ("act_fn", "act", "activation_fn", "activation")
 
 
@@ -33,6 +40,9 @@ class BlockParts:
     norms: list[tuple[str, Any]] = field(default_factory=list)
     router: Any = None
     experts: Any = None
+    #: what mixes tokens where a block has no softmax attention: a state-space or recurrent
+    #: layer (Mamba's `mixer`, Zamba's `mamba`, RecurrentGemma's recurrent `temporal_block`)
+    mixer: Any = None
 
     @property
     def is_moe(self) -> bool:
@@ -129,7 +139,22 @@ def _block_parts(i: int, block: Any) -> BlockParts:
         lname = name.lower()
         if "norm" in lname or lname.startswith("ln"):
             parts.norms.append((name, child))
+        elif child is not parts.attention and child is not parts.mlp:
+            _classify_child(parts, child)
     return parts
+
+
+def _classify_child(parts: BlockParts, child: Any) -> None:
+    """A child not found by name: attention or MLP by its class name, else the token mixer."""
+    if not any(True for _ in child.parameters()):
+        return  # dropout, activation
+    kind = type(child).__name__.lower()
+    if parts.attention is None and "attention" in kind:
+        parts.attention = child
+    elif parts.mlp is None and any(w in kind for w in ("mlp", "moe", "feedforward")):
+        parts.mlp = child
+    elif parts.mixer is None and any(w in kind for w in ("mamba", "mixer", "recurrent", "ssm")):
+        parts.mixer = child
 
 
 def discover(model: Any) -> Architecture:
