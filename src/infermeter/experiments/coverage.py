@@ -231,11 +231,11 @@ def check_architecture(model_type: str, tokens: int = 128) -> Coverage:
         torch.manual_seed(0)
         model = AutoModelForCausalLM.from_config(config).eval()
         cov.builds = True
+        cov.blocks_found = _blocks_found(model, config)  # discovery needs no forward
         ids = torch.arange(3, 3 + 12).unsqueeze(0) % 500 + 3
         step = "generate"
         out = model.generate(ids, max_new_tokens=3, min_new_tokens=3, do_sample=False)
         cov.generates = out.shape[1] == ids.shape[1] + 3
-        cov.blocks_found = _blocks_found(model, config)
         step = "flops"
         shape = shape_of(model, flop_check=flop_check(model))
         cov.approximate = approximate(shape)
