@@ -49,9 +49,7 @@ class DashboardStore(StoredSweeps, LiveSource, Protocol):
         ...
 
 
-def create_app(
-    store: DashboardStore, guard: Guard | None = None, poll_s: float = 0.25
-) -> FastAPI:
+def create_app(store: DashboardStore, guard: Guard | None = None, poll_s: float = 0.25) -> FastAPI:
     """The dashboard app over `store` (an `infermeter.Store`)."""
     guard = guard or Guard()
     feed = LiveFeed(store, poll_s)

@@ -122,8 +122,10 @@ def _block_parts(i: int, block: Any) -> BlockParts:
             parts.attention, ("o_proj", "c_proj", "out_proj", "dense")
         )
     _, parts.mlp = _find_child(block, _MLP_NAMES)
-    if parts.mlp is None and mixer is not None and any(
-        w in type(mixer).__name__.lower() for w in ("moe", "mlp")
+    if (
+        parts.mlp is None
+        and mixer is not None
+        and any(w in type(mixer).__name__.lower() for w in ("moe", "mlp"))
     ):
         parts.mlp = mixer
     if parts.mlp is not None:

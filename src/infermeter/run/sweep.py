@@ -206,9 +206,7 @@ def run_point(
     Raises:
         KnobNotApplied: a knob's verification failed; the run is stored as failed first.
     """
-    config_fields = {
-        str(grid[k].field): v for k, v in point.items() if grid[k].scope == "config"
-    }
+    config_fields = {str(grid[k].field): v for k, v in point.items() if grid[k].scope == "config"}
     dtype = point.get("dtype", base.dtype)
     config = replace(base, dtype=dtype, **config_fields).validate()
     model_knobs = {k: v for k, v in point.items() if grid[k].scope == "model"}

@@ -30,7 +30,6 @@ def unpack(blob: bytes, count: int) -> tuple[float, ...]:
     return struct.unpack(f"<{count}d", blob) if count else ()
 
 
-
 def trace_dict(t: TraceRow | None) -> dict[str, Any] | None:
     """A run's packed per-call records from their row (None when not instrumented)."""
     if t is None:

@@ -21,8 +21,7 @@ def check_version(s: Session) -> None:
         s.add(Meta(key="schema_version", value=str(SCHEMA_VERSION)))
     elif int(row.value) > SCHEMA_VERSION:
         raise UserError(
-            f"database schema version {row.value} is newer than this infermeter "
-            f"({SCHEMA_VERSION})",
+            f"database schema version {row.value} is newer than this infermeter ({SCHEMA_VERSION})",
             "upgrade infermeter or use another --db",
         )
     else:  # older, or a development copy of this version: add what is missing
