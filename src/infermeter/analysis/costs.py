@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from infermeter.models.census import Census
+from infermeter.models.flopcount import OUTSIDE, residual_flop_count
 from infermeter.models.shape import Shape, VisionShape, shape_of
 
 __all__ = [
@@ -199,7 +200,7 @@ def forward_costs(
     """
     b, p, e = batch, tokens, dtype_bytes
     t = context + tokens
-    k = top_k or s.top_k
+    k = top_k or (s.census.top_k if s.census is not None else 0) or s.top_k
     out: list[Cost] = []
     if images and s.vision is not None:
         out.extend(_vision(s.vision, images, e))
@@ -219,6 +220,12 @@ def forward_costs(
         rest.weight_bytes = e * s.census.extra_macs
         rest.act_bytes = e * b * p * 2 * s.hidden
         out.append(rest)
+    outside = ((s.flop_check or {}).get("fits") or {}).get(OUTSIDE)
+    if outside:
+        fitted = Cost("fitted outside the blocks", "fitted", None)
+        fitted.flop_count = b * residual_flop_count(outside, p, t, cached=t > p)
+        fitted.notes.append("FLOPs torch counts beyond the module census, fitted in length")
+        out.append(fitted)
     fn = Cost("final_norm", "final_norm", None)
     fn.other_flop_count = 5 * b * p * s.hidden
     fn.weight_bytes = e * s.hidden
@@ -269,9 +276,11 @@ def _census_blocks(
     Attention: its projections, plus QK^T and attention x V over every key; the eager kernel
     computes the whole block in a prefill even where a mask zeroes it, and a decode step reads
     at most the sliding window. MLP or MoE: its dense layers, plus top-k experts per token.
-    A hybrid layer's mixer: its linear layers (its scan is listed as not costed).
+    A hybrid layer's mixer: its linear layers. What torch counts beyond all that in a block
+    (a scan, an indexer: models/flopcount.py) is the block's "fitted" cost.
     """
     out: list[Cost] = []
+    fits = (s.flop_check or {}).get("fits") or {}
     d = s.hidden
     hkv = s.kv_heads * s.head_dim
     for i, layer in enumerate(census.layers[: active_layers or len(census.layers)]):
@@ -299,6 +308,11 @@ def _census_blocks(
             mixer.weight_bytes = e * layer.other_macs
             mixer.act_bytes = e * n * 2 * d
             out.append(mixer)
+        if str(i) in fits:
+            rest = Cost(f"layers.{i}.fitted", "fitted", i)
+            rest.flop_count = b * residual_flop_count(fits[str(i)], p, t, cached=t > p)
+            rest.notes.append("FLOPs torch counts beyond the module census, fitted in length")
+            out.append(rest)
         out.append(_norms(s, i, b, p, e))
     return out
 
@@ -312,20 +326,18 @@ def approximate(s: Shape, tolerance: float = 0.01) -> list[str]:
     """
     if s.census is None:
         return ["costed by family formulas (run stored before the module census)"]
-    reasons = list(s.census.uncosted)
+    check = s.flop_check or {}
+    reasons = list(check.get("approximate", s.census.uncosted))
     if s.vision is not None and s.vision.family != "clip_vision_model":
         reasons.append(
             f"vision tower ({s.vision.family}) and projector costed by CLIP and LLaVA formulas"
         )
-    check = s.flop_check or {}
     if check.get("counted_8"):
         at_count = replace(s, census=Census.from_dict(check["census"]))
         a8, a16 = (total(forward_costs(at_count, tokens=n)).flop_count for n in (8, 16))
         ratio = a8 / check["counted_8"]
         if abs(ratio - 1) > tolerance:
-            reasons.append(
-                f"analytic FLOPs are {ratio:.3f}x torch's count of an 8-token forward"
-            )
+            reasons.append(f"analytic FLOPs are {ratio:.3f}x torch's count of an 8-token forward")
         # the part that grows with the square of the length (attention scores)
         quad_a, quad_c = a16 - 2 * a8, check.get("counted_16", 0) - 2 * check["counted_8"]
         if check.get("counted_16") and abs(quad_a - quad_c) > tolerance * max(abs(quad_c), 1):

@@ -24,7 +24,7 @@ TINY = {
     "head_dim": 16,
     "intermediate_size": 128,
     "vocab_size": 512,
-    "max_position_embeddings": 512,
+    "max_position_embeddings": 1024,
     "num_local_experts": 4,
     "num_experts": 4,
     "n_routed_experts": 4,
@@ -215,7 +215,7 @@ def check_architecture(model_type: str, tokens: int = 128) -> Coverage:
     import torch
 
     from infermeter.analysis.costs import approximate, forward_costs, total
-    from infermeter.models.census import count_forward_flops, flop_check
+    from infermeter.models.flopcount import count_forward_flops, flop_check
     from infermeter.models.shape import shape_of
 
     cov = Coverage(model_type, causal_lm_types()[model_type])

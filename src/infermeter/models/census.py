@@ -9,7 +9,8 @@ on anything else. The census instead walks the decoder blocks and counts what ru
 - softmax attention adds heads x (query-key dim + value dim) multiply-adds per query per key
   (multi-head latent attention has different key and value dims);
 - anything else that holds matrices or convolutions (a state-space scan, a recurrent or linear
-  attention) is listed in `uncosted`, so every figure built on the census says "approximate".
+  attention) is listed in `uncosted`: models/flopcount.py then fits what torch counts in those
+  blocks, and every figure the fit cannot make exact says "approximate".
 It works on the "meta" device too, so a config alone (no weights) can be costed.
 """
 
@@ -58,6 +59,8 @@ class Census:
     #: linear layers outside the blocks, the LM head and a vision tower, run per token (an LM
     #: head's transform, OPT's input and output projections)
     extra_macs: int = 0
+    #: class name of each module it cannot cost -> the layers that hold one
+    uncosted_layers: dict[str, list[int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON and the store."""
@@ -72,6 +75,7 @@ class Census:
             lm_head_macs=int(d["lm_head_macs"]),
             uncosted=list(d.get("uncosted", [])),
             extra_macs=int(d.get("extra_macs", 0)),
+            uncosted_layers={k: list(v) for k, v in d.get("uncosted_layers", {}).items()},
         )
 
 
@@ -230,15 +234,16 @@ def census_of(model: Any) -> Census:
     if not arch.blocks:
         uncosted["decoder blocks not found"] = []
     notes = [
-        f"{name} in layers {_ranges(idx)}: not costed (no matmul count for it)"
+        f"{name} in layers {layer_ranges(idx)}: not costed (no matmul count for it)"
         if idx
         else name
         for name, idx in uncosted.items()
     ]
-    return Census(layers, _top_k(text, arch), head_macs, notes, extra)
+    by_layer = {name: idx for name, idx in uncosted.items() if idx}
+    return Census(layers, _top_k(text, arch), head_macs, notes, extra, by_layer)
 
 
-def _ranges(indices: list[int]) -> str:
+def layer_ranges(indices: list[int]) -> str:
     """[0, 1, 2, 5] -> '0-2, 5'."""
     out, start = [], indices[0]
     for a, b in zip(indices, [*indices[1:], None], strict=True):
@@ -248,46 +253,11 @@ def _ranges(indices: list[int]) -> str:
     return ", ".join(out)
 
 
-def count_forward_flops(model: Any, tokens: int = 8) -> int:
-    """The matmul FLOPs torch itself counts of one text forward of `tokens` tokens (batch 1).
+def prefill_flop_count(layer: LayerCensus, tokens: int, top_k: int) -> int:
+    """Matmul FLOPs the census predicts for one block in a prompt of `tokens` tokens.
 
-    Attention and experts run their eager kernels for the count (torch counts 0 for CPU SDPA and
-    grouped experts) and are put back after. The check the analysis compares the census with.
+    Batch 1, nothing cached: the figure torch's count of that block is checked against.
     """
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
-
-    config = model.config
-    attn = getattr(config, "_attn_implementation", None)
-    experts = getattr(config, "_experts_implementation", None)
-    ids = torch.arange(3, 3 + tokens, device=next(model.parameters()).device).unsqueeze(0)
-    try:
-        if attn not in (None, "eager") and hasattr(model, "set_attn_implementation"):
-            model.set_attn_implementation("eager")
-        if experts not in (None, "eager") and hasattr(model, "set_experts_implementation"):
-            model.set_experts_implementation("eager")
-        counter = FlopCounterMode(display=False)
-        with torch.inference_mode(), counter:
-            model(input_ids=ids, use_cache=False)
-        return int(counter.get_total_flops())
-    finally:
-        if attn not in (None, "eager") and hasattr(model, "set_attn_implementation"):
-            model.set_attn_implementation(attn)
-        if experts not in (None, "eager") and hasattr(model, "set_experts_implementation"):
-            model.set_experts_implementation(experts)
-
-
-def flop_check(model: Any) -> dict[str, Any]:
-    """Torch's counts of an 8- and a 16-token forward, with the census they check.
-
-    Two lengths, because a term that grows with the square of the length (attention scores
-    the census did not find) hides in one short count: 16 - 2 x 8 tokens isolates it. A model
-    that cannot run the forward (a vision model that needs images) keeps None counts.
-    """
-    check: dict[str, Any] = {"census": census_of(model).to_dict()}
-    try:
-        check["counted_8"] = count_forward_flops(model, tokens=8)
-        check["counted_16"] = count_forward_flops(model, tokens=16)
-    except Exception:  # noqa: BLE001 - the check is optional; the analysis says it is missing
-        check["counted_8"] = check["counted_16"] = None
-    return check
+    n = tokens
+    linear = layer.attention_macs + layer.mlp_macs + layer.other_macs + top_k * layer.expert_macs
+    return 2 * n * linear + 2 * n * n * layer.score_dims

@@ -27,7 +27,7 @@ from infermeter.measure.energy.base import Unavailable
 from infermeter.measure.energy.sampler import PowerSampler
 from infermeter.measure.energy.select import CompositeSource, open_source
 from infermeter.measure.memory import MemoryTracker
-from infermeter.models.census import flop_check
+from infermeter.models.flopcount import flop_check
 from infermeter.models.info import ModelInfo
 from infermeter.models.loader import LoadedModel, load_model
 from infermeter.models.shape import Shape, shape_of
@@ -107,7 +107,8 @@ def _profiler_config(config: RunConfig, info: ModelInfo) -> ProfilingConfig:
 def _shape(loaded: LoadedModel) -> Shape:
     """The model's cost shape and census, with torch's own FLOP count to check them against.
 
-    The count is one 8-token forward with eager kernels (0.4 s on tiny-qwen3-moe), made once
+    The count is an 8- and a 16-token forward with eager kernels (more where a block needs a
+    fit: models/flopcount.py; 0.4 s on tiny-qwen3-moe), made once
     per loaded model, outside every measured sample, and kept with the census it was made for:
     it checks the cost formulas on this architecture, whatever knobs later change. A model
     that cannot run it (a vision model that needs images) keeps None.
@@ -142,7 +143,9 @@ def _set_up_notes(loaded: LoadedModel, result: RunResult, batches: list[PromptBa
             "meaningful)"
         )
     census = result.model_info["shape"].get("census") or {}
-    notes += [f"cost model approximate: {what}" for what in census.get("uncosted", [])]
+    check = loaded.flop_check or {}
+    approximate = check.get("approximate", census.get("uncosted", []))
+    notes += [f"cost model approximate: {what}" for what in approximate]
     if loaded.info.vision is not None and batches[0].vision_tokens == 0:
         notes.append("vision model profiled text-only: its image token id is unknown")
     return notes
