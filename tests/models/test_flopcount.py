@@ -49,6 +49,18 @@ def test_a_chunked_residual_needs_lengths_in_three_chunks():
     assert not fit_residual({n: chunked(n) for n in (8, 16, 24, 32)}, 64)["exact"]
 
 
+def test_a_kernel_that_counts_one_chunk_more_at_whole_multiples_is_fitted_too():
+    """xLSTM's kernel runs n // chunk + 1 chunks: 128 tokens of 64 are three chunks, not two."""
+
+    def chunked(n):
+        return 5 * n + 700 * (n // 64 + 1)
+
+    lengths = (8, 16, 24, 32, 64, 72, 88, 128, 136)
+    fit = fit_residual({n: chunked(n) for n in lengths}, 64)
+    assert fit["exact"] and fit["chunk_rule"] == "floor+1"
+    assert residual_flop_count(fit, 256, 256, cached=False) == pytest.approx(chunked(256))
+
+
 def test_counts_that_follow_no_polynomial_are_not_called_exact():
     assert not fit_residual({n: 2**n for n in (8, 16, 24, 32)}, None)["exact"]
     # as many lengths as terms leaves nothing to check the fit with

@@ -29,6 +29,7 @@ TINY = {
     "num_experts": 4,
     "n_routed_experts": 4,
     "num_experts_per_tok": 2,
+    "num_experts_per_token": 2,
     "moe_intermediate_size": 32,
     "shared_expert_intermediate_size": 32,
     "n_embd": 64,
@@ -47,6 +48,7 @@ TINY = {
     "qk_head_dim": 24,
     # grouped routing (DeepSeek): one group of the tiny experts
     "n_group": 1,
+    "num_expert_group": 1,
     "topk_group": 1,
     # partial rotary (GPT-J, CodeGen)
     "rotary_dim": 8,
@@ -66,7 +68,13 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "expert_layer_offset": 1,
     },
     "bamba": {"num_hidden_layers": 4, "attn_layer_indices": [1, 3]},
-    "granitemoehybrid": {"num_hidden_layers": 4, "layer_types": ["mamba", "attention"] * 2},
+    "granitemoehybrid": {
+        "num_hidden_layers": 4,
+        "layer_types": ["linear_attention", "full_attention"] * 2,
+    },
+    "xmod": {"default_language": "en_XX"},
+    # the recurrent step expects query-key and value heads of one size
+    "xlstm": {"qk_dim_factor": 1.0},
     "nemotron_h": {"num_hidden_layers": 4, "hybrid_override_pattern": "M*M-"},
     "zamba": {"num_hidden_layers": 4, "attn_layer_period": 2, "attn_layer_offset": 1},
 }
@@ -149,7 +157,8 @@ def tiny_config(model_type: str) -> tuple[Any, str | None]:
     have = set(defaults.to_dict())
     wanted = {**TINY, **OVERRIDES.get(model_type, {})}
     kwargs = {k: v for k, v in wanted.items() if k in have or k in OVERRIDES.get(model_type, {})}
-    kwargs.update(_short_patterns(defaults, kwargs))
+    if not set(PATTERN_FIELDS) & set(OVERRIDES.get(model_type, {})):  # a pattern given wins
+        kwargs.update(_short_patterns(defaults, kwargs))
     if "kv_lora_rank" in have:  # latent attention: MHA, and RoPE over the rope part only
         if "num_key_value_heads" in kwargs:
             kwargs["num_key_value_heads"] = kwargs["num_attention_heads"]

@@ -10,7 +10,8 @@ model itself at a few prompt lengths n and fitted as
     residual(n) = a + b n + c n^2 + d m + e m^2,    m = ceil(n / chunk)
 
 where `chunk` is the block's chunk size: a chunked scan pads the prompt to whole chunks, and
-passes state from chunk to chunk (d = e = 0 without one). The fit has more lengths than terms
+passes state from chunk to chunk (d = e = 0 without one; some kernels count n // chunk + 1
+chunks instead, and the fit finds which). The fit has more lengths than terms
 and must reproduce every count exactly; a block it does not reproduce stays "approximate".
 A decode step runs the recurrent form of such a mixer, not the chunked one: it is costed by
 the per-token terms only (b p + c p t for p new tokens and t keys), extrapolated from the
@@ -87,8 +88,17 @@ def count_module_flops(model: Any, tokens: int) -> dict[str, int]:
     from torch.utils.flop_counter import FlopCounterMode
 
     counter = FlopCounterMode(display=False)
-    with torch.inference_mode(), counter:
-        model(input_ids=_token_ids(model, tokens), use_cache=False)
+    # the counter hooks the backward of outputs that need grad; a module that returns one of
+    # its parameters (GPT-NeoX-Japanese's bias) would break it, and no count needs grad
+    needs_grad = [p for p in model.parameters() if p.requires_grad]
+    try:
+        for p in needs_grad:
+            p.requires_grad_(False)
+        with torch.inference_mode(), counter:
+            model(input_ids=_token_ids(model, tokens), use_cache=False)
+    finally:
+        for p in needs_grad:
+            p.requires_grad_(True)
     prefix = type(model).__name__ + "."
     out = {"": int(counter.get_total_flops())}
     for key, ops in counter.get_flop_counts().items():
@@ -115,15 +125,15 @@ def _chunk_default(function: Any) -> int | None:
     return default if isinstance(default, int) and default > 0 else None
 
 
-def chunk_size(block: Any) -> int | None:
+def chunk_size(block: Any, config: Any = None) -> int | None:
     """The chunk length of a chunked scan in `block`, or None.
 
-    Looked for, in order, in each module: a `chunk_size` attribute (Mamba-2), a kernel it
-    holds with a `chunk_size` default, or a function its forward calls by name with one (the
-    gated delta rule of Qwen3-Next).
+    Looked for, in order, in each module: a `chunk_size` attribute (Mamba-2) or the config's
+    (xLSTM), a kernel it holds with a `chunk_size` default, or a function its forward calls by
+    name with one (the gated delta rule of Qwen3-Next).
     """
     for module in block.modules():
-        value = getattr(module, "chunk_size", None)
+        value = getattr(module, "chunk_size", None) or getattr(config, "chunk_size", None)
         if isinstance(value, int) and value > 0:
             return value
         kernels = [a for a in vars(module).values() if callable(a) and not hasattr(a, "forward")]
@@ -138,12 +148,20 @@ def chunk_size(block: Any) -> int | None:
     return None
 
 
-def _terms(tokens: int, chunk: int | None) -> list[float]:
+#: how a chunked kernel counts its chunks: padding up to whole chunks, or whole chunks plus
+#: one for the rest (which is then a whole chunk when the length is a multiple: xLSTM)
+CHUNK_RULES = {
+    "ceil": lambda n, c: math.ceil(n / c),
+    "floor+1": lambda n, c: n // c + 1,
+}
+
+
+def _terms(tokens: int, chunk: int | None, rule: str = "ceil") -> list[float]:
     """The fit's terms at a prompt of `tokens` tokens: 1, n, n^2 (and m, m^2 with a chunk)."""
     n = float(tokens)
     if chunk is None:
         return [1.0, n, n * n]
-    m = float(math.ceil(tokens / chunk))
+    m = float(CHUNK_RULES[rule](tokens, chunk))
     return [1.0, n, n * n, m, m * m]
 
 
@@ -151,20 +169,27 @@ def fit_residual(counts: Mapping[int, float], chunk: int | None) -> dict[str, An
     """Fit `counts` (prompt tokens -> residual FLOPs) by the terms above.
 
     `exact` is True only when the terms are all determined, at least one length is spare, and
-    the fit reproduces every count to 1e-6 of the largest.
+    the fit reproduces every count to 1e-6 of the largest. With a chunk, each rule of counting
+    chunks is tried and the first exact one kept.
     """
     import numpy as np
 
     tokens = sorted(counts)
-    a = np.array([_terms(n, chunk) for n in tokens])
     y = np.array([float(counts[n]) for n in tokens])
-    coef, *_ = np.linalg.lstsq(a, y, rcond=None)
-    rank = int(np.linalg.matrix_rank(a))
-    worst = float(np.max(np.abs(a @ coef - y))) if len(tokens) else 0.0
-    exact = rank == a.shape[1] and len(tokens) > rank
-    exact = exact and worst <= 1e-6 * max(float(np.max(np.abs(y))), 1.0)
-    coefficients = [float(c) for c in coef] + [0.0] * (5 - len(coef))
-    return {"coefficients": coefficients, "chunk": chunk, "tokens": tokens, "exact": bool(exact)}
+    fit: dict[str, Any] = {}
+    for rule in CHUNK_RULES if chunk else ["ceil"]:
+        a = np.array([_terms(n, chunk, rule) for n in tokens])
+        coef, *_ = np.linalg.lstsq(a, y, rcond=None)
+        rank = int(np.linalg.matrix_rank(a))
+        worst = float(np.max(np.abs(a @ coef - y))) if len(tokens) else 0.0
+        exact = rank == a.shape[1] and len(tokens) > rank
+        exact = exact and worst <= 1e-6 * max(float(np.max(np.abs(y))), 1.0)
+        coefficients = [float(c) for c in coef] + [0.0] * (5 - len(coef))
+        fit = {"coefficients": coefficients, "chunk": chunk, "chunk_rule": rule}
+        fit.update(tokens=tokens, exact=bool(exact))
+        if exact:
+            break
+    return fit
 
 
 def residual_flop_count(fit: dict[str, Any], tokens: int, keys: int, cached: bool) -> float:
@@ -178,15 +203,18 @@ def residual_flop_count(fit: dict[str, Any], tokens: int, keys: int, cached: boo
     if cached:
         return per_token
     chunk = fit.get("chunk")
-    m = math.ceil(tokens / chunk) if chunk else 0
+    m = CHUNK_RULES[fit.get("chunk_rule", "ceil")](tokens, chunk) if chunk else 0
     return a + per_token + d * m + e * m * m
 
 
 def _fit_lengths(chunks: set[int], max_tokens: int | None) -> list[int]:
-    """Prompt lengths for the fit: FIT_TOKENS, and lengths in a second and third chunk."""
+    """Prompt lengths for the fit: FIT_TOKENS, and lengths in a second and third chunk.
+
+    Whole multiples of the chunk (c, 2c) tell the rules of counting chunks apart.
+    """
     lengths = set(FIT_TOKENS)
     for c in chunks:
-        lengths |= {c + 8, c + 24, 2 * c + 8}
+        lengths |= {c, c + 8, c + 24, 2 * c, 2 * c + 8}
     limit = max_tokens if isinstance(max_tokens, int) and max_tokens > 0 else None  # -1: none
     return sorted(n for n in lengths if limit is None or n <= limit)
 
@@ -229,8 +257,11 @@ def _check_counts(model: Any, census: Census) -> dict[str, Any]:
             for key, by_length in residuals.items()
             if any(abs(r) > AGREEMENT * max(counts[n][""], 1) for n, r in by_length.items())
         ]
-        chunks = {k: (chunk_size(blocks[int(k)]) if k != OUTSIDE else None) for k in off}
         text = model.config.get_text_config() if hasattr(model.config, "get_text_config") else None
+        chunks = {
+            k: chunk_size(blocks[int(k)], text or model.config) if k != OUTSIDE else None
+            for k in off
+        }
         max_tokens = config_value(text or model.config, "max_position_embeddings")
         for n in _fit_lengths({c for c in chunks.values() if c}, max_tokens) if off else []:
             counts.setdefault(n, count_module_flops(model, n))
