@@ -54,3 +54,79 @@ def test_bootstrap_median_interval_brackets_the_median_and_is_seeded():
     assert lo <= 1.005 <= hi and hi - lo < 0.05
     assert bootstrap_median_ci(values) == (lo, hi)
     assert bootstrap_median_ci([2.0] * 5) == (2.0, 2.0)
+
+
+def test_the_headline_is_the_median_with_its_interval_and_names_itself():
+    s = summarize([10.0, 11.0, 10.5, 12.0, 11.5, 10.8, 11.2])
+    assert s.median == s.p50 == 11.0
+    assert s.median_ci95_low <= 11.0 <= s.median_ci95_high
+    d = s.to_dict()
+    assert d["statistic"] == "median" and d["median_ci95_low"] == s.median_ci95_low
+    assert d["outliers"] == [] and d["noisy"] is False
+
+
+def test_one_slow_sample_is_marked_kept_and_named():
+    from infermeter.measure.stats import outlier_notes
+
+    ttft = [21.0, 22.0, 23.0, 22.5, 312.0, 21.5]
+    s = summarize(ttft)
+    assert s.outliers == (4,) and s.n == 6 and s.max == 312.0  # kept in the data
+    assert s.noisy
+    # the median barely moves where the mean is dragged 2.5x
+    assert s.median == pytest.approx(22.25) and s.mean > 2.5 * s.median
+    assert outlier_notes(ttft, "ttft_ms") == ["sample 4: ttft_ms 14.0x the median (312 vs 22.25)"]
+    # None (a sample without the metric) keeps the numbering of the run's samples
+    assert outlier_notes([None, *ttft], "ttft_ms")[0].startswith("sample 5:")
+
+
+def test_a_tight_run_has_no_outliers_even_past_the_z_score():
+    """1% wobble is not an outlier, however small the spread of the rest."""
+    assert summarize([100.0, 100.0, 100.0, 100.0, 101.0]).outliers == ()
+    assert summarize([100.0, 100.1, 99.9, 100.0, 150.0]).outliers == (4,)
+
+
+def test_the_median_interval_of_many_samples_uses_order_statistics():
+    from infermeter.measure.stats import median_ci
+
+    values = list(range(1001))
+    lo, hi = median_ci(values)
+    assert lo < 500 < hi and (hi - lo) == pytest.approx(2 * 1.96 * math.sqrt(1001) / 2, abs=3)
+
+
+def test_a_run_compared_with_itself_shows_no_difference():
+    from infermeter.measure.stats import compare_samples
+
+    same = [20.1, 22.0, 19.5, 21.3, 80.0]
+    c = compare_samples(same, same)
+    assert c["speedup"] == 1.0 and c["verdict"] == "no detectable difference"
+    assert c["ci95_low"] <= 1.0 <= c["ci95_high"] and c["p_value"] == 1.0
+    assert compare_samples([1.0], [2.0])["verdict"] == "too few samples"
+
+
+def test_a_10pct_effect_in_3pct_noise_is_found_at_20_samples_and_no_effect_is_not_claimed():
+    """Seeded trials: power for a real difference, and the false-claim rate for none."""
+    import numpy as np
+
+    from infermeter.measure.stats import compare_samples
+
+    rng = np.random.default_rng(7)
+    found = claimed = 0
+    trials = 200
+    for _ in range(trials):
+        base = 100 * (1 + 0.03 * rng.standard_normal(20))
+        slower = 110 * (1 + 0.03 * rng.standard_normal(20))
+        same = 100 * (1 + 0.03 * rng.standard_normal(20))
+        found += compare_samples(base, slower)["verdict"] == "slower"
+        claimed += compare_samples(base, same)["verdict"] != "no detectable difference"
+    assert found == trials
+    assert claimed <= 0.05 * trials
+
+
+def test_an_unresolved_difference_says_how_many_samples_would_resolve_it():
+    from infermeter.measure.stats import compare_samples
+
+    base = [100.0, 104.0, 97.0, 101.0]
+    variant = [103.0, 99.0, 106.0, 102.0]
+    c = compare_samples(base, variant)
+    assert c["verdict"] == "no detectable difference"
+    assert c["samples_to_resolve"] > 4

@@ -1,6 +1,11 @@
 """Compare two runs: speedup per phase and per layer, where it comes from, predicted vs actual.
 
-Speedup = baseline time / variant time (above 1: the variant is faster). The prediction comes
+Speedup = baseline time / variant time (above 1: the variant is faster), as the ratio of the
+two runs' medians over their measured samples, with a 95% bootstrap interval and a verdict
+(measure/stats.py `compare_samples`): a phase is called faster or slower only when the data
+support it, else "no detectable difference", with the samples that would resolve it. Layers
+are timed per call, not split by sample, so their speedups are ratios of mean call times with
+no interval, and say so. The prediction comes
 from the cost model at each run's shapes: per phase, the roofline time max(FLOPs / peak,
 bytes / bandwidth) with the device's ceilings (measured, else spec); without ceilings, FLOPs
 for prefill and bytes for decode (the first-order costs). The prediction error is
@@ -14,8 +19,20 @@ from typing import Any
 from infermeter.analysis.costs import total
 from infermeter.analysis.roofline import phase_costs, run_shapes
 from infermeter.measure.ceilings import Ceilings
+from infermeter.measure.stats import compare_samples
 
 PHASES = (("prefill", "ttft_ms"), ("decode", "tpot_ms"))
+
+
+def _samples(run: Any, metric: str) -> list[float | None]:
+    return [getattr(s, metric) for s in run.measured]
+
+
+def _judged(base: Any, variant: Any, metric: str) -> dict[str, Any]:
+    """Medians of both runs, the speedup with its interval, and the verdict."""
+    c = compare_samples(_samples(base, metric), _samples(variant, metric))
+    sb, sv = base.summary()[metric], variant.summary()[metric]
+    return {"metric": metric, "baseline_ms": sb.median, "variant_ms": sv.median, **c}
 
 
 def _model_ms(run: Any, ceilings: Ceilings | None) -> dict[str, float]:
@@ -34,33 +51,28 @@ def _model_ms(run: Any, ceilings: Ceilings | None) -> dict[str, float]:
 
 
 def compare_runs(base: Any, variant: Any, ceilings: Ceilings | None = None) -> dict[str, Any]:
-    """The comparison document of two runs."""
-    sb, sv = base.summary(), variant.summary()
+    """The comparison document of two runs (medians; speedups with intervals and verdicts)."""
     pb, pv = _model_ms(base, ceilings), _model_ms(variant, ceilings)
     phases = []
     for phase, metric in PHASES:
-        actual = sb[metric].mean / sv[metric].mean if sv[metric].mean else None
+        row = {"phase": phase, **_judged(base, variant, metric)}
+        actual = row["speedup"]
         predicted = pb[phase] / pv[phase] if pv[phase] else None
-        phases.append(
-            {
-                "phase": phase,
-                "metric": metric,
-                "baseline_ms": sb[metric].mean,
-                "variant_ms": sv[metric].mean,
-                "speedup": actual,
-                "predicted_speedup": predicted,
-                "prediction_error_pct": 100 * (predicted - actual) / actual
-                if actual and predicted
-                else None,
-            }
+        row["predicted_speedup"] = predicted
+        row["prediction_error_pct"] = (
+            100 * (predicted - actual) / actual if actual and predicted else None
         )
-    total_speedup = sb["total_ms"].mean / sv["total_ms"].mean if sv["total_ms"].mean else None
+        phases.append(row)
+    whole = _judged(base, variant, "total_ms")
+    sb = base.summary()
     # the baseline's measured phase times, each scaled by its predicted phase speedup
-    pred_ttft = sb["ttft_ms"].mean / (phases[0]["predicted_speedup"] or 1)
-    pred_decode = sb["decode_ms"].mean / (phases[1]["predicted_speedup"] or 1)
+    pred_ttft = sb["ttft_ms"].median / (phases[0]["predicted_speedup"] or 1)
+    pred_decode = sb["decode_ms"].median / (phases[1]["predicted_speedup"] or 1)
+    total_speedup = whole["speedup"]
     predicted_total = (
-        sb["total_ms"].mean / (pred_ttft + pred_decode) if sb["total_ms"].mean else None
+        sb["total_ms"].median / (pred_ttft + pred_decode) if sb["total_ms"].median else None
     )
+    tps_b, tps_v = sb["tokens_per_s"].median, variant.summary()["tokens_per_s"].median
     layers = _layers(base, variant)
     return {
         "baseline": {"run_id": base.run_id, "knobs": base.knobs},
@@ -70,15 +82,17 @@ def compare_runs(base: Any, variant: Any, ceilings: Ceilings | None = None) -> d
             for k in sorted(set(base.knobs) | set(variant.knobs))
             if base.knobs.get(k) != variant.knobs.get(k)
         },
+        "statistic": "ratio of medians over measured samples, 95% bootstrap interval",
         "phases": phases,
+        "total": whole,
         "total_speedup": total_speedup,
+        "total_verdict": whole["verdict"],
         "predicted_total_speedup": predicted_total,
         "total_prediction_error_pct": 100 * (predicted_total - total_speedup) / total_speedup
         if predicted_total and total_speedup
         else None,
-        "throughput_ratio": sv["tokens_per_s"].mean / sb["tokens_per_s"].mean
-        if sb["tokens_per_s"].mean
-        else None,
+        "throughput_ratio": tps_v / tps_b if tps_b else None,
+        "layers_statistic": "ratio of mean call times (not split by sample: no interval)",
         "layers": layers,
         "where": sorted(layers, key=lambda r: -abs(r["delta_ms"]))[:5],
         "prediction": "roofline with ceilings" if ceilings else "first-order cost ratio",

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from infermeter.cli.guard import guard
 from infermeter.store import Store
+from infermeter.util import fmt
 from infermeter.util.jsonio import clean_json, print_json
 
 
@@ -19,9 +20,14 @@ def compare_command(
     variant: str = typer.Argument(..., help="Variant run id (or prefix)."),
     db: str = typer.Option(None, help="Database URL or SQLite file."),
     fail_if_slower: bool = typer.Option(
-        False, "--fail-if-slower", help="Exit 1 when the variant is slower (for CI)."
+        False,
+        "--fail-if-slower",
+        help="Exit 1 when the variant is significantly slower, by more than --tolerance (for "
+        "CI; noise alone does not fail it).",
     ),
-    tolerance: float = typer.Option(0.05, help="Slowdown tolerated by --fail-if-slower."),
+    tolerance: float = typer.Option(
+        0.05, help="Slowdown of the median tolerated by --fail-if-slower (0.05: 5%)."
+    ),
     json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
 ) -> None:
     """Speedup of VARIANT over BASELINE per phase and layer, predicted vs actual."""
@@ -39,9 +45,14 @@ def compare_command(
         print_json(doc)
     else:
         Console(soft_wrap=True).print(compare_card(doc))
-    speed = doc["total_speedup"]
-    if fail_if_slower and speed is not None and speed < 1 / (1 + tolerance):
-        raise fail(f"variant is slower: total speedup {speed:.3f}x (tolerance {tolerance:.0%})", 1)
+    speed, verdict = doc["total_speedup"], doc["total_verdict"]
+    if fail_if_slower and verdict == "slower" and speed < 1 / (1 + tolerance):
+        raise fail(
+            f"variant is slower: total speedup {speed:.3f}x "
+            f"[{doc['total']['ci95_low']:.3f}, {doc['total']['ci95_high']:.3f}], "
+            f"beyond the {tolerance:.0%} tolerance",
+            1,
+        )
 
 
 def compare_card(doc: dict) -> Group:
@@ -56,25 +67,44 @@ def compare_card(doc: dict) -> Group:
         parts.append(
             Text("changed: " + ", ".join(f"{k} {a} -> {b}" for k, (a, b) in doc["changed"].items()))
         )
-    t = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ("phase", "baseline ms", "variant ms", "speedup", "predicted", "error"):
-        t.add_column(col, justify="left" if col == "phase" else "right")
-    for p in doc["phases"]:
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    for col in ("phase", "base ms", "variant ms", "speedup", "95% CI", "verdict"):  # fits 80
+        t.add_column(col, justify="left" if col in ("phase", "verdict") else "right", no_wrap=True)
+    rows = [*doc["phases"], {"phase": "total", **doc["total"]}]
+    for p in rows:
         t.add_row(
             p["phase"],
-            f"{p['baseline_ms']:.2f}",
-            f"{p['variant_ms']:.2f}",
-            f"{p['speedup']:.3f}x" if p["speedup"] else "-",
-            f"{p['predicted_speedup']:.3f}x" if p["predicted_speedup"] else "-",
-            f"{p['prediction_error_pct']:+.1f}%" if p["prediction_error_pct"] is not None else "-",
+            fmt.fixed(p["baseline_ms"]),
+            fmt.fixed(p["variant_ms"]),
+            f"{p['speedup']:.3f}x" if p.get("speedup") else "-",
+            f"{p['ci95_low']:.3f}-{p['ci95_high']:.3f}" if p.get("ci95_low") is not None else "-",
+            p["verdict"],
         )
     parts.append(t)
-    if doc["total_speedup"]:
-        parts.append(Text(f"total: {doc['total_speedup']:.3f}x · prediction: {doc['prediction']}"))
+    predicted = [
+        f"{p['phase']} {p['predicted_speedup']:.3f}x ({p['prediction_error_pct']:+.1f}%)"
+        for p in doc["phases"]
+        if p.get("predicted_speedup") and p.get("prediction_error_pct") is not None
+    ]
+    if predicted:
+        parts.append(Text("predicted speedup (error vs measured): " + ", ".join(predicted)))
+    parts.append(Text(f"ms: medians over measured samples; speedup: {doc['statistic']}"))
+    for p in [*doc["phases"], {"phase": "total", **doc["total"]}]:
+        if p.get("samples_to_resolve"):
+            parts.append(
+                Text(
+                    f"{p['phase']}: a difference of this size needs about "
+                    f"{p['samples_to_resolve']} samples per run to resolve "
+                    f"(have {min(p['samples'])})"
+                )
+            )
+    parts.append(Text(f"prediction: {doc['prediction']}"))
     if doc["where"]:
         parts.append(
             Text(
-                "where the difference comes from (ms per sample, variant - baseline):", style="bold"
+                "where the difference comes from (ms per sample, variant - baseline; "
+                "means of calls, no interval):",
+                style="bold",
             )
         )
         for r in doc["where"]:

@@ -1,9 +1,23 @@
-"""Summary statistics over raw samples, with an honest word when the spread is large.
+"""The statistics policy: what every figure of a metric over samples is, and how sure it is.
+
+On a shared machine one sample can be 10x the others, so the *headline* of a metric is its
+median, with a 95% interval of the median (bootstrap: 2000 seeded resamples; beyond 200
+samples the distribution-free order-statistic interval, which the bootstrap converges to).
+Outlier samples are found by the median absolute deviation (modified z-score above 3.5,
+Iglewicz and Hoaglin, and at least 10% from the median so that a tight run does not flag
+1% wobbles); they stay in the data and are named ("sample 1: 14.0x the median"). The mean,
+its Student-t interval, the standard deviation and the percentiles are kept beside it.
 
 Results keep the raw samples; a `Summary` is always recomputed from them, never stored alone.
 Percentiles use linear interpolation (numpy's default), the standard deviation is the sample
-standard deviation (ddof=1) and the 95% confidence interval of the mean uses Student's t, since
-profiling runs usually have few samples.
+standard deviation (ddof=1).
+
+A difference between two sets of samples is claimed only when the data support it:
+`compare_samples` gives the ratio of medians with a bootstrap interval, and calls it faster
+or slower only when that interval excludes 1 *and* a Mann-Whitney U test rejects "same
+distribution" at 5% (two tests, so noise alone claims a difference in fewer than 5% of
+comparisons); otherwise "no detectable difference", with the samples a run would need to
+resolve a difference of the size seen.
 """
 
 from __future__ import annotations
@@ -11,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -23,6 +38,15 @@ _T95 = (
 
 #: Coefficient of variation above which a summary is flagged as noisy.
 NOISY_CV = 0.10
+#: Modified z-score above which a sample is an outlier (Iglewicz and Hoaglin).
+OUTLIER_Z = 3.5
+#: ... and it must also be this far from the median, as a share of the median.
+OUTLIER_MIN_SHARE = 0.10
+#: The statistic every headline figure shows.
+HEADLINE = "median"
+#: Bootstrap resamples, and the sample count above which the order-statistic interval is used.
+RESAMPLES = 2000
+BOOTSTRAP_MAX_N = 200
 
 
 def t95(dof: int) -> float:
@@ -52,6 +76,16 @@ class Summary:
     p99: float
     ci95_low: float
     ci95_high: float
+    #: 95% interval of the median (the headline figure)
+    median_ci95_low: float = math.nan
+    median_ci95_high: float = math.nan
+    #: positions (in the order given) of outlier samples
+    outliers: tuple[int, ...] = ()
+
+    @property
+    def median(self) -> float:
+        """The headline figure."""
+        return self.p50
 
     @property
     def cv(self) -> float:
@@ -62,17 +96,25 @@ class Summary:
 
     @property
     def noisy(self) -> bool:
-        """True when the spread is large enough that the mean should not be trusted alone."""
-        return self.n >= 3 and self.cv > NOISY_CV
+        """True when the samples spread too much (or hold an outlier) to trust one figure."""
+        return self.n >= 3 and (self.cv > NOISY_CV or bool(self.outliers))
 
-    def to_dict(self) -> dict[str, float | None]:
-        """Plain dict of the summary fields (mean, std, p50, p90, p99, ...); NaN as None."""
-        out = asdict(self)
-        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict of the summary fields (mean, std, p50, p90, p99, ...); NaN as None.
+
+        `statistic` names the headline (the median) and `noisy` travels with the figures.
+        """
+        out: dict[str, Any] = asdict(self)
+        out = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
+        out["outliers"] = list(self.outliers)
+        return {**out, "statistic": HEADLINE, "noisy": self.noisy}
 
 
-def summarize(values: Iterable[float]) -> Summary:
-    """Summarise raw samples; NaNs are dropped, an empty input gives an all-NaN summary."""
+def summarize(values: Iterable[float | None]) -> Summary:
+    """Summarise raw samples; NaNs are dropped, an empty input gives an all-NaN summary.
+
+    Outlier positions count the samples that remain after NaNs are dropped.
+    """
     arr = np.asarray([v for v in values if v is not None], dtype=float)
     arr = arr[~np.isnan(arr)]
     n = int(arr.size)
@@ -83,6 +125,7 @@ def summarize(values: Iterable[float]) -> Summary:
     std = float(arr.std(ddof=1)) if n > 1 else 0.0
     p50, p90, p99 = (float(x) for x in np.percentile(arr, [50, 90, 99]))
     half = t95(n - 1) * std / math.sqrt(n) if n > 1 else math.nan
+    med_lo, med_hi = median_ci(arr) if n > 1 else (math.nan, math.nan)
     return Summary(
         n=n,
         mean=mean,
@@ -94,15 +137,111 @@ def summarize(values: Iterable[float]) -> Summary:
         p99=p99,
         ci95_low=mean - half,
         ci95_high=mean + half,
+        median_ci95_low=med_lo,
+        median_ci95_high=med_hi,
+        outliers=tuple(outlier_indices(arr)),
     )
+
+
+def median_ci(values: Iterable[float], seed: int = 0) -> tuple[float, float]:
+    """95% interval of the median: seeded bootstrap, or order statistics beyond 200 samples."""
+    arr = np.sort(np.asarray(list(values), dtype=float))
+    n = arr.size
+    if n > BOOTSTRAP_MAX_N:
+        half = 1.96 * math.sqrt(n) / 2
+        lo, hi = max(0, math.floor(n / 2 - half)), min(n - 1, math.ceil(n / 2 + half))
+        return float(arr[lo]), float(arr[hi])
+    return bootstrap_median_ci(arr, n=RESAMPLES, seed=seed)
 
 
 def bootstrap_median_ci(
     values: Iterable[float], n: int = 2000, seed: int = 0
 ) -> tuple[float, float]:
-    """95% interval of the median by resampling (for ratios of interleaved benchmark runs)."""
+    """95% percentile-bootstrap interval of the median, seeded (so a report is reproducible)."""
     rng = np.random.default_rng(seed)
     arr = np.asarray(list(values), dtype=float)
     meds = np.median(rng.choice(arr, size=(n, arr.size), replace=True), axis=1)
     lo, hi = np.percentile(meds, [2.5, 97.5])
     return float(lo), float(hi)
+
+
+def outlier_indices(values: Iterable[float]) -> list[int]:
+    """Positions of outlier samples: modified z-score above 3.5 and 10% or more off the median.
+
+    The scale is the median absolute deviation (x 1.4826, normal-consistent); when more than
+    half the samples are equal it is 0, and the mean absolute deviation (x 1.2533) stands in.
+    Fewer than 3 samples have no outliers: there is no majority to be out of line with.
+    """
+    arr = np.asarray(list(values), dtype=float)
+    if arr.size < 3:
+        return []
+    med = float(np.median(arr))
+    dev = np.abs(arr - med)
+    scale = 1.4826 * float(np.median(dev)) or 1.2533 * float(dev.mean())
+    if not scale:
+        return []
+    far = (dev / scale > OUTLIER_Z) & (dev > OUTLIER_MIN_SHARE * abs(med))
+    return [int(i) for i in np.flatnonzero(far)]
+
+
+def outlier_notes(values: Iterable[float | None], metric: str) -> list[str]:
+    """One line per outlier sample: "sample 1: ttft_ms 14.0x the median (312 vs 22.3)".
+
+    Sample numbers are positions in `values` (None and NaN skipped in the statistics but
+    counted here, so they match the run's measured samples).
+    """
+    given = list(values)
+    kept = [(i, float(v)) for i, v in enumerate(given) if v is not None and not math.isnan(v)]
+    if not kept:
+        return []
+    med = float(np.median([v for _, v in kept]))
+    out = []
+    for j in outlier_indices([v for _, v in kept]):
+        i, v = kept[j]
+        ratio = f"{v / med:.1f}x the median" if med else "off the median"
+        out.append(f"sample {i}: {metric} {ratio} ({v:.4g} vs {med:.4g})")
+    return out
+
+
+#: p-value below which a rank test calls two sets of samples different
+ALPHA = 0.05
+
+
+def compare_samples(
+    baseline: Iterable[float | None], variant: Iterable[float | None], seed: int = 0
+) -> dict[str, Any]:
+    """Speedup of `variant` over `baseline` (ratio of medians, above 1: variant faster).
+
+    Returns the ratio, its 95% bootstrap interval (both groups resampled, seeded), the
+    Mann-Whitney U p-value, a verdict ("faster", "slower", "no detectable difference", or
+    "too few samples"), and `samples_to_resolve`: about how many samples per run would make a
+    difference of the size seen detectable (the interval narrows as 1/sqrt(n)), when none was
+    detected.
+    """
+    b = np.asarray([v for v in baseline if v is not None], dtype=float)
+    v = np.asarray([x for x in variant if x is not None], dtype=float)
+    b, v = b[~np.isnan(b)], v[~np.isnan(v)]
+    out: dict[str, Any] = {"samples": [int(b.size), int(v.size)], "statistic": "ratio of medians"}
+    mb, mv = (float(np.median(x)) if x.size else math.nan for x in (b, v))
+    out["speedup"] = mb / mv if mv else None
+    if b.size < 2 or v.size < 2 or not mv or not mb:
+        return {**out, "ci95_low": None, "ci95_high": None, "p_value": None,
+                "verdict": "too few samples", "samples_to_resolve": None}  # fmt: skip
+    rng = np.random.default_rng(seed)
+    boot_b = np.median(rng.choice(b, size=(RESAMPLES, b.size)), axis=1)
+    boot_v = np.median(rng.choice(v, size=(RESAMPLES, v.size)), axis=1)
+    ratios = boot_b / np.where(boot_v == 0, np.nan, boot_v)
+    lo, hi = (float(x) for x in np.nanpercentile(ratios, [2.5, 97.5]))
+    from scipy.stats import mannwhitneyu  # only where a difference is judged: 1 s to import
+
+    p = 1.0 if np.array_equal(np.sort(b), np.sort(v)) else float(mannwhitneyu(b, v).pvalue)
+    detected = p < ALPHA and (lo > 1 or hi < 1)
+    speedup = out["speedup"]
+    verdict = ("faster" if speedup > 1 else "slower") if detected else "no detectable difference"
+    resolve = None
+    if not detected and speedup != 1 and lo > 0:
+        half_log = (math.log(hi) - math.log(lo)) / 2
+        n_now = max(b.size, v.size)
+        resolve = min(100_000, math.ceil(n_now * (half_log / abs(math.log(speedup))) ** 2))
+    return {**out, "ci95_low": lo, "ci95_high": hi, "p_value": p, "verdict": verdict,
+            "samples_to_resolve": resolve}  # fmt: skip
