@@ -121,9 +121,7 @@ def test_one_injected_slow_sample_is_marked_and_does_not_move_the_headline(
     marked = {k: v.outliers for k, v in run.summary().items() if v.outliers}
     assert marked, "the slow sample is not marked"
     assert "total_ms" in marked and len(marked["total_ms"]) == 1
-    doc = json.loads(
-        runner.invoke(app, ["compare", calm, spiky, "--db", db, "--json"]).stdout
-    )
+    doc = json.loads(runner.invoke(app, ["compare", calm, spiky, "--db", db, "--json"]).stdout)
     assert doc["total_verdict"] == "no detectable difference"
     # the mean is dragged by the one sample; the median, the headline, is not
     s = run.summary()["total_ms"]
