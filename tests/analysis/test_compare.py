@@ -32,29 +32,27 @@ def test_compare_top_k_runs_and_fail_if_slower(tiny_moe, tmp_path):
     doc = json.loads(r.stdout)
     assert doc["changed"] == {"top_k": [8, 1]}
     prefill = next(p for p in doc["phases"] if p["phase"] == "prefill")
-    assert prefill["speedup"] > 1 and prefill["predicted_speedup"] > 1
-    # medians, and a verdict only where the interval and the rank test agree
+    # the cost model predicts the gain; what was measured on a shared machine is judged, not
+    # assumed (a burst of load during one run can hide it, and then compare must say so)
+    assert prefill["predicted_speedup"] > 1
     base = Store(db).get(ids[8])
     assert prefill["baseline_ms"] == base.summary()["ttft_ms"].median
     assert prefill["ci95_low"] <= prefill["speedup"] <= prefill["ci95_high"]
-    assert prefill["verdict"] in ("faster", "no detectable difference")
+    detected = prefill["p_value"] < 0.05 and not (prefill["ci95_low"] <= 1 <= prefill["ci95_high"])
+    expected = ("faster" if prefill["speedup"] > 1 else "slower") if detected else None
+    assert prefill["verdict"] == (expected or "no detectable difference")
     assert doc["statistic"].startswith("ratio of medians")
     assert prefill["prediction_error_pct"] == pytest.approx(
         100 * (prefill["predicted_speedup"] - prefill["speedup"]) / prefill["speedup"]
     )
     assert any(r["kind"] == "moe" for r in doc["where"])
-    # the CI gate: 8 experts per token is slower than 1
-    r = runner.invoke(
-        app, ["compare", ids[1], ids[8], "--db", db, "--fail-if-slower"], terminal_width=100
-    )
-    if doc["total_verdict"] == "faster":  # significant the other way round too
-        assert r.exit_code == 1 and "variant is slower" in r.output, r.output
-    else:  # noise on a loaded machine: the gate must not fail on it
-        assert r.exit_code == 0, r.output
-    r = runner.invoke(
-        app, ["compare", ids[8], ids[1], "--db", db, "--fail-if-slower"], terminal_width=100
-    )
-    assert r.exit_code == 0 and "speedup" in r.output
+    # the CI gate fails exactly on a significant slowdown beyond the 5% tolerance
+    for a, b in ((ids[1], ids[8]), (ids[8], ids[1])):
+        d = json.loads(runner.invoke(app, ["compare", a, b, "--db", db, "--json"]).stdout)
+        r = runner.invoke(app, ["compare", a, b, "--db", db, "--fail-if-slower"])
+        gate = d["total_verdict"] == "slower" and d["total_speedup"] < 1 / 1.05
+        assert r.exit_code == (1 if gate else 0), r.output
+        assert ("variant is slower" in r.output) == gate
 
 
 class JitterClock:

@@ -240,7 +240,7 @@ def evidence_of(run: Any, roof: dict[str, Any] | None) -> Evidence:
     m = run.measured or run.samples
     e = Evidence(batch=m[0].batch_size if m else 1)
     s = run.summary()
-    e.ttft_ms = s["ttft_ms"].mean
+    e.ttft_ms = s["ttft_ms"].median
     e.prompt_tokens = m[0].prompt_tokens if m else None
     if roof:
         e.decode_bound = roof["decode"].get("bound")

@@ -117,18 +117,18 @@ def roofline(run: Any, ceilings: Ceilings | None) -> dict[str, Any]:
     }
     pre, dec = total(costs["prefill"]), total(costs["decode"])
     summary = run.summary()
-    out["prefill"] = _row("prefill", "forward", pre, summary["ttft_ms"].mean, ceilings, dtype)
-    out["decode"] = _row("decode", "forward", dec, summary["tpot_ms"].mean, ceilings, dtype)
+    out["prefill"] = _row("prefill", "forward", pre, summary["ttft_ms"].median, ceilings, dtype)
+    out["decode"] = _row("decode", "forward", dec, summary["tpot_ms"].median, ceilings, dtype)
     if ceilings is not None:
         out["ceilings"] = ceilings.to_dict()
         out["ridge_flop_per_byte"] = ceilings.ridge(dtype)
         if ceilings.bandwidth_bytes_per_s:
             out["decode_min_ms"] = dec.bytes / ceilings.bandwidth_bytes_per_s * 1e3
-            out["decode_measured_ms"] = summary["tpot_ms"].mean
+            out["decode_measured_ms"] = summary["tpot_ms"].median
         peak = ceilings.peak(dtype)
         if peak:
             out["prefill_min_ms"] = pre.flop_count / peak * 1e3
-            out["prefill_measured_ms"] = summary["ttft_ms"].mean
+            out["prefill_measured_ms"] = summary["ttft_ms"].median
     return out
 
 

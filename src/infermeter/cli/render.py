@@ -41,10 +41,16 @@ def run_header(run: RunResult, where: str | None = None) -> Text:
 
 
 def summary_table(run: RunResult) -> Table:
-    """Phase, mean, p50, p90, unit: the card `infermeter profile` prints."""
-    table = Table(title="summary", title_justify="left")
-    for col in ("phase", "mean", "p50", "p90", "unit"):
-        table.add_column(col, justify="left" if col in ("phase", "unit") else "right")
+    """Phase, median with its 95% interval, mean, unit: the card `profile` prints.
+
+    The median is the headline (one slow sample cannot move it); the mean is kept beside it,
+    so a gap between the two shows an outlier at a glance. Percentiles are in the JSON.
+    """
+    table = Table(title="summary (median over measured samples)", title_justify="left")
+    for col in ("phase", "median", "95% CI", "mean", "unit"):
+        table.add_column(
+            col, justify="left" if col in ("phase", "unit") else "right", no_wrap=col == "phase"
+        )
     for key, label in (
         ("load_ms", "load"),
         ("gguf_conversion_ms", "GGUF conversion (first load only)"),
@@ -54,7 +60,7 @@ def summary_table(run: RunResult) -> Table:
     ):
         if run.phases.get(key):
             v = fmt.fixed(run.phases[key])
-            table.add_row(label, v, v, v, "ms")
+            table.add_row(label, v, "-", v, "ms")
     s = run.summary()
     noisy = set(run.noisy_metrics())
     rows = (
@@ -82,8 +88,24 @@ def summary_table(run: RunResult) -> Table:
         if unit.startswith("J") and _estimated(run, key):
             label += " (est.)"
         mark = " ⚠" if key in noisy else ""
-        table.add_row(label + mark, fmt.fixed(st.mean), fmt.fixed(st.p50), fmt.fixed(st.p90), unit)
+        ci = f"{fmt.sig3(st.median_ci95_low)}-{fmt.sig3(st.median_ci95_high)}" if st.n > 1 else "-"
+        table.add_row(label + mark, fmt.fixed(st.median), ci, fmt.fixed(st.mean), unit)
     return table
+
+
+#: metrics whose outlier samples the card names (the rest follow from these)
+OUTLIER_METRICS = ("ttft_ms", "tpot_ms", "total_ms")
+
+
+def outlier_lines(run: RunResult) -> list[str]:
+    """One line per outlier sample of the timing metrics, by the run's sample index."""
+    from infermeter.measure.stats import outlier_notes
+
+    ids = [s.index for s in run.measured]
+    out = []
+    for metric in OUTLIER_METRICS:
+        out += outlier_notes([getattr(s, metric) for s in run.measured], metric, ids)
+    return out
 
 
 def _estimated(run: RunResult, key: str) -> bool:
@@ -122,11 +144,13 @@ def run_card(run: RunResult, where: str | None = None, show_text: bool = False) 
     if noisy:
         parts.append(
             Text(
-                f"⚠ noisy: {', '.join(noisy)} vary by more than 10% between samples; "
-                "use more --samples or a quieter machine",
+                f"⚠ noisy: {', '.join(noisy)} vary by more than 10% between samples or "
+                "hold an outlier; use more --samples or a quieter machine",
                 style="yellow",
             )
         )
+    for outlier in outlier_lines(run):
+        parts.append(Text(f"⚠ outlier kept in the data: {outlier}", style="yellow"))
     line = energy_line(run)
     if line is not None:
         parts.append(line)

@@ -121,10 +121,12 @@ def sweep_command(
 
 
 def sweep_table(doc: dict[str, Any]) -> Table:
-    """One row per configuration: the knob values and the main means."""
+    """One row per configuration: the knob values and the main medians."""
     knobs = list((doc["meta"].get("knobs") or {}).keys())
     table = Table(
-        title=f"sweep {doc['meta']['sweep_id']} · {doc['meta']['model']}", title_justify="left"
+        title=f"sweep {doc['meta']['sweep_id']} · {doc['meta']['model']} · medians "
+        "(⚠ noisy: spread over 10% or an outlier)",
+        title_justify="left",
     )
     for k in knobs:
         table.add_column(k)
@@ -139,8 +141,9 @@ def sweep_table(doc: dict[str, Any]) -> Table:
     for row in doc["summary"]:
         cells = [str(row["config"].get(k)) for k in knobs]
         for key, _ in metrics:
-            v = (row.get(key) or {}).get("mean")
-            cells.append(fmt.sig3(v) if key == "j_per_token" else fmt.fixed(v))
+            v = (row.get(key) or {}).get("p50")  # the median: the headline statistic
+            mark = " ⚠" if key in (row.get("noisy") or []) else ""
+            cells.append((fmt.sig3(v) if key == "j_per_token" else fmt.fixed(v)) + mark)
         table.add_row(*cells)
     return table
 

@@ -72,7 +72,7 @@ def scaling_of(exp: Experiment, doc: dict[str, Any]) -> dict[str, Any] | None:
     xs, ys = [], []
     for row in doc["summary"]:
         x = row["config"].get(x_knob)
-        y = (row.get(metric) or {}).get("mean")
+        y = (row.get(metric) or {}).get("p50")  # medians: one slow sample cannot move them
         if x is None or y is None:
             continue
         xs.append(float(x))

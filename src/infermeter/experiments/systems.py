@@ -79,13 +79,13 @@ def _brief(run: RunResult) -> dict[str, Any]:
     return {
         "run_id": run.run_id,
         "knobs": run.knobs,
-        "total_ms": s["total_ms"].mean,
-        "ttft_ms": s["ttft_ms"].mean,
-        "tpot_ms": s["tpot_ms"].mean,
-        "throughput_tps": s["tokens_per_s"].mean,
+        "total_ms": s["total_ms"].median,
+        "ttft_ms": s["ttft_ms"].median,
+        "tpot_ms": s["tpot_ms"].median,
+        "throughput_tps": s["tokens_per_s"].median,
         "memory": {
-            "rss_peak_mb": s["rss_peak_mb"].mean,
-            "peak_allocated_mb": s["peak_allocated_mb"].mean,
+            "rss_peak_mb": s["rss_peak_mb"].median,
+            "peak_allocated_mb": s["peak_allocated_mb"].median,
         },
     }
 
@@ -106,7 +106,7 @@ def systems_analysis(
     for n in lengths:
         cfg = replace(base, prompt_tokens=n, mode="minimal")
         scaling_runs.append(_run_with(cfg, variant, loaded, store))
-    ttft_ms = [r.summary()["ttft_ms"].mean for r in scaling_runs]
+    ttft_ms = [r.summary()["ttft_ms"].median for r in scaling_runs]
     ttft_per_token_ms = [t / n for t, n in zip(ttft_ms, lengths, strict=True)]
     scaling = {
         str(n): {"ttft_ms": t, "ttft_per_token_ms": t / n, "run_id": r.run_id}

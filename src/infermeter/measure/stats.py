@@ -4,8 +4,8 @@ On a shared machine one sample can be 10x the others, so the *headline* of a met
 median, with a 95% interval of the median (bootstrap: 2000 seeded resamples; beyond 200
 samples the distribution-free order-statistic interval, which the bootstrap converges to).
 Outlier samples are found by the median absolute deviation (modified z-score above 3.5,
-Iglewicz and Hoaglin, and at least 10% from the median so that a tight run does not flag
-1% wobbles); they stay in the data and are named ("sample 1: 14.0x the median"). The mean,
+Iglewicz and Hoaglin, and at least 25% from the median so that a tight run does not flag
+its wobbles); they stay in the data and are named ("sample 1: 14.0x the median"). The mean,
 its Student-t interval, the standard deviation and the percentiles are kept beside it.
 
 Results keep the raw samples; a `Summary` is always recomputed from them, never stored alone.
@@ -41,7 +41,7 @@ NOISY_CV = 0.10
 #: Modified z-score above which a sample is an outlier (Iglewicz and Hoaglin).
 OUTLIER_Z = 3.5
 #: ... and it must also be this far from the median, as a share of the median.
-OUTLIER_MIN_SHARE = 0.10
+OUTLIER_MIN_SHARE = 0.25
 #: The statistic every headline figure shows.
 HEADLINE = "median"
 #: Bootstrap resamples, and the sample count above which the order-statistic interval is used.
@@ -166,7 +166,7 @@ def bootstrap_median_ci(
 
 
 def outlier_indices(values: Iterable[float]) -> list[int]:
-    """Positions of outlier samples: modified z-score above 3.5 and 10% or more off the median.
+    """Positions of outlier samples: modified z-score above 3.5 and 25% or more off the median.
 
     The scale is the median absolute deviation (x 1.4826, normal-consistent); when more than
     half the samples are equal it is 0, and the mean absolute deviation (x 1.2533) stands in.
@@ -184,13 +184,16 @@ def outlier_indices(values: Iterable[float]) -> list[int]:
     return [int(i) for i in np.flatnonzero(far)]
 
 
-def outlier_notes(values: Iterable[float | None], metric: str) -> list[str]:
+def outlier_notes(
+    values: Iterable[float | None], metric: str, ids: list[int] | None = None
+) -> list[str]:
     """One line per outlier sample: "sample 1: ttft_ms 14.0x the median (312 vs 22.3)".
 
-    Sample numbers are positions in `values` (None and NaN skipped in the statistics but
-    counted here, so they match the run's measured samples).
+    Sample numbers are `ids` (the run's sample indices) or positions in `values` (None and
+    NaN skipped in the statistics but counted here, so they match the run's samples).
     """
     given = list(values)
+    ids = ids if ids is not None else list(range(len(given)))
     kept = [(i, float(v)) for i, v in enumerate(given) if v is not None and not math.isnan(v)]
     if not kept:
         return []
@@ -199,7 +202,7 @@ def outlier_notes(values: Iterable[float | None], metric: str) -> list[str]:
     for j in outlier_indices([v for _, v in kept]):
         i, v = kept[j]
         ratio = f"{v / med:.1f}x the median" if med else "off the median"
-        out.append(f"sample {i}: {metric} {ratio} ({v:.4g} vs {med:.4g})")
+        out.append(f"sample {ids[i]}: {metric} {ratio} ({v:.4g} vs {med:.4g})")
     return out
 
 

@@ -117,7 +117,14 @@ def run_report(run: Any, out: Path, analysis: dict[str, Any] | None = None) -> l
         f"created {run.created} · status {run.status}"
     )
     summary = [
-        {"metric": k, **{s: v.to_dict()[s] for s in ("n", "mean", "std", "p50", "p90", "p99")}}
+        {
+            "metric": k,
+            **{
+                s: v.to_dict()[s]
+                for s in ("n", "p50", "median_ci95_low", "median_ci95_high", "p90", "mean", "std")
+            },
+            "outliers": len(v.outliers),
+        }
         for k, v in run.summary().items()
         if v.n
     ]
@@ -191,7 +198,7 @@ def sweep_report(sweep: dict[str, Any], out: Path) -> list[Path]:
         {
             **{k: r["config"].get(k) for k in knobs},
             **{
-                m: (r.get(m) or {}).get("mean")
+                m: (r.get(m) or {}).get("p50")  # medians
                 for m in ("ttft_ms", "tpot_ms", "total_ms", "tokens_per_s", "j_per_token")
             },
             "samples": r.get("samples"),
@@ -199,7 +206,7 @@ def sweep_report(sweep: dict[str, Any], out: Path) -> list[Path]:
         }
         for r in sweep["summary"]
     ]
-    doc.heading("Configurations (means)")
+    doc.heading("Configurations (medians over each point's measured samples)")
     doc.table(rows)
     files = [write_csv(out / "summary.csv", rows)]
     if sweep["summary"]:

@@ -42,9 +42,9 @@ COMPONENT_COLORS = dict(
 )
 
 
-def _mean(row: dict[str, Any], metric: str) -> float:
+def _median(row: dict[str, Any], metric: str) -> float:
     v = row.get(metric)
-    v = v.get("mean") if isinstance(v, dict) else v
+    v = v.get("p50") if isinstance(v, dict) else v  # the median
     return float(v) if v is not None and not (isinstance(v, float) and math.isnan(v)) else 0.0
 
 
@@ -149,8 +149,8 @@ def _stacks(
         series = {c: [r["prefill_components_ms"].get(c, 0.0) for r in rows] for c in names}
         return series, [COMPONENT_COLORS[c] for c in names], "prefill time per sample (ms)"
     series = {
-        "prefill (TTFT)": [_mean(r, "ttft_ms") for r in rows],
-        "decode": [_mean(r, "decode_ms") for r in rows],
+        "prefill (TTFT)": [_median(r, "ttft_ms") for r in rows],
+        "decode": [_median(r, "decode_ms") for r in rows],
     }
     return series, list(PHASE_COLORS.values()), "latency per generate call (ms)"
 
@@ -169,11 +169,11 @@ def _figure_table(
         rec.update({f"{k}_ms": round(v[i], 4) for k, v in series.items()})
         rec.update(
             {
-                "ttft_ms": _mean(r, "ttft_ms"),
-                "tpot_ms": _mean(r, "tpot_ms"),
-                "decode_ms": _mean(r, "decode_ms"),
-                "total_ms": _mean(r, "total_ms"),
-                "tokens_per_s": _mean(r, "tokens_per_s"),
+                "ttft_ms": _median(r, "ttft_ms"),
+                "tpot_ms": _median(r, "tpot_ms"),
+                "decode_ms": _median(r, "decode_ms"),
+                "total_ms": _median(r, "total_ms"),
+                "tokens_per_s": _median(r, "tokens_per_s"),
                 "samples": r.get("samples"),
             }
         )
@@ -225,7 +225,7 @@ def _legend(
 
 def _overlay_value(row: dict[str, Any], metric: str) -> float | None:
     if metric in row:
-        return _mean(row, metric)
+        return _median(row, metric)
     if metric in (row.get("phases") or {}):
         return float(row["phases"][metric])
     for check in (row.get("checks") or {}).values():  # e.g. the quality proxy of active_layers

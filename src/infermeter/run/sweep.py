@@ -296,8 +296,8 @@ def stored_sweep(store: StoredSweeps, sweep_id: str) -> dict[str, Any]:
 
 
 def per_config(doc: dict[str, Any], metric: str) -> list[tuple[dict[str, Any], float]]:
-    """(config, mean of `metric`) per summary row, for figures and fits."""
-    return [(r["config"], r.get(metric, {}).get("mean")) for r in doc["summary"]]
+    """(config, median of `metric`) per summary row, for figures and fits."""
+    return [(r["config"], r.get(metric, {}).get("p50")) for r in doc["summary"]]
 
 
 __all__ = [
