@@ -129,6 +129,9 @@ def breakdown_figure(
         table = _figure_table(rows, x, labels, series, overlay)
         fig, ax = plt.subplots(figsize=(max(6.5, 0.6 * len(rows) + 3.5), 4.2))
         _draw_stacks(ax, labels, series, colors, log_y)
+        _draw_intervals(
+            ax, rows, series, "ttft_ms" if _is_components(rows, components) else "total_ms"
+        )
         ax.set_xlabel(x.replace("_", " "))
         ax.set_ylabel(ylabel)
         _legend(ax, labels, table, overlay)
@@ -140,11 +143,69 @@ def breakdown_figure(
     return written
 
 
+def _is_components(rows: list[dict[str, Any]], components: bool) -> bool:
+    return components and all(r.get("prefill_components_ms") for r in rows)
+
+
+def _interval(row: dict[str, Any], metric: str) -> tuple[float, float, float] | None:
+    """(median, low, high) of a metric's 95% interval of the median, or None."""
+    v = row.get(metric)
+    if not isinstance(v, dict):
+        return None
+    med, lo, hi = v.get("p50"), v.get("median_ci95_low"), v.get("median_ci95_high")
+    if med is None or lo is None or hi is None:
+        return None
+    return float(med), float(lo), float(hi)
+
+
+def _draw_intervals(
+    ax: Any, rows: list[dict[str, Any]], series: dict[str, list[float]], metric: str
+) -> list[int]:
+    """Whiskers at each bar's top, and "≈" between neighbours that cannot be told apart.
+
+    The whiskers are the 95% interval of the median of `metric` (the stack's whole); two
+    neighbours whose intervals overlap are marked as not distinguishable. Returns the bars
+    marked as indistinguishable from the bar before them.
+    """
+    tops = [sum(v[i] for v in series.values()) for i in range(len(rows))]
+    spans = [_interval(r, metric) for r in rows]
+    xs = [i for i, sp in enumerate(spans) if sp is not None]
+    if not xs:
+        return []
+    lows, highs = [], []
+    for i in xs:
+        med, lo, hi = spans[i]  # type: ignore[misc]
+        lows.append(max(0.0, med - lo))
+        highs.append(max(0.0, hi - med))
+    ax.errorbar(
+        xs, [tops[i] for i in xs], yerr=[lows, highs], fmt="none", ecolor="black",
+        elinewidth=0.9, capsize=3, label="95% CI of the median",
+    )  # fmt: skip
+    alike = []
+    for i in range(1, len(rows)):
+        a, b = spans[i - 1], spans[i]
+        if a is not None and b is not None and a[1] <= b[2] and b[1] <= a[2]:
+            y = max(tops[i - 1] + a[2] - a[0], tops[i] + b[2] - b[0])
+            ax.annotate("≈", (i - 0.5, y), ha="center", va="bottom", fontsize=11)
+            alike.append(i)
+    if alike:  # a legend entry that says what the mark means
+        ax.plot(
+            [],
+            [],
+            ls="none",
+            marker="$≈$",
+            ms=9,
+            color="black",
+            label="within noise of its left neighbour",
+        )
+    return alike
+
+
 def _stacks(
     rows: list[dict[str, Any]], components: bool
 ) -> tuple[dict[str, list[float]], list[str], str]:
     """(series to stack, their colours, y label): prefill's components, or the two phases."""
-    if components and all(r.get("prefill_components_ms") for r in rows):
+    if _is_components(rows, components):
         names = [c for c in COMPONENTS if any(c in r["prefill_components_ms"] for r in rows)]
         series = {c: [r["prefill_components_ms"].get(c, 0.0) for r in rows] for c in names}
         return series, [COMPONENT_COLORS[c] for c in names], "prefill time per sample (ms)"
@@ -173,6 +234,8 @@ def _figure_table(
                 "tpot_ms": _median(r, "tpot_ms"),
                 "decode_ms": _median(r, "decode_ms"),
                 "total_ms": _median(r, "total_ms"),
+                "total_ms_ci95_low": (_interval(r, "total_ms") or (None, None, None))[1],
+                "total_ms_ci95_high": (_interval(r, "total_ms") or (None, None, None))[2],
                 "tokens_per_s": _median(r, "tokens_per_s"),
                 "samples": r.get("samples"),
             }

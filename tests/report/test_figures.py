@@ -1,0 +1,52 @@
+"""Sweep figures carry their uncertainty: whiskers, and a mark where neighbours overlap."""
+
+import csv
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from infermeter.report.figures import _draw_intervals, breakdown_figure  # noqa: E402
+
+
+def _row(top_k, ttft, decode, total, lo, hi):
+    stat = {"p50": total, "median_ci95_low": lo, "median_ci95_high": hi}
+    return {
+        "config": {"top_k": top_k},
+        "ttft_ms": {"p50": ttft},
+        "decode_ms": {"p50": decode},
+        "total_ms": stat,
+        "samples": 5,
+        "run_id": f"r{top_k}",
+    }
+
+
+DOC = {
+    "meta": {"model": "tiny", "knobs": {"top_k": [1, 2, 4]}},
+    "summary": [
+        _row(1, 10.0, 20.0, 30.0, 29.0, 31.0),
+        _row(2, 10.5, 20.0, 30.5, 29.5, 32.0),  # overlaps top_k=1: not distinguishable
+        _row(4, 15.0, 25.0, 40.0, 39.0, 41.0),
+    ],
+}
+
+
+def test_neighbours_whose_intervals_overlap_are_marked_and_others_are_not():
+    fig, ax = plt.subplots()
+    series = {"prefill": [10.0, 10.5, 15.0], "decode": [20.0, 20.0, 25.0]}
+    assert _draw_intervals(ax, DOC["summary"], series, "total_ms") == [1]
+    marks = [t.get_text() for t in ax.texts]
+    assert marks == ["≈"]
+    # the whiskers span each median's interval around the bar's top
+    (bars,) = [c for c in ax.containers if hasattr(c, "lines")]
+    segments = bars.lines[2][0].get_segments()
+    assert [tuple(seg[:, 1]) for seg in segments] == [(29.0, 31.0), (29.5, 32.0), (39.0, 41.0)]
+    plt.close(fig)
+
+
+def test_the_figure_csv_holds_the_intervals_it_draws(tmp_path):
+    files = breakdown_figure(DOC, "top_k", tmp_path, "topk")
+    rows = list(csv.DictReader(open(tmp_path / "topk.csv")))
+    assert [r["total_ms_ci95_low"] for r in rows] == ["29.0", "29.5", "39.0"]
+    assert (tmp_path / "topk.png") in files and (tmp_path / "topk.png").stat().st_size > 10_000
