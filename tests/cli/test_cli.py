@@ -383,3 +383,18 @@ def test_export_samples_as_csv_and_parquet(tmp_path, fmt):
     assert len(frame) == 3  # warm-up included, flagged
     assert list(frame["ttft_ms"]) == [s["ttft_ms"] for s in doc["all_samples"]]
     assert (frame["knob_new_tokens"] == 3).all() and (frame["run_id"] == rid).all()
+
+
+def test_runs_show_of_a_knob_point_says_what_it_ran_with(tiny_moe, tmp_path):
+    """A top_k=1 point of a sweep is not shown as the config's top-4."""
+    from infermeter import RunConfig, Store, profile
+    from infermeter.knobs import KNOBS
+
+    db = str(tmp_path / "r.db")
+    cfg = RunConfig(model="tiny-qwen3-moe", prompt_tokens=16, new_tokens=2, samples=1)
+    with KNOBS["top_k"].apply(tiny_moe, 1):
+        run_id = profile(cfg, loaded=tiny_moe, sink=Store(db), knobs={"top_k": 1}).run_id
+    r = runner.invoke(app, ["runs", "show", run_id, "--db", db], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert "16 experts top-1" in r.stdout and "knobs top_k=1" in r.stdout
+    assert "mode minimal" in r.stdout

@@ -19,7 +19,9 @@ def run_header(run: RunResult, where: str | None = None) -> Text:
     info, cfg = run.model_info, run.config
     shape = f"{info.get('layers')} layers, {fmt.count(info.get('params'))} params"
     if info.get("experts"):
-        shape += f", {info['experts']} experts top-{info.get('top_k')}"
+        # a top_k knob overrides the config's top-k: show what the run ran with
+        top_k = run.knobs.get("top_k", info.get("top_k"))
+        shape += f", {info['experts']} experts top-{top_k}"
     prompt = cfg.get("prompt_tokens") or "natural"
     line1 = (
         f"run {run.run_id or '(not stored)'} · {info.get('spec')} ({shape}) · "
@@ -28,9 +30,13 @@ def run_header(run: RunResult, where: str | None = None) -> Text:
     line2 = (
         f"prompt tokens {prompt} · new tokens {cfg.get('new_tokens')} · batch "
         f"{cfg.get('batch_size')} · {len(run.measured)} samples + "
-        f"{len(run.samples) - len(run.measured)} warm-up · {cfg.get('decoding')}"
+        f"{len(run.samples) - len(run.measured)} warm-up · {cfg.get('decoding')} · mode "
+        f"{cfg.get('mode')}"
         + (" · compiled" if cfg.get("compile") else "")
     )
+    changed = {k: v for k, v in run.knobs.items() if k not in cfg}  # set on the model
+    if changed:
+        line2 += " · knobs " + ", ".join(f"{k}={v}" for k, v in changed.items())
     text = Text(f"{line1}\n{line2}", style="bold")
     tokenizer = str(info.get("tokenizer") or "")
     if tokenizer.endswith("in the checkpoint)"):  # the built-in tokenizer stood in
