@@ -47,6 +47,7 @@ def test_neighbours_whose_intervals_overlap_are_marked_and_others_are_not():
 
 def test_the_figure_csv_holds_the_intervals_it_draws(tmp_path):
     files = breakdown_figure(DOC, "top_k", tmp_path, "topk")
-    rows = list(csv.DictReader(open(tmp_path / "topk.csv")))
+    with open(tmp_path / "topk.csv") as f:
+        rows = list(csv.DictReader(f))
     assert [r["total_ms_ci95_low"] for r in rows] == ["29.0", "29.5", "39.0"]
     assert (tmp_path / "topk.png") in files and (tmp_path / "topk.png").stat().st_size > 10_000
