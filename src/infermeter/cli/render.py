@@ -31,8 +31,7 @@ def run_header(run: RunResult, where: str | None = None) -> Text:
         f"prompt tokens {prompt} · new tokens {cfg.get('new_tokens')} · batch "
         f"{cfg.get('batch_size')} · {len(run.measured)} samples + "
         f"{len(run.samples) - len(run.measured)} warm-up · {cfg.get('decoding')} · mode "
-        f"{cfg.get('mode')}"
-        + (" · compiled" if cfg.get("compile") else "")
+        f"{cfg.get('mode')}" + (" · compiled" if cfg.get("compile") else "")
     )
     changed = {k: v for k, v in run.knobs.items() if k not in cfg}  # set on the model
     if changed:
