@@ -90,6 +90,15 @@ def test_forward_time_agrees_with_an_outside_clock_and_parts_add_up(tiny_llama):
     assert parts.loc["other", "total_ms"] >= 0
     inner = sum(parts.loc[k, "total_ms"] for k in ("attention", "mlp", "norm"))
     assert inner <= parts.loc["block", "total_ms"]
+    # nested: each level's shares of its parent add to 100%, the rest of the block included
+    table = lp.parts()
+    for parent in ("forward", "block"):
+        shares = table[table["parent"] == parent]["pct_parent"]
+        assert len(shares) >= 2 and shares.sum() == pytest.approx(100.0, rel=1e-9)
+    assert parts.loc["rest of the block", "parent"] == "block"
+    assert parts.loc["attention", "pct_parent"] == pytest.approx(
+        100 * parts.loc["attention", "total_ms"] / parts.loc["block", "total_ms"]
+    )
 
 
 def test_activation_statistics_equal_a_direct_computation(tiny_llama):

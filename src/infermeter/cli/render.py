@@ -15,7 +15,7 @@ from infermeter.util import fmt
 
 
 def run_header(run: RunResult, where: str | None = None) -> Text:
-    """Two lines saying what was run, where, and where it is kept."""
+    """Three lines saying what was run, where, and where it is kept."""
     info, cfg = run.model_info, run.config
     shape = f"{info.get('layers')} layers, {fmt.count(info.get('params'))} params"
     if info.get("experts"):
@@ -30,12 +30,13 @@ def run_header(run: RunResult, where: str | None = None) -> Text:
     line2 = (
         f"prompt tokens {prompt} · new tokens {cfg.get('new_tokens')} · batch "
         f"{cfg.get('batch_size')} · {len(run.measured)} samples + "
-        f"{len(run.samples) - len(run.measured)} warm-up · {cfg.get('decoding')} · mode "
-        f"{cfg.get('mode')}" + (" · compiled" if cfg.get("compile") else "")
+        f"{len(run.samples) - len(run.measured)} warm-up · {cfg.get('decoding')}"
     )
+    line3 = f"mode {cfg.get('mode')}" + (" · compiled" if cfg.get("compile") else "")
     changed = {k: v for k, v in run.knobs.items() if k not in cfg}  # set on the model
     if changed:
-        line2 += " · knobs " + ", ".join(f"{k}={v}" for k, v in changed.items())
+        line3 += " · knobs " + ", ".join(f"{k}={v}" for k, v in changed.items())
+    line2 += f"\n{line3}"
     text = Text(f"{line1}\n{line2}", style="bold")
     tokenizer = str(info.get("tokenizer") or "")
     if tokenizer.endswith("in the checkpoint)"):  # the built-in tokenizer stood in

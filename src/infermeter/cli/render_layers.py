@@ -6,6 +6,7 @@ from typing import Any
 
 from rich import box
 from rich.table import Table
+from rich.text import Text
 
 from infermeter.run.results import RunResult
 from infermeter.util import fmt
@@ -48,22 +49,60 @@ _STAT_TABLES = (
 )
 
 
-def _parts_table(parts: list[dict[str, Any]]) -> Table:
+def _tree(parts: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """(depth, row) in tree order: each part followed by the parts timed inside it."""
+    out: list[tuple[int, dict[str, Any]]] = []
+    for phase in dict.fromkeys(r["phase"] for r in parts):
+        rows = [r for r in parts if r["phase"] == phase]
+        roots = [
+            r for r in rows if not r.get("parent") or r["parent"] not in {x["part"] for x in rows}
+        ]
+
+        def walk(row: dict[str, Any], depth: int, rows: list[dict[str, Any]] = rows) -> None:
+            out.append((depth, row))
+            for child in rows:
+                if child.get("parent") == row["part"] and child is not row:
+                    walk(child, depth + 1)
+
+        for root in roots:
+            walk(root, 0)
+    return out
+
+
+#: One line for each row whose name does not say what it holds.
+_EXPLAIN = {
+    "other": "other: forward time outside timed modules (glue, cache, masks, rotary, hooks)",
+    "rest of the block": "rest of the block: residual adds and glue between its timed parts",
+    "rest of attention": "rest of attention: q/k/v projections, rotary, reshapes, masking",
+    "rest of the MoE block": "rest of the MoE block: experts, dispatch and combine",
+}
+
+
+def _parts_table(parts: list[dict[str, Any]]) -> list[Any]:
+    """Where the time goes, as a tree: each part indented under the part it runs inside.
+
+    Each row has its share of that parent (shares add to 100% at each level) and of the
+    forward; rows whose name does not say what they hold are explained under the table.
+    """
     t = _compact(
-        "where the time goes",
-        ["phase", "part", "calls", "total ms", "ms/call", "% forward"],
+        "where the time goes (parts nested in what they run inside)",
+        ["phase", "part", "calls", "total ms", "ms/call", "% parent", "% fwd"],
         left=2,
     )
-    for r in parts:
+    shown = set()
+    for depth, r in _tree(parts):
+        shown.add(r["part"])
         t.add_row(
             r["phase"],
-            r["part"],
+            "  " * depth + str(r["part"]).replace("_", " "),
             fmt.whole(r["calls"]),
             fmt.ms(r["total_ms"]),
             fmt.ms(r["mean_ms"]),
+            fmt.pct(r.get("pct_parent")) if r.get("parent") else "",
             fmt.pct(r["pct_forward"]),
         )
-    return t
+    notes = [Text(why, style="dim") for part, why in _EXPLAIN.items() if part in shown]
+    return [t, *notes]
 
 
 def _block_times(rows: list[dict[str, Any]]) -> Table | None:
@@ -112,7 +151,7 @@ def layer_tables(run: RunResult) -> list[Any]:
         return []
     out: list[Any] = []
     if run.layers.get("parts"):
-        out.append(_parts_table(run.layers["parts"]))
+        out.extend(_parts_table(run.layers["parts"]))
     times = _block_times(run.layers.get("layers", []))
     if times is not None:
         out.append(times)

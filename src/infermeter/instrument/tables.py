@@ -18,17 +18,62 @@ import pandas as pd
 #: Modules called directly by the model's forward (their sum plus "other" is the forward time).
 TOP_LEVEL = ("embeddings", "block", "final_norm", "lm_head", "vision_tower", "projector")
 #: Parts inside a block, in display order.
-BLOCK_PARTS = ("attention", "mlp", "moe", "norm", "o_proj", "router", "qk", "softmax", "av")
+BLOCK_PARTS = (
+    "attention", "mlp", "moe", "mixer", "norm", "o_proj", "router", "qk", "softmax", "av",
+)  # fmt: skip
+#: The part each part is timed inside (deep mode's operations inside attention, the router
+#: inside the MoE block); the rest are inside the forward.
+PARENT = {
+    **{k: "forward" for k in TOP_LEVEL},
+    "other": "forward",
+    **{k: "block" for k in ("attention", "mlp", "moe", "mixer", "norm")},
+    **{k: "attention" for k in ("o_proj", "qk", "softmax", "av")},
+    "router": "moe",
+}
+#: What a parent's time outside its timed children is, row name -> explanation.
+REST = {
+    "block": "rest of the block: residual adds and glue between its parts",
+    "attention": "rest of attention: q/k/v projections, rotary, reshapes, masking",
+    "moe": "rest of the MoE block: experts, dispatch and combine",
+}
 
 
-_PART_COLUMNS = ["phase", "part", "calls", "total_ms", "mean_ms", "pct_forward"]
+_PART_COLUMNS = [
+    "phase", "part", "parent", "calls", "total_ms", "mean_ms", "pct_forward", "pct_parent",
+]  # fmt: skip
 
 
 def _row(
     phase: str, part: str, calls: int | None, total: float, mean: float | None, fwd: float | None
 ) -> dict[str, Any]:
     pct = 100.0 * total / fwd if fwd else float("nan")
-    return dict(zip(_PART_COLUMNS, (phase, part, calls, total, mean, pct), strict=True))
+    values = (phase, part, PARENT.get(part), calls, total, mean, pct, float("nan"))
+    return dict(zip(_PART_COLUMNS, values, strict=True))
+
+
+def _nest(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each part's share of its parent, and a "rest of" row per parent with timed children.
+
+    So the shares add to 100% at every level: forward = top-level parts + other; block =
+    its parts + the rest of the block; attention = deep mode's operations + the rest.
+    """
+    out = []
+    for phase in dict.fromkeys(r["phase"] for r in rows):
+        mine = [dict(r) for r in rows if r["phase"] == phase]
+        total = {r["part"]: r["total_ms"] for r in mine}
+        forward = total.get("forward")
+        for parent, why in REST.items():
+            children = [r for r in mine if r["parent"] == parent]
+            if parent in total and children:
+                rest = total[parent] - sum(r["total_ms"] for r in children)
+                row = _row(phase, why.split(":")[0], None, rest, None, forward)
+                row["parent"] = parent
+                mine.append(row)
+        for r in mine:
+            base = total.get(r["parent"]) if r["parent"] else r["total_ms"]
+            r["pct_parent"] = 100.0 * r["total_ms"] / base if base else float("nan")
+        out += mine
+    return out
 
 
 @dataclass(frozen=True)
@@ -149,10 +194,11 @@ class LayerProfile:
                 other = forward - top_total
                 rows.append(_row(phase, "other", None, other, None, forward))
                 rows.append(_row(phase, "forward", calls, forward, forward / calls, forward))
-        return pd.DataFrame(rows, columns=_PART_COLUMNS)
+        return pd.DataFrame(_nest(rows), columns=_PART_COLUMNS)
 
     @staticmethod
     def _part_row(phase: str, kind: str, ms: pd.Series, forward: float | None) -> dict[str, Any]:
+        """One part's row (before `_nest` adds the shares of its parent)."""
         return _row(phase, kind, int(ms.size), float(ms.sum()), float(ms.mean()), forward)
 
     def activations_frame(self) -> pd.DataFrame:
