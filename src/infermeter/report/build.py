@@ -104,6 +104,23 @@ class _Doc:
         return [md, path]
 
 
+#: the columns of a report's summary table: the median (headline) with its interval first
+SUMMARY_COLUMNS = ("n", "p50", "median_ci95_low", "median_ci95_high", "p90", "mean", "std")
+
+
+def _summary_rows(run: Any) -> list[dict[str, Any]]:
+    """One row per metric: the median with its interval, then spread, and outlier count."""
+    return [
+        {
+            "metric": k,
+            **{c: v.to_dict()[c] for c in SUMMARY_COLUMNS},
+            "outliers": len(v.outliers),
+        }
+        for k, v in run.summary().items()
+        if v.n
+    ]
+
+
 def run_report(run: Any, out: Path, analysis: dict[str, Any] | None = None) -> list[Path]:
     """Every file of a run's report; returns their paths."""
     out.mkdir(parents=True, exist_ok=True)
@@ -116,18 +133,7 @@ def run_report(run: Any, out: Path, analysis: dict[str, Any] | None = None) -> l
         f"{cfg.get('batch_size')} · mode {cfg.get('mode')} · {len(run.measured)} samples · "
         f"created {run.created} · status {run.status}"
     )
-    summary = [
-        {
-            "metric": k,
-            **{
-                s: v.to_dict()[s]
-                for s in ("n", "p50", "median_ci95_low", "median_ci95_high", "p90", "mean", "std")
-            },
-            "outliers": len(v.outliers),
-        }
-        for k, v in run.summary().items()
-        if v.n
-    ]
+    summary = _summary_rows(run)
     phases = [{"phase": k, "ms": v} for k, v in run.phases.items()]
     samples = [
         {
