@@ -46,6 +46,11 @@ def test_compare_top_k_runs_and_fail_if_slower(tiny_moe, tmp_path):
         100 * (prefill["predicted_speedup"] - prefill["speedup"]) / prefill["speedup"]
     )
     assert any(r["kind"] == "moe" for r in doc["where"])
+    # layers are judged on their per-sample totals, with an interval, like the phases
+    for row in doc["layers"]:
+        assert row["statistic"] == "ratio of medians of per-sample totals"
+        assert row["ci95_low"] <= row["speedup"] <= row["ci95_high"]
+        assert row["verdict"] in ("faster", "slower", "no detectable difference")
     # the CI gate fails exactly on a significant slowdown beyond the 5% tolerance
     for a, b in ((ids[1], ids[8]), (ids[8], ids[1])):
         d = json.loads(runner.invoke(app, ["compare", a, b, "--db", db, "--json"]).stdout)

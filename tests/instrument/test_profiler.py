@@ -96,6 +96,12 @@ def test_forward_time_agrees_with_an_outside_clock_and_parts_add_up(tiny_llama):
         shares = table[table["parent"] == parent]["pct_parent"]
         assert len(shares) >= 2 and shares.sum() == pytest.approx(100.0, rel=1e-9)
     assert parts.loc["rest of the block", "parent"] == "block"
+    # each module's per-sample totals (here 5 forwards of one prompt: one "sample" each, as
+    # every forward is a prefill) add up to its total
+    layers = lp.layers()
+    for _, row in layers.iterrows():
+        assert len(row["sample_ms"]) == 5
+        assert sum(row["sample_ms"]) == pytest.approx(row["total_ms"], rel=1e-5)
     assert parts.loc["attention", "pct_parent"] == pytest.approx(
         100 * parts.loc["attention", "total_ms"] / parts.loc["block", "total_ms"]
     )

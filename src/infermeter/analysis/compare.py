@@ -4,8 +4,9 @@ Speedup = baseline time / variant time (above 1: the variant is faster), as the 
 two runs' medians over their measured samples, with a 95% bootstrap interval and a verdict
 (measure/stats.py `compare_samples`): a phase is called faster or slower only when the data
 support it, else "no detectable difference", with the samples that would resolve it. Layers
-are timed per call, not split by sample, so their speedups are ratios of mean call times with
-no interval, and say so. The prediction comes
+are judged the same way on their per-sample totals (each generate call's time in the module);
+runs stored before those existed fall back to the ratio of mean call times, with no interval,
+and say so. The prediction comes
 from the cost model at each run's shapes: per phase, the roofline time max(FLOPs / peak,
 bytes / bandwidth) with the device's ceilings (measured, else spec); without ceilings, FLOPs
 for prefill and bytes for decode (the first-order costs). The prediction error is
@@ -92,7 +93,7 @@ def compare_runs(base: Any, variant: Any, ceilings: Ceilings | None = None) -> d
         if predicted_total and total_speedup
         else None,
         "throughput_ratio": tps_v / tps_b if tps_b else None,
-        "layers_statistic": "ratio of mean call times (not split by sample: no interval)",
+        "layers_statistic": "ratio of medians of per-sample totals, 95% bootstrap interval",
         "layers": layers,
         "where": sorted(layers, key=lambda r: -abs(r["delta_ms"]))[:5],
         "prediction": "roofline with ceilings" if ceilings else "first-order cost ratio",
@@ -100,7 +101,12 @@ def compare_runs(base: Any, variant: Any, ceilings: Ceilings | None = None) -> d
 
 
 def _layers(base: Any, variant: Any) -> list[dict[str, Any]]:
-    """Per module and phase present in both runs: mean ms per call, speedup, total delta."""
+    """Per module and phase present in both runs: per-sample totals compared, with a verdict.
+
+    Each generate call's total time in the module (`sample_ms`, recorded since per-sample
+    tables exist) is one sample; runs stored before that have only the mean per call, and
+    their rows say "no interval".
+    """
 
     def index(run: Any) -> dict[tuple[str, str], dict[str, Any]]:
         n = max(1, len(run.measured))
@@ -113,15 +119,21 @@ def _layers(base: Any, variant: Any) -> list[dict[str, Any]]:
     out = []
     for key in ib.keys() & iv.keys():
         b, v = ib[key], iv[key]
-        out.append(
-            {
-                "name": key[0],
-                "phase": key[1],
-                "kind": b["kind"],
-                "baseline_mean_ms": b["mean_ms"],
-                "variant_mean_ms": v["mean_ms"],
-                "speedup": b["mean_ms"] / v["mean_ms"] if v["mean_ms"] else None,
-                "delta_ms": v["per_sample_ms"] - b["per_sample_ms"],
-            }
-        )
+        row = {
+            "name": key[0],
+            "phase": key[1],
+            "kind": b["kind"],
+            "baseline_mean_ms": b["mean_ms"],
+            "variant_mean_ms": v["mean_ms"],
+            "delta_ms": v["per_sample_ms"] - b["per_sample_ms"],
+        }
+        if b.get("sample_ms") and v.get("sample_ms"):
+            c = compare_samples(b["sample_ms"], v["sample_ms"])
+            row.update(speedup=c["speedup"], ci95_low=c["ci95_low"], ci95_high=c["ci95_high"])
+            row.update(verdict=c["verdict"], statistic="ratio of medians of per-sample totals")
+        else:
+            speedup = b["mean_ms"] / v["mean_ms"] if v["mean_ms"] else None
+            row.update(speedup=speedup, ci95_low=None, ci95_high=None)
+            row.update(verdict="no interval", statistic="ratio of mean call times")
+        out.append(row)
     return sorted(out, key=lambda r: (r["phase"], r["name"]))

@@ -103,10 +103,12 @@ def compare_card(doc: dict) -> Group:
         parts.append(
             Text(
                 "where the difference comes from (ms per sample, variant - baseline; "
-                "means of calls, no interval):",
+                "verdict on the per-sample totals):",
                 style="bold",
             )
         )
         for r in doc["where"]:
-            parts.append(Text(f"  {r['phase']:8} {r['name']:40} {r['delta_ms']:+.2f} ms"))
+            parts.append(
+                Text(f"  {r['phase']:8} {r['name']:32} {r['delta_ms']:+8.2f} ms  {r['verdict']}")
+            )
     return Group(*parts)

@@ -112,16 +112,24 @@ class LayerProfile:
     num_layers: int = 0
 
     def records_frame(self) -> pd.DataFrame:
-        """One row per timed call: module, kind, layer, step, phase, start_ms, ms."""
+        """One row per timed call: module, kind, layer, step, phase, sample, start_ms, ms.
+
+        `sample` numbers the generate calls the profiler saw (0, 1, ...): a call starts at
+        a vision step, or at a prefill step that does not follow one.
+        """
         mids, steps, starts, durs = self.records
         df = pd.DataFrame({"mid": mids, "step": steps, "start_ms": starts, "ms": durs})
         mods = pd.DataFrame([m.__dict__ for m in self.modules])
         st = pd.DataFrame([s.__dict__ for s in self.steps])
         if df.empty or mods.empty or st.empty:
-            cols = ["mid", "step", "start_ms", "ms", "name", "kind", "layer", "phase"]
+            cols = ["mid", "step", "start_ms", "ms", "name", "kind", "layer", "phase", "sample"]
             return pd.DataFrame(columns=cols)
+        st = st.sort_values("step")
+        after_vision = st["phase"].shift(1, fill_value="") == "vision"
+        opening = (st["phase"] == "vision") | ((st["phase"] == "prefill") & ~after_vision)
+        st["sample"] = opening.cumsum() - 1
         df = df.merge(mods, on="mid", how="left").merge(
-            st[["step", "phase", "decode_index"]], on="step", how="left"
+            st[["step", "phase", "decode_index", "sample"]], on="step", how="left"
         )
         return df
 
@@ -146,6 +154,7 @@ class LayerProfile:
                     "total_ms",
                     "mean_ms",
                     "pct_forward",
+                    "sample_ms",
                 ]
             )
         g = (
@@ -162,6 +171,12 @@ class LayerProfile:
         g["pct_forward"] = [
             100.0 * t / fwd[p] if fwd.get(p) else float("nan")
             for t, p in zip(g["total_ms"], g["phase"], strict=True)
+        ]
+        # each generate call's total per module and phase: the distribution compare judges
+        per_sample = df.groupby(["mid", "phase", "sample"])["ms"].sum()
+        g["sample_ms"] = [
+            [round(float(x), 6) for x in per_sample.loc[(m, p)].tolist()]
+            for m, p in zip(g["mid"], g["phase"], strict=True)
         ]
         g = g.sort_values(["phase", "mid"], ascending=[False, True])
         return g.drop(columns="mid").reset_index(drop=True)
