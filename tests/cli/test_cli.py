@@ -398,3 +398,14 @@ def test_runs_show_of_a_knob_point_says_what_it_ran_with(tiny_moe, tmp_path):
     assert r.exit_code == 0, r.output
     assert "16 experts top-1" in r.stdout and "knobs top_k=1" in r.stdout
     assert "mode minimal" in r.stdout
+    listed = json.loads(runner.invoke(app, ["runs", "list", "--db", db, "--json"]).stdout)
+    (row,) = listed["runs"]
+    assert row["knobs"] == {"top_k": 1} and row["mode"] == "minimal"
+    assert row["statistic"] == "median"
+    assert row["ttft_ms"] == Store(db).get(run_id).summary()["ttft_ms"].median
+    r = runner.invoke(app, ["runs", "list", "--db", db], env={"COLUMNS": "120"})
+    assert "tiny-qwen3-moe (minimal, top_k=1)" in r.stdout
+    # in 80 columns the row still fits: the model cell is cut, never the id or the numbers
+    r = runner.invoke(app, ["runs", "list", "--db", db], env={"COLUMNS": "80"})
+    assert max(len(line) for line in r.stdout.splitlines()) <= 80
+    assert run_id in r.stdout

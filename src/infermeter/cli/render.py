@@ -173,36 +173,46 @@ def run_card(run: RunResult, where: str | None = None, show_text: bool = False) 
     return Group(*parts)
 
 
-def runs_table(rows: list[dict[str, Any]]) -> Table:
-    """`infermeter runs list`, fitting 80 columns.
+def runs_table(rows: list[dict[str, Any]], width: int = 80) -> Table:
+    """`infermeter runs list`, fitting `width` columns (80 by default).
 
-    Ids and numbers never wrap; long model names are cut with an ellipsis (`runs show` and
-    `--json` have everything).
+    Ids and numbers never wrap; the model cell (model, then mode and knobs) takes what is left
+    and is cut with an ellipsis (`runs show` and `--json` have everything).
     """
     table = Table(
-        title=f"{len(rows)} runs",
+        title=f"{len(rows)} runs: model (mode, knobs); medians over measured samples",
         title_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
         show_edge=False,
         collapse_padding=True,
     )
-    for col in ("id", "created", "status"):
-        table.add_column(col, no_wrap=True)
-    table.add_column("model", overflow="ellipsis", no_wrap=True, min_width=8, ratio=1)
-    for col in ("n", "TTFT ms", "TPOT ms", "tok/s"):
-        table.add_column(col, justify="right", no_wrap=True)
+    cells = []
     for r in rows:
-        table.add_row(
-            r["id"],
-            str(r["created"])[5:16].replace("T", " "),  # MM-DD HH:MM (UTC)
-            r["status"],
-            r["model"],
-            str(r["samples"]),
-            fmt.fixed(r["ttft_ms"]),
-            fmt.fixed(r["tpot_ms"]),
-            fmt.fixed(r["tokens_per_s"], 1),
+        knobs = " ".join(f"{k}={v}" for k, v in (r.get("knobs") or {}).items())
+        what = ", ".join(x for x in (str(r.get("mode") or ""), knobs) if x)
+        cells.append(
+            [
+                r["id"],
+                str(r["created"])[5:16].replace("T", " "),  # MM-DD HH:MM (UTC)
+                r["status"],
+                f"{r['model']} ({what})" if what else str(r["model"]),
+                str(r["samples"]),
+                fmt.fixed(r["ttft_ms"]),
+                fmt.fixed(r["tpot_ms"]),
+                fmt.fixed(r["tokens_per_s"], 1),
+            ]
         )
+    heads = ("id", "created", "status", "model", "n", "TTFT ms", "TPOT ms", "tok/s")
+    widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(heads)]
+    room = width - sum(w for i, w in enumerate(widths) if i != 3) - 2 * (len(heads) - 1)
+    for i, head in enumerate(heads):
+        if i == 3:
+            table.add_column(head, overflow="ellipsis", no_wrap=True, max_width=max(8, room))
+        else:
+            table.add_column(head, no_wrap=True, justify="right" if i > 3 else "left")
+    for c in cells:
+        table.add_row(*c)
     return table
 
 

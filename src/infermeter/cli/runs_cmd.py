@@ -54,7 +54,7 @@ def list_runs(
     db: str = _DB,
     json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
 ) -> None:
-    """Newest runs first, with mean TTFT, TPOT and throughput."""
+    """Newest runs first, with median TTFT, TPOT and throughput, mode and model knobs."""
     if status and status not in STATUSES:
         raise UserError(f"unknown status {status!r}", f"use one of {', '.join(STATUSES)}")
     if limit < 1:
@@ -63,7 +63,8 @@ def list_runs(
     if json_out:
         print_json({"runs": rows})
     else:
-        Console(soft_wrap=True).print(runs_table(rows))
+        console = Console(soft_wrap=True)
+        console.print(runs_table(rows, width=console.width))
 
 
 @runs_app.command("show")

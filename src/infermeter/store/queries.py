@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import statistics
 from typing import Any
 
 from sqlalchemy import func, select
@@ -95,25 +96,12 @@ class StoreQueries(StoreCore):
         since: str | None = None,
         limit: int = 50,
     ) -> list[dict[str, Any]]:
-        """Newest runs first, with per-run means of the main metrics over measured samples."""
-        measured = ~SampleRow.warmup
-        stats = (
-            select(
-                SampleRow.run_id.label("rid"),
-                func.count(SampleRow.id).label("n"),
-                func.avg(SampleRow.ttft_ms).label("ttft"),
-                func.avg(SampleRow.decode_ms / func.nullif(SampleRow.new_tokens - 1, 0)).label(
-                    "tpot"
-                ),
-                func.avg(
-                    SampleRow.batch_size * SampleRow.new_tokens * 1000.0 / SampleRow.total_ms
-                ).label("tps"),
-            )
-            .where(measured)
-            .group_by(SampleRow.run_id)
-            .subquery()
-        )
-        q = select(RunRow, stats).outerjoin(stats, stats.c.rid == RunRow.id)
+        """Newest runs first, with per-run medians of the main metrics over measured samples.
+
+        Medians, like every headline figure (measure/stats.py): computed here from the
+        samples of the listed runs, since SQL has no portable median.
+        """
+        q = select(RunRow)
         if model:
             q = q.where(RunRow.model_spec == model)
         if status:
@@ -122,22 +110,21 @@ class StoreQueries(StoreCore):
             q = q.where(RunRow.created >= since)
         q = q.order_by(RunRow.created.desc(), RunRow.id).limit(limit)
         with self.session("read") as s:
-            return [
-                {
-                    "id": run.id,
-                    "created": run.created,
-                    "status": run.status,
-                    "model": run.model_spec,
-                    "mode": run.mode,
-                    "device": (run.device or {}).get("name"),
-                    "samples": n or 0,
-                    "ttft_ms": ttft,
-                    "tpot_ms": tpot,
-                    "tokens_per_s": tps,
-                    "error": run.error,
-                }
-                for run, _rid, n, ttft, tpot, tps in s.execute(q).all()
-            ]
+            runs = list(s.scalars(q).all())
+            samples = s.execute(
+                select(
+                    SampleRow.run_id,
+                    SampleRow.ttft_ms,
+                    SampleRow.decode_ms,
+                    SampleRow.new_tokens,
+                    SampleRow.batch_size,
+                    SampleRow.total_ms,
+                ).where(~SampleRow.warmup, SampleRow.run_id.in_([r.id for r in runs]))
+            ).all()
+            by_run: dict[str, list[Any]] = {}
+            for row in samples:
+                by_run.setdefault(row[0], []).append(row)
+            return [_listed(run, by_run.get(run.id, [])) for run in runs]
 
     def older_than(self, cutoff: str) -> list[str]:
         """Ids of runs created before `cutoff` (ISO timestamp), oldest first."""
@@ -164,3 +151,29 @@ class StoreQueries(StoreCore):
                 True,
                 dict(row.details),
             )
+
+
+def _median(values: list[float | None]) -> float | None:
+    kept = [v for v in values if v is not None]
+    return statistics.median(kept) if kept else None
+
+
+def _listed(run: RunRow, samples: list[Any]) -> dict[str, Any]:
+    """One `runs list` row: the run, its knobs and the medians of its measured samples."""
+    tpot = [d / (n - 1) if d is not None and n and n > 1 else None for _, _, d, n, _, _ in samples]
+    tps = [b * n * 1000.0 / t if t else None for _, _, _, n, b, t in samples]
+    return {
+        "id": run.id,
+        "created": run.created,
+        "status": run.status,
+        "model": run.model_spec,
+        "mode": run.mode,
+        "knobs": {k: v for k, v in (run.knobs or {}).items() if k not in (run.config or {})},
+        "device": (run.device or {}).get("name"),
+        "samples": len(samples),
+        "statistic": "median",
+        "ttft_ms": _median([r[1] for r in samples]),
+        "tpot_ms": _median(tpot),
+        "tokens_per_s": _median(tps),
+        "error": run.error,
+    }
