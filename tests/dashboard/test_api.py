@@ -51,6 +51,28 @@ def test_lists_and_details(stored):
     assert c.get("/static/app.js").headers["content-type"].startswith("text/javascript")
 
 
+def test_analysis_trace_and_compare_for_the_run_and_compare_pages(stored):
+    store, run, sweep = stored
+    c = client(store)
+    analysis = c.get(f"/api/runs/{run.run_id}/analysis").json()
+    assert analysis["run_id"] == run.run_id
+    assert {"prefill", "decode"} <= set(analysis["roofline"]) and "findings" in analysis
+    trace = c.get(f"/api/runs/{run.run_id}/trace")
+    assert trace.status_code == 200
+    assert f'filename="trace-{run.run_id}.json"' in trace.headers["content-disposition"]
+    assert any(e.get("name") == "prefill (TTFT)" for e in trace.json()["traceEvents"])
+    # a run against itself: no detectable difference anywhere, and every run's samples
+    doc = c.get(f"/api/compare?runs={run.run_id},{run.run_id}").json()
+    (comparison,) = doc["comparisons"]
+    assert comparison["total_verdict"] == "no detectable difference"
+    assert [len(r["samples"]) for r in doc["runs"]] == [2, 2]
+    points = [r["run_id"] for r in c.get(f"/api/sweeps/{sweep.sweep_id}").json()["summary"]]
+    doc = c.get("/api/compare?runs=" + ",".join(points)).json()
+    assert doc["comparisons"][0]["changed"] == {"new_tokens": [2, 3]}
+    assert c.get(f"/api/compare?runs={run.run_id}").status_code == 400
+    assert c.get("/api/compare?runs=abc,NOT-HEX").status_code == 404
+
+
 @pytest.mark.parametrize(
     "path",
     [

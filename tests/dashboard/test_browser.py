@@ -5,12 +5,14 @@ in another process: the run list and a run page render, and a sample of the prof
 the live page while it runs. Screenshots go to the test's temp folder.
 """
 
+import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -94,6 +96,11 @@ def server(tmp_path):
         pytest.fail("infermeter serve did not stop on SIGTERM within 15 s")
 
 
+def _fits(page, width: int) -> bool:
+    """No horizontal scrollbar on the page itself."""
+    return page.evaluate("document.documentElement.scrollWidth") <= width
+
+
 def test_run_list_run_page_and_a_live_sample(server, tmp_path):
     url, db = server
     with playwright.sync_playwright() as p:
@@ -112,7 +119,41 @@ def test_run_list_run_page_and_a_live_sample(server, tmp_path):
         assert page.inner_text("[data-testid=run-status]") == "finished"
         assert page.locator("[data-testid=samples] tr").count() == 3  # header + 2 samples
         assert page.locator(".chart svg rect").count() >= 8  # per-layer bars
+        # the distribution of every sample, the parts of each block, steps of any sample
+        assert page.locator("[data-testid=dist-ttft] circle").count() == 2
+        assert page.locator("[data-testid=parts-prefill] rect").count() >= 4 * 3
+        assert "median" in page.inner_text("[data-testid=card-ttft_ms]")
+        assert "95% CI" in page.inner_text("[data-testid=card-ttft_ms]")
+        page.select_option("[data-testid=step-pick]", index=0)
+        assert page.locator("[data-testid=decode-steps] polyline").count() == 1
+        page.wait_for_selector("[data-testid=roofline] td", timeout=30_000)
+        assert "prefill" in page.inner_text("[data-testid=roofline]")
+        assert page.locator("[data-testid=findings]").count() == 1
+        with page.expect_download() as download:
+            page.click("[data-testid=trace-link]")
+        trace = json.loads(Path(download.value.path()).read_text())
+        assert any(e.get("name") == "prefill (TTFT)" for e in trace["traceEvents"])
+        assert _fits(page, 1280), "the run page overflows 1280 px"
         page.screenshot(path=str(tmp_path / "run.png"), full_page=True)
+
+        # the compare page: a run against itself has no detectable difference
+        run_id = page.inner_text("[data-testid=run-title]").split()[1]
+        page.fill("[data-testid=compare-input]", run_id)
+        page.click("#cmp button")
+        page.wait_for_selector("[data-testid=verdicts] td", timeout=30_000)
+        assert page.inner_text("[data-testid=verdicts]").count("no detectable difference") == 3
+        assert page.locator("[data-testid=overlay-ttft_ms] circle").count() == 4
+        assert _fits(page, 1280)
+        page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
+
+        # a phone: the page is as wide as the screen (wide tables scroll inside their box)
+        phone = browser.new_page(viewport={"width": 390, "height": 844})
+        phone.on("pageerror", lambda e: errors.append(str(e)))
+        phone.goto(url + f"/#/run/{run_id}")
+        phone.wait_for_selector("[data-testid=roofline] td", timeout=30_000)
+        assert _fits(phone, 390), "the run page overflows a phone's width"
+        phone.screenshot(path=str(tmp_path / "run-phone.png"), full_page=True)
+        phone.close()
 
         page.goto(url + "/#/live")
         page.wait_for_selector("[data-testid=live-waiting]", timeout=20_000)

@@ -48,6 +48,10 @@ class DashboardStore(StoredSweeps, LiveSource, Protocol):
         """Every sweep, newest first."""
         ...
 
+    def measured_ceilings(self, device: str) -> Any:
+        """The newest ceilings `infermeter calibrate` measured for `device` here, or None."""
+        ...
+
 
 def create_app(store: DashboardStore, guard: Guard | None = None, poll_s: float = 0.25) -> FastAPI:
     """The dashboard app over `store` (an `infermeter.Store`)."""
@@ -150,6 +154,74 @@ def _add_api(app: FastAPI, store: DashboardStore) -> None:
             return clean_json(await asyncio.to_thread(stored_sweep, store, sid))
         except UserError:
             raise HTTPException(404, "no such sweep") from None
+
+    _add_run_views(app, store)
+
+
+async def _get(store: DashboardStore, run_id: str) -> Any:
+    try:
+        return await asyncio.to_thread(store.get, _id(run_id))
+    except UserError:
+        raise HTTPException(404, "no such run") from None
+
+
+def _add_run_views(app: FastAPI, store: DashboardStore) -> None:
+    """What the run and compare pages show beyond the run's JSON.
+
+    The analysis (roofline and findings), the Perfetto trace as a download, and the
+    comparison of runs with verdicts.
+    """
+
+    @app.get("/api/runs/{run_id}/analysis")
+    async def analysis(run_id: str) -> dict[str, Any]:
+        from infermeter.analysis.analyze import analyze_run
+
+        run = await _get(store, run_id)
+        device = str((run.device or {}).get("name"))
+        measured = await asyncio.to_thread(store.measured_ceilings, device)
+        return clean_json(await asyncio.to_thread(analyze_run, run, measured))
+
+    @app.get("/api/runs/{run_id}/trace")
+    async def trace(run_id: str) -> JSONResponse:
+        from infermeter.report.trace import chrome_trace
+
+        run = await _get(store, run_id)
+        doc = await asyncio.to_thread(chrome_trace, run)
+        name = f"trace-{run.run_id}.json"
+        return JSONResponse(doc, headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+    @app.get("/api/compare")
+    async def compare(runs: str) -> dict[str, Any]:
+        """The first run against each of the others, and every run with its samples.
+
+        Runs are listed in the order given (a run given twice is listed twice), for overlays.
+        """
+        from infermeter.analysis.compare import compare_runs
+
+        ids = [x for x in runs.split(",") if x]
+        if not 2 <= len(ids) <= 8:
+            raise HTTPException(400, "give 2 to 8 run ids: ?runs=BASE,VARIANT[,...]")
+        loaded = [await _get(store, i) for i in ids]
+        base = loaded[0]
+        docs = [await asyncio.to_thread(compare_runs, base, v) for v in loaded[1:]]
+        listed = [
+            {
+                "run_id": r.run_id,
+                "model": r.model_info.get("spec"),
+                "knobs": r.knobs,
+                "samples": [
+                    {
+                        "sample_id": s.index,
+                        "ttft_ms": s.ttft_ms,
+                        "tpot_ms": s.tpot_ms,
+                        "total_ms": s.total_ms,
+                    }  # fmt: skip
+                    for s in r.measured
+                ],
+            }
+            for r in loaded
+        ]
+        return clean_json({"comparisons": docs, "runs": listed})
 
 
 def _add_live(app: FastAPI, guard: Guard, feed: LiveFeed, poll_s: float) -> None:

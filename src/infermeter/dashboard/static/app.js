@@ -33,15 +33,27 @@ function table(cols, rows, attrs = "") {
   return `<table ${attrs}><tr>${head}</tr>${body}</table>`;
 }
 
-// Bar chart: series = [{name, color, values}], labels on x; stacked when asked.
-function bars(labels, series, { unit = "ms", height = 220, stacked = false } = {}) {
-  const w = Math.max(360, 46 * labels.length + 70), h = height, left = 52, bottom = 28, top = 22;
+// An SVG that scales down to its container (phones) and never beyond its natural width.
+function svgOpen(w, h, extra = "") {
+  return `<svg viewBox="0 0 ${w} ${h}" width="${w}" style="max-width:100%;height:auto" role="img" ${extra}>`;
+}
+
+// Bar chart: series = [{name, color, values}], labels on x; stacked when asked. `errors`:
+// per label [low, high] of the bar's whole (a 95% interval), drawn as whiskers at its top.
+function bars(labels, series, { unit = "ms", height = 220, stacked = false, errors = null, testid = "" } = {}) {
+  const longest = Math.max(1, ...labels.map((l) => String(l).length));
+  const slot = Math.max(26, Math.min(46, 7 * longest));
+  const w = Math.max(360, slot * labels.length + 70);
+  const rotate = 6.2 * longest > slot;  // labels that would overprint are turned
+  const bottom = rotate ? Math.min(110, 12 + 5.2 * longest) : 28, top = 22, left = 52;
+  const h = height + (rotate ? bottom - 28 : 0);
   const totals = labels.map((_, i) => stacked ? series.reduce((s, x) => s + (x.values[i] || 0), 0)
     : Math.max(...series.map((x) => x.values[i] || 0)));
-  const max = Math.max(1e-9, ...totals) * 1.1;
+  const highs = errors ? errors.map((e, i) => (e && e[1] != null ? e[1] : totals[i])) : totals;
+  const max = Math.max(1e-9, ...totals, ...highs) * 1.1;
   const y = (v) => top + (h - top - bottom) * (1 - v / max);
   const bw = (w - left - 10) / labels.length;
-  let svg = `<svg width="${w}" height="${h}" role="img">`;
+  let svg = svgOpen(w, h, testid ? `data-testid="${testid}"` : "");
   for (let k = 0; k <= 4; k++) {
     const v = (max * k) / 4, yy = y(v);
     svg += `<line x1="${left}" x2="${w - 6}" y1="${yy}" y2="${yy}" stroke="#eee"/>` +
@@ -57,11 +69,50 @@ function bars(labels, series, { unit = "ms", height = 220, stacked = false } = {
       svg += `<rect x="${x0}" y="${y0}" width="${wid}" height="${Math.max(0, y1 - y0)}" fill="${s.color}"><title>${esc(s.name)} ${esc(lab)}: ${num(v)} ${unit}</title></rect>`;
       if (stacked) base += v;
     });
-    svg += `<text x="${left + i * bw + bw / 2}" y="${h - 10}" text-anchor="middle">${esc(lab)}</text>`;
+    const e = errors && errors[i];
+    if (e && e[0] != null && e[1] != null) {
+      const xc = left + i * bw + bw / 2;
+      svg += `<g class="whisker"><line x1="${xc}" x2="${xc}" y1="${y(e[0])}" y2="${y(e[1])}" stroke="#222"/>` +
+        `<line x1="${xc - 4}" x2="${xc + 4}" y1="${y(e[0])}" y2="${y(e[0])}" stroke="#222"/>` +
+        `<line x1="${xc - 4}" x2="${xc + 4}" y1="${y(e[1])}" y2="${y(e[1])}" stroke="#222"/>` +
+        `<title>95% interval of the median: ${num(e[0])}-${num(e[1])} ${unit}</title></g>`;
+    }
+    const xl = left + i * bw + bw / 2, yl = h - bottom + 14;
+    svg += rotate
+      ? `<text x="${xl}" y="${yl}" text-anchor="end" transform="rotate(-40 ${xl} ${yl})">${esc(lab)}</text>`
+      : `<text x="${xl}" y="${h - 10}" text-anchor="middle">${esc(lab)}</text>`;
   });
   svg += `<text x="6" y="12">${esc(unit)}</text></svg>`;
-  const legend = series.map((s) => `<span style="color:${s.color}">■</span> ${esc(s.name)}`).join(" &nbsp; ");
+  const legend = series.map((s) => `<span style="color:${s.color}">■</span> ${esc(s.name)}`).join(" &nbsp; ") +
+    (errors ? " &nbsp; ⟂ 95% interval of the median" : "");
   return `<div class="chart">${svg}<div class="muted">${legend}</div></div>`;
+}
+
+// Every sample as a dot, one row per group (a run), the median as a bar; outliers in red.
+function strip(groups, { unit = "ms", testid = "" } = {}) {
+  const all = groups.flatMap((g) => g.values.filter((v) => v != null));
+  if (!all.length) return "";
+  const w = 640, rowH = 26, left = 130, top = 8, h = top + rowH * groups.length + 26;
+  const lo = Math.min(...all), hi = Math.max(...all), span = hi - lo || Math.abs(hi) || 1;
+  const x = (v) => left + (w - left - 16) * ((v - lo) / span) * 0.96 + 6;
+  let svg = svgOpen(w, h, testid ? `data-testid="${testid}"` : "");
+  groups.forEach((g, r) => {
+    const yc = top + rowH * r + rowH / 2, out = new Set(g.outliers || []);
+    svg += `<text x="${left - 8}" y="${yc + 4}" text-anchor="end">${esc(g.name)}</text>`;
+    g.values.forEach((v, i) => {
+      if (v == null) return;
+      const bad = out.has(i);
+      svg += `<circle class="${bad ? "dot outlier" : "dot"}" cx="${x(v)}" cy="${yc}" r="4" fill="${bad ? "#b00020" : g.color}" fill-opacity="0.7"><title>sample ${esc(g.ids ? g.ids[i] : i)}: ${num(v)} ${unit}${bad ? " (outlier)" : ""}</title></circle>`;
+    });
+    if (g.median != null) svg += `<line x1="${x(g.median)}" x2="${x(g.median)}" y1="${yc - 10}" y2="${yc + 10}" stroke="#222" stroke-width="2"><title>median ${num(g.median)} ${unit}</title></line>`;
+  });
+  const digits = span < 0.1 ? 3 : span < 1 ? 2 : 1;  // ticks that differ from each other
+  for (let k = 0; k <= 4; k++) {
+    const v = lo + (span * k) / 4;
+    svg += `<text x="${x(v)}" y="${h - 6}" text-anchor="middle">${num(v, digits)}</text>`;
+  }
+  svg += `<text x="6" y="${h - 6}">${esc(unit)}</text></svg>`;
+  return `<div class="chart">${svg}<div class="muted">● a sample &nbsp; | median &nbsp; <span style="color:#b00020">●</span> outlier (kept)</div></div>`;
 }
 
 function line(values, { unit = "ms", height = 180, color = "#DD8452" } = {}) {
@@ -71,7 +122,7 @@ function line(values, { unit = "ms", height = 180, color = "#DD8452" } = {}) {
   const x = (i) => left + ((w - left - 10) * i) / Math.max(1, values.length - 1);
   const y = (v) => top + (h - top - bottom) * (1 - v / max);
   const pts = values.map((v, i) => `${x(i)},${y(v)}`).join(" ");
-  let svg = `<svg width="${w}" height="${h}">`;
+  let svg = svgOpen(w, h, 'data-testid="decode-steps"');
   for (let k = 0; k <= 4; k++) {
     const v = (max * k) / 4;
     svg += `<line x1="${left}" x2="${w - 6}" y1="${y(v)}" y2="${y(v)}" stroke="#eee"/><text x="${left - 6}" y="${y(v) + 4}" text-anchor="end">${num(v, 1)}</text>`;
@@ -91,63 +142,166 @@ function layerChart(rows) {
   ]);
 }
 
+const PART_COLORS = { attention: "#4C72B0", mlp: "#DD8452", moe: "#C44E52", mixer: "#8172B3", norm: "#937860", rest: "#BBBBBB" };
+
+// Per block, its parts stacked (mean ms per call of the block), the block's untimed rest on top.
+function partsChart(rows, phase) {
+  const mine = rows.filter((r) => r.phase === phase && r.layer !== null && r.layer !== undefined);
+  const layers = [...new Set(mine.filter((r) => r.kind === "block").map((r) => r.layer))].sort((a, b) => a - b);
+  if (!layers.length) return "";
+  const kinds = Object.keys(PART_COLORS).filter((k) => k !== "rest" && mine.some((r) => r.kind === k));
+  if (!kinds.length) return "";
+  const per = (l, k) => {
+    const block = mine.find((r) => r.layer === l && r.kind === "block");
+    const calls = block ? block.calls : 1;
+    return mine.filter((r) => r.layer === l && r.kind === k).reduce((s, r) => s + r.total_ms, 0) / Math.max(1, calls);
+  };
+  const series = kinds.map((k) => ({ name: k, color: PART_COLORS[k], values: layers.map((l) => per(l, k)) }));
+  const rest = layers.map((l, i) => Math.max(0, per(l, "block") - series.reduce((s, x) => s + x.values[i], 0)));
+  series.push({ name: "rest of the block", color: PART_COLORS.rest, values: rest });
+  return bars(layers.map(String), series, { stacked: true, unit: "ms per call", testid: `parts-${phase}` });
+}
+
+function scroll(html) { return `<div class="scroll">${html}</div>`; }
+
+function ci(st, d = 2) {
+  return st && st.median_ci95_low != null ? `95% CI ${num(st.median_ci95_low, d)}-${num(st.median_ci95_high, d)}` : "";
+}
+
 const runCols = [
   { t: "id", l: 1, f: (r) => `<a href="#/run/${esc(r.id)}">${esc(r.id)}</a>` },
   { t: "created", l: 1, f: (r) => esc(String(r.created).slice(0, 16).replace("T", " ")) },
   { t: "status", l: 1, f: (r) => `<span class="status-${esc(r.status)}">${esc(r.status)}</span>` },
   { t: "model", l: 1, f: (r) => esc(r.model) },
+  { t: "mode", l: 1, f: (r) => esc(r.mode || "") },
+  { t: "knobs", l: 1, f: (r) => esc(Object.entries(r.knobs || {}).map(([k, v]) => k + "=" + v).join(" ")) },
   { t: "samples", f: (r) => esc(r.samples) },
-  { t: "TTFT ms", f: (r) => num(r.ttft_ms) },
-  { t: "TPOT ms", f: (r) => num(r.tpot_ms) },
-  { t: "tok/s", f: (r) => num(r.tokens_per_s, 1) },
+  { t: "TTFT ms (median)", f: (r) => num(r.ttft_ms) },
+  { t: "TPOT ms (median)", f: (r) => num(r.tpot_ms) },
+  { t: "tok/s (median)", f: (r) => num(r.tokens_per_s, 1) },
 ];
 
 async function home() {
   const [runs, sweeps] = await Promise.all([api("/api/runs"), api("/api/sweeps")]);
-  view.innerHTML = `<h1>Runs</h1>` + (runs.runs.length ? table(runCols, runs.runs.map((r) => ({ ...r, _id: "run-row" })), 'data-testid="runs"') : `<p class="muted">no runs yet: <code>infermeter profile</code></p>`) +
-    `<h2>Sweeps</h2>` + (sweeps.sweeps.length ? table([
+  view.innerHTML = `<h1>Runs</h1>` + (runs.runs.length ? scroll(table(runCols, runs.runs.map((r) => ({ ...r, _id: "run-row" })), 'data-testid="runs"')) : `<p class="muted">no runs yet: <code>infermeter profile</code></p>`) +
+    `<h2>Sweeps</h2>` + (sweeps.sweeps.length ? scroll(table([
       { t: "id", l: 1, f: (s) => `<a href="#/sweep/${esc(s.id)}">${esc(s.id)}</a>` },
       { t: "name", l: 1, f: (s) => esc(s.name) },
       { t: "created", l: 1, f: (s) => esc(String(s.created).slice(0, 16)) },
       { t: "points", f: (s) => esc(s.runs) },
       { t: "knobs", l: 1, f: (s) => esc(Object.entries(s.knobs || {}).map(([k, v]) => k + "=" + v.join(",")).join("; ")) },
-    ], sweeps.sweeps) : `<p class="muted">no sweeps yet</p>`);
+    ], sweeps.sweeps)) : `<p class="muted">no sweeps yet</p>`);
+}
+
+function card(s, label, key, unit, d = 2) {
+  const st = s[key] || {};
+  const mark = st.noisy ? ` <span class="warn" title="spread over 10% or an outlier">⚠ noisy</span>` : "";
+  return `<div class="card" data-testid="card-${key}"><b>${num(st.p50, d)}</b><span>${label} (${unit}), median${mark}</span><small>${ci(st, d)}</small></div>`;
 }
 
 async function runPage(id) {
   const doc = await api("/api/runs/" + encodeURIComponent(id));
   const m = doc.meta, s = doc.summary[0];
-  const card = (label, key, unit, d = 2) => `<div class="card"><b>${num(s[key] && s[key].mean, d)}</b><span>${label} (${unit})</span></div>`;
   const samples = doc.all_samples.filter((x) => !x.warmup);
-  const last = samples[samples.length - 1];
   const layers = (doc.layers && (doc.layers.layers || doc.layers.live_layers)) || [];
+  const out = (key) => (s[key] && s[key].outliers) || [];
+  const bad = new Set([...out("ttft_ms"), ...out("tpot_ms"), ...out("total_ms")]);
+  const group = (key, name, color) => ({ name, color, values: samples.map((x) => x[key]), ids: samples.map((x) => x.sample_id), outliers: out(key), median: s[key] && s[key].p50 });
+  const knobs = Object.entries(doc.summary[0].config || {}).filter(([k]) => !(k in (m.config || {})));
   view.innerHTML = `<h1 data-testid="run-title">run ${esc(m.run_id)} · ${esc(m.model)}</h1>
-    <p class="muted">${esc(m.device && m.device.name)} · status <span class="status-${esc(m.status)}" data-testid="run-status">${esc(m.status)}</span> · ${esc(m.created)}</p>
-    <div class="cards">${card("TTFT", "ttft_ms", "ms")}${card("TPOT", "tpot_ms", "ms")}${card("throughput", "tokens_per_s", "tok/s", 1)}${card("peak RSS", "rss_peak_mb", "MiB", 0)}${s.j_per_token && s.j_per_token.n ? card("energy", "j_per_token", "J/tok", 3) : ""}</div>
-    <h2>Samples</h2>` + table([
-      { t: "sample", f: (x) => esc(x.sample_id) }, { t: "TTFT ms", f: (x) => num(x.ttft_ms) },
+    <p class="muted">${esc(m.device && m.device.name)} · mode ${esc(m.config && m.config.mode)}${knobs.length ? " · knobs " + esc(knobs.map(([k, v]) => k + "=" + v).join(", ")) : ""} · status <span class="status-${esc(m.status)}" data-testid="run-status">${esc(m.status)}</span> · ${esc(m.created)}
+    · <a href="/api/runs/${esc(m.run_id)}/trace" download data-testid="trace-link">download the Perfetto trace</a></p>
+    <div class="cards">${card(s, "TTFT", "ttft_ms", "ms")}${card(s, "TPOT", "tpot_ms", "ms")}${card(s, "throughput", "tokens_per_s", "tok/s", 1)}${card(s, "peak RSS", "rss_peak_mb", "MiB", 0)}${s.j_per_token && s.j_per_token.n ? card(s, "energy", "j_per_token", "J/tok", 3) : ""}</div>
+    <form id="cmp" class="inline">compare with run <input id="cmp-id" size="14" placeholder="run id" data-testid="compare-input"> <button>compare</button></form>
+    <h2>Distribution across samples</h2>` +
+    strip([group("ttft_ms", "TTFT", "#4C72B0")], { testid: "dist-ttft" }) +
+    strip([group("tpot_ms", "TPOT", "#DD8452")], { testid: "dist-tpot" }) +
+    `<h2>Samples</h2>` + scroll(table([
+      { t: "sample", f: (x) => esc(x.sample_id) + (bad.has(samples.indexOf(x)) ? ' <span class="warn">outlier</span>' : "") }, { t: "TTFT ms", f: (x) => num(x.ttft_ms) },
       { t: "TPOT ms", f: (x) => num(x.tpot_ms) }, { t: "total ms", f: (x) => num(x.total_ms) },
       { t: "tok/s", f: (x) => num(x.tokens_per_s, 1) }, { t: "new tokens", f: (x) => esc(x.new_tokens) },
-    ], samples, 'data-testid="samples"') +
-    (layers.length ? `<h2>Per-layer time (mean ms per call)</h2>` + layerChart(layers) : `<p class="muted">per-layer times need <code>--mode standard</code></p>`) +
-    (last ? `<h2>Decode steps of sample ${esc(last.sample_id)}</h2>` + line(last.step_ms) : "");
+    ], samples.map((x, i) => ({ ...x, _cls: bad.has(i) ? "outlier" : "" })), 'data-testid="samples"')) +
+    (layers.length ? `<h2>Per-layer time (mean ms per call)</h2>` + layerChart(layers) +
+      `<h2>Parts of each block: prefill</h2>` + partsChart(layers, "prefill") +
+      `<h2>Parts of each block: decode</h2>` + partsChart(layers, "decode")
+      : `<p class="muted">per-layer times need <code>--mode standard</code></p>`) +
+    (samples.length ? `<h2>Decode steps of sample <select id="step-pick" data-testid="step-pick">${samples.map((x) => `<option value="${esc(x.sample_id)}">${esc(x.sample_id)}</option>`).join("")}</select></h2><div id="steps"></div>` : "") +
+    `<h2>Roofline and findings</h2><div id="analysis" data-testid="analysis"><p class="muted">analysing…</p></div>`;
+  const pick = document.getElementById("step-pick");
+  const drawSteps = () => {
+    const x = samples.find((y) => String(y.sample_id) === pick.value);
+    document.getElementById("steps").innerHTML = x ? line(x.step_ms) : "";
+  };
+  if (pick) { pick.value = String(samples[samples.length - 1].sample_id); pick.onchange = drawSteps; drawSteps(); }
+  document.getElementById("cmp").onsubmit = (e) => {
+    e.preventDefault();
+    const other = document.getElementById("cmp-id").value.trim();
+    if (other) location.hash = `#/compare/${m.run_id},${other}`;
+  };
+  api(`/api/runs/${encodeURIComponent(id)}/analysis`).then(analysisHtml).catch((err) => `<p class="status-failed">analysis failed: ${esc(err.message)}</p>`)
+    .then((html) => { const el = document.getElementById("analysis"); if (el) el.innerHTML = html; });
+}
+
+function analysisHtml(a) {
+  const rows = ["prefill", "decode"].map((p) => a.roofline[p]).filter(Boolean);
+  const sci = (v) => (v == null ? "-" : Number(v).toExponential(2));
+  const approx = (a.roofline.approximate || []).length ? `<p class="warn">approximate: ${esc(a.roofline.approximate.join("; "))}</p>` : "";
+  return `<p class="muted">ceilings: ${esc(a.ceilings_source)}; times are medians</p>` + approx + scroll(table([
+    { t: "phase", l: 1, f: (r) => esc(r.phase) }, { t: "FLOPs", f: (r) => sci(r.flop_count) },
+    { t: "bytes", f: (r) => sci(r.bytes) }, { t: "FLOP/byte", f: (r) => num(r.intensity, 1) },
+    { t: "measured ms", f: (r) => num(r.measured_ms) }, { t: "achieved FLOP/s", f: (r) => sci(r.achieved_flop_per_s) },
+    { t: "% attainable", f: (r) => num(r.pct_attainable, 1) }, { t: "bound", l: 1, f: (r) => esc(r.bound || "-") },
+  ], rows, 'data-testid="roofline"')) +
+    (a.findings.length ? `<ul data-testid="findings">${a.findings.map((f) => `<li><b class="sev-${esc(f.severity)}">${esc(f.severity)}</b> ${esc(f.title)}<br><span class="muted">${esc(f.advice)}</span></li>`).join("")}</ul>` : `<p class="muted" data-testid="findings">no findings</p>`);
+}
+
+const COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C"];
+
+async function comparePage(ids) {
+  const doc = await api("/api/compare?runs=" + ids.map(encodeURIComponent).join(","));
+  const runs = doc.runs;
+  const changedKeys = [...new Set(doc.comparisons.flatMap((c) => Object.keys(c.changed)))];
+  const label = (r) => [r.run_id.slice(0, 12), ...changedKeys.map((k) => k + "=" + (r.knobs || {})[k])].join(" ");
+  const overlay = (key) => strip(runs.map((r, i) => {
+    const vals = r.samples.map((x) => x[key]);
+    const sorted = vals.filter((v) => v != null).sort((a, b) => a - b);
+    const n = sorted.length, mid = n ? (n % 2 ? sorted[(n - 1) / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2) : null;
+    return { name: label(r).slice(0, 20), color: COLORS[i % COLORS.length], values: vals, ids: r.samples.map((x) => x.sample_id), median: mid };
+  }), { testid: "overlay-" + key });
+  const verdictRows = (c) => [...c.phases, { phase: "total", ...c.total }];
+  view.innerHTML = `<h1 data-testid="compare-title">compare ${runs.length} runs</h1>
+    <p class="muted">baseline ${esc(label(runs[0]))}; speedup = baseline median / variant median (above 1: the variant is faster), with its 95% bootstrap interval; a verdict only where the interval and a rank test agree.</p>` +
+    doc.comparisons.map((c, i) => `<h2>${esc(label(runs[i + 1]))} vs baseline</h2>` +
+      (Object.keys(c.changed).length ? `<p class="muted">changed: ${esc(Object.entries(c.changed).map(([k, [a, b]]) => `${k} ${a} → ${b}`).join(", "))}</p>` : "") +
+      scroll(table([
+        { t: "phase", l: 1, f: (r) => esc(r.phase) }, { t: "baseline ms", f: (r) => num(r.baseline_ms) },
+        { t: "variant ms", f: (r) => num(r.variant_ms) }, { t: "speedup", f: (r) => r.speedup == null ? "-" : num(r.speedup, 3) + "x" },
+        { t: "95% CI", f: (r) => r.ci95_low == null ? "-" : num(r.ci95_low, 3) + "-" + num(r.ci95_high, 3) },
+        { t: "verdict", l: 1, f: (r) => `<span class="verdict-${esc(String(r.verdict).split(" ")[0])}">${esc(r.verdict)}</span>` + (r.samples_to_resolve ? ` <span class="muted">(~${esc(r.samples_to_resolve)} samples would resolve it)</span>` : "") },
+      ], verdictRows(c), 'data-testid="verdicts"'))).join("") +
+    `<h2>TTFT of every sample</h2>` + overlay("ttft_ms") + `<h2>TPOT of every sample</h2>` + overlay("tpot_ms") +
+    `<h2>Total of every sample</h2>` + overlay("total_ms");
 }
 
 async function sweepPage(id) {
   const doc = await api("/api/sweeps/" + encodeURIComponent(id));
   const knobs = Object.keys(doc.meta.knobs || {});
   const labels = doc.summary.map((r) => knobs.map((k) => k + "=" + r.config[k]).join(" "));
-  view.innerHTML = `<h1>sweep ${esc(doc.meta.sweep_id)} · ${esc(doc.meta.model)}</h1>` +
+  const med = (r, k) => (r[k] || {}).p50;
+  const mark = (r, k) => ((r.noisy || []).includes(k) ? ' <span class="warn" title="spread over 10% or an outlier">⚠</span>' : "");
+  view.innerHTML = `<h1>sweep ${esc(doc.meta.sweep_id)} · ${esc(doc.meta.model)}</h1>
+    <p class="muted">bars: medians over each point's measured samples; whiskers: the 95% interval of the median total</p>` +
     bars(labels, [
-      { name: "prefill (TTFT)", color: "#4C72B0", values: doc.summary.map((r) => r.ttft_ms.mean) },
-      { name: "decode", color: "#DD8452", values: doc.summary.map((r) => r.decode_ms.mean) },
-    ], { stacked: true }) +
-    table([
+      { name: "prefill (TTFT)", color: "#4C72B0", values: doc.summary.map((r) => med(r, "ttft_ms")) },
+      { name: "decode", color: "#DD8452", values: doc.summary.map((r) => med(r, "decode_ms")) },
+    ], { stacked: true, testid: "sweep-chart", errors: doc.summary.map((r) => [(r.total_ms || {}).median_ci95_low, (r.total_ms || {}).median_ci95_high]) }) +
+    scroll(table([
       ...knobs.map((k) => ({ t: k, l: 1, f: (r) => esc(r.config[k]) })),
-      { t: "TTFT ms", f: (r) => num(r.ttft_ms.mean) }, { t: "TPOT ms", f: (r) => num(r.tpot_ms.mean) },
-      { t: "tok/s", f: (r) => num(r.tokens_per_s.mean, 1) },
+      { t: "TTFT ms (median)", f: (r) => num(med(r, "ttft_ms")) + mark(r, "ttft_ms") }, { t: "TPOT ms (median)", f: (r) => num(med(r, "tpot_ms")) + mark(r, "tpot_ms") },
+      { t: "tok/s (median)", f: (r) => num(med(r, "tokens_per_s"), 1) + mark(r, "tokens_per_s") },
       { t: "run", l: 1, f: (r) => `<a href="#/run/${esc(r.run_id)}">${esc(r.run_id)}</a>` },
-    ], doc.summary);
+    ], doc.summary)) +
+    (doc.summary.length > 1 ? `<p><a data-testid="sweep-compare" href="#/compare/${doc.summary.map((r) => esc(r.run_id)).join(",")}">compare every point with the first</a></p>` : "");
 }
 
 function livePage() {
@@ -194,6 +348,8 @@ async function route() {
       listeners.add((ev) => { if ((ev.type === "sample" && ev.sample.run_id === m[1]) || (ev.type === "run" && ev.run.id === m[1])) runPage(m[1]); });
     } else if ((m = hash.match(/^#\/sweep\/([0-9a-f]{1,32})$/))) {
       await sweepPage(m[1]);
+    } else if ((m = hash.match(/^#\/compare\/([0-9a-f,]{3,300})$/))) {
+      await comparePage(m[1].split(",").filter(Boolean).slice(0, 8));
     } else if (hash === "#/live") {
       const render = livePage();
       listeners.add(render);
