@@ -60,6 +60,22 @@ def server(tmp_path):
         "--json",
     )
     assert r.returncode == 0, r.stderr
+    r = cli(
+        "sweep",
+        "--knob",
+        "prompt_tokens=8,16,32,64,128,256,512,1024,1536,2000",
+        "--new-tokens",
+        "2",
+        "--samples",
+        "3",
+        "--warmup",
+        "0",
+        "--energy",
+        "off",
+        "--db",
+        str(db),
+    )
+    assert r.returncode == 0, r.stderr
     port = _free_port()
     proc = subprocess.Popen(
         [
@@ -114,7 +130,7 @@ def test_run_list_run_page_and_a_live_sample(server, tmp_path):
         page.wait_for_selector("[data-testid=connection]:has-text('live')", timeout=20_000)
         page.screenshot(path=str(tmp_path / "runs.png"), full_page=True)
 
-        page.click("[data-testid=run-row] a")
+        page.locator("[data-testid=run-row] a").last.click()  # the oldest: the profile
         page.wait_for_selector("[data-testid=run-title]", timeout=20_000)
         assert page.inner_text("[data-testid=run-status]") == "finished"
         assert page.locator("[data-testid=samples] tr").count() == 3  # header + 2 samples
@@ -145,6 +161,23 @@ def test_run_list_run_page_and_a_live_sample(server, tmp_path):
         assert page.locator("[data-testid=overlay-ttft_ms] circle").count() == 4
         assert _fits(page, 1280)
         page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
+
+        # the sweep page: medians with whiskers, labels that do not overprint
+        page.goto(url + "/")
+        page.click("a[href^='#/sweep/']")
+        page.wait_for_selector("[data-testid=sweep-chart]", timeout=30_000)
+        assert page.locator("[data-testid=sweep-chart] .whisker").count() == 10
+        boxes = [
+            page.locator("[data-testid=sweep-chart] > text[transform]").nth(i).bounding_box()
+            for i in range(10)
+        ]
+        assert all(a["x"] + a["width"] <= b["x"] + b["width"] for a, b in zip(boxes, boxes[1:]))
+        assert _fits(page, 1280)
+        page.screenshot(path=str(tmp_path / "sweep.png"), full_page=True)
+        page.click("[data-testid=sweep-compare]")
+        page.wait_for_selector("[data-testid=verdicts] td", timeout=30_000)
+        assert page.locator("[data-testid=verdicts]").count() == 7  # 8 points at most
+        assert page.locator("[data-testid=verdicts]").first.inner_text().count("\n") >= 3
 
         # a phone: the page is as wide as the screen (wide tables scroll inside their box)
         phone = browser.new_page(viewport={"width": 390, "height": 844})

@@ -43,9 +43,11 @@ function svgOpen(w, h, extra = "") {
 function bars(labels, series, { unit = "ms", height = 220, stacked = false, errors = null, testid = "" } = {}) {
   const longest = Math.max(1, ...labels.map((l) => String(l).length));
   const slot = Math.max(26, Math.min(46, 7 * longest));
-  const w = Math.max(360, slot * labels.length + 70);
   const rotate = 6.2 * longest > slot;  // labels that would overprint are turned
-  const bottom = rotate ? Math.min(110, 12 + 5.2 * longest) : 28, top = 22, left = 52;
+  // a turned label reaches left of its bar by about cos(40°) x its length
+  const left = rotate ? Math.max(52, Math.round(4.6 * longest - slot / 2 + 8)) : 52;
+  const w = Math.max(360, slot * labels.length + left + 18);
+  const bottom = rotate ? Math.min(110, 12 + 5.2 * longest) : 28, top = 22;
   const h = height + (rotate ? bottom - 28 : 0);
   const totals = labels.map((_, i) => stacked ? series.reduce((s, x) => s + (x.values[i] || 0), 0)
     : Math.max(...series.map((x) => x.values[i] || 0)));
@@ -301,7 +303,7 @@ async function sweepPage(id) {
       { t: "tok/s (median)", f: (r) => num(med(r, "tokens_per_s"), 1) + mark(r, "tokens_per_s") },
       { t: "run", l: 1, f: (r) => `<a href="#/run/${esc(r.run_id)}">${esc(r.run_id)}</a>` },
     ], doc.summary)) +
-    (doc.summary.length > 1 ? `<p><a data-testid="sweep-compare" href="#/compare/${doc.summary.map((r) => esc(r.run_id)).join(",")}">compare every point with the first</a></p>` : "");
+    (doc.summary.length > 1 ? `<p><a data-testid="sweep-compare" href="#/compare/${doc.summary.slice(0, 8).map((r) => esc(r.run_id)).join(",")}">compare ${doc.summary.length > 8 ? "the first 8 points" : "every point"} with the first</a> (verdicts and every sample)</p>` : "");
 }
 
 function livePage() {
