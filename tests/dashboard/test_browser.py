@@ -171,7 +171,8 @@ def test_run_list_run_page_and_a_live_sample(server, tmp_path):
             page.locator("[data-testid=sweep-chart] > text[transform]").nth(i).bounding_box()
             for i in range(10)
         ]
-        assert all(a["x"] + a["width"] <= b["x"] + b["width"] for a, b in zip(boxes, boxes[1:]))
+        pairs = zip(boxes, boxes[1:], strict=False)
+        assert all(a["x"] + a["width"] <= b["x"] + b["width"] for a, b in pairs)
         assert _fits(page, 1280)
         page.screenshot(path=str(tmp_path / "sweep.png"), full_page=True)
         page.click("[data-testid=sweep-compare]")
@@ -212,13 +213,18 @@ def test_run_list_run_page_and_a_live_sample(server, tmp_path):
             text=True,
         )
         try:
+            # the profile shows from its start: loading, then warm-up and samples
+            page.wait_for_selector("[data-testid=live-progress]", timeout=120_000)
+            assert "tokens so far" in page.inner_text("[data-testid=live-progress]")
             page.wait_for_selector("[data-testid=live-sample]", timeout=120_000)
             seen_while_running = profile.poll() is None
             page.wait_for_selector("[data-testid=live-layers] svg rect", timeout=120_000)
+            page.wait_for_selector("[data-testid=live-steps] polyline", timeout=120_000)
             page.screenshot(path=str(tmp_path / "live.png"), full_page=True)
         finally:
             assert profile.wait(timeout=300) == 0, profile.stderr.read()
         assert seen_while_running, "the sample appeared only after the profile ended"
+        page.wait_for_selector("[data-testid=live-idle]", timeout=30_000)  # its line went
         assert "tiny-llama" in page.inner_text("[data-testid=live-samples]")
         browser.close()
     assert not errors, errors

@@ -138,3 +138,40 @@ def test_a_version_2_database_is_upgraded_in_place_with_its_ceilings(tmp_path):
         version = c.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
     assert {"flop_per_s", "bandwidth_bytes_per_s"} <= cols and "flops" not in cols
     assert version == str(SCHEMA_VERSION)
+
+
+def test_a_version_3_database_gets_the_progress_table(tmp_path):
+    path = tmp_path / "v3.db"
+    Store(path)
+    with sqlite3.connect(path) as c:
+        c.execute("DROP TABLE progress")
+        c.execute("UPDATE meta SET value='3' WHERE key='schema_version'")
+    store = Store(path)
+    store.progress("k1", {"model": "m", "stage": "load", "done": 0, "total": 1, "tokens": 0})
+    assert [r["stage"] for r in store.progress_rows()] == ["load"]
+
+
+def test_progress_of_a_profile_from_its_load_to_its_end(tmp_path):
+    """The live line exists while the model loads (no run yet), then names the run and counts
+    tokens sample by sample, and is gone when the profile ends."""
+    store = Store(tmp_path / "r.db")
+    seen = []
+
+    def look(stage, done, total):
+        seen.append((stage, done, total, [dict(r) for r in store.progress_rows()]))
+
+    profile(
+        RunConfig(model="tiny-llama", prompt_tokens=8, new_tokens=3, samples=2, warmup=1),
+        sink=store,
+        on_progress=look,
+    )
+    # at "load done" the line written at "load started" is there: no run yet
+    ((loading,),) = [rows for stage, done, _, rows in seen if stage == "load" and done == 1]
+    assert (loading["stage"], loading["done"], loading["run_id"]) == ("load", 0, None)
+    samples = [(done, rows) for stage, done, _, rows in seen if stage == "sample"]
+    assert [d for d, _ in samples] == [1, 2]
+    second = samples[1][1]
+    assert len(second) == 1 and second[0]["run_id"] is not None
+    assert second[0]["stage"] == "sample" and second[0]["done"] == 1  # the callback runs first
+    assert second[0]["tokens"] == 3 * 2  # the warm-up and the first sample, 3 tokens each
+    assert store.progress_rows() == []

@@ -1,9 +1,10 @@
 """The live feed: one poller over the store, fanned out to every connected page.
 
 It runs only while at least one page listens, starts after what was already stored (pages load
-that through the API), and pushes three kinds of events: `sample` (a sample just stored), `run`
-(a run's status changed: running, finished, failed, crashed) and `layers` (a running run's
-per-layer table so far).
+that through the API), and pushes four kinds of events: `sample` (a sample just stored, with
+its decode steps), `run` (a run's status changed: running, finished, failed, crashed),
+`layers` (a running run's per-layer table so far) and `progress` (every profile in progress:
+loading, warm-up, sample i of n, tokens so far; sent whenever any of them moves).
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ class LiveSource(Protocol):
         """In-progress per-layer tables stored after a cursor."""
         ...
 
+    def progress_rows(self) -> list[dict[str, Any]]:
+        """Every profile in progress and where it is."""
+        ...
+
 
 class LiveFeed:
     """Polls `store` every `poll_s` seconds while someone listens."""
@@ -42,6 +47,7 @@ class LiveFeed:
         self._queues: set[asyncio.Queue] = set()
         self._task: asyncio.Task | None = None
         self._statuses: dict[str, str] = {}
+        self._progress: list[dict[str, Any]] | None = None
         self._starting = asyncio.Lock()
 
     async def subscribe(self) -> asyncio.Queue:
@@ -58,6 +64,8 @@ class LiveFeed:
                 runs = await asyncio.to_thread(self.store.list_runs, limit=50)
                 self._statuses = {r["id"]: r["status"] for r in runs}
                 self._task = asyncio.get_running_loop().create_task(self._run(*cursors))
+        if self._progress is not None:  # a page arriving mid-run sees where things are now
+            q.put_nowait({"type": "progress", "rows": self._progress})
         return q
 
     def unsubscribe(self, q: asyncio.Queue) -> None:
@@ -84,6 +92,7 @@ class LiveFeed:
                 samples = await asyncio.to_thread(self.store.samples_after, last_sample)
                 layers = await asyncio.to_thread(self.store.live_layers_after, last_layers)
                 runs = await asyncio.to_thread(self.store.list_runs, limit=50)
+                progress = await asyncio.to_thread(self.store.progress_rows)
             except Exception as exc:  # a locked or vanished database: say so, keep trying
                 self._publish({"type": "error", "detail": str(exc)[:200]})
                 await asyncio.sleep(max(self.poll_s, 1.0))
@@ -98,4 +107,7 @@ class LiveFeed:
             for lay in layers:
                 last_layers = max(last_layers, lay["id"])
                 self._publish({"type": "layers", "run_id": lay["run_id"], "rows": lay["rows"]})
+            if progress != self._progress:
+                self._progress = progress
+                self._publish({"type": "progress", "rows": progress})
             await asyncio.sleep(self.poll_s)

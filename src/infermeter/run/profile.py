@@ -35,14 +35,14 @@ from infermeter.run.config import RunConfig
 from infermeter.run.energy import attribute, unavailable_energy
 from infermeter.run.environment import library_versions
 from infermeter.run.generation import generation_config, timed_generate
+from infermeter.run.progress import LiveProgress, ProgressFn
 from infermeter.run.results import RunResult, SampleResult
 from infermeter.run.sink import LiveSink, RunSink
 from infermeter.util.timestamps import now_iso
 from infermeter.workloads.corpus import read_prompts_file
 from infermeter.workloads.prompts import PromptBatch, VisionInput, WorkloadSpec, build_batches
 
-#: on_progress(stage, done, total): stage is "load", "compile", "warmup" or "sample".
-ProgressFn = Callable[[str, int, int], None]
+__all__ = ["ProgressFn", "profile"]
 
 
 @dataclass
@@ -58,7 +58,7 @@ class _Session:
     profiler: Profiler | None
     sources: CompositeSource | None
     missing: list[Unavailable]
-    progress: ProgressFn
+    progress: LiveProgress
     sampler: PowerSampler | None = None
     memory: MemoryTracker | None = None
     origin: Any = None
@@ -154,7 +154,7 @@ def _set_up_notes(loaded: LoadedModel, result: RunResult, batches: list[PromptBa
 def _set_up(
     config: RunConfig,
     loaded: LoadedModel | None,
-    progress: ProgressFn,
+    progress: LiveProgress,
     sweep_id: str | None,
     knobs: dict[str, Any] | None,
 ) -> _Session:
@@ -227,6 +227,7 @@ def _register(session: _Session, sink: RunSink | None) -> None:
         return
     try:
         session.result.run_id = sink.begin_run(session.result)
+        session.progress.registered(session.result.run_id)
     except BaseException:
         if session.sources is not None:
             session.sources.close()  # powermetrics runs a process: never leave it behind
@@ -317,6 +318,8 @@ def _sample_loop(session: _Session, sink: RunSink | None) -> BaseException | Non
             else:
                 session.progress("sample", i - n_warm + 1, n_meas)
             result.samples.append(_measure_sample(session, i, batch))
+            smp = result.samples[-1]
+            session.progress.generated(smp.new_tokens * smp.batch_size)
             if config.compile and i == 0:
                 result.phases["compile_first_call_ms"] = result.samples[0].total_ms
             _publish(sink, result, session.profiler, warm)
@@ -379,7 +382,23 @@ def profile(
         UserError: bad configuration, model or prompts (nothing stored).
         GenerationFailed: generation raised; the run is stored as failed first.
     """
-    progress = on_progress or (lambda stage, done, total: None)
+    progress = LiveProgress(sink, config.model, on_progress)
+    try:
+        return _profile(config, sink, loaded, progress, sweep_id, knobs, before_finish)
+    finally:
+        progress.end()  # finished, failed, interrupted or refused: the live line goes
+
+
+def _profile(
+    config: RunConfig,
+    sink: RunSink | None,
+    loaded: LoadedModel | None,
+    progress: LiveProgress,
+    sweep_id: str | None,
+    knobs: dict[str, Any] | None,
+    before_finish: Callable[[RunResult], None] | None,
+) -> RunResult:
+    """`profile` inside its progress line."""
     session = _set_up(config, loaded, progress, sweep_id, knobs)
     _register(session, sink)
     result = session.result

@@ -11,7 +11,8 @@ from typing import Any
 from sqlalchemy import func, select
 
 from infermeter.store.engine import StoreCore
-from infermeter.store.schema import LayerStatsRow, RunRow, SampleRow
+from infermeter.store.rows import unpack
+from infermeter.store.schema import LayerStatsRow, ProgressRow, RunRow, SampleRow, StepsRow
 from infermeter.store.writes import LIVE_LAYERS
 
 
@@ -29,8 +30,9 @@ class StoreLiveFeed(StoreCore):
         """Samples stored after `last_id`, oldest first, with their run's model and status."""
         with self.session("read") as s:
             rows = s.execute(
-                select(SampleRow, RunRow.model_spec, RunRow.status)
+                select(SampleRow, RunRow.model_spec, RunRow.status, StepsRow)
                 .join(RunRow, RunRow.id == SampleRow.run_id)
+                .outerjoin(StepsRow, StepsRow.sample_id == SampleRow.id)
                 .where(SampleRow.id > last_id)
                 .order_by(SampleRow.id)
                 .limit(limit)
@@ -52,8 +54,27 @@ class StoreLiveFeed(StoreCore):
                     else None,
                     "new_tokens": r.new_tokens,
                     "rss_peak_mb": r.rss_peak_mb,
+                    "step_ms": list(unpack(steps.step_ms, steps.count)) if steps else [],
                 }
-                for r, model, status in rows
+                for r, model, status, steps in rows
+            ]
+
+    def progress_rows(self) -> list[dict[str, Any]]:
+        """Every profile in progress, where it is (stage, done of total, tokens so far)."""
+        with self.session("read") as s:
+            rows = s.scalars(select(ProgressRow).order_by(ProgressRow.updated)).all()
+            return [
+                {
+                    "key": r.key,
+                    "run_id": r.run_id,
+                    "model": r.model,
+                    "stage": r.stage,
+                    "done": r.done,
+                    "total": r.total,
+                    "tokens": r.tokens,
+                    "updated": r.updated,
+                }
+                for r in rows
             ]
 
     def live_layers_after(self, last_id: int) -> list[dict[str, Any]]:

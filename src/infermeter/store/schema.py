@@ -20,7 +20,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 #: Bumped whenever a table or column changes; a newer database is refused, not misread.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: Columns added since version 1, so an older database is upgraded in place (no data lost).
 ADDED_COLUMNS = {
@@ -207,3 +207,24 @@ class CeilingsRow(Base):
     source: Mapped[str] = mapped_column(Text)
     details: Mapped[dict] = mapped_column(JSON, default=dict)
     created: Mapped[str] = mapped_column(String(40))
+
+
+class ProgressRow(Base):
+    """Where a profile in progress is, from its start: the live page's progress line.
+
+    Written before the run is registered too (while the model loads). One row per profile,
+    replaced as it advances, deleted at its end. Added in schema 4 (a new table, which
+    `create_all` makes in an older database).
+    """
+
+    __tablename__ = "progress"
+    key: Mapped[str] = mapped_column(String(32), primary_key=True)
+    run_id: Mapped[str | None] = mapped_column(String(32))
+    model: Mapped[str] = mapped_column(String(500))
+    #: load, compile, warmup, sample or done
+    stage: Mapped[str] = mapped_column(String(16))
+    done: Mapped[int] = mapped_column(Integer)
+    total: Mapped[int] = mapped_column(Integer)
+    #: tokens generated so far in this profile (measured and warm-up samples)
+    tokens: Mapped[int] = mapped_column(Integer, default=0)
+    updated: Mapped[str] = mapped_column(String(40))

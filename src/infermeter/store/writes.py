@@ -21,7 +21,14 @@ from infermeter.measure.ceilings import Ceilings
 from infermeter.run.results import RunResult, SampleResult
 from infermeter.store.engine import StoreCore
 from infermeter.store.rows import power_rows, sample_row, trace_row
-from infermeter.store.schema import CeilingsRow, LayerStatsRow, RunRow, SampleRow, SweepRow
+from infermeter.store.schema import (
+    CeilingsRow,
+    LayerStatsRow,
+    ProgressRow,
+    RunRow,
+    SampleRow,
+    SweepRow,
+)
 from infermeter.util.timestamps import now_iso
 
 #: The in-progress per-layer table of a running run (for live views), replaced by the final ones.
@@ -92,6 +99,24 @@ class StoreWrites(StoreCore):
                 raise UserError(f"run {run_id} vanished from the database", "run it again")
             _drop_live_layers(row)
             row.layer_stats.append(LayerStatsRow(table=LIVE_LAYERS, rows=rows))
+
+    def progress(self, key: str, state: dict[str, Any] | None) -> None:
+        """Replace profile `key`'s progress row with `state`, or delete it (None: it ended).
+
+        `state` holds run_id, model, stage, done, total and tokens.
+        """
+        with self.session("write to") as s:
+            row = s.get(ProgressRow, key)
+            if state is None:
+                if row is not None:
+                    s.delete(row)
+                return
+            if row is None:
+                row = ProgressRow(key=key)
+                s.add(row)
+            for name in ("run_id", "model", "stage", "done", "total", "tokens"):
+                setattr(row, name, state.get(name))
+            row.updated = now_iso()
 
     @staticmethod
     def _update_sample_energy(s: Session, run_id: str, smp: SampleResult) -> None:

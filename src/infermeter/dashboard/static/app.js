@@ -6,7 +6,7 @@ const conn = document.getElementById("conn");
 const params = new URLSearchParams(location.search);
 const token = params.get("token");
 let socket = null;
-let live = { samples: [], layers: {}, runs: {} };
+let live = { samples: [], layers: {}, runs: {}, progress: [] };
 const listeners = new Set();
 
 function api(path) {
@@ -306,20 +306,34 @@ async function sweepPage(id) {
     (doc.summary.length > 1 ? `<p><a data-testid="sweep-compare" href="#/compare/${doc.summary.slice(0, 8).map((r) => esc(r.run_id)).join(",")}">compare ${doc.summary.length > 8 ? "the first 8 points" : "every point"} with the first</a> (verdicts and every sample)</p>` : "");
 }
 
+const STAGES = { load: "loading the model", compile: "compiling", warmup: "warm-up", sample: "sample" };
+
+function progressLine(p) {
+  const what = p.stage === "load" ? STAGES.load + (p.done ? " (done)" : "…")
+    : `${STAGES[p.stage] || p.stage} ${p.done} of ${p.total}`;
+  const run = p.run_id ? ` · run <a href="#/run/${esc(p.run_id)}">${esc(p.run_id)}</a>` : "";
+  const pct = p.total ? Math.round((100 * (p.stage === "load" ? p.done : p.done - 1)) / p.total) : 0;
+  return `<div class="progress" data-testid="live-progress"><b>${esc(p.model)}</b>${run} · ${esc(what)} · ${esc(p.tokens)} tokens so far` +
+    `<div class="bar"><span style="width:${Math.max(2, Math.min(100, pct))}%"></span></div></div>`;
+}
+
 function livePage() {
   const render = () => {
     const rows = live.samples.slice(-50).reverse();
     const runIds = Object.keys(live.layers);
     const latest = runIds.length ? live.layers[runIds[runIds.length - 1]] : null;
-    view.innerHTML = `<h1>Live</h1><p class="muted">samples appear here as any <code>infermeter profile</code> or <code>sweep</code> on this database measures them.</p>` +
-      (rows.length ? table([
+    const last = live.samples.length ? live.samples[live.samples.length - 1] : null;
+    view.innerHTML = `<h1>Live</h1><p class="muted">profiles appear here from the moment they start, and their samples as they are measured, from any <code>infermeter profile</code> or <code>sweep</code> on this database.</p>` +
+      (live.progress.length ? live.progress.map(progressLine).join("") : `<p class="muted" data-testid="live-idle">no profile running</p>`) +
+      (rows.length ? scroll(table([
         { t: "run", l: 1, f: (x) => `<a href="#/run/${esc(x.run_id)}">${esc(x.run_id)}</a>` },
         { t: "model", l: 1, f: (x) => esc(x.model) },
         { t: "sample", f: (x) => esc(x.index) + (x.warmup ? " (warm-up)" : "") },
         { t: "TTFT ms", f: (x) => num(x.ttft_ms) }, { t: "TPOT ms", f: (x) => num(x.tpot_ms) },
         { t: "tok/s", f: (x) => num(x.tokens_per_s, 1) },
-      ], rows.map((x, i) => ({ ...x, _id: "live-sample", _cls: i === 0 ? "new" : "" })), 'data-testid="live-samples"')
+      ], rows.map((x, i) => ({ ...x, _id: "live-sample", _cls: i === 0 ? "new" : "" })), 'data-testid="live-samples"'))
         : `<p class="muted" data-testid="live-waiting">waiting for samples…</p>`) +
+      (last && last.step_ms && last.step_ms.length ? `<h2>Decode steps of the latest sample (run ${esc(last.run_id)}, sample ${esc(last.index)})</h2><div data-testid="live-steps">` + line(last.step_ms) + "</div>" : "") +
       (latest ? `<h2>Per-layer time so far: run ${esc(runIds[runIds.length - 1])}</h2><div data-testid="live-layers">` + layerChart(latest) + "</div>" : "");
   };
   render();
@@ -336,6 +350,7 @@ function connect() {
     if (ev.type === "sample") live.samples.push(ev.sample);
     else if (ev.type === "layers") live.layers[ev.run_id] = ev.rows;
     else if (ev.type === "run") live.runs[ev.run.id] = ev.run;
+    else if (ev.type === "progress") live.progress = ev.rows;
     listeners.forEach((f) => f(ev));
   };
 }

@@ -1,0 +1,75 @@
+"""Where a profile is, for progress bars and for the live page, from its very start.
+
+The live page must show a profile from the moment it starts: while the model loads (before the
+run is registered: user errors are ruled out first, so nothing bogus is stored), during warm-up,
+and sample by sample with the tokens generated so far. Each change is written to a sink that
+keeps progress (`ProgressSink`, the store's `progress` table) between samples, never inside a
+timed generation: a database write there would perturb the very step it reports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+#: on_progress(stage, done, total): stage is "load", "compile", "warmup" or "sample".
+ProgressFn = Callable[[str, int, int], None]
+
+
+@runtime_checkable
+class ProgressSink(Protocol):
+    """A sink that keeps one progress row per profile (implemented by `infermeter.Store`)."""
+
+    def progress(self, key: str, state: dict[str, Any] | None) -> None:
+        """Replace profile `key`'s row with `state`, or delete it (None)."""
+        ...
+
+
+class LiveProgress:
+    """A ProgressFn that also writes where the profile is to a `ProgressSink`.
+
+    Writing is best effort: a progress line that cannot be written (a locked database) is
+    skipped, never a reason to lose the run itself, whose writes report their own errors.
+    """
+
+    def __init__(self, sink: Any, model: str, on_progress: ProgressFn | None = None) -> None:
+        self.key = uuid.uuid4().hex
+        self.sink = sink if isinstance(sink, ProgressSink) else None
+        self.on_progress = on_progress
+        self.state: dict[str, Any] = {
+            "run_id": None,
+            "model": model,
+            "stage": "load",
+            "done": 0,
+            "total": 1,
+            "tokens": 0,
+        }
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        """A stage advanced: tell the caller's progress bar and the live page."""
+        if self.on_progress is not None:
+            self.on_progress(stage, done, total)
+        self.state.update(stage=stage, done=done, total=total)
+        self._write()
+
+    def registered(self, run_id: str | None) -> None:
+        """The run now has an id (the live page links to it)."""
+        self.state["run_id"] = run_id
+        self._write()
+
+    def generated(self, tokens: int) -> None:
+        """A sample finished with `tokens` new tokens (all rows of its batch)."""
+        self.state["tokens"] += tokens
+        self._write()
+
+    def end(self) -> None:
+        """The profile ended (finished, failed or interrupted): its line goes away."""
+        self._write(None)
+
+    def _write(self, state: dict[str, Any] | None | str = "current") -> None:
+        if self.sink is None:
+            return
+        with contextlib.suppress(Exception):  # best effort: see the class docstring
+            self.sink.progress(self.key, dict(self.state) if state == "current" else None)
