@@ -409,3 +409,25 @@ def test_runs_show_of_a_knob_point_says_what_it_ran_with(tiny_moe, tmp_path):
     r = runner.invoke(app, ["runs", "list", "--db", db], env={"COLUMNS": "80"})
     assert max(len(line) for line in r.stdout.splitlines()) <= 80
     assert run_id in r.stdout
+
+
+def test_where_the_time_goes_starts_at_the_generate_call(tiny_llama):
+    """TTFT and decode time = forward + generate's own work; shares add to 100% per level."""
+    from infermeter import RunConfig, profile
+    from infermeter.cli.render_layers import with_generate_calls
+
+    run = profile(
+        RunConfig(prompt_tokens=16, new_tokens=4, samples=2, mode="standard", energy="off"),
+        loaded=tiny_llama,
+    )
+    rows = with_generate_calls(run, run.layers["parts"])
+    for phase, wall in (
+        ("prefill", sum(s.ttft_ms for s in run.measured)),
+        ("decode", sum(s.decode_ms for s in run.measured)),
+    ):
+        mine = {r["part"]: r for r in rows if r["phase"] == phase}
+        assert mine["generate call"]["total_ms"] == pytest.approx(wall)
+        assert mine["forward"]["parent"] == "generate call"
+        kids = [r for r in rows if r["phase"] == phase and r["parent"] == "generate call"]
+        assert sum(r["pct_parent"] for r in kids) == pytest.approx(100.0)
+        assert mine["outside forward"]["total_ms"] >= 0

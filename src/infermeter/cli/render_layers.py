@@ -71,11 +71,66 @@ def _tree(parts: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
 
 #: One line for each row whose name does not say what it holds.
 _EXPLAIN = {
+    "generate call": "generate call: the phase's wall time (TTFT; decode), forward + outside",
+    "outside forward": "outside forward: generate's own work (logits processing, sampling, "
+    "stops, cache)",
     "other": "other: forward time outside timed modules (glue, cache, masks, rotary, hooks)",
     "rest of the block": "rest of the block: residual adds and glue between its timed parts",
     "rest of attention": "rest of attention: q/k/v projections, rotary, reshapes, masking",
     "rest of the MoE block": "rest of the MoE block: experts, dispatch and combine",
 }
+
+
+def with_generate_calls(run: RunResult, parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The part rows under one more level: the generate call's time in each phase.
+
+    The generate call's time (TTFT; the decode time) = the model's forward + generate's own
+    work outside it (logits processing, sampling, stopping checks, cache bookkeeping). Only
+    where every step of the phase was timed (not with --sample-every above 1) and the phase's
+    wall time covers its forward time; otherwise the rows are returned as they are.
+    """
+    rows = [dict(r) for r in parts]
+    samples = run.measured
+    if not samples or (run.config.get("sample_every") or 1) > 1:
+        return rows
+    walls = {
+        "prefill": sum(s.ttft_ms for s in samples),
+        "decode": sum(s.decode_ms for s in samples),
+    }
+    has_vision = any(r["phase"] == "vision" for r in rows)
+    for phase, wall in walls.items():
+        forward = next((r for r in rows if r["phase"] == phase and r["part"] == "forward"), None)
+        if forward is None or (phase == "prefill" and has_vision):
+            continue  # a VLM's image encoding shares the TTFT window: not split here
+        inside = forward["total_ms"]
+        if not inside or wall < inside:
+            continue
+        forward["parent"], forward["pct_parent"] = "generate call", 100.0 * inside / wall
+        rows.append(
+            {
+                "phase": phase,
+                "part": "generate call",
+                "parent": None,
+                "calls": len(samples),
+                "total_ms": wall,
+                "mean_ms": wall / len(samples),
+                "pct_forward": None,
+                "pct_parent": None,
+            }  # fmt: skip
+        )
+        rows.append(
+            {
+                "phase": phase,
+                "part": "outside forward",
+                "parent": "generate call",
+                "calls": None,
+                "total_ms": wall - inside,
+                "mean_ms": None,
+                "pct_forward": None,
+                "pct_parent": 100.0 * (wall - inside) / wall,
+            }  # fmt: skip
+        )
+    return rows
 
 
 def _parts_table(parts: list[dict[str, Any]]) -> list[Any]:
@@ -151,7 +206,7 @@ def layer_tables(run: RunResult) -> list[Any]:
         return []
     out: list[Any] = []
     if run.layers.get("parts"):
-        out.extend(_parts_table(run.layers["parts"]))
+        out.extend(_parts_table(with_generate_calls(run, run.layers["parts"])))
     times = _block_times(run.layers.get("layers", []))
     if times is not None:
         out.append(times)
