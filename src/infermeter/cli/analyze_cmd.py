@@ -60,7 +60,8 @@ def analysis_card(doc: dict) -> Group:
     ]
     approx = roof.get("approximate") or []
     t = Table(
-        title="roofline: one forward" + (" (approximate FLOPs and bytes)" if approx else ""),
+        title="roofline: one forward, ms = median over measured samples"
+        + (" (approximate FLOPs and bytes)" if approx else ""),
         title_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
@@ -89,7 +90,7 @@ def analysis_card(doc: dict) -> Group:
     if roof.get("decode_min_ms") is not None:
         parts.append(
             Text(
-                f"decode step: {roof['decode_measured_ms']:.2f} ms measured vs "
+                f"decode step: {roof['decode_measured_ms']:.2f} ms measured (median) vs "
                 f"{roof['decode_min_ms']:.2f} ms to read weights + KV cache at full bandwidth "
                 f"({roof['decode_measured_ms'] / roof['decode_min_ms']:.1f}x)"
             )
@@ -97,7 +98,7 @@ def analysis_card(doc: dict) -> Group:
     if roof.get("prefill_min_ms") is not None:
         parts.append(
             Text(
-                f"prefill: {roof['prefill_measured_ms']:.2f} ms measured vs "
+                f"prefill: {roof['prefill_measured_ms']:.2f} ms measured (median) vs "
                 f"{roof['prefill_min_ms']:.2f} ms at peak FLOP/s"
             )
         )

@@ -45,7 +45,7 @@ def fit_command(
             title_justify="left",
             box=box.SIMPLE_HEAD,
         )
-        for col in (*knobs, "fitted", "measured ms", "predicted ms", "error"):
+        for col in (*knobs, "fitted", "median ms", "predicted ms", "error"):
             t.add_column(col, justify="right")
         for p in chk.points:
             t.add_row(
