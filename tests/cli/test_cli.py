@@ -414,7 +414,7 @@ def test_runs_show_of_a_knob_point_says_what_it_ran_with(tiny_moe, tmp_path):
 def test_where_the_time_goes_starts_at_the_generate_call(tiny_llama):
     """TTFT and decode time = forward + generate's own work; shares add to 100% per level."""
     from infermeter import RunConfig, profile
-    from infermeter.cli.render_layers import with_generate_calls
+    from infermeter.run.components import with_generate_calls
 
     run = profile(
         RunConfig(prompt_tokens=16, new_tokens=4, samples=2, mode="standard", energy="off"),

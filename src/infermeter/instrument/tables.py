@@ -51,7 +51,7 @@ def _row(
     return dict(zip(_PART_COLUMNS, values, strict=True))
 
 
-def _nest(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def nest_parts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each part's share of its parent, and a "rest of" row per parent with timed children.
 
     So the shares add to 100% at every level: forward = top-level parts + other; block =
@@ -209,7 +209,7 @@ class LayerProfile:
                 other = forward - top_total
                 rows.append(_row(phase, "other", None, other, None, forward))
                 rows.append(_row(phase, "forward", calls, forward, forward / calls, forward))
-        return pd.DataFrame(_nest(rows), columns=_PART_COLUMNS)
+        return pd.DataFrame(nest_parts(rows), columns=_PART_COLUMNS)
 
     @staticmethod
     def _part_row(phase: str, kind: str, ms: pd.Series, forward: float | None) -> dict[str, Any]:

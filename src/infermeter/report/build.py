@@ -17,6 +17,7 @@ from infermeter.analysis.roofline import COLUMNS, all_rows
 from infermeter.report.figures import breakdown_figure, varied_knobs, write_csv
 from infermeter.report.roofline_figure import roofline_figure
 from infermeter.report.run_figures import RUN_FIGURES
+from infermeter.run.components import part_tree, with_generate_calls
 from infermeter.util import fmt
 from infermeter.util.jsonio import write_json
 
@@ -108,6 +109,25 @@ class _Doc:
 SUMMARY_COLUMNS = ("n", "p50", "median_ci95_low", "median_ci95_high", "p90", "mean", "std")
 
 
+def _part_rows(run: Any) -> list[dict[str, Any]]:
+    """The part table as a tree, from the generate call down.
+
+    Names are indented by depth ("· " per level); shares of the parent add to 100% at each level.
+    """
+    return [
+        {
+            "phase": r["phase"],
+            "part": "· " * depth + str(r["part"]).replace("_", " "),
+            "calls": r.get("calls"),
+            "total_ms": r["total_ms"],
+            "ms_per_call": r.get("mean_ms"),
+            "pct_of_parent": r.get("pct_parent") if r.get("parent") else None,
+            "pct_of_forward": r.get("pct_forward"),
+        }
+        for depth, r in part_tree(with_generate_calls(run, run.layers["parts"]))
+    ]
+
+
 def _summary_rows(run: Any) -> list[dict[str, Any]]:
     """One row per metric: the median with its interval, then spread, and outlier count."""
     return [
@@ -170,8 +190,8 @@ def run_report(run: Any, out: Path, analysis: dict[str, Any] | None = None) -> l
         if rows:
             files.append(write_csv(out / f"layers_{name}.csv", rows))
     if "parts" in run.layers:
-        doc.heading("Where the time goes (parts)")
-        doc.table(run.layers["parts"])
+        doc.heading("Where the time goes (each part under what it runs inside)")
+        doc.table(_part_rows(run))
     if analysis is not None:
         doc.heading("Roofline")
         doc.text(f"ceilings: {analysis['ceilings_source']}")

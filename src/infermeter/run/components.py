@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from infermeter.instrument.tables import PARENT, nest_parts
+
 #: Display order of components.
 COMPONENTS = (
     "vision_tower",
@@ -66,3 +68,77 @@ def phase_components(run: Any, phase: str = "prefill") -> dict[str, float] | Non
         ),
     }
     return {k: v for k, v in out.items() if v > 0 or k in ("attention", "mlp")}
+
+
+def with_generate_calls(run: Any, parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The part rows under one more level: the generate call's time in each phase.
+
+    The generate call's time (TTFT; the decode time) = the model's forward + generate's own
+    work outside it (logits processing, sampling, stopping checks, cache bookkeeping). Only
+    where every step of the phase was timed (not with --sample-every above 1) and the phase's
+    wall time covers its forward time; otherwise the rows are returned as they are.
+    """
+    rows = [dict(r) for r in parts]
+    if any("parent" not in r for r in rows):  # stored before parts were nested
+        rows = nest_parts([{**r, "parent": PARENT.get(r["part"])} for r in rows])
+    samples = run.measured
+    if not samples or (run.config.get("sample_every") or 1) > 1:
+        return rows
+    walls = {
+        "prefill": sum(s.ttft_ms for s in samples),
+        "decode": sum(s.decode_ms for s in samples),
+    }
+    has_vision = any(r["phase"] == "vision" for r in rows)
+    for phase, wall in walls.items():
+        forward = next((r for r in rows if r["phase"] == phase and r["part"] == "forward"), None)
+        if forward is None or (phase == "prefill" and has_vision):
+            continue  # a VLM's image encoding shares the TTFT window: not split here
+        inside = forward["total_ms"]
+        if not inside or wall < inside:
+            continue
+        forward["parent"], forward["pct_parent"] = "generate call", 100.0 * inside / wall
+        rows.append(
+            {
+                "phase": phase,
+                "part": "generate call",
+                "parent": None,
+                "calls": len(samples),
+                "total_ms": wall,
+                "mean_ms": wall / len(samples),
+                "pct_forward": None,
+                "pct_parent": None,
+            }
+        )
+        rows.append(
+            {
+                "phase": phase,
+                "part": "outside forward",
+                "parent": "generate call",
+                "calls": None,
+                "total_ms": wall - inside,
+                "mean_ms": None,
+                "pct_forward": None,
+                "pct_parent": 100.0 * (wall - inside) / wall,
+            }
+        )
+    return rows
+
+
+def part_tree(parts: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """(depth, row) in tree order: each part followed by the parts timed inside it."""
+    out: list[tuple[int, dict[str, Any]]] = []
+    for phase in dict.fromkeys(r["phase"] for r in parts):
+        rows = [r for r in parts if r["phase"] == phase]
+        roots = [
+            r for r in rows if not r.get("parent") or r["parent"] not in {x["part"] for x in rows}
+        ]
+
+        def walk(row: dict[str, Any], depth: int, rows: list[dict[str, Any]] = rows) -> None:
+            out.append((depth, row))
+            for child in rows:
+                if child.get("parent") == row["part"] and child is not row:
+                    walk(child, depth + 1)
+
+        for root in roots:
+            walk(root, 0)
+    return out
