@@ -89,6 +89,15 @@ def compare_card(doc: dict) -> Group:
     if predicted:
         parts.append(Text("predicted speedup (error vs measured): " + ", ".join(predicted)))
     parts.append(Text(f"ms: medians over measured samples; speedup: {doc['statistic']}"))
+    if any(r["verdict"] in ("faster", "slower") for r in rows):
+        parts.append(
+            Text(
+                "the intervals cover the noise between samples of each run, not a drift of the "
+                "machine between the two runs: on a shared machine, repeat the pair in the "
+                "other order before acting on it",
+                style="yellow",
+            )
+        )
     for p in [*doc["phases"], {"phase": "total", **doc["total"]}]:
         if p.get("samples_to_resolve"):
             parts.append(
