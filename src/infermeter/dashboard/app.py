@@ -48,6 +48,10 @@ class DashboardStore(StoredSweeps, LiveSource, Protocol):
         """Every sweep, newest first."""
         ...
 
+    def list_runs(self, *, limit: int = 50) -> list[dict[str, Any]]:
+        """Newest runs first, with per-run medians, mode and knobs."""
+        ...
+
     def measured_ceilings(self, device: str) -> Any:
         """The newest ceilings `infermeter calibrate` measured for `device` here, or None."""
         ...

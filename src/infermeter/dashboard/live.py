@@ -17,8 +17,8 @@ from typing import Any, Protocol
 class LiveSource(Protocol):
     """The store's live feed (`store/live.py`): rows stored after a cursor, and run rows."""
 
-    def list_runs(self, *, limit: int = 50) -> list[dict[str, Any]]:
-        """Newest runs first, with per-run means."""
+    def run_statuses(self, limit: int = 50) -> list[dict[str, Any]]:
+        """Newest runs' ids, models and statuses."""
         ...
 
     def cursors(self) -> tuple[int, int]:
@@ -61,7 +61,7 @@ class LiveFeed:
         async with self._starting:  # two pages arriving together start one poller
             if self._task is None or self._task.done():
                 cursors = await asyncio.to_thread(self.store.cursors)
-                runs = await asyncio.to_thread(self.store.list_runs, limit=50)
+                runs = await asyncio.to_thread(self.store.run_statuses, 50)
                 self._statuses = {r["id"]: r["status"] for r in runs}
                 self._task = asyncio.get_running_loop().create_task(self._run(*cursors))
         if self._progress is not None:  # a page arriving mid-run sees where things are now
@@ -91,7 +91,7 @@ class LiveFeed:
             try:
                 samples = await asyncio.to_thread(self.store.samples_after, last_sample)
                 layers = await asyncio.to_thread(self.store.live_layers_after, last_layers)
-                runs = await asyncio.to_thread(self.store.list_runs, limit=50)
+                runs = await asyncio.to_thread(self.store.run_statuses, 50)
                 progress = await asyncio.to_thread(self.store.progress_rows)
             except Exception as exc:  # a locked or vanished database: say so, keep trying
                 self._publish({"type": "error", "detail": str(exc)[:200]})

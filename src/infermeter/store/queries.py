@@ -126,6 +126,16 @@ class StoreQueries(StoreCore):
                 by_run.setdefault(row[0], []).append(row)
             return [_listed(run, by_run.get(run.id, [])) for run in runs]
 
+    def run_statuses(self, limit: int = 50) -> list[dict[str, Any]]:
+        """Newest runs' ids, models and statuses: what the live feed polls (cheap: no samples)."""
+        q = select(RunRow.id, RunRow.model_spec, RunRow.status, RunRow.created)
+        q = q.order_by(RunRow.created.desc(), RunRow.id).limit(limit)
+        with self.session("read") as s:
+            return [
+                {"id": rid, "model": model, "status": status, "created": created}
+                for rid, model, status, created in s.execute(q).all()
+            ]
+
     def older_than(self, cutoff: str) -> list[str]:
         """Ids of runs created before `cutoff` (ISO timestamp), oldest first."""
         with self.session("read") as s:
