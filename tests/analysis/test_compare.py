@@ -129,3 +129,24 @@ def test_one_injected_slow_sample_is_marked_and_does_not_move_the_headline(
     # the mean is dragged by the one sample; the median, the headline, is not
     s = run.summary()["total_ms"]
     assert s.mean > s.median * 1.1
+
+
+def test_where_the_difference_comes_from_nests_parts_under_their_block():
+    from infermeter.analysis.compare import _where
+
+    rows = [
+        {"name": "model.layers.0", "phase": "prefill", "delta_ms": 5.0},
+        {"name": "model.layers.0.self_attn", "phase": "prefill", "delta_ms": 3.0},
+        {"name": "model.layers.1", "phase": "prefill", "delta_ms": 4.0},
+        {"name": "model.layers.0.mlp", "phase": "decode", "delta_ms": -6.0},
+        {"name": "lm_head", "phase": "prefill", "delta_ms": 1.0},
+        {"name": "model.layers.2", "phase": "prefill", "delta_ms": 0.5},  # not in the top 5
+    ]
+    got = [(r["depth"], r["phase"], r["name"]) for r in _where(rows)]
+    assert got == [
+        (0, "decode", "model.layers.0.mlp"),
+        (0, "prefill", "model.layers.0"),
+        (1, "prefill", "model.layers.0.self_attn"),
+        (0, "prefill", "model.layers.1"),
+        (0, "prefill", "lm_head"),
+    ]

@@ -95,7 +95,7 @@ def compare_runs(base: Any, variant: Any, ceilings: Ceilings | None = None) -> d
         "throughput_ratio": tps_v / tps_b if tps_b else None,
         "layers_statistic": "ratio of medians of per-sample totals, 95% bootstrap interval",
         "layers": layers,
-        "where": sorted(layers, key=lambda r: -abs(r["delta_ms"]))[:5],
+        "where": _where(layers),
         "prediction": "roofline with ceilings" if ceilings else "first-order cost ratio",
     }
 
@@ -137,3 +137,36 @@ def _layers(base: Any, variant: Any) -> list[dict[str, Any]]:
             row.update(verdict="no interval", statistic="ratio of mean call times")
         out.append(row)
     return sorted(out, key=lambda r: (r["phase"], r["name"]))
+
+
+def _where(layers: list[dict[str, Any]], top: int = 5) -> list[dict[str, Any]]:
+    """The `top` modules whose time changed most, as a tree with each row's `depth`.
+
+    Each module is followed by the listed modules inside it (by name: model.layers.3 holds
+    model.layers.3.self_attn), so a block and its attention read as parent and child, not as
+    two separate causes.
+    """
+    picked = sorted(layers, key=lambda r: -abs(r["delta_ms"]))[:top]
+
+    def inside(child: dict[str, Any], parent: dict[str, Any]) -> bool:
+        return (
+            child is not parent
+            and child["phase"] == parent["phase"]
+            and str(child["name"]).startswith(str(parent["name"]) + ".")
+        )
+
+    out: list[dict[str, Any]] = []
+
+    def add(row: dict[str, Any], depth: int) -> None:
+        out.append({**row, "depth": depth})
+        for child in picked:
+            direct = inside(child, row) and not any(
+                inside(child, mid) and inside(mid, row) for mid in picked
+            )
+            if direct:
+                add(child, depth + 1)
+
+    for row in picked:
+        if not any(inside(row, other) for other in picked):
+            add(row, 0)
+    return out

@@ -118,6 +118,9 @@ def compare_card(doc: dict) -> Group:
         )
         for r in doc["where"]:
             parts.append(
-                Text(f"  {r['phase']:8} {r['name']:32} {r['delta_ms']:+8.2f} ms  {r['verdict']}")
+                Text(
+                    f"  {r['phase']:8} {'  ' * r.get('depth', 0) + r['name']:32} "
+                    f"{r['delta_ms']:+8.2f} ms  {r['verdict']}"
+                )
             )
     return Group(*parts)
