@@ -164,3 +164,62 @@ def test_websocket_checks_origin_and_token_and_pushes_samples(stored, tiny_llama
             seen[ev["type"]] = ev
         assert seen["sample"]["sample"]["run_id"] == run.run_id
         assert seen["layers"]["rows"] and seen["layers"]["run_id"] == run.run_id
+
+
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "http://127.0.0.1:9999",  # another port of this machine is another site
+        "http://localhost:3000",
+        "https://localhost",
+        "https://localhost:8765",  # another scheme
+        "http://[::1]:8080",
+        "http://localhost:8765.evil.example",
+        "http://user:pw@localhost:8765",
+        "http://localhost:8765/path",
+        "http://evil.example:8765",
+        "null",
+    ],
+)
+def test_a_websocket_from_any_other_origin_is_refused(stored, origin):
+    c = TestClient(
+        create_app(stored[0], Guard(port=8765), poll_s=0.05), base_url="http://localhost:8765"
+    )
+    with (
+        pytest.raises(WebSocketDisconnect),
+        c.websocket_connect("/ws/live", headers={"Host": "localhost:8765", "Origin": origin}) as ws,
+    ):
+        ws.receive_json()
+
+
+@pytest.mark.parametrize(
+    "origin", ["http://localhost:8765", "http://127.0.0.1:8765", "http://[::1]:8765"]
+)
+def test_the_servers_own_page_opens_the_websocket(stored, origin):
+    c = TestClient(
+        create_app(stored[0], Guard(port=8765), poll_s=0.05), base_url="http://localhost:8765"
+    )
+    with c.websocket_connect(
+        "/ws/live", headers={"Host": "localhost:8765", "Origin": origin}
+    ) as ws:
+        assert ws.receive_json()["type"] == "hello"
+
+
+@pytest.mark.parametrize(
+    ("host", "status"),
+    [
+        ("localhost:8765", 200),
+        ("[::1]:8765", 200),
+        ("127.0.0.1:8765", 200),
+        ("localhost:1@evil.example", 400),  # user-info: the host is evil.example
+        ("localhost:8766", 400),
+        ("localhost", 400),  # port 80 is not ours
+        ("localhost:8765.evil.example", 400),
+        ("evil.example:8765", 400),
+    ],
+)
+def test_the_host_header_is_parsed_with_its_port(stored, host, status):
+    c = TestClient(
+        create_app(stored[0], Guard(port=8765), poll_s=0.05), base_url="http://localhost:8765"
+    )
+    assert c.get("/api/runs", headers={"Host": host}).status_code == status

@@ -48,7 +48,7 @@ def serve_command(
                 f"cannot listen on {host}:{port} ({exc.strerror})",
                 "pick another --port, or stop what is using it",
             ) from None
-    guard_ = Guard(host=host, token=token, extra_hosts=list(allow_host or []))
+    guard_ = Guard(host=host, token=token, extra_hosts=list(allow_host or []), port=port)
     app = create_app(store, guard_, poll_s=poll_ms / 1000)
     shown = "localhost" if is_loopback(host) else host
     url = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
