@@ -8,6 +8,7 @@ traceback only when INFERMETER_DEBUG=1.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import traceback
 from collections.abc import Callable
@@ -28,12 +29,40 @@ def fail(message: str, code: int) -> typer.Exit:
     return typer.Exit(code)
 
 
+def _option_name(param: str) -> str:
+    """The flag a user typed for parameter `param` ("--max-age-days"), from click's context."""
+    import click
+
+    ctx = click.get_current_context(silent=True)
+    for p in ctx.command.params if ctx is not None else []:
+        if p.name == param and getattr(p, "opts", None):
+            return str(max(p.opts, key=len))
+    return "--" + param.replace("_", "-")
+
+
+def check_finite(kwargs: dict[str, Any]) -> None:
+    """No command takes NaN or an infinity: one line naming the option, before any work.
+
+    Every numeric option of every command passes here (the guard calls it), so a new option
+    is covered without a line of its own; ranges stay with each command.
+    """
+    for name, value in kwargs.items():
+        values = value if isinstance(value, list | tuple) else [value]
+        for v in values:
+            if isinstance(v, float) and not math.isfinite(v):
+                raise UserError(
+                    f"{_option_name(name)} {v} is not a finite number",
+                    "give a finite number",
+                )
+
+
 def guard(fn: F) -> F:
     """Wrap a command so user-caused errors print one line and exit non-zero."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
+            check_finite(kwargs)
             return fn(*args, **kwargs)
         except UserError as exc:
             raise fail(f"error: {exc.line()}", exc.exit_code) from None

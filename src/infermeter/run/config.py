@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -62,6 +63,10 @@ class RunConfig:
 
     def validate(self) -> RunConfig:
         """Raise UserError for any value that cannot run; return self for chaining."""
+        for name in ("temperature", "top_p", "power_interval_ms", "grid_g_per_kwh"):
+            value = getattr(self, name)
+            if value is not None and not math.isfinite(value):
+                raise UserError(f"{name} {value} is not a finite number", "give a finite number")
         checks = [
             (self.new_tokens >= 1, f"--new-tokens {self.new_tokens} is below 1", "use 1 or more"),
             (

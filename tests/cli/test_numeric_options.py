@@ -1,0 +1,64 @@
+"""Every numeric option of every command refuses NaN and infinities with one line.
+
+The cases are generated from the typer app itself, so an option added later is covered without
+a line of its own here.
+"""
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from infermeter.cli.app import app
+from tests.helpers import assert_one_line_error
+
+runner = CliRunner()
+
+
+def _commands(cmd, path=()):
+    if hasattr(cmd, "commands"):  # a group (typer vendors its own click: duck-typed)
+        for name, sub in cmd.commands.items():
+            yield from _commands(sub, (*path, name))
+    else:
+        yield path, cmd
+
+
+def _annotation(param):
+    return getattr(param.type_descriptor, "annotation", None)
+
+
+def _float_options():
+    root = typer.main.get_command(app)
+    for path, cmd in _commands(root):
+        for p in cmd.params:
+            if p.param_type_name == "option" and _annotation(p) in (float, float | None):
+                args = [
+                    "0123abcd" if _annotation(a) is str else "1"
+                    for a in cmd.params
+                    if a.param_type_name == "argument" and a.required
+                ]
+                flag = max(p.opts, key=len)
+                yield pytest.param(path, flag, args, id=" ".join((*path, flag)))
+
+
+CASES = list(_float_options())
+
+
+def test_the_app_has_float_options_to_check():
+    assert len(CASES) >= 5  # temperature, top-p, tolerance, max-age-days, power interval, ...
+
+
+@pytest.mark.parametrize(("path", "flag", "args"), CASES)
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_non_finite_values_are_refused_with_one_line(path, flag, args, value, tmp_path):
+    r = runner.invoke(app, [*path, *args, flag, value, "--db", str(tmp_path / "r.db")])
+    if "No such option: --db" in r.output:  # a command without a store
+        r = runner.invoke(app, [*path, *args, flag, value])
+    assert_one_line_error(r, flag, "not a finite number")
+
+
+@pytest.mark.parametrize("field", ["temperature", "top_p", "power_interval_ms", "grid_g_per_kwh"])
+def test_the_python_api_refuses_non_finite_values_too(field):
+    from infermeter import RunConfig, UserError
+
+    with pytest.raises(UserError, match="not a finite number"):
+        RunConfig(**{field: float("nan")}).validate()
