@@ -151,7 +151,9 @@ def test_unwritable_out_folder_fails_before_running(tmp_path):
 
 def test_locked_database(tmp_path):
     db = tmp_path / "r.db"
-    runner.invoke(app, ["runs", "list", "--db", str(db)])  # create it
+    from infermeter import Store
+
+    Store(db)  # create it
     holder = sqlite3.connect(db)
     holder.execute("BEGIN EXCLUSIVE")
     try:

@@ -29,7 +29,7 @@ def analyze_command(
     from infermeter.analysis.analyze import analyze_run
     from infermeter.report.roofline_figure import roofline_figure
 
-    store = Store(db)
+    store = Store(db, create=False)
     run = store.get(run_id)
     measured = store.measured_ceilings(str((run.device or {}).get("name")))
     doc = clean_json(analyze_run(run, measured))

@@ -7,6 +7,7 @@ import typer
 from infermeter.cli.analyze_cmd import analyze_command
 from infermeter.cli.calibrate_cmd import calibrate_command
 from infermeter.cli.compare_cmd import compare_command
+from infermeter.cli.db_cmd import db_app
 from infermeter.cli.energy_cmd import energy_app
 from infermeter.cli.experiment_cmd import experiment_command
 from infermeter.cli.export_cmd import export_command
@@ -45,6 +46,7 @@ app.command("serve")(serve_command)
 app.add_typer(runs_app, name="runs")
 app.add_typer(sweeps_app, name="sweeps")
 app.add_typer(energy_app, name="energy")
+app.add_typer(db_app, name="db")
 
 
 def _quiet_libraries() -> None:

@@ -34,7 +34,7 @@ def compare_command(
     from infermeter.analysis.compare import compare_runs
     from infermeter.cli.guard import fail
 
-    store = Store(db)
+    store = Store(db, create=False)
     base, var = store.get(baseline), store.get(variant)
     measured = store.measured_ceilings(str((base.device or {}).get("name")))
     from infermeter.measure.ceilings import spec_ceilings

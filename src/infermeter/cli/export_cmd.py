@@ -34,7 +34,7 @@ def export_command(
     if detail not in DETAIL:
         raise UserError(f"unknown detail {detail!r}", f"use one of {', '.join(DETAIL)}")
     folder = writable_dir(out)
-    run = Store(db).get(run_id)
+    run = Store(db, create=False).get(run_id)
     if format == "json":
         path = folder / f"run-{run.run_id}.json"
         write_json(path, clean_json(run.to_json()))

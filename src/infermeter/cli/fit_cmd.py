@@ -22,7 +22,7 @@ def fit_command(
     from infermeter.analysis.perfmodel import alternate, check_on_sweep
     from infermeter.errors import UserError
 
-    store = Store(db)
+    store = Store(db, create=False)
     row = store.sweep(sweep_id)
     runs = [store.get(i) for i in store.sweep_run_ids(row["id"])]
     if len(runs) < 4:

@@ -40,7 +40,7 @@ def plot_command(
                 f"{source} is not a sweep document", "use a sweep.json infermeter wrote"
             )
     else:
-        doc = stored_sweep(Store(db), source)
+        doc = stored_sweep(Store(db, create=False), source)
     if not doc["summary"]:
         raise UserError("the sweep has no finished points to plot", "run or resume it first")
     out_dir = writable_dir(out)

@@ -24,7 +24,7 @@ def report_command(
     from infermeter.report.build import run_report, sweep_report
     from infermeter.run.sweep import stored_sweep
 
-    store = Store(db)
+    store = Store(db, create=False)
     folder = writable_dir(out)
     try:
         run = store.get(target)

@@ -59,7 +59,8 @@ def list_runs(
         raise UserError(f"unknown status {status!r}", f"use one of {', '.join(STATUSES)}")
     if limit < 1:
         raise UserError(f"--limit {limit} is below 1", "use 1 or more")
-    rows = Store(db).list_runs(model=model, status=status, since=parse_since(since), limit=limit)
+    store = Store(db, create=False)
+    rows = store.list_runs(model=model, status=status, since=parse_since(since), limit=limit)
     if json_out:
         print_json({"runs": rows})
     else:
@@ -76,7 +77,7 @@ def show_run(
     show_text: bool = typer.Option(False, help="Print the last sample's prompt and output."),
 ) -> None:
     """One run's summary (or its full JSON)."""
-    store = Store(db)
+    store = Store(db, create=False)
     run = store.get(run_id)
     if json_out:
         print_json(run.to_json())
@@ -91,8 +92,13 @@ def delete_run(
     db: str = _DB,
 ) -> None:
     """Delete a run and all its samples."""
-    rid = Store(db).delete(run_id)
-    err_console.print(f"deleted run {rid}", markup=False)
+    store = Store(db, create=False)
+    rid = store.delete(run_id)
+    freed = store.vacuum() if store.free_share() > 0.25 else 0  # VACUUM rewrites the file
+    err_console.print(
+        f"deleted run {rid}" + (f"; {freed / 2**20:.1f} MiB given back" if freed else ""),
+        markup=False,
+    )
 
 
 @runs_app.command("cleanup")
@@ -105,7 +111,7 @@ def cleanup_runs(
     """Delete old runs, after saying how many and asking (or with --yes)."""
     if max_age_days < 0:
         raise UserError(f"--max-age-days {max_age_days} is negative", "use 0 or more days")
-    store = Store(db)
+    store = Store(db, create=False)
     cutoff = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=max_age_days)
     ids = store.older_than(cutoff.isoformat(timespec="seconds"))
     if not ids:
@@ -119,4 +125,7 @@ def cleanup_runs(
     ):
         raise fail("nothing deleted", 1)
     store.delete_many(ids)
-    err_console.print(f"deleted {len(ids)} runs", markup=False)
+    freed = store.vacuum()
+    err_console.print(
+        f"deleted {len(ids)} runs; {freed / 2**20:.1f} MiB given back to the disk", markup=False
+    )

@@ -155,7 +155,7 @@ def sweeps_list(
     json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
 ) -> None:
     """Stored sweeps, newest first."""
-    rows = Store(db).list_sweeps()
+    rows = Store(db, create=False).list_sweeps()
     if json_out:
         print_json({"sweeps": rows})
         return
@@ -176,7 +176,7 @@ def sweeps_show(
     json_out: bool = typer.Option(False, "--json", help="The sweep JSON on stdout."),
 ) -> None:
     """A stored sweep's table (or its JSON document)."""
-    doc = clean_json(stored_sweep(Store(db), sweep_id))
+    doc = clean_json(stored_sweep(Store(db, create=False), sweep_id))
     if json_out:
         print_json(doc)
         return

@@ -78,13 +78,23 @@ class StoreCore:
     """
 
     def __init__(
-        self, url: str | os.PathLike[str] | None = None, *, timeout_s: float | None = None
+        self,
+        url: str | os.PathLike[str] | None = None,
+        *,
+        timeout_s: float | None = None,
+        create: bool = True,
     ) -> None:
         self.url = normalise_url(url or default_url())
         if timeout_s is None:
             timeout_s = float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))
         self.timeout_s = timeout_s
         path = sqlite_path(self.url)
+        if path is not None and not create and not path.exists():
+            # a command that only reads must not leave an empty database (or folder) behind
+            raise UserError(
+                f"no database at {str(path)!r}",
+                "run `infermeter profile` first, or point --db (or INFERMETER_DB) at one",
+            )
         if path is not None:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)

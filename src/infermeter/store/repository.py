@@ -11,6 +11,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from sqlalchemy import inspect
+
+from infermeter.errors import UserError
 from infermeter.store.engine import default_url
 from infermeter.store.live import StoreLiveFeed
 from infermeter.store.queries import StoreQueries
@@ -25,13 +28,30 @@ class Store(StoreWrites, StoreQueries, StoreLiveFeed):
     Args:
         url: SQLAlchemy URL or SQLite file path; None uses `default_url()`.
         timeout_s: how long a write waits for a lock before giving up (SQLite).
+        create: False for commands that only read: a missing SQLite file is an error, not an
+            empty new database.
+        adopt: add infermeter's tables to a database that holds other tables and no
+            infermeter schema marker (refused otherwise: it is somebody else's database).
     """
 
     def __init__(
-        self, url: str | os.PathLike[str] | None = None, *, timeout_s: float | None = None
+        self,
+        url: str | os.PathLike[str] | None = None,
+        *,
+        timeout_s: float | None = None,
+        create: bool = True,
+        adopt: bool = False,
     ) -> None:
-        super().__init__(url, timeout_s=timeout_s)
+        super().__init__(url, timeout_s=timeout_s, create=create)
         with self._guard("open"):
+            tables = set(inspect(self.engine).get_table_names())
+            if tables and "meta" not in tables and not adopt:
+                shown = ", ".join(sorted(tables)[:4]) + (", ..." if len(tables) > 4 else "")
+                raise UserError(
+                    f"database {self.where!r} holds tables that are not infermeter's ({shown})",
+                    "use another --db, or add infermeter's tables to it with "
+                    "`infermeter db adopt --db ...`",
+                )
             Base.metadata.create_all(self.engine)
             with self._sessions() as s, s.begin():
                 check_version(s)

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from infermeter.errors import UserError
 from infermeter.measure.ceilings import Ceilings
 from infermeter.run.results import RunResult, SampleResult
-from infermeter.store.engine import StoreCore
+from infermeter.store.engine import StoreCore, sqlite_path
 from infermeter.store.rows import power_rows, sample_row, trace_row
 from infermeter.store.schema import (
     CeilingsRow,
@@ -196,6 +196,40 @@ class StoreWrites(StoreCore):
                     s.delete(row)
         return len(run_ids)
 
+    def free_share(self) -> float:
+        """The share of a SQLite file's pages that are free (0 for other databases)."""
+        from sqlalchemy import text
+
+        if sqlite_path(self.url) is None:
+            return 0.0
+        with self._guard("read"), self.engine.connect() as conn:
+            free = int(conn.execute(text("PRAGMA freelist_count")).scalar() or 0)
+            pages = int(conn.execute(text("PRAGMA page_count")).scalar() or 0)
+        return free / pages if pages else 0.0
+
+    def vacuum(self) -> int:
+        """Give the space of deleted rows back to the file system; return the bytes freed.
+
+        SQLite: VACUUM rewrites the file (the WAL is checkpointed first, so its size counts
+        too). PostgreSQL: VACUUM FULL, measured with pg_database_size. Both run outside a
+        transaction, as they must.
+        """
+        from sqlalchemy import text
+
+        path = sqlite_path(self.url)
+        with self._guard("vacuum"), self.engine.connect() as conn:
+            conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+            if path is not None:
+                before = _file_bytes(path)
+                conn.execute(text("PRAGMA wal_checkpoint(TRUNCATE)"))
+                conn.execute(text("VACUUM"))
+                conn.execute(text("PRAGMA wal_checkpoint(TRUNCATE)"))
+                return max(0, before - _file_bytes(path))
+            size = text("SELECT pg_database_size(current_database())")
+            before = int(conn.execute(size).scalar() or 0)
+            conn.execute(text("VACUUM FULL"))
+            return max(0, before - int(conn.execute(size).scalar() or 0))
+
     def recover_crashed(self) -> int:
         """Mark `crashed` the runs of this host left `running` by a process that is gone."""
         host = socket.gethostname()
@@ -211,3 +245,14 @@ class StoreWrites(StoreCore):
                     row.finished = now_iso()
                     changed += 1
         return changed
+
+
+def _file_bytes(path: Any) -> int:
+    """A SQLite database's size on disk: the file and its WAL."""
+    from pathlib import Path
+
+    total = 0
+    for p in (Path(path), Path(str(path) + "-wal")):
+        if p.exists():
+            total += p.stat().st_size
+    return total

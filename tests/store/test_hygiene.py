@@ -1,0 +1,73 @@
+"""A store that stays tidy: deleted space given back, nobody else's database touched, and
+commands that only read never create a database."""
+
+import sqlite3
+
+import pytest
+from typer.testing import CliRunner
+
+from infermeter import RunConfig, Store, profile
+from infermeter.cli.app import app
+from tests.helpers import assert_one_line_error
+
+runner = CliRunner()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["runs", "list"],
+        ["runs", "show", "abc123"],
+        ["runs", "delete", "abc123"],
+        ["runs", "cleanup", "--max-age-days", "1", "--yes"],
+        ["sweeps", "list"],
+        ["analyze", "abc123"],
+        ["compare", "abc123", "abc124"],
+        ["report", "abc123"],
+        ["db", "vacuum"],
+    ],
+)
+def test_commands_that_only_read_never_create_a_database(args, tmp_path):
+    db = tmp_path / "missing" / "runs.db"
+    r = runner.invoke(app, [*args, "--db", str(db)])
+    assert_one_line_error(r, "no database at", "infermeter profile")
+    assert not db.parent.exists()
+
+
+def test_somebody_elses_database_is_refused_unless_adopted(tmp_path):
+    db = tmp_path / "theirs.db"
+    with sqlite3.connect(db) as c:
+        c.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)")
+        c.execute("INSERT INTO invoices (total) VALUES (12.5)")
+    r = runner.invoke(app, ["runs", "list", "--db", str(db)])
+    assert_one_line_error(r, "holds tables that are not infermeter's (invoices)", "db adopt")
+    with sqlite3.connect(db) as c:  # untouched
+        assert [t for (t,) in c.execute("SELECT name FROM sqlite_master WHERE type='table'")] == [
+            "invoices"
+        ]
+    r = runner.invoke(app, ["db", "adopt", "--db", str(db)])
+    assert r.exit_code == 0, r.output
+    assert runner.invoke(app, ["runs", "list", "--db", str(db)]).exit_code == 0
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT total FROM invoices").fetchone() == (12.5,)  # their data kept
+
+
+def test_cleanup_gives_the_space_back(tiny_llama, tmp_path):
+    db = tmp_path / "r.db"
+    store = Store(db)
+    for _ in range(3):
+        profile(
+            RunConfig(prompt_tokens=16, new_tokens=64, samples=6, mode="standard", energy="off"),
+            loaded=tiny_llama,
+            sink=store,
+        )
+    store.vacuum()  # start from a compact file
+    before = db.stat().st_size
+    r = runner.invoke(app, ["runs", "cleanup", "--max-age-days", "0", "--yes", "--db", str(db)])
+    assert r.exit_code == 0, r.output
+    assert "deleted 3 runs" in r.output and "MiB given back" in r.output
+    after = db.stat().st_size
+    assert after < before / 2, (before, after)
+    with sqlite3.connect(db) as c:
+        assert c.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert c.execute("PRAGMA freelist_count").fetchone() == (0,)
