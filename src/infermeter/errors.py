@@ -37,3 +37,16 @@ class GenerationFailed(Exception):
         self.cause = cause
         where = f" (run {run_id} stored as failed)" if run_id else ""
         super().__init__(f"generation failed: {type(cause).__name__}: {cause}{where}")
+
+
+class Terminated(KeyboardInterrupt):
+    """A signal (SIGTERM from a scheduler or `docker stop`, or SIGHUP) ended the run.
+
+    A KeyboardInterrupt, so every path that stores what was measured on Ctrl-C does the same
+    for it; the run is stored as `terminated`, and the CLI exits 128 + the signal's number.
+    """
+
+    def __init__(self, signal_name: str, signal_number: int) -> None:
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+        self.exit_code = 128 + signal_number

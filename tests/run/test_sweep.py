@@ -52,8 +52,8 @@ def test_interrupted_sweep_resumes_and_skips_finished_points(tiny_moe, tmp_path)
         handle.remove()
     sid = _spec().sweep_id
     assert len(store.sweep_run_ids(sid)) == 2
-    failed = store.sweep_run_ids(sid, status="failed")
-    assert len(failed) == 1 and "interrupted" in store.get(failed[0]).error
+    stopped = store.sweep_run_ids(sid, status="terminated")
+    assert len(stopped) == 1 and "interrupted" in store.get(stopped[0]).error
     result = run_sweep(_spec(), store, loaded=tiny_moe)
     assert result.skipped == 2 and len(result.runs) == 4
     assert len(store.sweep_run_ids(sid)) == 4

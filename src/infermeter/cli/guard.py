@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import typer
 from rich.console import Console
 
-from infermeter.errors import GenerationFailed, UserError
+from infermeter.errors import GenerationFailed, Terminated, UserError
 
 F = TypeVar("F", bound=Callable[..., Any])
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -68,6 +68,11 @@ def guard(fn: F) -> F:
             raise fail(f"error: {exc.line()}", exc.exit_code) from None
         except GenerationFailed as exc:
             raise fail(f"error: {exc}", exc.exit_code) from None
+        except Terminated as exc:
+            raise fail(
+                f"terminated by {exc.signal_name}; what was measured so far is stored",
+                exc.exit_code,
+            ) from None
         except KeyboardInterrupt:
             raise fail("interrupted; what was measured so far is stored", 130) from None
         except (typer.Exit, typer.Abort):

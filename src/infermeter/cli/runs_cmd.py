@@ -16,7 +16,7 @@ from infermeter.util.jsonio import print_json
 
 runs_app = typer.Typer(help="List, show and delete stored runs.", no_args_is_help=True)
 _DB = typer.Option(None, help="Database URL or SQLite file (default: user data folder).")
-STATUSES = ("running", "finished", "failed", "crashed")
+STATUSES = ("running", "finished", "failed", "crashed", "terminated")
 
 
 def parse_since(value: str | None) -> str | None:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from infermeter.errors import GenerationFailed, UserError
+from infermeter.errors import GenerationFailed, Terminated, UserError
 from infermeter.instrument import Profiler, ProfilingConfig
 from infermeter.measure.clock import Clock, clock_for
 from infermeter.measure.device import describe_device
@@ -37,6 +37,7 @@ from infermeter.run.environment import library_versions
 from infermeter.run.generation import generation_config, timed_generate
 from infermeter.run.progress import LiveProgress, ProgressFn
 from infermeter.run.results import RunResult, SampleResult
+from infermeter.run.signals import stop_on_signals
 from infermeter.run.sink import LiveSink, RunSink
 from infermeter.util.timestamps import now_iso
 from infermeter.workloads.corpus import read_prompts_file
@@ -300,8 +301,8 @@ def _measure_sample(session: _Session, i: int, batch: PromptBatch) -> SampleResu
 def _sample_loop(session: _Session, sink: RunSink | None) -> BaseException | None:
     """Warm-up and measured samples; sets the run's status. Returns the failure, if any.
 
-    Ctrl-C marks the run failed and returns None (the caller re-raises KeyboardInterrupt);
-    any other exception marks it failed and is returned, so the partial data is stored first.
+    Ctrl-C, SIGTERM and SIGHUP mark the run terminated, any other exception marks it failed;
+    either is returned (not raised), so the partial data is stored first.
     """
     config, result = session.config, session.result
     n_warm, n_meas = config.warmup_effective, config.samples
@@ -328,8 +329,14 @@ def _sample_loop(session: _Session, sink: RunSink | None) -> BaseException | Non
             cold = result.phases["compile_first_call_ms"]
             result.phases["compile_ms"] = max(0.0, cold - warm_mean)
         result.status = "finished"
-    except KeyboardInterrupt:
-        result.status, result.error = "failed", "interrupted by the user (Ctrl-C)"
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (run/signals.py)
+        result.status = "terminated"
+        result.error = (
+            f"terminated by {exc.signal_name}"
+            if isinstance(exc, Terminated)
+            else "interrupted by the user (Ctrl-C)"
+        )
+        return exc
     except Exception as exc:
         result.status, result.error = "failed", f"{type(exc).__name__}: {exc}"
         return exc
@@ -384,7 +391,8 @@ def profile(
     """
     progress = LiveProgress(sink, config.model, on_progress)
     try:
-        return _profile(config, sink, loaded, progress, sweep_id, knobs, before_finish)
+        with stop_on_signals():  # SIGTERM/SIGHUP store the run as terminated, like Ctrl-C
+            return _profile(config, sink, loaded, progress, sweep_id, knobs, before_finish)
     finally:
         progress.end()  # finished, failed, interrupted or refused: the live line goes
 
@@ -418,9 +426,9 @@ def _profile(
         before_finish(result)
     if sink is not None:
         sink.finish_run(result)  # one transaction, also for failed runs (partial data kept)
-    if result.status == "failed":
-        if failure is None:
-            raise KeyboardInterrupt
+    if isinstance(failure, KeyboardInterrupt):
+        raise failure
+    if failure is not None:
         raise GenerationFailed(result.run_id, failure) from failure
     return result
 

@@ -45,7 +45,7 @@ def _energy_metric(name: str, doc: str) -> property:
 
 #: What a run is: registered and measuring, done, stopped by an error or Ctrl-C, or found
 #: `running` after its process had gone.
-RunStatus = Literal["running", "finished", "failed", "crashed"]
+RunStatus = Literal["running", "finished", "failed", "crashed", "terminated"]
 
 
 class ResultStore(Protocol):
