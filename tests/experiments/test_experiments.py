@@ -136,4 +136,9 @@ def test_plot_errors(tmp_path):
     r = runner.invoke(app, ["plot", str(tmp_path / "none.json")])
     assert_one_line_error(r, "does not exist")
     r = runner.invoke(app, ["plot", "abc123", "--db", str(tmp_path / "r.db")])
+    assert_one_line_error(r, "no database at")  # plot only reads: it creates nothing
+    from infermeter import Store
+
+    Store(tmp_path / "r.db")
+    r = runner.invoke(app, ["plot", "abc123", "--db", str(tmp_path / "r.db")])
     assert_one_line_error(r, "no sweep 'abc123'")
