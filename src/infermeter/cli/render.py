@@ -94,7 +94,11 @@ def summary_table(run: RunResult) -> Table:
         if unit.startswith("J") and _estimated(run, key):
             label += " (est.)"
         mark = " ⚠" if key in noisy else ""
-        ci = f"{fmt.sig3(st.median_ci95_low)}-{fmt.sig3(st.median_ci95_high)}" if st.n > 1 else "-"
+        ci = (
+            f"{fmt.compact(st.median_ci95_low)}-{fmt.compact(st.median_ci95_high)}"
+            if st.n > 1
+            else "-"
+        )
         table.add_row(label + mark, fmt.fixed(st.median), ci, fmt.fixed(st.mean), unit)
     return table
 

@@ -71,6 +71,16 @@ def sig3(v: Any) -> str:
     return MISSING if is_missing(v) else f"{v:.3g}"
 
 
+def compact(v: Any) -> str:
+    """About three significant digits without an exponent: 1,786 / 24.6 / 8.21 / 0.0412."""
+    if is_missing(v):
+        return MISSING
+    a = abs(v)
+    if a >= 100:
+        return f"{v:,.0f}"
+    return f"{v:.1f}" if a >= 10 else f"{v:.3g}"
+
+
 def whole(v: Any) -> str:
     """A whole number (counts stored as floats)."""
     return MISSING if is_missing(v) else str(int(v))
