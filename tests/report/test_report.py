@@ -52,6 +52,13 @@ def test_run_report_files_hold_the_runs_numbers(tiny_llama, tmp_path):
     assert f"{ttft:,.4g}" in page and "memory-bound-decode" in page
     md = (out / "report.md").read_text()
     assert "![timeline](timeline.png)" in md and f"{ttft:,.4g}" in md
+    # a second report into the same folder needs --overwrite; nothing is touched without it
+    (out / "report.md").write_text("kept")
+    r = runner.invoke(app, ["report", run.run_id[:7], "--out", str(out), "--db", db])
+    assert_one_line_error(r, "holds a previous report", "--overwrite")
+    assert (out / "report.md").read_text() == "kept"
+    r = runner.invoke(app, ["report", run.run_id, "--out", str(out), "--db", db, "--overwrite"])
+    assert r.exit_code == 0 and (out / "report.md").read_text() != "kept"
 
 
 def test_sweep_report_and_unknown_target(tiny_moe, tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import typer
@@ -18,6 +19,9 @@ def report_command(
     target: str = typer.Argument(..., help="A run id or a sweep id (or a unique prefix)."),
     out: Path = typer.Option(Path("report"), help="Folder for the report files."),
     db: str = typer.Option(None, help="Database URL or SQLite file."),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Replace a previous report in --out (asked in a terminal)."
+    ),
 ) -> None:
     """Write report.md, report.html (self-contained), CSV tables and PNG figures."""
     from infermeter.analysis.analyze import analyze_run
@@ -25,7 +29,7 @@ def report_command(
     from infermeter.run.sweep import stored_sweep
 
     store = Store(db, create=False)
-    folder = writable_dir(out)
+    run, sweep = None, None
     try:
         run = store.get(target)
     except UserError as run_error:
@@ -36,8 +40,12 @@ def report_command(
                 f"no run or sweep {target!r} in {store.where}",
                 "see `infermeter runs list` and `infermeter sweeps list`",
             ) from run_error
+    _refuse_to_overwrite(out, overwrite)
+    folder = writable_dir(out)
+    if sweep is not None:
         files = sweep_report(sweep, folder)
     else:
+        assert run is not None
         analysis = None
         if run.samples and run.model_info.get("shape"):
             measured = store.measured_ceilings(str((run.device or {}).get("name")))
@@ -46,3 +54,18 @@ def report_command(
     console = Console(soft_wrap=True)
     for f in files:
         console.print(f"wrote {f}", markup=False)
+
+
+def _refuse_to_overwrite(out: Path, overwrite: bool) -> None:
+    """A folder that holds a previous report is replaced only when asked to (or confirmed)."""
+    previous = out / "report.md"
+    if overwrite or not previous.exists():
+        return
+    if sys.stdin.isatty() and typer.confirm(
+        f"{out} holds a previous report; replace its files?", err=True
+    ):
+        return
+    raise UserError(
+        f"{str(out)!r} holds a previous report (report.md)",
+        "pass --overwrite to replace it, or choose another --out",
+    )
