@@ -175,3 +175,28 @@ def test_progress_of_a_profile_from_its_load_to_its_end(tmp_path):
     assert second[0]["stage"] == "sample" and second[0]["done"] == 1  # the callback runs first
     assert second[0]["tokens"] == 3 * 2  # the warm-up and the first sample, 3 tokens each
     assert store.progress_rows() == []
+
+
+def test_nan_and_infinities_round_trip_through_the_store_and_out_as_strict_json(result, tmp_path):
+    """A sensor that returned NaN or a step that overflowed must not break storing or export."""
+    import json
+    import math
+    from dataclasses import replace
+
+    from infermeter.util.jsonio import to_json_text
+
+    odd = replace(
+        result.samples[-1],
+        step_ms=(1.5, math.nan, math.inf),
+        memory={**result.samples[-1].memory, "rss_peak_mb": math.nan},
+    )
+    run = replace(result, samples=[*result.samples[:-1], odd], phases={"load_ms": math.inf})
+    store = Store(tmp_path / "r.db")
+    back = store.get(store.save(run))
+    steps = back.samples[-1].step_ms
+    assert steps[0] == 1.5 and math.isnan(steps[1]) and steps[2] == math.inf  # packed exactly
+    text = to_json_text(back.to_json())
+    doc = json.loads(text)  # strict: no NaN or Infinity tokens
+    assert "NaN" not in text and "Infinity" not in text
+    assert doc["all_samples"][-1]["step_ms"] == [1.5, None, None]
+    assert doc["meta"]["phases"]["load_ms"] is None

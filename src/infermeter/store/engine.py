@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from infermeter.errors import UserError
 from infermeter.paths import data_dir
+from infermeter.util.jsonio import to_json_text
 
 DB_ENV = "INFERMETER_DB"
 TIMEOUT_ENV = "INFERMETER_DB_TIMEOUT_S"
@@ -47,7 +48,9 @@ def sqlite_path(url: str) -> Path | None:
 
 def make_engine(url: str, timeout_s: float) -> Engine:
     """An engine; on SQLite every connection gets WAL, NORMAL sync, a busy timeout and FKs."""
-    kwargs: dict[str, Any] = {}
+    # JSON columns hold strict JSON: NaN and infinities (a sensor's NaN, an overflowed figure)
+    # become null, which every database accepts (PostgreSQL refuses the NaN token)
+    kwargs: dict[str, Any] = {"json_serializer": to_json_text}
     if url.startswith("sqlite"):
         kwargs["connect_args"] = {"timeout": timeout_s}
     engine = create_engine(url, **kwargs)

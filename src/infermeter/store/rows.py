@@ -74,8 +74,10 @@ def sample_row(smp: SampleResult) -> SampleRow:
         vision_tokens=smp.vision_tokens,
         start_ms=smp.start_ms,
         ttft_ms=smp.ttft_ms,
-        decode_ms=smp.decode_ms,
-        total_ms=smp.total_ms,
+        # derived columns, for SQL filters only (the exact steps are packed below); SQLite
+        # stores NaN as NULL, which these NOT NULL columns refuse: a NaN step counts as 0 here
+        decode_ms=_finite(smp.decode_ms, sum(x for x in smp.step_ms if x == x)),
+        total_ms=_finite(smp.total_ms, smp.ttft_ms + sum(x for x in smp.step_ms if x == x)),
         rss_peak_mb=smp.rss_peak_mb,
         peak_allocated_mb=smp.peak_allocated_mb,
         memory=smp.memory,
@@ -85,6 +87,11 @@ def sample_row(smp: SampleResult) -> SampleRow:
     )
     sample.steps = StepsRow(count=len(smp.step_ms), step_ms=pack(smp.step_ms))
     return sample
+
+
+def _finite(value: float, instead: float) -> float:
+    """`value`, or `instead` when it is NaN (infinities are stored as they are)."""
+    return instead if value != value else value
 
 
 def power_rows(power: dict[str, Any]) -> list[PowerSamplesRow]:
