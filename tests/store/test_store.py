@@ -200,3 +200,34 @@ def test_nan_and_infinities_round_trip_through_the_store_and_out_as_strict_json(
     assert "NaN" not in text and "Infinity" not in text
     assert doc["all_samples"][-1]["step_ms"] == [1.5, None, None]
     assert doc["meta"]["phases"]["load_ms"] is None
+
+
+def test_two_processes_opening_an_old_database_at_once_both_succeed(tmp_path):
+    """The upgrade runs once; neither process fails on the other's half-done work."""
+    path = tmp_path / "old.db"
+    Store(path)
+    with sqlite3.connect(path) as c:
+        c.execute("DROP TABLE progress")
+        c.execute("UPDATE meta SET value='3' WHERE key='schema_version'")
+    code = (
+        "import sys, time; from infermeter.store import Store; "
+        "time.sleep(max(0.0, float(sys.argv[2]) - time.time())); "
+        "Store(sys.argv[1]); print('ok')"
+    )
+    import time
+
+    start = str(time.time() + 3.0)  # both start their open at the same moment
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, str(path), start],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, [err for _, err in outs]
+    with sqlite3.connect(path) as c:
+        assert c.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("4",)
+        assert c.execute("SELECT count(*) FROM sqlite_master WHERE name='progress'").fetchone()[0]

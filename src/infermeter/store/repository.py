@@ -9,9 +9,11 @@ and marks runs of this host whose process is gone as `crashed`.
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from sqlalchemy import inspect
+from sqlalchemy.exc import OperationalError
 
 from infermeter.errors import UserError
 from infermeter.store.engine import default_url
@@ -52,10 +54,27 @@ class Store(StoreWrites, StoreQueries, StoreLiveFeed):
                     "use another --db, or add infermeter's tables to it with "
                     "`infermeter db adopt --db ...`",
                 )
-            Base.metadata.create_all(self.engine)
-            with self._sessions() as s, s.begin():
-                check_version(s)
+            self._create_and_upgrade()
         self.recover_crashed()
+
+    def _create_and_upgrade(self, attempts: int = 5) -> None:
+        """Create missing tables and upgrade the schema, safe against a process doing the same.
+
+        Each step checks before it acts, so when another process wins the race between check
+        and act ("already exists", "duplicate column"), doing it again finds the work done.
+        """
+        for attempt in range(attempts):
+            try:
+                Base.metadata.create_all(self.engine)
+                with self._sessions() as s, s.begin():
+                    check_version(s)
+                return
+            except OperationalError as exc:
+                text = str(exc.orig or exc)
+                raced = "already exists" in text or "duplicate column" in text
+                if not raced or attempt == attempts - 1:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
 
     def runs_frame(self, **filters: Any) -> Any:
         """`list_runs` as a pandas DataFrame."""
