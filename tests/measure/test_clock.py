@@ -113,3 +113,46 @@ def test_measure_layer_imports_no_transformers():
             elif isinstance(node, ast.ImportFrom):
                 names = [node.module or ""]
             assert not any(n.split(".")[0] == "transformers" for n in names), path
+
+
+def test_nested_sections_of_one_name_count_their_window_once():
+    c = MockClock()
+    t = Timer(c)
+    with t.section("forward"):  # 0 .. 10
+        c.advance(2)
+        with t.section("forward"):  # a recursive call: 2 .. 5, inside the outer window
+            c.advance(3)
+        c.advance(5)
+    c.advance(10)
+    with t.section("forward"):  # 20 .. 24
+        c.advance(4)
+    assert t.duration_ms("forward") == 14.0
+    assert [s.depth for s in t.sections] == [0, 1, 0]
+
+
+def test_timers_used_from_two_threads_keep_each_threads_nesting():
+    import threading
+
+    t = Timer(PerfCounterClock())
+    barrier = threading.Barrier(2)
+
+    def work(tag):
+        with t.section(f"outer-{tag}"):
+            barrier.wait()  # both outer sections are open at once
+            with t.section(f"inner-{tag}"):
+                barrier.wait()
+
+    threads = [threading.Thread(target=work, args=(k,), name=f"w{k}") for k in (0, 1)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=10)
+    depth = {s.name: (s.depth, s.thread) for s in t.sections}
+    assert depth == {
+        "outer-0": (0, "w0"),
+        "outer-1": (0, "w1"),
+        "inner-0": (1, "w0"),
+        "inner-1": (1, "w1"),
+    }
+    assert all(s.end is not None for s in t.sections)
+    assert t.duration_ms("outer-0") >= t.duration_ms("inner-0") > 0
