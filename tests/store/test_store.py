@@ -151,9 +151,12 @@ def test_a_version_3_database_gets_the_progress_table(tmp_path):
     assert [r["stage"] for r in store.progress_rows()] == ["load"]
 
 
-def test_progress_of_a_profile_from_its_load_to_its_end(tmp_path):
+def test_progress_of_a_profile_from_its_load_to_its_end(tmp_path, monkeypatch):
     """The live line exists while the model loads (no run yet), then names the run and counts
     tokens sample by sample, and is gone when the profile ends."""
+    from infermeter.run.progress import LiveProgress
+
+    monkeypatch.setattr(LiveProgress, "MIN_INTERVAL_S", 0.0)  # every change written
     store = Store(tmp_path / "r.db")
     seen = []
 
@@ -231,3 +234,24 @@ def test_two_processes_opening_an_old_database_at_once_both_succeed(tmp_path):
     with sqlite3.connect(path) as c:
         assert c.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("4",)
         assert c.execute("SELECT count(*) FROM sqlite_master WHERE name='progress'").fetchone()[0]
+
+
+def test_progress_writes_are_throttled_but_the_end_always_lands():
+    """At most one write per interval (each is a commit), except registration and the end."""
+    from infermeter.run.progress import LiveProgress
+
+    class Recorder:  # a ProgressSink that keeps what it was given
+        def __init__(self):
+            self.writes = []
+
+        def progress(self, key, state):
+            self.writes.append(state)
+
+    sink = Recorder()
+    live = LiveProgress(sink, "tiny-llama")
+    for i in range(50):  # 50 quick changes
+        live("sample", i + 1, 50)
+    live.registered("abc")
+    live.end()
+    assert 2 <= len(sink.writes) <= 4  # the first change, registration, the end
+    assert sink.writes[-2]["run_id"] == "abc" and sink.writes[-1] is None

@@ -10,6 +10,7 @@ timed generation: a database write there would perturb the very step it reports.
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
@@ -32,12 +33,18 @@ class LiveProgress:
 
     Writing is best effort: a progress line that cannot be written (a locked database) is
     skipped, never a reason to lose the run itself, whose writes report their own errors.
+    Writes are at most one per `MIN_INTERVAL_S` (each is a commit: 12 a point cost a sweep
+    about 50 ms a point), except the first, the run's registration and the end.
     """
+
+    #: seconds between two progress writes (the live page polls every 0.25 s)
+    MIN_INTERVAL_S = 0.5
 
     def __init__(self, sink: Any, model: str, on_progress: ProgressFn | None = None) -> None:
         self.key = uuid.uuid4().hex
         self.sink = sink if isinstance(sink, ProgressSink) else None
         self.on_progress = on_progress
+        self._last_write = float("-inf")
         self.state: dict[str, Any] = {
             "run_id": None,
             "model": model,
@@ -57,7 +64,7 @@ class LiveProgress:
     def registered(self, run_id: str | None) -> None:
         """The run now has an id (the live page links to it)."""
         self.state["run_id"] = run_id
-        self._write()
+        self._write(force=True)
 
     def generated(self, tokens: int) -> None:
         """A sample finished with `tokens` new tokens (all rows of its batch)."""
@@ -66,10 +73,14 @@ class LiveProgress:
 
     def end(self) -> None:
         """The profile ended (finished, failed or interrupted): its line goes away."""
-        self._write(None)
+        self._write(None, force=True)
 
-    def _write(self, state: dict[str, Any] | None | str = "current") -> None:
+    def _write(self, state: dict[str, Any] | None | str = "current", force: bool = False) -> None:
         if self.sink is None:
             return
+        now = time.monotonic()
+        if not force and now - self._last_write < self.MIN_INTERVAL_S:
+            return
+        self._last_write = now
         with contextlib.suppress(Exception):  # best effort: see the class docstring
             self.sink.progress(self.key, dict(self.state) if state == "current" else None)
