@@ -140,12 +140,17 @@ def test_a_version_2_database_is_upgraded_in_place_with_its_ceilings(tmp_path):
     assert version == str(SCHEMA_VERSION)
 
 
-def test_a_version_3_database_gets_the_progress_table(tmp_path):
-    path = tmp_path / "v3.db"
+def _version_3_database(path):
+    """A database as schema 3 left it: no progress table."""
     Store(path)
     with sqlite3.connect(path) as c:
         c.execute("DROP TABLE progress")
         c.execute("UPDATE meta SET value='3' WHERE key='schema_version'")
+    return path
+
+
+def test_a_version_3_database_gets_the_progress_table(tmp_path):
+    path = _version_3_database(tmp_path / "v3.db")
     store = Store(path)
     store.progress("k1", {"model": "m", "stage": "load", "done": 0, "total": 1, "tokens": 0})
     assert [r["stage"] for r in store.progress_rows()] == ["load"]
@@ -207,11 +212,7 @@ def test_nan_and_infinities_round_trip_through_the_store_and_out_as_strict_json(
 
 def test_two_processes_opening_an_old_database_at_once_both_succeed(tmp_path):
     """The upgrade runs once; neither process fails on the other's half-done work."""
-    path = tmp_path / "old.db"
-    Store(path)
-    with sqlite3.connect(path) as c:
-        c.execute("DROP TABLE progress")
-        c.execute("UPDATE meta SET value='3' WHERE key='schema_version'")
+    path = _version_3_database(tmp_path / "old.db")
     code = (
         "import sys, time; from infermeter.store import Store; "
         "time.sleep(max(0.0, float(sys.argv[2]) - time.time())); "

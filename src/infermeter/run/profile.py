@@ -109,8 +109,8 @@ def _shape(loaded: LoadedModel) -> Shape:
     """The model's cost shape and census, with torch's own FLOP count to check them against.
 
     The count is an 8- and a 16-token forward with eager kernels (more where a block needs a
-    fit: models/flopcount.py; 0.4 s on tiny-qwen3-moe), made once
-    per loaded model, outside every measured sample, and kept with the census it was made for:
+    fit: models/flopcount.py; 0.4 s on tiny-qwen3-moe), made once per loaded model, outside
+    every measured sample, and kept with the census it was made for:
     it checks the cost formulas on this architecture, whatever knobs later change. A model
     that cannot run it (a vision model that needs images) keeps None.
     """
