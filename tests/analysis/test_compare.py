@@ -150,3 +150,54 @@ def test_where_the_difference_comes_from_nests_parts_under_their_block():
         (0, "prefill", "model.layers.1"),
         (0, "prefill", "lm_head"),
     ]
+
+
+class DriftClock(JitterClock):
+    """A JitterClock on a machine that slows down steadily: by mark m every step takes
+    (1 + m / 100) times as long (a minimal-mode sample of 4 tokens makes a handful of marks, so
+    a second run of 11 samples is about twice as slow as the first)."""
+
+    def mark(self):
+        t = self.t_ms
+        self.t_ms += self.rng.uniform(0.9, 1.1) * (1 + self.marks / 100)
+        self.marks += 1
+        return t
+
+
+def test_a_drifting_machine_fools_sequential_runs_but_not_interleaved_ones(
+    tiny_llama, tmp_path, monkeypatch
+):
+    import sys
+
+    from infermeter.run.interleave import Arm, profile_interleaved
+
+    db = str(tmp_path / "r.db")
+    cfg = RunConfig(model="tiny-llama", prompt_tokens=16, new_tokens=4, samples=10, energy="off")
+    clock = DriftClock(seed=5)
+    monkeypatch.setattr(sys.modules["infermeter.run.profile"], "clock_for", lambda d: clock)
+    store = Store(db)
+    first, second = (profile(cfg, loaded=tiny_llama, sink=store).run_id for _ in range(2))
+    r = runner.invoke(app, ["compare", first, second, "--db", db], terminal_width=130)
+    assert "slower" in r.output and "--interleave" in r.output  # the drift, with the caveat
+    arms = [Arm(cfg, {"copy": "a"}), Arm(cfg, {"copy": "b"})]
+    a, b = (run.run_id for run in profile_interleaved(arms, tiny_llama, sink=store))
+    r = runner.invoke(app, ["compare", a, b, "--db", db], terminal_width=130)
+    assert r.exit_code == 0, r.output
+    assert r.output.count("no detectable difference") == 3, r.output  # prefill, decode, total
+    assert "samples interleaved (group" in r.output and "--interleave" not in r.output
+    d = json.loads(runner.invoke(app, ["compare", a, b, "--db", db, "--json"]).stdout)
+    assert d["paired"] and d["total"]["statistic"] == "median of per-round ratios (paired)"
+
+
+def test_sweep_interleave_from_the_cli(tmp_path):
+    db = str(tmp_path / "r.db")
+    args = ["sweep", "--model", "tiny-llama", "--knob", "prompt_tokens=16,24", "--samples", "3",
+            "--new-tokens", "2", "--energy", "off", "--interleave", "--db", db]  # fmt: skip
+    r = runner.invoke(app, args, terminal_width=130)
+    assert r.exit_code == 0, r.output
+    assert "interleaved" in r.output and "infermeter compare" in r.output
+    ids = r.output.split("infermeter compare ")[1].split()[:2]
+    d = json.loads(runner.invoke(app, ["compare", *ids, "--db", db, "--json"]).stdout)
+    assert d["paired"] and d["changed"] == {"prompt_tokens": [16, 24]}
+    r = runner.invoke(app, [*args[:-2], "--knob", "dtype=float32,bfloat16", "--db", db])
+    assert r.exit_code == 2 and "share one loaded model" in r.output

@@ -291,3 +291,30 @@ def test_custom_mode_instruments_only_the_chosen_blocks_and_detaches(tiny_llama)
         assert _hook_count(tiny_llama.model) > before
     assert only_layer_one == {1}
     assert _hook_count(tiny_llama.model) == before
+
+
+def test_reattach_keeps_one_set_of_rows_and_adds_the_calls():
+    """Detached between samples and attached again (interleaved sweeps), the profiler keeps
+    its module ids: the second generation's calls land on the same rows, no duplicates."""
+    lm = load_model("tiny-llama", device="cpu")
+    kw = _inputs(lm)
+    prof = Profiler(lm.model, ProfilingConfig.deep())
+    prof.attach()
+    _generate(lm, kw, n=3)
+    prof.detach()
+    n_modules, origin, notes = len(prof.modules), prof.origin, list(prof.notes)
+    assert _hook_count(lm.model) == 0
+    _generate(lm, kw, n=3)  # not instrumented: detached
+    prof.attach()
+    _generate(lm, kw, n=3)
+    prof.detach()
+    assert len(prof.modules) == n_modules
+    assert prof.origin is origin and prof.notes == notes
+    layers = prof.result().layers()
+    names = layers[layers["phase"] == "prefill"]["name"]
+    assert not names.duplicated().any()
+    blocks = layers[layers["kind"] == "block"]
+    assert (blocks[blocks["phase"] == "prefill"]["calls"] == 2).all()
+    assert (blocks[blocks["phase"] == "decode"]["calls"] == 4).all()
+    qk = layers[(layers["kind"] == "qk") & (layers["phase"] == "decode")]
+    assert len(qk) == 4 and (qk["calls"] == 4).all()

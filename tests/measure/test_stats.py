@@ -130,3 +130,42 @@ def test_an_unresolved_difference_says_how_many_samples_would_resolve_it():
     c = compare_samples(base, variant)
     assert c["verdict"] == "no detectable difference"
     assert c["samples_to_resolve"] > 4
+
+
+def test_paired_rounds_cancel_a_drift_that_fools_the_unpaired_test():
+    """A machine that drifts by up to 30% between rounds: measured one run after the other,
+    the drift reads as a difference; interleaved and paired by round, it cancels, and a real
+    10% effect is still found."""
+    import numpy as np
+
+    from infermeter.measure.stats import compare_paired_samples, compare_samples
+
+    rng = np.random.default_rng(11)
+    trials, n = 200, 20
+    fooled = claimed = found = 0
+    for _ in range(trials):
+        drift = np.exp(np.cumsum(0.05 * rng.standard_normal(2 * n)))  # a random walk
+        noise = lambda: 1 + 0.03 * rng.standard_normal(n)  # noqa: E731
+        # sequential: A in the first n rounds, B (the same configuration) in the next n
+        a_seq, b_seq = 100 * drift[:n] * noise(), 100 * drift[n:] * noise()
+        fooled += compare_samples(a_seq, b_seq)["verdict"] != "no detectable difference"
+        # interleaved: both arms in every round
+        d = drift[::2]
+        same = compare_paired_samples(100 * d * noise(), 100 * d * noise())
+        claimed += same["verdict"] != "no detectable difference"
+        slower = compare_paired_samples(100 * d * noise(), 110 * d * noise())
+        found += slower["verdict"] == "slower"
+    assert fooled > trials / 2  # why sequential runs carry a caveat
+    assert claimed <= 0.05 * trials
+    assert found == trials
+
+
+def test_paired_comparison_fields_and_too_few_rounds():
+    from infermeter.measure.stats import compare_paired_samples
+
+    c = compare_paired_samples([10.0, 20.0, 30.0, None, 40.0], [5.0, 10.0, 15.0, 7.0, 20.0])
+    assert c["paired"] and c["samples"] == [4, 4]  # the pair with a missing value dropped
+    assert c["speedup"] == pytest.approx(2.0) and c["ci95_low"] == pytest.approx(2.0)
+    same = compare_paired_samples([1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0])
+    assert same["verdict"] == "no detectable difference" and same["p_value"] == 1.0
+    assert compare_paired_samples([1.0, 2.0], [1.0, 2.0])["verdict"] == "too few samples"

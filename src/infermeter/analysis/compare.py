@@ -11,6 +11,12 @@ from the cost model at each run's shapes: per phase, the roofline time max(FLOPs
 bytes / bandwidth) with the device's ceilings (measured, else spec); without ceilings, FLOPs
 for prefill and bytes for decode (the first-order costs). The prediction error is
 (predicted - actual) / actual speedup.
+
+Two runs of one interleaved sitting (run/interleave.py: the same `interleaved.group`) are
+compared *paired*: sample i of each ran in the same round, so the speedup is the median of the
+per-round ratios and a drift of the machine between rounds cancels. Runs measured one after
+the other cannot be paired; their intervals cover the noise within each run, not a drift
+between the two, and the document says so (`drift_caveat`).
 """
 
 from __future__ import annotations
@@ -20,18 +26,33 @@ from typing import Any
 from infermeter.analysis.costs import total
 from infermeter.analysis.roofline import phase_costs, run_shapes
 from infermeter.measure.ceilings import Ceilings
-from infermeter.measure.stats import compare_samples
+from infermeter.measure.stats import compare_paired_samples, compare_samples
 
 PHASES = (("prefill", "ttft_ms"), ("decode", "tpot_ms"))
 
 
-def _samples(run: Any, metric: str) -> list[float | None]:
-    return [getattr(s, metric) for s in run.measured]
+def interleaved_group(base: Any, variant: Any) -> str | None:
+    """The interleaving group both runs were measured in, or None (not paired)."""
+    gb = (base.config.get("interleaved") or {}).get("group")
+    gv = (variant.config.get("interleaved") or {}).get("group")
+    return gb if gb is not None and gb == gv and base.run_id != variant.run_id else None
 
 
-def _judged(base: Any, variant: Any, metric: str) -> dict[str, Any]:
+def _samples(run: Any, metric: str) -> dict[int, float | None]:
+    return {s.index: getattr(s, metric) for s in run.measured}
+
+
+def _judge(b: dict[int, Any], v: dict[int, Any], paired: bool) -> dict[str, Any]:
+    """Per-sample values (by sample index) of both runs judged, paired by index or not."""
+    if paired:
+        common = sorted(b.keys() & v.keys())
+        return compare_paired_samples([b[i] for i in common], [v[i] for i in common])
+    return compare_samples(list(b.values()), list(v.values()))
+
+
+def _judged(base: Any, variant: Any, metric: str, paired: bool = False) -> dict[str, Any]:
     """Medians of both runs, the speedup with its interval, and the verdict."""
-    c = compare_samples(_samples(base, metric), _samples(variant, metric))
+    c = _judge(_samples(base, metric), _samples(variant, metric), paired)
     sb, sv = base.summary()[metric], variant.summary()[metric]
     return {"metric": metric, "baseline_ms": sb.median, "variant_ms": sv.median, **c}
 
@@ -54,9 +75,11 @@ def _model_ms(run: Any, ceilings: Ceilings | None) -> dict[str, float]:
 def compare_runs(base: Any, variant: Any, ceilings: Ceilings | None = None) -> dict[str, Any]:
     """The comparison document of two runs (medians; speedups with intervals and verdicts)."""
     pb, pv = _model_ms(base, ceilings), _model_ms(variant, ceilings)
+    group = interleaved_group(base, variant)
+    paired = group is not None
     phases = []
     for phase, metric in PHASES:
-        row = {"phase": phase, **_judged(base, variant, metric)}
+        row = {"phase": phase, **_judged(base, variant, metric, paired)}
         actual = row["speedup"]
         predicted = pb[phase] / pv[phase] if pv[phase] else None
         row["predicted_speedup"] = predicted
@@ -64,7 +87,7 @@ def compare_runs(base: Any, variant: Any, ceilings: Ceilings | None = None) -> d
             100 * (predicted - actual) / actual if actual and predicted else None
         )
         phases.append(row)
-    whole = _judged(base, variant, "total_ms")
+    whole = _judged(base, variant, "total_ms", paired)
     sb = base.summary()
     # the baseline's measured phase times, each scaled by its predicted phase speedup
     pred_ttft = sb["ttft_ms"].median / (phases[0]["predicted_speedup"] or 1)
@@ -74,7 +97,7 @@ def compare_runs(base: Any, variant: Any, ceilings: Ceilings | None = None) -> d
         sb["total_ms"].median / (pred_ttft + pred_decode) if sb["total_ms"].median else None
     )
     tps_b, tps_v = sb["tokens_per_s"].median, variant.summary()["tokens_per_s"].median
-    layers = _layers(base, variant)
+    layers = _layers(base, variant, paired)
     return {
         "baseline": {"run_id": base.run_id, "knobs": base.knobs},
         "variant": {"run_id": variant.run_id, "knobs": variant.knobs},
@@ -83,7 +106,12 @@ def compare_runs(base: Any, variant: Any, ceilings: Ceilings | None = None) -> d
             for k in sorted(set(base.knobs) | set(variant.knobs))
             if base.knobs.get(k) != variant.knobs.get(k)
         },
-        "statistic": "ratio of medians over measured samples, 95% bootstrap interval",
+        "statistic": "median of per-round ratios of interleaved samples, 95% bootstrap interval"
+        if paired
+        else "ratio of medians over measured samples, 95% bootstrap interval",
+        "paired": paired,
+        "interleaved_group": group,
+        "drift_caveat": not paired,
         "phases": phases,
         "total": whole,
         "total_speedup": total_speedup,
@@ -93,14 +121,19 @@ def compare_runs(base: Any, variant: Any, ceilings: Ceilings | None = None) -> d
         if predicted_total and total_speedup
         else None,
         "throughput_ratio": tps_v / tps_b if tps_b else None,
-        "layers_statistic": "ratio of medians of per-sample totals, 95% bootstrap interval",
+        "layers_statistic": (
+            "median of per-round ratios of per-sample totals"
+            if paired
+            else "ratio of medians of per-sample totals"
+        )
+        + ", 95% bootstrap interval",
         "layers": layers,
         "where": _where(layers),
         "prediction": "roofline with ceilings" if ceilings else "first-order cost ratio",
     }
 
 
-def _layers(base: Any, variant: Any) -> list[dict[str, Any]]:
+def _layers(base: Any, variant: Any, paired: bool = False) -> list[dict[str, Any]]:
     """Per module and phase present in both runs: per-sample totals compared, with a verdict.
 
     Each generate call's total time in the module (`sample_ms`, recorded since per-sample
@@ -128,9 +161,9 @@ def _layers(base: Any, variant: Any) -> list[dict[str, Any]]:
             "delta_ms": v["per_sample_ms"] - b["per_sample_ms"],
         }
         if b.get("sample_ms") and v.get("sample_ms"):
-            c = compare_samples(b["sample_ms"], v["sample_ms"])
+            c = _judge(dict(enumerate(b["sample_ms"])), dict(enumerate(v["sample_ms"])), paired)
             row.update(speedup=c["speedup"], ci95_low=c["ci95_low"], ci95_high=c["ci95_high"])
-            row.update(verdict=c["verdict"], statistic="ratio of medians of per-sample totals")
+            row.update(verdict=c["verdict"], statistic=c["statistic"] + " of per-sample totals")
         else:
             speedup = b["mean_ms"] / v["mean_ms"] if v["mean_ms"] else None
             row.update(speedup=speedup, ci95_low=None, ci95_high=None)

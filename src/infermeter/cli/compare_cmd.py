@@ -89,12 +89,19 @@ def compare_card(doc: dict) -> Group:
     if predicted:
         parts.append(Text("predicted speedup (error vs measured): " + ", ".join(predicted)))
     parts.append(Text(f"ms: medians over measured samples; speedup: {doc['statistic']}"))
-    if any(r["verdict"] in ("faster", "slower") for r in rows):
+    if doc.get("paired"):
+        parts.append(
+            Text(
+                f"samples interleaved (group {doc['interleaved_group']}): each round's pair is "
+                "compared, so a drift of the machine between rounds cancels"
+            )
+        )
+    elif any(r["verdict"] in ("faster", "slower") for r in rows):
         parts.append(
             Text(
                 "the intervals cover the noise between samples of each run, not a drift of the "
                 "machine between the two runs: on a shared machine, repeat the pair in the "
-                "other order before acting on it",
+                "other order, or as a sweep with --interleave, before acting on it",
                 style="yellow",
             )
         )

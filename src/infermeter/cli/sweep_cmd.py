@@ -61,6 +61,13 @@ def sweep_command(
     prompts: Path = typer.Option(
         None, help="Prompts file (.txt or .jsonl) instead of the built-in corpus."
     ),
+    interleave: bool = typer.Option(
+        False,
+        "--interleave",
+        help="Measure the points sample by sample in turn (A B, B A, ...) so a drift of the "
+        "machine falls on all alike; compare then pairs their samples. One loaded model: not "
+        "with dtype or compile.",
+    ),
     db: str = typer.Option(None, help="Database URL or SQLite file."),
     out: Path = typer.Option(None, help="Write DIR/sweep-ID.json there."),
     json_out: bool = typer.Option(False, "--json", help="Print the sweep JSON on stdout."),
@@ -87,7 +94,12 @@ def sweep_command(
             "prompts_file": str(prompts) if prompts else None,
         },
     )
-    spec = SweepSpec(base, knobs, name=name or (file.name if file else None) or "sweep")
+    spec = SweepSpec(
+        base,
+        knobs,
+        name=name or (file.name if file else None) or "sweep",
+        interleave=interleave or bool(file and file.interleave),
+    )
     spec.points()  # parse every value now: a bad one fails before the model loads
     out_dir = writable_dir(out) if out else None
     store = Store(db)
@@ -102,6 +114,12 @@ def sweep_command(
         with view.progress:
             result = run_sweep(spec, store, on_progress=progress)
     except KeyboardInterrupt:
+        if spec.interleave:
+            raise fail(
+                "interrupted: the interleaved points are stored as terminated; run the same "
+                "command again to measure them again (finished points are skipped)",
+                130,
+            ) from None
         raise _interrupted(done[0], done[1] or len(spec.points())) from None
     doc = clean_json(result.to_json())
     if out_dir is not None:
@@ -111,6 +129,13 @@ def sweep_command(
         return
     console = Console(soft_wrap=True)
     console.print(sweep_table(doc))
+    if spec.interleave and len(result.runs) >= 2:
+        first = result.runs[0].run_id
+        console.print(
+            f"samples interleaved: compare pairs them, e.g. infermeter compare {first} "
+            f"{result.runs[1].run_id}",
+            markup=False,
+        )
     console.print(
         f"sweep {result.sweep_id}: {len(result.runs)} points, {result.skipped} already done; "
         f"stored in {store.where}"
@@ -124,7 +149,9 @@ def sweep_table(doc: dict[str, Any]) -> Table:
     """One row per configuration: the knob values and the main medians."""
     knobs = list((doc["meta"].get("knobs") or {}).keys())
     table = Table(
-        title=f"sweep {doc['meta']['sweep_id']} · {doc['meta']['model']} · medians "
+        title=f"sweep {doc['meta']['sweep_id']} · {doc['meta']['model']} · "
+        + ("samples interleaved · " if doc["meta"].get("interleave") else "")
+        + "medians "
         "(⚠ noisy: spread over 10% or an outlier)",
         title_justify="left",
     )

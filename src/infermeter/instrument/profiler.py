@@ -51,6 +51,7 @@ class Profiler:
         self.notes: list[str] = []
         self._handles: list[Any] = []
         self._attached = False
+        self._cursor = 0  # next module id handed out by `_module_id` during an attach
         self._saved_attn: tuple[Any, Any] | None = None
         self.modules: list[ModuleInfo] = []
         self.steps: list[StepInfo] = []
@@ -104,10 +105,22 @@ class Profiler:
         layers = self.config.layers
         return layers is None or index in layers
 
+    def _module_id(self, name: str, kind: str, layer: int | None) -> int:
+        """The next module's id: new on the first attach, the same one on every re-attach.
+
+        Attach registers modules in a fixed order, so a profiler detached between samples (an
+        interleaved sweep runs other configurations in between) and attached again keeps
+        adding to the same rows instead of growing a second set.
+        """
+        mid = self._cursor
+        self._cursor += 1
+        if mid == len(self.modules):
+            self.modules.append(ModuleInfo(mid, name, kind, layer))
+            self._starts.append(None)
+        return mid
+
     def _register(self, module: Any, kind: str, layer: int | None, probe: Any = None) -> int:
-        mid = len(self.modules)
-        self.modules.append(ModuleInfo(mid, self.arch.name_of(module), kind, layer))
-        self._starts.append(None)
+        mid = self._module_id(self.arch.name_of(module), kind, layer)
         starts, clock, timing = self._starts, self.clock, self.timing
         phase_probe = probe
 
@@ -141,16 +154,16 @@ class Profiler:
         self._handles.append(module.register_forward_hook(post, always_call=True))
 
     def attach(self) -> None:
-        """Register every hook the config asks for (idempotent)."""
+        """Register every hook the config asks for (idempotent; again after `detach`)."""
         if self._attached:
             return
         self._attached = True
+        first = not self.modules
+        self._cursor = 0
         cfg, arch = self.config, self.arch
-        if arch.missing:
+        if arch.missing and first:
             self.notes.append("not found (not instrumented): " + ", ".join(arch.missing))
-        root_mid = len(self.modules)
-        self.modules.append(ModuleInfo(root_mid, "forward", "forward", None))
-        self._starts.append(None)
+        root_mid = self._module_id("forward", "forward", None)
         self._handles.append(self.model.register_forward_pre_hook(self._root_pre, with_kwargs=True))
         self._handles.append(self.model.register_forward_hook(self._root_post, always_call=True))
         self._root_mid = root_mid
@@ -185,18 +198,15 @@ class Profiler:
                     self._attn_layer[id(b.attention)] = b.index
                     base = self.arch.name_of(b.attention)
                     for op in ("qk", "softmax", "av"):
-                        self._op_ids[(b.index, op)] = len(self.modules)
-                        self.modules.append(
-                            ModuleInfo(len(self.modules), f"{base}.{op}", op, b.index)
-                        )
-                        self._starts.append(None)
+                        self._op_ids[(b.index, op)] = self._module_id(f"{base}.{op}", op, b.index)
                 for act in b.mlp_act:
                     self._register_probe(act, self.kill, b.index)
                 if b.router is not None and self.routing is not None:
                     self._register(b.router, "router", b.index, probe=self.routing)
         if cfg.deep_ops:
             self._install_deep_attention()
-        self._origin = self.clock.mark()
+        if first:
+            self._origin = self.clock.mark()
 
     def _install_deep_attention(self) -> None:
         config = getattr(self.model, "config", None)
@@ -209,10 +219,12 @@ class Profiler:
         self._saved_attn = (text, before)
         text._attn_implementation = deep_attention.NAME
         deep_attention.ACTIVE = self
-        self.notes.append(
+        note = (
             f"deep mode: attention ran through infermeter's eager path (was {before}) so its "
             "operations could be timed; absolute attention times differ from the fused kernel"
         )
+        if note not in self.notes:
+            self.notes.append(note)
 
     def detach(self) -> None:
         """Remove every hook and restore the attention implementation."""
@@ -230,7 +242,7 @@ class Profiler:
 
     @property
     def origin(self) -> Any:
-        """The clock mark record start times are measured from (taken at attach)."""
+        """The clock mark record start times are measured from (taken at the first attach)."""
         return self._origin
 
     # -- hot path ------------------------------------------------------------------------

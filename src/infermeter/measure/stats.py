@@ -18,6 +18,12 @@ or slower only when that interval excludes 1 *and* a Mann-Whitney U test rejects
 distribution" at 5% (two tests, so noise alone claims a difference in fewer than 5% of
 comparisons); otherwise "no detectable difference", with the samples a run would need to
 resolve a difference of the size seen.
+
+When the two sets were measured in the same rounds (an interleaved sweep: sample i of each
+ran back to back), `compare_paired_samples` judges the per-round ratios instead: their
+median with a bootstrap interval over rounds, and Wilcoxon's signed-rank test on their
+logarithms. A drift of the machine moves both samples of a round alike and cancels in their
+ratio, which two independent sets cannot offer.
 """
 
 from __future__ import annotations
@@ -246,5 +252,49 @@ def compare_samples(
         half_log = (math.log(hi) - math.log(lo)) / 2
         n_now = max(b.size, v.size)
         resolve = min(100_000, math.ceil(n_now * (half_log / abs(math.log(speedup))) ** 2))
+    return {**out, "ci95_low": lo, "ci95_high": hi, "p_value": p, "verdict": verdict,
+            "samples_to_resolve": resolve}  # fmt: skip
+
+
+def compare_paired_samples(
+    baseline: Iterable[float | None], variant: Iterable[float | None], seed: int = 0
+) -> dict[str, Any]:
+    """Speedup of `variant` over `baseline` from samples measured in pairs (same round).
+
+    Pairs where either value is missing are dropped. Returns the same fields as
+    `compare_samples`, with the speedup the median of the per-pair ratios baseline/variant,
+    its 95% bootstrap interval over pairs, and the Wilcoxon signed-rank p-value of the log
+    ratios; faster/slower only when the interval excludes 1 and p < 0.05.
+    """
+    pairs = [
+        (float(b), float(v))
+        for b, v in zip(baseline, variant, strict=False)
+        if b is not None and v is not None and not math.isnan(b) and not math.isnan(v) and v > 0
+    ]
+    n = len(pairs)
+    out: dict[str, Any] = {
+        "samples": [n, n],
+        "statistic": "median of per-round ratios (paired)",
+        "paired": True,
+    }
+    ratios = np.asarray([b / v for b, v in pairs], dtype=float)
+    out["speedup"] = float(np.median(ratios)) if n else None
+    if n < 3 or not np.all(ratios > 0):
+        return {**out, "ci95_low": None, "ci95_high": None, "p_value": None,
+                "verdict": "too few samples", "samples_to_resolve": None}  # fmt: skip
+    rng = np.random.default_rng(seed)
+    boot = np.median(rng.choice(ratios, size=(RESAMPLES, n)), axis=1)
+    lo, hi = (float(x) for x in np.percentile(boot, [2.5, 97.5]))
+    logs = np.log(ratios)
+    from scipy.stats import wilcoxon  # only where a difference is judged
+
+    p = 1.0 if not np.any(logs) else float(wilcoxon(logs).pvalue)
+    detected = p < ALPHA and (lo > 1 or hi < 1)
+    speedup = out["speedup"]
+    verdict = ("faster" if speedup > 1 else "slower") if detected else "no detectable difference"
+    resolve = None
+    if not detected and speedup != 1 and lo > 0:
+        half_log = (math.log(hi) - math.log(lo)) / 2
+        resolve = min(100_000, math.ceil(n * (half_log / abs(math.log(speedup))) ** 2))
     return {**out, "ci95_low": lo, "ci95_high": hi, "p_value": p, "verdict": verdict,
             "samples_to_resolve": resolve}  # fmt: skip

@@ -6,9 +6,9 @@ store): the run is registered as `running` before the first generation, so a kil
 leaves a trace, and all samples are written in one transaction at the end, also when
 generation raises (status `failed`, error kept, samples so far kept).
 
-The work is split in three: `_set_up` (everything that can be refused, before anything is
+The work is split in three: `set_up_session` (everything that can be refused, before anything is
 stored), `_sample_loop` (the measured generations, with hooks, energy sampler and compile
-attached) and `_tear_down` (undo all of it, also after a failure).
+attached) and `tear_down` (undo all of it, also after a failure).
 """
 
 from __future__ import annotations
@@ -43,11 +43,23 @@ from infermeter.util.timestamps import now_iso
 from infermeter.workloads.corpus import read_prompts_file
 from infermeter.workloads.prompts import PromptBatch, VisionInput, WorkloadSpec, build_batches
 
-__all__ = ["ProgressFn", "profile"]
+__all__ = [
+    "ProgressFn",
+    "Session",
+    "close_session",
+    "profile",
+    "register_session",
+    "run_sample",
+    "samples_done",
+    "set_up_session",
+    "start_clock",
+    "stopped",
+    "tear_down",
+]
 
 
 @dataclass
-class _Session:
+class Session:
     """Everything one run holds while it runs: set up once, attached, then torn down."""
 
     config: RunConfig
@@ -152,13 +164,13 @@ def _set_up_notes(loaded: LoadedModel, result: RunResult, batches: list[PromptBa
     return notes
 
 
-def _set_up(
+def set_up_session(
     config: RunConfig,
     loaded: LoadedModel | None,
     progress: LiveProgress,
     sweep_id: str | None,
     knobs: dict[str, Any] | None,
-) -> _Session:
+) -> Session:
     """Validate, load, build the prompts, the result and the instruments; nothing is stored.
 
     Every user error (bad configuration, prompts, --layers, a named energy source that is
@@ -207,7 +219,7 @@ def _set_up(
     # An explicitly named source that is missing is a UserError here, before anything is stored.
     sources, missing = open_source(config.energy, config.power_interval_ms)
     sampler = PowerSampler(sources, config.power_interval_ms) if sources is not None else None
-    return _Session(
+    return Session(
         config,
         loaded,
         batches,
@@ -222,7 +234,7 @@ def _set_up(
     )
 
 
-def _register(session: _Session, sink: RunSink | None) -> None:
+def register_session(session: Session, sink: RunSink | None) -> None:
     """Register the run as `running` (only once every user error has been ruled out)."""
     if sink is None:
         return
@@ -235,8 +247,8 @@ def _register(session: _Session, sink: RunSink | None) -> None:
         raise
 
 
-def _attach(session: _Session) -> None:
-    """Start the sampler, attach hooks and compile; `_tear_down` undoes each of these."""
+def _attach(session: Session) -> None:
+    """Start the sampler, attach hooks and compile; `tear_down` undoes each of these."""
     import torch
 
     model, config = session.loaded.model, session.config
@@ -248,7 +260,7 @@ def _attach(session: _Session) -> None:
         model.forward = torch.compile(model.forward)
 
 
-def _measure_sample(session: _Session, i: int, batch: PromptBatch) -> SampleResult:
+def _measure_sample(session: Session, i: int, batch: PromptBatch) -> SampleResult:
     """One generation, timed token by token, with memory and sampler readings at its edges."""
     import torch
 
@@ -298,52 +310,74 @@ def _measure_sample(session: _Session, i: int, batch: PromptBatch) -> SampleResu
     )
 
 
-def _sample_loop(session: _Session, sink: RunSink | None) -> BaseException | None:
-    """Warm-up and measured samples; sets the run's status. Returns the failure, if any.
-
-    Ctrl-C, SIGTERM and SIGHUP mark the run terminated, any other exception marks it failed;
-    either is returned (not raised), so the partial data is stored first.
-    """
-    config, result = session.config, session.result
-    n_warm, n_meas = config.warmup_effective, config.samples
+def start_clock(session: Session) -> None:
+    """The run's time origin (also the power sampler's) and its memory tracker."""
     session.memory = MemoryTracker(next(session.loaded.model.parameters()).device)
     session.original_forward = session.loaded.model.__dict__.get("forward")
     session.origin = session.clock.mark()
     session.host_origin_ns = time.perf_counter_ns()  # the power sampler's time base
-    try:
-        _attach(session)
-        for i, batch in enumerate(session.batches):
-            warm = i < n_warm
-            if warm:
-                session.progress("warmup", i + 1, n_warm)
-            else:
-                session.progress("sample", i - n_warm + 1, n_meas)
-            result.samples.append(_measure_sample(session, i, batch))
-            smp = result.samples[-1]
-            session.progress.generated(smp.new_tokens * smp.batch_size)
-            if config.compile and i == 0:
-                result.phases["compile_first_call_ms"] = result.samples[0].total_ms
-            _publish(sink, result, session.profiler, warm)
-        if config.compile and result.measured:
-            warm_mean = sum(s.total_ms for s in result.measured) / len(result.measured)
-            cold = result.phases["compile_first_call_ms"]
-            result.phases["compile_ms"] = max(0.0, cold - warm_mean)
-        result.status = "finished"
-    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP (run/signals.py)
+
+
+def run_sample(session: Session, sink: RunSink | None, i: int) -> None:
+    """Sample `i` (warm-up or measured): progress, the timed generation, the live write."""
+    config, result = session.config, session.result
+    n_warm = config.warmup_effective
+    warm = i < n_warm
+    if warm:
+        session.progress("warmup", i + 1, n_warm)
+    else:
+        session.progress("sample", i - n_warm + 1, config.samples)
+    result.samples.append(_measure_sample(session, i, session.batches[i]))
+    smp = result.samples[-1]
+    session.progress.generated(smp.new_tokens * smp.batch_size)
+    if config.compile and i == 0:
+        result.phases["compile_first_call_ms"] = result.samples[0].total_ms
+    _publish(sink, result, session.profiler, warm)
+
+
+def samples_done(session: Session) -> None:
+    """Every sample measured: the compile cost, and the run is finished."""
+    result = session.result
+    if session.config.compile and result.measured:
+        warm_mean = sum(s.total_ms for s in result.measured) / len(result.measured)
+        cold = result.phases["compile_first_call_ms"]
+        result.phases["compile_ms"] = max(0.0, cold - warm_mean)
+    result.status = "finished"
+
+
+def stopped(session: Session, exc: BaseException) -> BaseException:
+    """The run ended early: terminated (Ctrl-C, SIGTERM, SIGHUP) or failed; returns `exc`."""
+    result = session.result
+    if isinstance(exc, KeyboardInterrupt):  # Ctrl-C, or SIGTERM/SIGHUP (run/signals.py)
         result.status = "terminated"
         result.error = (
             f"terminated by {exc.signal_name}"
             if isinstance(exc, Terminated)
             else "interrupted by the user (Ctrl-C)"
         )
-        return exc
-    except Exception as exc:
+    else:
         result.status, result.error = "failed", f"{type(exc).__name__}: {exc}"
-        return exc
+    return exc
+
+
+def _sample_loop(session: Session, sink: RunSink | None) -> BaseException | None:
+    """Warm-up and measured samples; sets the run's status. Returns the failure, if any.
+
+    Ctrl-C, SIGTERM and SIGHUP mark the run terminated, any other exception marks it failed;
+    either is returned (not raised), so the partial data is stored first.
+    """
+    start_clock(session)
+    try:
+        _attach(session)
+        for i in range(len(session.batches)):
+            run_sample(session, sink, i)
+        samples_done(session)
+    except (KeyboardInterrupt, Exception) as exc:  # SystemExit and the like pass through
+        return stopped(session, exc)
     return None
 
 
-def _tear_down(session: _Session) -> None:
+def tear_down(session: Session) -> None:
     """Detach hooks (keeping their tables), restore the forward, stop the energy sampler."""
     result, profiler = session.result, session.profiler
     if profiler is not None:
@@ -407,9 +441,8 @@ def _profile(
     before_finish: Callable[[RunResult], None] | None,
 ) -> RunResult:
     """`profile` inside its progress line."""
-    session = _set_up(config, loaded, progress, sweep_id, knobs)
-    _register(session, sink)
-    result = session.result
+    session = set_up_session(config, loaded, progress, sweep_id, knobs)
+    register_session(session, sink)
     # Everything alive now (model, torch, transformers: ~10^6 objects) moves to the collector's
     # permanent generation for the run, so the collections that run between samples scan only
     # what the run itself allocates: a full pass over this heap takes 50-250 ms.
@@ -418,9 +451,20 @@ def _profile(
         failure = _sample_loop(session, sink)
     finally:
         try:
-            _tear_down(session)
+            tear_down(session)
         finally:
             gc.unfreeze()
+    return close_session(session, sink, failure, before_finish)
+
+
+def close_session(
+    session: Session,
+    sink: RunSink | None,
+    failure: BaseException | None,
+    before_finish: Callable[[RunResult], None] | None = None,
+) -> RunResult:
+    """After `tear_down`: energy, the finish hook, one transaction; then raise the failure."""
+    result = session.result
     _attach_energy(session)
     if before_finish is not None and result.status == "finished":
         before_finish(result)
@@ -451,7 +495,7 @@ def _attach_layers(result: RunResult, profiler: Profiler, offset_ms: float) -> N
     result.notes.extend(layer_profile.notes)
 
 
-def _attach_energy(session: _Session) -> None:
+def _attach_energy(session: Session) -> None:
     """Energy per run, sample, phase and layer from the sampler's trace (or why there is none)."""
     result, sampler = session.result, session.sampler
     if sampler is None:

@@ -16,7 +16,7 @@ import hashlib
 import itertools
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -25,6 +25,7 @@ from infermeter.knobs import Knob, KnobNotApplied, get_knob
 from infermeter.models.loader import LoadedModel, load_model
 from infermeter.run.components import phase_components
 from infermeter.run.config import RunConfig
+from infermeter.run.interleave import Arm, check_interleavable, profile_interleaved
 from infermeter.run.profile import profile
 from infermeter.run.results import METRICS, RunResult
 from infermeter.run.sink import RunSink, StoredSweeps, SweepStore
@@ -48,6 +49,8 @@ class SweepSpec:
     base: RunConfig
     knobs: dict[str, list[str]]
     name: str = "sweep"
+    #: measure the points sample by sample in turn (run/interleave.py) instead of one by one
+    interleave: bool = False
 
     def parsed(self) -> list[tuple[Knob, list[Any]]]:
         """(knob, parsed values) per knob, in the given order; UserError on any bad value."""
@@ -72,14 +75,20 @@ class SweepSpec:
 
     def to_dict(self) -> dict[str, Any]:
         """What defines the sweep (for its id and its JSON)."""
-        return {"name": self.name, "base": self.base.to_dict(), "knobs": self.knobs}
+        doc = {"name": self.name, "base": self.base.to_dict(), "knobs": self.knobs}
+        return {**doc, "interleave": True} if self.interleave else doc
 
     @property
     def sweep_id(self) -> str:
-        """Stable id: the same model, base configuration and grid give the same id."""
-        blob = json.dumps(
-            {"base": self.base.to_dict(), "knobs": self.knobs}, sort_keys=True, default=str
-        )
+        """Stable id: the same model, base configuration and grid give the same id.
+
+        An interleaved sweep is another sweep (its samples were taken differently): its id
+        differs; a sequential one keeps the id it always had.
+        """
+        what: dict[str, Any] = {"base": self.base.to_dict(), "knobs": self.knobs}
+        if self.interleave:
+            what["interleave"] = True
+        blob = json.dumps(what, sort_keys=True, default=str)
         return hashlib.sha1(blob.encode()).hexdigest()[:12]
 
 
@@ -151,6 +160,8 @@ def run_sweep(
         for v in values:
             if knob.check is not None:
                 knob.check(v, first)
+    if spec.interleave:  # before anything is stored
+        check_interleavable([_point_config(base, grid, p) for p in points])
     sid = spec.sweep_id
     store.begin_sweep(sid, spec.name, spec.knobs, spec.to_dict())
     names = list(grid)
@@ -160,6 +171,16 @@ def run_sweep(
     result = SweepResult(sid, spec)
     progress = on_progress or (lambda *a: None)
     t0 = time.perf_counter()
+    if spec.interleave:
+        try:
+            _sweep_interleaved(spec, grid, points, done, model_for(base.dtype), store, result,
+                               progress)  # fmt: skip
+        except KeyboardInterrupt:
+            result.interrupted = True
+            raise
+        finally:
+            result.wall_s = time.perf_counter() - t0
+        return result
     try:
         for i, point in enumerate(points):
             key = _point_key(point, grid)
@@ -181,6 +202,38 @@ def run_sweep(
     finally:
         result.wall_s = time.perf_counter() - t0
     return result
+
+
+def _point_config(base: RunConfig, grid: dict[str, Knob], point: dict[str, Any]) -> RunConfig:
+    """The point's configuration: config knobs set in it, dtype as the point says."""
+    config_fields = {str(grid[k].field): v for k, v in point.items() if grid[k].scope == "config"}
+    dtype = point.get("dtype", base.dtype)
+    return replace(base, dtype=dtype, **config_fields).validate()
+
+
+def _verify_after(
+    grid: dict[str, Knob],
+    point: dict[str, Any],
+    loaded: LoadedModel,
+    checks: dict[str, Any],
+    failures: list[KnobNotApplied],
+) -> Callable[[RunResult], None]:
+    """The hook that verifies a finished run's config knobs and files every knob's evidence."""
+
+    def verify_after(run: RunResult) -> None:
+        for name, value in point.items():
+            knob = grid[name]
+            if knob.scope == "model" or knob.verify is None:
+                continue
+            try:
+                checks[name] = knob.verify(loaded, value, run, None)
+            except KnobNotApplied as exc:
+                checks[name] = {"error": str(exc)}
+                run.status, run.error = "failed", f"knob not applied: {exc}"
+                failures.append(exc)
+        run.checks = checks
+
+    return verify_after
 
 
 def run_point(
@@ -206,13 +259,12 @@ def run_point(
     Raises:
         KnobNotApplied: a knob's verification failed; the run is stored as failed first.
     """
-    config_fields = {str(grid[k].field): v for k, v in point.items() if grid[k].scope == "config"}
-    dtype = point.get("dtype", base.dtype)
-    config = replace(base, dtype=dtype, **config_fields).validate()
+    config = _point_config(base, grid, point)
     model_knobs = {k: v for k, v in point.items() if grid[k].scope == "model"}
     shown = {k: show(grid[k], v) for k, v in point.items()}
+    checks: dict[str, Any] = {}
+    failures: list[KnobNotApplied] = []
     with contextlib.ExitStack() as stack:
-        checks: dict[str, Any] = {}
         t0 = time.perf_counter()
         for name, value in model_knobs.items():
             knob = grid[name]
@@ -220,32 +272,104 @@ def run_point(
             applied = stack.enter_context(knob.apply(loaded, value))
             checks[name] = knob.verify(loaded, value, None, applied)
         verify_s = time.perf_counter() - t0
-        failures: list[KnobNotApplied] = []
-
-        def verify_after(run: RunResult) -> None:
-            for name, value in point.items():
-                knob = grid[name]
-                if knob.scope == "model" or knob.verify is None:
-                    continue
-                try:
-                    checks[name] = knob.verify(loaded, value, run, None)
-                except KnobNotApplied as exc:
-                    checks[name] = {"error": str(exc)}
-                    run.status, run.error = "failed", f"knob not applied: {exc}"
-                    failures.append(exc)
-            run.checks = checks
-
         run = profile(
             config,
             sink=store,
             loaded=loaded,
             sweep_id=sweep_id,
             knobs=shown,
-            before_finish=verify_after,
+            before_finish=_verify_after(grid, point, loaded, checks, failures),
         )
     if failures:
         raise failures[0]
     return run, verify_s
+
+
+def _arm(
+    base: RunConfig,
+    grid: dict[str, Knob],
+    point: dict[str, Any],
+    loaded: LoadedModel,
+    failures: list[KnobNotApplied],
+) -> Arm:
+    """A point as an arm of an interleaved sweep.
+
+    Its model knobs are applied around each of its samples (verified by measurement the first
+    time), its config knobs verified after its run.
+    """
+    model_knobs = {k: v for k, v in point.items() if grid[k].scope == "model"}
+    checks: dict[str, Any] = {}
+
+    @contextlib.contextmanager
+    def apply() -> Iterator[None]:
+        with contextlib.ExitStack() as stack:
+            for name, value in model_knobs.items():
+                knob = grid[name]
+                assert knob.apply is not None and knob.verify is not None
+                applied = stack.enter_context(knob.apply(loaded, value))
+                if name not in checks:
+                    checks[name] = knob.verify(loaded, value, None, applied)
+            yield
+
+    return Arm(
+        config=_point_config(base, grid, point),
+        knobs={k: show(grid[k], v) for k, v in point.items()},
+        apply=apply,
+        before_finish=_verify_after(grid, point, loaded, checks, failures),
+        label=", ".join(f"{k}={show(grid[k], v)}" for k, v in point.items()),
+    )
+
+
+def _sweep_interleaved(
+    spec: SweepSpec,
+    grid: dict[str, Knob],
+    points: list[dict[str, Any]],
+    done: dict[str, RunResult],
+    loaded: LoadedModel,
+    store: SweepStore,
+    result: SweepResult,
+    progress: SweepProgress,
+) -> None:
+    """The points not yet finished, measured together in rounds (run/interleave.py).
+
+    A resumed interleaved sweep measures its unfinished points together again, from their
+    first sample: samples of different sittings would not share rounds. A single point left
+    runs alone (its run carries no interleaving group, so compare treats it as sequential).
+    """
+    pending = [p for p in points if _point_key(p, grid) not in done]
+    failures: list[KnobNotApplied] = []
+    arms = [_arm(spec.base, grid, p, loaded, failures) for p in pending]
+    n = len(points)
+    if len(pending) == 1:  # one left to resume: nothing to interleave with, run it as it is
+        run, verify_s = run_point(
+            spec.base, grid, pending[0], loaded, store, sweep_id=result.sweep_id
+        )
+        runs = [run]
+        result.verify_s += verify_s
+    elif pending:
+        runs = profile_interleaved(
+            arms,
+            loaded,
+            sink=store,
+            sweep_id=result.sweep_id,
+            on_round=lambda r, total: progress(r, total, f"round {r} of {total}, "
+                                               f"{len(arms)} points interleaved", False),
+        )  # fmt: skip
+    else:
+        runs = []
+    if failures:
+        raise failures[0]
+    fresh = dict(zip((_point_key(p, grid) for p in pending), runs, strict=True))
+    for point in points:
+        key = _point_key(point, grid)
+        if key in done:
+            result.runs.append(done[key])
+            result.skipped += 1
+        else:
+            result.runs.append(fresh[key])
+            result.generate_s += sum(s.total_ms for s in fresh[key].samples) / 1e3
+    if not pending:
+        progress(n, n, "all points already done", True)
 
 
 def sweep_document(sweep_id: str, spec: dict[str, Any], runs: list[RunResult]) -> dict[str, Any]:
@@ -281,6 +405,7 @@ def sweep_document(sweep_id: str, spec: dict[str, Any], runs: list[RunResult]) -
             "created": first.created if first else None,
             "knobs": spec.get("knobs"),
             "base": spec.get("base"),
+            "interleave": bool(spec.get("interleave")),
             "metrics": list(METRICS),
         },
         "summary": summary,

@@ -33,6 +33,7 @@ class SweepFile(BaseModel):
 
     model: str | None = None
     name: str | None = None
+    interleave: bool = False
     knobs: dict[str, list[Scalar] | Scalar] = Field(default_factory=dict)
     prompt_tokens: int | None = None
     new_tokens: int | None = None
@@ -59,7 +60,7 @@ class SweepFile(BaseModel):
         return {
             k: v
             for k, v in self.model_dump().items()
-            if k not in ("knobs", "name") and v is not None
+            if k not in ("knobs", "name", "interleave") and v is not None
         }
 
 

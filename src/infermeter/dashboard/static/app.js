@@ -275,6 +275,8 @@ async function comparePage(ids) {
     <p class="muted">baseline ${esc(label(runs[0]))}; speedup = baseline median / variant median (above 1: the variant is faster), with its 95% bootstrap interval; a verdict only where the interval and a rank test agree.</p>` +
     doc.comparisons.map((c, i) => `<h2>${esc(label(runs[i + 1]))} vs baseline</h2>` +
       (Object.keys(c.changed).length ? `<p class="muted">changed: ${esc(Object.entries(c.changed).map(([k, [a, b]]) => `${k} ${a} → ${b}`).join(", "))}</p>` : "") +
+      (c.paired ? `<p class="muted" data-testid="paired">samples interleaved (group ${esc(c.interleaved_group)}): each round's pair is compared, so a drift of the machine between rounds cancels</p>`
+        : verdictRows(c).some((r) => r.verdict === "faster" || r.verdict === "slower") ? `<p class="warn" data-testid="drift-caveat">measured one after the other: the intervals cover the noise within each run, not a drift of the machine between them; rerun as a sweep with --interleave before acting on it</p>` : "") +
       scroll(table([
         { t: "phase", l: 1, f: (r) => esc(r.phase) }, { t: "baseline ms", f: (r) => num(r.baseline_ms) },
         { t: "variant ms", f: (r) => num(r.variant_ms) }, { t: "speedup", f: (r) => r.speedup == null ? "-" : num(r.speedup, 3) + "x" },
