@@ -162,8 +162,10 @@ def main() -> None:
         row = run_one(t, cls, args.timeout)
         rows.append(row)
         ratio = row.get("flop_ratio")
-        status = row.get("skipped") or row.get("error") or (
-            f"ratio {ratio:.4f}" if ratio is not None else "no ratio"
+        status = (
+            row.get("skipped")
+            or row.get("error")
+            or (f"ratio {ratio:.4f}" if ratio is not None else "no ratio")
         )
         print(f"[{i + 1}/{len(types)}] {t}: {status} ({row.get('seconds', 0):.1f} s)", flush=True)
     llama2 = LlamaConfig(**LLAMA2_7B)
