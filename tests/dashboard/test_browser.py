@@ -198,7 +198,7 @@ def test_run_list_run_page_and_a_live_sample(server, tmp_path):
                 "infermeter",
                 "profile",
                 "--new-tokens",
-                "48",
+                "300",  # samples of about 2 s: long enough to stream their steps
                 "--samples",
                 "3",
                 "--mode",
@@ -216,6 +216,10 @@ def test_run_list_run_page_and_a_live_sample(server, tmp_path):
             # the profile shows from its start: loading, then warm-up and samples
             page.wait_for_selector("[data-testid=live-progress]", timeout=120_000)
             assert "tokens so far" in page.inner_text("[data-testid=live-progress]")
+            # inside a sample, its decode steps as they happen
+            page.wait_for_selector("[data-testid=live-running-steps] polyline", timeout=120_000)
+            assert "token " in page.inner_text("[data-testid=live-progress]")
+            page.screenshot(path=str(tmp_path / "live-running.png"), full_page=True)
             page.wait_for_selector("[data-testid=live-sample]", timeout=120_000)
             seen_while_running = profile.poll() is None
             page.wait_for_selector("[data-testid=live-layers] svg rect", timeout=120_000)

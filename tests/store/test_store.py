@@ -7,7 +7,7 @@ import pytest
 from infermeter import UserError
 from infermeter.run import RunConfig, profile
 from infermeter.store import Store
-from infermeter.store.schema import RunRow
+from infermeter.store.schema import SCHEMA_VERSION, RunRow
 
 
 @pytest.fixture(scope="module")
@@ -233,8 +233,11 @@ def test_two_processes_opening_an_old_database_at_once_both_succeed(tmp_path):
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0] * 4, [err for _, err in outs]
     with sqlite3.connect(path) as c:
-        assert c.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("4",)
+        version = c.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        assert version == (str(SCHEMA_VERSION),)
         assert c.execute("SELECT count(*) FROM sqlite_master WHERE name='progress'").fetchone()[0]
+        columns = [r[1] for r in c.execute("PRAGMA table_info(progress)")]
+        assert "steps" in columns  # schema 5
 
 
 def test_progress_writes_are_throttled_but_the_end_always_lands():
@@ -256,3 +259,18 @@ def test_progress_writes_are_throttled_but_the_end_always_lands():
     live.end()
     assert 2 <= len(sink.writes) <= 4  # the first change, registration, the end
     assert sink.writes[-2]["run_id"] == "abc" and sink.writes[-1] is None
+
+
+def test_a_version_4_database_gains_the_live_steps_column(tmp_path):
+    path = tmp_path / "v4.db"
+    Store(path).progress("k", {"model": "m", "stage": "load", "done": 0, "total": 1, "tokens": 0})
+    with sqlite3.connect(path) as c:
+        c.execute("ALTER TABLE progress DROP COLUMN steps")
+        c.execute("UPDATE meta SET value='4' WHERE key='schema_version'")
+    store = Store(path)
+    steps = {"tokens": 3, "of": 8, "ttft_ms": 10.0, "step_ms": [3.0, 4.0], "first_step": 0}
+    store.progress("k", {"model": "m", "stage": "sample", "done": 1, "total": 2, "tokens": 3,
+                         "steps": steps})  # fmt: skip
+    assert [r["steps"] for r in store.progress_rows()] == [steps]
+    with sqlite3.connect(path) as c:
+        assert c.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("5",)

@@ -9,6 +9,9 @@ suppresses EOS, so every sample generates exactly the tokens asked for.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +25,7 @@ class StepRecorder:
         import torch
 
         self.clock = clock
+        self.start: Any = None  # the generate call's start mark, set just before the call
         self.marks: list[Any] = [None] * capacity
         self.count = 0
         self._false = torch.zeros(batch_size, dtype=torch.bool, device=device)
@@ -78,21 +82,31 @@ def generation_config(
 
 
 def timed_generate(
-    model: Any, inputs: dict[str, Any], gen_config: Any, clock: Clock, new_tokens: int
+    model: Any,
+    inputs: dict[str, Any],
+    gen_config: Any,
+    clock: Clock,
+    new_tokens: int,
+    watch: Callable[[StepRecorder], AbstractContextManager[Any]] | None = None,
 ) -> TimedGeneration:
-    """Run `model.generate(**inputs)` once, marking its start and every generated token."""
+    """Run `model.generate(**inputs)` once, marking its start and every generated token.
+
+    `watch(recorder)` is entered before the start mark and left after the call returns (so
+    its own cost stays outside the timed window): run/live_steps.py streams the marks from it.
+    """
     import torch
     from transformers import StoppingCriteriaList
 
     batch = inputs["input_ids"].shape[0]
     recorder = StepRecorder(clock, batch, inputs["input_ids"].device, new_tokens)
     criteria = StoppingCriteriaList([recorder])
-    with torch.inference_mode():
-        start = clock.mark()
+    watcher = watch(recorder) if watch is not None else contextlib.nullcontext()
+    with watcher, torch.inference_mode():
+        recorder.start = clock.mark()
         out = model.generate(**inputs, generation_config=gen_config, stopping_criteria=criteria)
     produced = min(recorder.count, new_tokens)
     return TimedGeneration(
-        start=start,
+        start=recorder.start,
         marks=recorder.marks[:produced],
         output_ids=out,
         input_length=inputs["input_ids"].shape[1],

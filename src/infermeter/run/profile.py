@@ -35,6 +35,7 @@ from infermeter.run.config import RunConfig
 from infermeter.run.energy import attribute, unavailable_energy
 from infermeter.run.environment import library_versions
 from infermeter.run.generation import generation_config, timed_generate
+from infermeter.run.live_steps import watching
 from infermeter.run.progress import LiveProgress, ProgressFn
 from infermeter.run.results import RunResult, SampleResult
 from infermeter.run.signals import stop_on_signals
@@ -260,6 +261,14 @@ def _attach(session: Session) -> None:
         model.forward = torch.compile(model.forward)
 
 
+def _step_watch(session: Session) -> Callable[[Any], Any] | None:
+    """The live page's view of decode steps as they happen, when a store keeps progress."""
+    if not session.progress.streaming:
+        return None
+    progress, clock = session.progress, session.clock
+    return lambda recorder: watching(progress, clock, recorder)
+
+
 def _measure_sample(session: Session, i: int, batch: PromptBatch) -> SampleResult:
     """One generation, timed token by token, with memory and sampler readings at its edges."""
     import torch
@@ -287,6 +296,7 @@ def _measure_sample(session: Session, i: int, batch: PromptBatch) -> SampleResul
             session.gen_config,
             clock,
             config.new_tokens,
+            watch=_step_watch(session),
         )
     finally:
         gc.enable()

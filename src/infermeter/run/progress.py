@@ -2,9 +2,12 @@
 
 The live page must show a profile from the moment it starts: while the model loads (before the
 run is registered: user errors are ruled out first, so nothing bogus is stored), during warm-up,
-and sample by sample with the tokens generated so far. Each change is written to a sink that
-keeps progress (`ProgressSink`, the store's `progress` table) between samples, never inside a
-timed generation: a database write there would perturb the very step it reports.
+sample by sample with the tokens generated so far, and inside a sample its decode steps as they
+happen. Each change is written to a sink that keeps progress (`ProgressSink`, the store's
+`progress` table). Writes between samples come from the profiling thread; inside a timed
+generation only `run/live_steps.py`'s watcher thread writes, at most once per
+`MIN_INTERVAL_S`, so the generating thread never waits on the database (the cost of that thread
+is measured by benchmarks/live_steps.py).
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ class LiveProgress:
             "done": 0,
             "total": 1,
             "tokens": 0,
+            "steps": None,
         }
 
     def __call__(self, stage: str, done: int, total: int) -> None:
@@ -69,6 +73,17 @@ class LiveProgress:
     def generated(self, tokens: int) -> None:
         """A sample finished with `tokens` new tokens (all rows of its batch)."""
         self.state["tokens"] += tokens
+        self.state["steps"] = None
+        self._write()
+
+    @property
+    def streaming(self) -> bool:
+        """Whether anyone can see decode steps as they happen (a sink that keeps progress)."""
+        return self.sink is not None
+
+    def decoding(self, steps: dict[str, Any]) -> None:
+        """The sample in progress so far: {"tokens", "of", "ttft_ms", "step_ms"} (throttled)."""
+        self.state["steps"] = steps
         self._write()
 
     def end(self) -> None:

@@ -72,6 +72,7 @@ class StoreLiveFeed(StoreCore):
                     "done": r.done,
                     "total": r.total,
                     "tokens": r.tokens,
+                    "steps": r.steps,
                     "updated": r.updated,
                 }
                 for r in rows

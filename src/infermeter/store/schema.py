@@ -20,7 +20,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 #: Bumped whenever a table or column changes; a newer database is refused, not misread.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: Columns added since version 1, so an older database is upgraded in place (no data lost).
 ADDED_COLUMNS = {
@@ -29,7 +29,8 @@ ADDED_COLUMNS = {
         ("runs", "checks", "JSON"),
         ("samples", "energy", "JSON"),
         ("sweeps", "spec", "JSON"),
-    ]
+    ],
+    5: [("progress", "steps", "JSON")],
 }
 
 #: Columns renamed since version 1 (table, old name, new name): units in the names from v3.
@@ -228,3 +229,6 @@ class ProgressRow(Base):
     #: tokens generated so far in this profile (measured and warm-up samples)
     tokens: Mapped[int] = mapped_column(Integer, default=0)
     updated: Mapped[str] = mapped_column(String(40))
+    #: the sample being generated, as it goes (schema 5): {"tokens", "of", "ttft_ms",
+    #: "step_ms" (its latest steps)}; None between samples
+    steps: Mapped[dict | None] = mapped_column(JSON, nullable=True)

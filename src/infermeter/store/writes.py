@@ -103,7 +103,8 @@ class StoreWrites(StoreCore):
     def progress(self, key: str, state: dict[str, Any] | None) -> None:
         """Replace profile `key`'s progress row with `state`, or delete it (None: it ended).
 
-        `state` holds run_id, model, stage, done, total and tokens.
+        `state` holds run_id, model, stage, done, total, tokens and steps (the sample being
+        generated, or None).
         """
         with self.session("write to") as s:
             row = s.get(ProgressRow, key)
@@ -114,7 +115,7 @@ class StoreWrites(StoreCore):
             if row is None:
                 row = ProgressRow(key=key)
                 s.add(row)
-            for name in ("run_id", "model", "stage", "done", "total", "tokens"):
+            for name in ("run_id", "model", "stage", "done", "total", "tokens", "steps"):
                 setattr(row, name, state.get(name))
             row.updated = now_iso()
 

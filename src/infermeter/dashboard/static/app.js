@@ -315,8 +315,12 @@ function progressLine(p) {
     : `${STAGES[p.stage] || p.stage} ${p.done} of ${p.total}`;
   const run = p.run_id ? ` · run <a href="#/run/${esc(p.run_id)}">${esc(p.run_id)}</a>` : "";
   const pct = p.total ? Math.round((100 * (p.stage === "load" ? p.done : p.done - 1)) / p.total) : 0;
-  return `<div class="progress" data-testid="live-progress"><b>${esc(p.model)}</b>${run} · ${esc(what)} · ${esc(p.tokens)} tokens so far` +
-    `<div class="bar"><span style="width:${Math.max(2, Math.min(100, pct))}%"></span></div></div>`;
+  const st = p.steps;
+  const inSample = st ? ` · token ${esc(st.tokens)} of ${esc(st.of)}` + (st.ttft_ms != null ? ` · TTFT ${num(st.ttft_ms)} ms` : "") : "";
+  const stepChart = st && st.step_ms && st.step_ms.length
+    ? `<div class="muted">decode steps of this sample as they happen (ms${st.first_step ? `, from step ${esc(st.first_step + 1)}` : ""})</div><div data-testid="live-running-steps">` + line(st.step_ms, { height: 120 }) + "</div>" : "";
+  return `<div class="progress" data-testid="live-progress"><b>${esc(p.model)}</b>${run} · ${esc(what)}${inSample} · ${esc(p.tokens)} tokens so far` +
+    `<div class="bar"><span style="width:${Math.max(2, Math.min(100, pct))}%"></span></div>${stepChart}</div>`;
 }
 
 function livePage() {
