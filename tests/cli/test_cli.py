@@ -433,3 +433,17 @@ def test_where_the_time_goes_starts_at_the_generate_call(tiny_llama):
         kids = [r for r in rows if r["phase"] == phase and r["parent"] == "generate call"]
         assert sum(r["pct_parent"] for r in kids) == pytest.approx(100.0)
         assert mine["outside forward"]["total_ms"] >= 0
+        # generate's own work, split by the token marks: choosing each token after its
+        # forward, preparing each decode step; decode adds up exactly, prefill keeps a rest
+        # (generate's set-up before the first forward)
+        outside = [r for r in rows if r["phase"] == phase and r["parent"] == "outside forward"]
+        assert sum(r["pct_parent"] for r in outside) == pytest.approx(100.0)
+        assert sum(r["total_ms"] for r in outside) == pytest.approx(
+            mine["outside forward"]["total_ms"]
+        )
+        assert mine["choose_token"]["calls"] == (2 if phase == "prefill" else 6)
+        assert mine["choose_token"]["total_ms"] > 0
+        if phase == "decode":
+            assert mine["prepare_step"]["calls"] == 6 and "rest of generate" not in mine
+        else:
+            assert "prepare_step" not in mine and mine["rest of generate"]["total_ms"] > 0

@@ -55,10 +55,14 @@ _EXPLAIN = {
     "generate call": "generate call: the phase's wall time (TTFT; decode), forward + outside",
     "outside forward": "outside forward: generate's own work (logits processing, sampling, "
     "stops, cache)",
-    "other": "other: forward time outside timed modules (glue, cache, masks, rotary, hooks)",
+    "choose_token": "choose token: a forward's end to its token (logits processing, sampling)",
+    "prepare_step": "prepare step: a token to the next forward (stop checks, cache, inputs)",
+    "rest of generate": "rest of generate: set-up before the first forward, call overhead",
+    "other": "other: forward time outside timed modules (glue, cache, masks, hooks)",
+    "rotary": "rotary: the rotary position tables (cos, sin), built once per forward",
     "rest of the block": "rest of the block: residual adds and glue between its timed parts",
     "rest of attention": "rest of attention: q/k/v projections, rotary, reshapes, masking",
-    "rest of the MoE block": "rest of the MoE block: experts, dispatch and combine",
+    "rest of the MoE": "rest of the MoE: experts, dispatch and combine",
 }
 
 

@@ -52,6 +52,12 @@ class Profiler:
         self._handles: list[Any] = []
         self._attached = False
         self._cursor = 0  # next module id handed out by `_module_id` during an attach
+        # generate's own work between forwards (standard mode): the forward's end mark, the
+        # token mark that followed it, and the pseudo-modules their windows are recorded as
+        self._fwd_end: Any = None
+        self._token_mark: Any = None
+        self._choose_mid: int | None = None
+        self._prepare_mid: int | None = None
         self._saved_attn: tuple[Any, Any] | None = None
         self.modules: list[ModuleInfo] = []
         self.steps: list[StepInfo] = []
@@ -167,9 +173,13 @@ class Profiler:
         self._handles.append(self.model.register_forward_pre_hook(self._root_pre, with_kwargs=True))
         self._handles.append(self.model.register_forward_hook(self._root_post, always_call=True))
         self._root_mid = root_mid
+        if cfg.part_timing:  # no hooks: windows between the forward's marks and the token's
+            self._choose_mid = self._module_id("generate.choose_token", "choose_token", None)
+            self._prepare_mid = self._module_id("generate.prepare_step", "prepare_step", None)
         if cfg.layer_timing:
             for module, kind in (
                 (arch.embeddings, "embeddings"),
+                (arch.rotary, "rotary"),
                 (arch.final_norm, "final_norm"),
                 (arch.lm_head, "lm_head"),
                 (arch.vision_tower, "vision_tower"),
@@ -266,7 +276,10 @@ class Profiler:
         self._begin_step(phase, decode_index, active)
         self.probing = probing
         if active:
-            self._starts[self._root_mid] = self.clock.mark()
+            start = self._starts[self._root_mid] = self.clock.mark()
+            if phase == "decode" and self._token_mark is not None and self._prepare_mid is not None:
+                self.timing.add(self._prepare_mid, self._step, self._token_mark, start)
+        self._token_mark = None
 
     def _begin_step(self, phase: str, decode_index: int | None, active: bool) -> None:
         self._vision_step = False
@@ -279,11 +292,24 @@ class Profiler:
         for probe in (self.activations, self.attention, self.kill):
             if probe is not None:
                 probe.flush()
+        self._fwd_end = None
         if self.active:
-            self.timing.add(
-                self._root_mid, self._step, self._starts[self._root_mid], self.clock.mark()
-            )
+            end = self._fwd_end = self.clock.mark()
+            self.timing.add(self._root_mid, self._step, self._starts[self._root_mid], end)
         self.active = self.probing = False
+
+    def token_chosen(self, mark: Any) -> None:
+        """The token of the forward that just ended was chosen, at `mark`.
+
+        Called by the run's token recorder (run/generation.py) with the mark it took, so the
+        window from the forward's end to that mark is generate's logits processing and token
+        choice, and from that mark to the next forward's start its step preparation (stopping
+        checks, cache and input bookkeeping): both recorded in standard and deep modes.
+        """
+        if self._fwd_end is not None and self._choose_mid is not None:
+            self.timing.add(self._choose_mid, self._step, self._fwd_end, mark)
+        self._fwd_end = None
+        self._token_mark = mark if self._attached and self.enabled else None
 
     def attention_ops(self, module: Any, weights: Any, t0: Any, t1: Any, t2: Any, t3: Any) -> None:
         """Called by the deep attention path with its marks and softmax output."""

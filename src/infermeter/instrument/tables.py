@@ -3,8 +3,8 @@
 Raw records are kept (module, step, start, duration); every table is computed from them with
 pandas, so nothing measured is lost in aggregation. "% of forward" divides by the time of the
 model's forward calls in the same phase; "other" is forward time inside no timed top-level
-module (embeddings, blocks, final norm, LM head, vision tower, projector): Python glue, cache
-updates, mask building, rotary embeddings.
+module (embeddings, rotary position tables, blocks, final norm, LM head, vision tower,
+projector): Python glue, cache updates, mask building, hooks' own cost.
 """
 
 from __future__ import annotations
@@ -16,25 +16,31 @@ import numpy as np
 import pandas as pd
 
 #: Modules called directly by the model's forward (their sum plus "other" is the forward time).
-TOP_LEVEL = ("embeddings", "block", "final_norm", "lm_head", "vision_tower", "projector")
+TOP_LEVEL = (
+    "embeddings", "rotary", "block", "final_norm", "lm_head", "vision_tower", "projector",
+)  # fmt: skip
 #: Parts inside a block, in display order.
 BLOCK_PARTS = (
     "attention", "mlp", "moe", "mixer", "norm", "o_proj", "router", "qk", "softmax", "av",
 )  # fmt: skip
+#: generate's own work between forwards, timed from the forward's and the token's marks:
+#: logits processing and token choice after a forward, step preparation before the next.
+GENERATE_PARTS = ("choose_token", "prepare_step")
 #: The part each part is timed inside (deep mode's operations inside attention, the router
-#: inside the MoE block); the rest are inside the forward.
+#: inside the MoE block, generate's parts outside the forward); the rest are inside the forward.
 PARENT = {
     **{k: "forward" for k in TOP_LEVEL},
     "other": "forward",
     **{k: "block" for k in ("attention", "mlp", "moe", "mixer", "norm")},
     **{k: "attention" for k in ("o_proj", "qk", "softmax", "av")},
     "router": "moe",
+    **{k: "outside forward" for k in GENERATE_PARTS},
 }
 #: What a parent's time outside its timed children is, row name -> explanation.
 REST = {
     "block": "rest of the block: residual adds and glue between its parts",
     "attention": "rest of attention: q/k/v projections, rotary, reshapes, masking",
-    "moe": "rest of the MoE block: experts, dispatch and combine",
+    "moe": "rest of the MoE: experts, dispatch and combine",
 }
 
 
@@ -197,7 +203,7 @@ class LayerProfile:
                 continue
             forward = fwd.get(phase)
             top_total = 0.0
-            for kind in (*TOP_LEVEL, *BLOCK_PARTS):
+            for kind in (*TOP_LEVEL, *BLOCK_PARTS, *GENERATE_PARTS):
                 k = sub[sub["kind"] == kind]["ms"]
                 if k.empty:
                     continue

@@ -59,6 +59,8 @@ class Architecture:
     blocks: list[BlockParts]
     embeddings: Any = None
     final_norm: Any = None
+    #: the rotary position table module called once per forward (None where the model has none)
+    rotary: Any = None
     lm_head: Any = None
     vision_tower: Any = None
     projector: Any = None
@@ -184,6 +186,7 @@ def discover(model: Any) -> Architecture:
     holder = _blocks_holder(model, blocks_path)
     if holder is not None:
         _, arch.final_norm = _find_child(holder, ("norm", "ln_f", "final_layernorm", "final_norm"))
+        _, arch.rotary = _find_child(holder, ("rotary_emb", "rotary_embedding"))
     if arch.final_norm is None:
         missing.append("final norm")
     for b in blocks:

@@ -19,7 +19,10 @@ from infermeter.run.results import RunResult
 
 PID = 1
 TRACKS = {1: "run phases", 2: "samples", 3: "model"}
-_BLOCKS = {"forward", "embeddings", "block", "final_norm", "lm_head", "vision_tower", "projector"}
+_BLOCKS = {
+    "forward", "embeddings", "rotary", "block", "final_norm", "lm_head", "vision_tower",
+    "projector", "choose_token", "prepare_step",
+}  # fmt: skip
 #: Which module kinds each detail level exports (None: all).
 DETAIL: dict[str, set[str] | None] = {
     "blocks": _BLOCKS,
@@ -32,6 +35,8 @@ _SHORT = {
     "lm_head": "lm head",
     "vision_tower": "vision",
     "embeddings": "embed",
+    "choose_token": "choose token",
+    "prepare_step": "prepare step",
 }
 
 

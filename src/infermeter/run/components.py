@@ -3,7 +3,8 @@
 The part table has nested rows (a block contains its attention and MLP), so the components are
 made disjoint: attention, MLP (dense or MoE, router included), norms, "block rest" (a block's
 time in none of those: residual adds, hooks' own gaps), embeddings, final norm, LM head, vision
-tower and projector, "forward rest" (forward time in no top-level module: masks, RoPE tables) and
+tower and projector, rotary (the position tables), "forward rest" (forward time in no top-level
+module: masks, glue, hooks) and
 "outside forward" (the phase's wall time outside the model's forward: generate's logits
 processing, sampling, cache bookkeeping). They sum to the phase's measured time per sample.
 """
@@ -12,13 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from infermeter.instrument.tables import PARENT, nest_parts
+from infermeter.instrument.tables import GENERATE_PARTS, PARENT, nest_parts
 
 #: Display order of components.
 COMPONENTS = (
     "vision_tower",
     "projector",
     "embeddings",
+    "rotary",
     "attention",
     "mlp",
     "norm",
@@ -55,6 +57,7 @@ def phase_components(run: Any, phase: str = "prefill") -> dict[str, float] | Non
         "vision_tower": ms.get("vision_tower", 0.0),
         "projector": ms.get("projector", 0.0),
         "embeddings": ms.get("embeddings", 0.0),
+        "rotary": ms.get("rotary", 0.0),
         "attention": ms.get("attention", 0.0),
         "mlp": mlp,
         "norm": ms.get("norm", 0.0),
@@ -109,19 +112,50 @@ def with_generate_calls(run: Any, parts: list[dict[str, Any]]) -> list[dict[str,
                 "pct_parent": None,
             }
         )
+        outside = wall - inside
         rows.append(
             {
                 "phase": phase,
                 "part": "outside forward",
                 "parent": "generate call",
                 "calls": None,
-                "total_ms": wall - inside,
+                "total_ms": outside,
                 "mean_ms": None,
                 "pct_forward": None,
-                "pct_parent": 100.0 * (wall - inside) / wall,
+                "pct_parent": 100.0 * outside / wall,
             }
         )
+        _split_outside(rows, phase, outside)
     return rows
+
+
+def _split_outside(rows: list[dict[str, Any]], phase: str, outside: float) -> None:
+    """Generate's timed parts (token choice, step preparation) as shares of "outside forward".
+
+    What is left of it is generate's set-up before the first forward (prefill) and its own
+    call overhead; in decode the step windows add up exactly, and no rest row is shown.
+    """
+    timed = [r for r in rows if r["phase"] == phase and r["part"] in GENERATE_PARTS]
+    if not timed:
+        return
+    for r in timed:
+        r["pct_forward"] = None  # outside the forward: no share of it
+        r["pct_parent"] = 100.0 * r["total_ms"] / outside if outside else None
+    rest = outside - sum(r["total_ms"] for r in timed)
+    if abs(rest) <= 1e-6 * max(outside, 1e-9):
+        return
+    rows.append(
+        {
+            "phase": phase,
+            "part": "rest of generate",
+            "parent": "outside forward",
+            "calls": None,
+            "total_ms": rest,
+            "mean_ms": None,
+            "pct_forward": None,
+            "pct_parent": 100.0 * rest / outside if outside else None,
+        }
+    )
 
 
 def part_tree(parts: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:

@@ -21,10 +21,18 @@ from infermeter.measure.clock import Clock
 class StepRecorder:
     """A transformers stopping criterion that only marks the time of each new token."""
 
-    def __init__(self, clock: Clock, batch_size: int, device: Any, capacity: int) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        batch_size: int,
+        device: Any,
+        capacity: int,
+        on_token: Callable[[Any], None] | None = None,
+    ) -> None:
         import torch
 
         self.clock = clock
+        self.on_token = on_token  # told each token's mark (the profiler's token windows)
         self.start: Any = None  # the generate call's start mark, set just before the call
         self.marks: list[Any] = [None] * capacity
         self.count = 0
@@ -32,9 +40,12 @@ class StepRecorder:
 
     def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
         """Record the mark; never ask to stop."""
+        mark = self.clock.mark()
         if self.count < len(self.marks):
-            self.marks[self.count] = self.clock.mark()
+            self.marks[self.count] = mark
         self.count += 1
+        if self.on_token is not None:
+            self.on_token(mark)
         return self._false
 
 
@@ -88,17 +99,19 @@ def timed_generate(
     clock: Clock,
     new_tokens: int,
     watch: Callable[[StepRecorder], AbstractContextManager[Any]] | None = None,
+    on_token: Callable[[Any], None] | None = None,
 ) -> TimedGeneration:
     """Run `model.generate(**inputs)` once, marking its start and every generated token.
 
     `watch(recorder)` is entered before the start mark and left after the call returns (so
     its own cost stays outside the timed window): run/live_steps.py streams the marks from it.
+    `on_token(mark)` is told each token's mark right after it is taken.
     """
     import torch
     from transformers import StoppingCriteriaList
 
     batch = inputs["input_ids"].shape[0]
-    recorder = StepRecorder(clock, batch, inputs["input_ids"].device, new_tokens)
+    recorder = StepRecorder(clock, batch, inputs["input_ids"].device, new_tokens, on_token)
     criteria = StoppingCriteriaList([recorder])
     watcher = watch(recorder) if watch is not None else contextlib.nullcontext()
     with watcher, torch.inference_mode():

@@ -297,6 +297,7 @@ def _measure_sample(session: Session, i: int, batch: PromptBatch) -> SampleResul
             clock,
             config.new_tokens,
             watch=_step_watch(session),
+            on_token=session.profiler.token_chosen if session.profiler is not None else None,
         )
     finally:
         gc.enable()
