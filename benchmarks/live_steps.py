@@ -26,7 +26,7 @@ import numpy as np  # noqa: E402
 from infermeter import RunConfig, Store, load_model, profile  # noqa: E402
 from infermeter.measure.stats import compare_paired_samples  # noqa: E402
 
-PROFILE = sys.modules["infermeter.run.profile"]
+PROFILE = sys.modules["infermeter.run.profiling"]
 
 
 class CountingStore(Store):

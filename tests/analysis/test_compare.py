@@ -90,8 +90,7 @@ class JitterClock:
 def _run_on(clock, monkeypatch, loaded, db, samples=12):
     import sys
 
-    # the module (infermeter.run re-exports a function of the same name)
-    monkeypatch.setattr(sys.modules["infermeter.run.profile"], "clock_for", lambda d: clock)
+    monkeypatch.setattr(sys.modules["infermeter.run.profiling"], "clock_for", lambda d: clock)
     cfg = RunConfig(
         model="tiny-llama", prompt_tokens=16, new_tokens=4, samples=samples, energy="off"
     )
@@ -174,7 +173,7 @@ def test_a_drifting_machine_fools_sequential_runs_but_not_interleaved_ones(
     db = str(tmp_path / "r.db")
     cfg = RunConfig(model="tiny-llama", prompt_tokens=16, new_tokens=4, samples=10, energy="off")
     clock = DriftClock(seed=5)
-    monkeypatch.setattr(sys.modules["infermeter.run.profile"], "clock_for", lambda d: clock)
+    monkeypatch.setattr(sys.modules["infermeter.run.profiling"], "clock_for", lambda d: clock)
     store = Store(db)
     first, second = (profile(cfg, loaded=tiny_llama, sink=store).run_id for _ in range(2))
     r = runner.invoke(app, ["compare", first, second, "--db", db], terminal_width=130)

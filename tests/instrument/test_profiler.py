@@ -271,7 +271,7 @@ def test_minimal_mode_attaches_nothing(tiny_llama, monkeypatch):
 
     from infermeter.run import RunConfig, profile
 
-    run_profile = sys.modules["infermeter.run.profile"]  # the module, not the function
+    run_profile = sys.modules["infermeter.run.profiling"]  # the module, not the function
 
     def no_profiler(*args, **kwargs):
         raise AssertionError("minimal mode built a Profiler")

@@ -96,3 +96,10 @@ def test_shape_presets_have_published_parameter_counts(name):
 def test_shape_presets_cite_a_source():
     for p in PRESETS.values():
         assert (p.kind == "tiny") or p.source.endswith("config.json"), p.name
+
+
+def test_the_parameter_table_matches_every_built_preset():
+    """`infermeter models` reads counts from a table; each must be its config's real count."""
+    from infermeter.models.preset_params import PRESET_PARAMS, computed_params
+
+    assert computed_params() == PRESET_PARAMS

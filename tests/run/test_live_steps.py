@@ -86,7 +86,7 @@ def test_no_store_no_thread(tiny_llama, tmp_path, monkeypatch):
         started.append(args)
         return contextlib.nullcontext()
 
-    monkeypatch.setattr(sys.modules["infermeter.run.profile"], "watching", fake)
+    monkeypatch.setattr(sys.modules["infermeter.run.profiling"], "watching", fake)
     config = RunConfig(model="tiny-llama", prompt_tokens=16, new_tokens=4, samples=1, energy="off")
     profile(config, loaded=tiny_llama)  # the Python API without a store: nobody is watching
     assert started == []

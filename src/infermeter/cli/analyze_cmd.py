@@ -10,10 +10,8 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from infermeter.analysis.roofline import all_rows
 from infermeter.cli.guard import guard
 from infermeter.cli.output import writable_dir
-from infermeter.store import Store
 from infermeter.util import fmt
 from infermeter.util.jsonio import clean_json, print_json, write_json
 
@@ -28,6 +26,7 @@ def analyze_command(
     """Roofline, bandwidth and compute bounds, and bottleneck findings of a stored run."""
     from infermeter.analysis.analyze import analyze_run
     from infermeter.report.roofline_figure import roofline_figure
+    from infermeter.store import Store
 
     store = Store(db, create=False)
     run = store.get(run_id)
@@ -50,6 +49,8 @@ def analyze_command(
 
 def analysis_card(doc: dict) -> Group:
     """The roofline table, the bounds and the findings, for people."""
+    from infermeter.analysis.roofline import all_rows
+
     roof = doc["roofline"]
     parts: list = [
         Text(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import typer
 
 from infermeter.cli.analyze_cmd import analyze_command
@@ -50,11 +52,14 @@ app.add_typer(db_app, name="db")
 
 
 def _quiet_libraries() -> None:
-    """Transformers' per-tensor progress bars and advice would bury our one-line output."""
-    from transformers.utils import logging as hf_logging
+    """Transformers' per-tensor progress bars and advice would bury our one-line output.
 
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
+    Set through the environment, which transformers reads when (and only if) a command
+    imports it: importing it here to call its logging functions cost a second per command.
+    A user's own setting wins.
+    """
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
 def main() -> None:

@@ -7,7 +7,6 @@ from rich.console import Console
 from rich.table import Table
 
 from infermeter.cli.guard import guard
-from infermeter.store import Store
 from infermeter.util import fmt
 from infermeter.util.jsonio import clean_json, print_json
 
@@ -23,6 +22,7 @@ def calibrate_command(
     from infermeter.measure.calibrate import calibrate
     from infermeter.measure.ceilings import spec_ceilings
     from infermeter.measure.device import resolve_device
+    from infermeter.store import Store
 
     dev = resolve_device(device)
     measured = calibrate(dev, quick=quick)

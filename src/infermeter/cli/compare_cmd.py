@@ -9,7 +9,6 @@ from rich.table import Table
 from rich.text import Text
 
 from infermeter.cli.guard import guard
-from infermeter.store import Store
 from infermeter.util import fmt
 from infermeter.util.jsonio import clean_json, print_json
 
@@ -33,6 +32,7 @@ def compare_command(
     """Speedup of VARIANT over BASELINE per phase and layer, predicted vs actual."""
     from infermeter.analysis.compare import compare_runs
     from infermeter.cli.guard import fail
+    from infermeter.store import Store
 
     store = Store(db, create=False)
     base, var = store.get(baseline), store.get(variant)

@@ -7,7 +7,6 @@ from rich.console import Console
 from rich.table import Table
 
 from infermeter.cli.guard import guard
-from infermeter.measure.energy.probe import probe_all
 from infermeter.util.jsonio import print_json
 
 energy_app = typer.Typer(help="Energy and power sources.", no_args_is_help=True)
@@ -19,6 +18,8 @@ def probe_command(
     json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
 ) -> None:
     """Which energy sources this machine has (RAPL, NVML, powermetrics) and why not."""
+    from infermeter.measure.energy.probe import probe_all
+
     results = probe_all()
     if json_out:
         print_json({"sources": [r.__dict__ for r in results]})

@@ -11,10 +11,7 @@ from rich.console import Console
 from infermeter.cli.guard import fail, guard
 from infermeter.cli.output import writable_dir
 from infermeter.cli.progress import SweepProgressView
-from infermeter.models.loader import load_model
 from infermeter.models.presets import DEFAULT_PRESET
-from infermeter.run.config import RunConfig
-from infermeter.store import Store
 
 
 @guard
@@ -33,6 +30,9 @@ def experiment_command(
 ) -> None:
     """Run a named experiment (a sweep recipe) and write its JSON, figure and CSV."""
     from infermeter.experiments import EXPERIMENTS, get_experiment, run_experiment
+    from infermeter.models.loader import load_model
+    from infermeter.run.config import RunConfig
+    from infermeter.store import Store
 
     names = list(EXPERIMENTS) if name == "all" else [get_experiment(name).name]
     out_dir = writable_dir(out)

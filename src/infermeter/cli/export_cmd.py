@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from infermeter.cli.guard import err_console, guard
 from infermeter.cli.output import writable_dir
 from infermeter.errors import UserError
-from infermeter.report.trace import DETAIL, write_chrome_trace
-from infermeter.run.results import RunResult
-from infermeter.store import Store
 from infermeter.util.jsonio import clean_json, write_json
+
+if TYPE_CHECKING:
+    from infermeter.run.results import RunResult
+
 
 FORMATS = ("chrome-trace", "json", "csv", "parquet")
 
@@ -29,6 +30,9 @@ def export_command(
     detail: str = typer.Option("parts", help="chrome-trace: blocks, parts (no norms) or full."),
 ) -> None:
     """Write a run as a Chrome/Perfetto trace (open in ui.perfetto.dev) or as its JSON."""
+    from infermeter.report.trace import DETAIL, write_chrome_trace
+    from infermeter.store import Store
+
     if format not in FORMATS:
         raise UserError(f"unknown format {format!r}", f"use one of {', '.join(FORMATS)}")
     if detail not in DETAIL:

@@ -8,7 +8,6 @@ from rich.console import Console
 from rich.table import Table
 
 from infermeter.cli.guard import guard
-from infermeter.store import Store
 from infermeter.util.jsonio import clean_json, print_json
 
 
@@ -21,6 +20,7 @@ def fit_command(
     """Fit the latency model on every other point of a sweep and show its held-out errors."""
     from infermeter.analysis.perfmodel import alternate, check_on_sweep
     from infermeter.errors import UserError
+    from infermeter.store import Store
 
     store = Store(db, create=False)
     row = store.sweep(sweep_id)

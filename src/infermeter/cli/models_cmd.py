@@ -8,11 +8,6 @@ import typer
 from rich.console import Console
 
 from infermeter.cli.guard import guard
-from infermeter.cli.render import models_table
-from infermeter.models import smollm2
-from infermeter.models.loader import estimate_params
-from infermeter.models.presets import PRESETS, build_config
-from infermeter.models.tokenizer import builtin_tokenizer
 from infermeter.util.jsonio import print_json
 
 #: SmolLM2-135M's parameter count (tied embeddings counted once), from its config.
@@ -21,13 +16,16 @@ SMOLLM2_PARAMS = 134_515_008
 
 def model_rows() -> list[dict[str, Any]]:
     """One row per model a user can name without a download."""
-    tok = builtin_tokenizer()
+    from infermeter.models import smollm2
+    from infermeter.models.preset_params import PRESET_PARAMS
+    from infermeter.models.presets import PRESETS
+
     rows = [
         {
             "name": p.name,
             "kind": p.kind,
             "family": p.family,
-            "params": estimate_params(build_config(p, tok)),
+            "params": PRESET_PARAMS[p.name],
             "description": p.description + (f" [{p.source}]" if p.source else ""),
         }
         for p in PRESETS.values()
@@ -54,6 +52,8 @@ def models_command(
     json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
 ) -> None:
     """List the models --model accepts without a download, with parameter counts."""
+    from infermeter.cli.render import models_table
+
     rows = model_rows()
     if json_out:
         print_json({"models": rows})

@@ -10,8 +10,6 @@ from rich.console import Console
 from infermeter.cli.guard import guard
 from infermeter.cli.output import writable_dir
 from infermeter.errors import UserError
-from infermeter.run.sweep import stored_sweep
-from infermeter.store import Store
 
 
 @guard
@@ -26,6 +24,8 @@ def plot_command(
     from infermeter.experiments import EXPERIMENTS
     from infermeter.experiments.runner import draw
     from infermeter.report.figures import breakdown_figure, varied_knobs
+    from infermeter.run.sweep import stored_sweep
+    from infermeter.store import Store
 
     path = Path(source)
     if path.suffix == ".json":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -11,12 +12,13 @@ from rich.progress import TaskID
 from infermeter.cli.guard import err_console, guard
 from infermeter.cli.output import writable_dir
 from infermeter.cli.progress import progress_bar
-from infermeter.cli.render import run_card
 from infermeter.errors import UserError
 from infermeter.models.presets import DEFAULT_PRESET
-from infermeter.run import RunConfig, profile
-from infermeter.store import Store
 from infermeter.util.jsonio import clean_json, print_json, write_json
+
+if TYPE_CHECKING:
+    from infermeter.run import RunConfig
+
 
 _LABELS = {"load": "loading model", "warmup": "warm-up", "sample": "measuring"}
 
@@ -109,6 +111,8 @@ def profile_command(
     show_text: bool = typer.Option(False, help="Print the last sample's prompt and output."),
 ) -> None:
     """Load a model, generate, and report load, TTFT, TPOT, throughput and peak memory."""
+    from infermeter.run import RunConfig
+
     # Long because typer declares each of the command's options as a parameter.
     config = RunConfig(
         model=model,
@@ -142,6 +146,10 @@ def _run_and_show(
     config: RunConfig, db: str | None, out: Path | None, json_out: bool, show_text: bool
 ) -> None:
     """Profile with a progress bar, store, then print the card or the JSON and write --out."""
+    from infermeter.cli.render import run_card
+    from infermeter.run import profile
+    from infermeter.store import Store
+
     out_dir = writable_dir(out) if out else None
     store = Store(db)
     view = _ProgressView(enabled=err_console.is_terminal)

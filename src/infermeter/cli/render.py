@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from infermeter.cli.render_layers import layer_tables
-from infermeter.run.results import RunResult
 from infermeter.util import fmt
+
+if TYPE_CHECKING:
+    from infermeter.run.results import RunResult
 
 
 def run_header(run: RunResult, where: str | None = None) -> Text:
@@ -149,6 +150,8 @@ def energy_line(run: RunResult) -> Text | None:
 
 def run_card(run: RunResult, where: str | None = None, show_text: bool = False) -> Group:
     """Header, summary table, warnings and optionally the last sample's text."""
+    from infermeter.cli.render_layers import layer_tables
+
     parts: list[Any] = [run_header(run, where), summary_table(run)]
     noisy = run.noisy_metrics()
     if noisy:

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from infermeter.run.components import part_tree, with_generate_calls
-from infermeter.run.results import RunResult
 from infermeter.util import fmt
+
+if TYPE_CHECKING:
+    from infermeter.run.results import RunResult
 
 
 def _compact(title: str, columns: list[str], left: int = 1) -> Table:
@@ -72,6 +73,8 @@ def _parts_table(parts: list[dict[str, Any]]) -> list[Any]:
     Each row has its share of that parent (shares add to 100% at each level) and of the
     forward; rows whose name does not say what they hold are explained under the table.
     """
+    from infermeter.run.components import part_tree
+
     t = _compact(
         "where the time goes (parts nested in what they run inside)",
         ["phase", "part", "calls", "total ms", "ms/call", "% parent", "% fwd"],
@@ -135,6 +138,8 @@ def _stat_table(run: RunResult, title: str, fields: list[tuple[str, str, str]]) 
 
 def layer_tables(run: RunResult) -> list[Any]:
     """Part totals, per-block times and per-block statistics, when the run has them."""
+    from infermeter.run.components import with_generate_calls
+
     if not run.layers:
         return []
     out: list[Any] = []

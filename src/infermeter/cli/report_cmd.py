@@ -11,7 +11,6 @@ from rich.console import Console
 from infermeter.cli.guard import guard
 from infermeter.cli.output import writable_dir
 from infermeter.errors import UserError
-from infermeter.store import Store
 
 
 @guard
@@ -27,6 +26,7 @@ def report_command(
     from infermeter.analysis.analyze import analyze_run
     from infermeter.report.build import run_report, sweep_report
     from infermeter.run.sweep import stored_sweep
+    from infermeter.store import Store
 
     store = Store(db, create=False)
     run, sweep = None, None

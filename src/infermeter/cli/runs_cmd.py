@@ -9,9 +9,7 @@ import typer
 from rich.console import Console
 
 from infermeter.cli.guard import err_console, fail, guard
-from infermeter.cli.render import run_card, runs_table
 from infermeter.errors import UserError
-from infermeter.store import Store
 from infermeter.util.jsonio import print_json
 
 runs_app = typer.Typer(help="List, show and delete stored runs.", no_args_is_help=True)
@@ -55,6 +53,9 @@ def list_runs(
     json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
 ) -> None:
     """Newest runs first, with median TTFT, TPOT and throughput, mode and model knobs."""
+    from infermeter.cli.render import runs_table
+    from infermeter.store import Store
+
     if status and status not in STATUSES:
         raise UserError(f"unknown status {status!r}", f"use one of {', '.join(STATUSES)}")
     if limit < 1:
@@ -77,6 +78,9 @@ def show_run(
     show_text: bool = typer.Option(False, help="Print the last sample's prompt and output."),
 ) -> None:
     """One run's summary (or its full JSON)."""
+    from infermeter.cli.render import run_card
+    from infermeter.store import Store
+
     store = Store(db, create=False)
     run = store.get(run_id)
     if json_out:
@@ -92,6 +96,8 @@ def delete_run(
     db: str = _DB,
 ) -> None:
     """Delete a run and all its samples."""
+    from infermeter.store import Store
+
     store = Store(db, create=False)
     rid = store.delete(run_id)
     freed = store.vacuum() if store.free_share() > 0.25 else 0  # VACUUM rewrites the file
@@ -109,6 +115,8 @@ def cleanup_runs(
     db: str = _DB,
 ) -> None:
     """Delete old runs, after saying how many and asking (or with --yes)."""
+    from infermeter.store import Store
+
     if max_age_days < 0:
         raise UserError(f"--max-age-days {max_age_days} is negative", "use 0 or more days")
     store = Store(db, create=False)

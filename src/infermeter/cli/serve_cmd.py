@@ -7,7 +7,6 @@ from rich.console import Console
 
 from infermeter.cli.guard import guard
 from infermeter.errors import UserError
-from infermeter.store import Store
 
 
 @guard
@@ -32,6 +31,7 @@ def serve_command(
 
     from infermeter.dashboard import create_app
     from infermeter.dashboard.security import Guard, is_loopback, new_token
+    from infermeter.store import Store
 
     if not 1 <= port <= 65535:
         raise UserError(f"--port {port} is not a port", "use 1024-65535, e.g. 8765")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -12,13 +12,12 @@ from rich.table import Table
 from infermeter.cli.guard import fail, guard
 from infermeter.cli.output import writable_dir
 from infermeter.cli.progress import SweepProgressView
-from infermeter.models.presets import DEFAULT_PRESET
-from infermeter.run.config import RunConfig
-from infermeter.run.sweep import SweepSpec, run_sweep, stored_sweep
-from infermeter.run.sweep_file import parse_knob_option, read_sweep_file
-from infermeter.store import Store
 from infermeter.util import fmt
 from infermeter.util.jsonio import clean_json, print_json, write_json
+
+if TYPE_CHECKING:
+    from infermeter.run.config import RunConfig
+
 
 sweeps_app = typer.Typer(help="Stored sweeps.", no_args_is_help=True)
 
@@ -26,6 +25,9 @@ sweeps_app = typer.Typer(help="Stored sweeps.", no_args_is_help=True)
 def _base_config(
     model: str | None, file_settings: dict[str, Any], cli: dict[str, Any]
 ) -> RunConfig:
+    from infermeter.models.presets import DEFAULT_PRESET
+    from infermeter.run.config import RunConfig
+
     merged = {**file_settings, **{k: v for k, v in cli.items() if v is not None}}
     merged.setdefault("model", model or DEFAULT_PRESET)
     if model:
@@ -73,6 +75,10 @@ def sweep_command(
     json_out: bool = typer.Option(False, "--json", help="Print the sweep JSON on stdout."),
 ) -> None:
     """Run a grid over knob values; every point is stored, and a rerun resumes."""
+    from infermeter.run.sweep import SweepSpec, run_sweep
+    from infermeter.run.sweep_file import parse_knob_option, read_sweep_file
+    from infermeter.store import Store
+
     file = read_sweep_file(config) if config else None
     knobs = dict(file.knob_texts()) if file else {}
     for text in knob or []:
@@ -182,6 +188,8 @@ def sweeps_list(
     json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
 ) -> None:
     """Stored sweeps, newest first."""
+    from infermeter.store import Store
+
     rows = Store(db, create=False).list_sweeps()
     if json_out:
         print_json({"sweeps": rows})
@@ -203,6 +211,9 @@ def sweeps_show(
     json_out: bool = typer.Option(False, "--json", help="The sweep JSON on stdout."),
 ) -> None:
     """A stored sweep's table (or its JSON document)."""
+    from infermeter.run.sweep import stored_sweep
+    from infermeter.store import Store
+
     doc = clean_json(stored_sweep(Store(db, create=False), sweep_id))
     if json_out:
         print_json(doc)

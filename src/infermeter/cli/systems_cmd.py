@@ -9,7 +9,6 @@ from rich.console import Console
 
 from infermeter.cli.guard import guard
 from infermeter.cli.output import writable_dir
-from infermeter.store import Store
 
 
 def _knob_pairs(items: list[str] | None) -> dict[str, str]:
@@ -39,6 +38,7 @@ def systems_analysis_command(
     from infermeter.experiments.systems import systems_analysis
     from infermeter.models.loader import load_model
     from infermeter.run.config import RunConfig
+    from infermeter.store import Store
 
     b, v = _knob_pairs(baseline), _knob_pairs(variant)
     if not v:

@@ -43,7 +43,7 @@ class LoadedModel:
     info: ModelInfo
     timings: dict[str, float] = field(default_factory=dict)
     #: torch's FLOP count of an 8-token forward and the census it was made for
-    #: (run/profile.py), made once per loaded model
+    #: (run/profiling.py), made once per loaded model
     flop_check: dict[str, Any] | None = None
 
     def __iter__(self) -> Iterator[Any]:

@@ -25,7 +25,7 @@ from typing import Any
 from infermeter.errors import UserError
 from infermeter.models.loader import LoadedModel
 from infermeter.run.config import RunConfig
-from infermeter.run.profile import (
+from infermeter.run.profiling import (
     Session,
     close_session,
     register_session,

@@ -26,7 +26,7 @@ from infermeter.models.loader import LoadedModel, load_model
 from infermeter.run.components import phase_components
 from infermeter.run.config import RunConfig
 from infermeter.run.interleave import Arm, check_interleavable, profile_interleaved
-from infermeter.run.profile import profile
+from infermeter.run.profiling import profile
 from infermeter.run.results import METRICS, RunResult
 from infermeter.run.sink import RunSink, StoredSweeps, SweepStore
 

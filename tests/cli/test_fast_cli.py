@@ -1,0 +1,51 @@
+"""Fast where people wait: listings and help import no heavy library (issue 15)."""
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("torch", "transformers", "pandas", "matplotlib", "fastapi", "pyarrow", "scipy")
+
+
+def _imported(*args, tmp_path):
+    """Top-level packages a real `python -X importtime -m infermeter ARGS` imported."""
+    env = {"INFERMETER_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    r = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "infermeter", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    names = re.findall(r"^import time:\s+\d+ \|\s+\d+ \|( *)(\S+)$", r.stderr, re.M)
+    return {name.split(".")[0] for _, name in names}
+
+
+@pytest.mark.parametrize("args", [["--help"], ["knobs"], ["models"], ["runs", "list"]])
+def test_help_and_listings_import_no_heavy_library(args, tmp_path):
+    if args[0] == "runs":
+        from infermeter import Store
+
+        Store(tmp_path / "r.db")  # a real (empty) store to list
+        args = [*args, "--db", str(tmp_path / "r.db")]
+    imported = _imported(*args, tmp_path=tmp_path)
+    assert "typer" in imported  # the parse saw the import log
+    assert not imported & set(HEAVY), sorted(imported & set(HEAVY))
+
+
+def test_the_package_and_its_api_load_lazily(tmp_path):
+    code = (
+        "import sys, infermeter, infermeter.run, infermeter.models, infermeter.store\n"
+        "assert 'torch' not in sys.modules and 'sqlalchemy' not in sys.modules\n"
+        "from infermeter import RunConfig, Store, profile\n"
+        "assert 'sqlalchemy' in sys.modules and callable(profile)\n"
+        "from infermeter.run import profile as p2\n"
+        "assert p2 is profile, p2\n"
+        "print(sorted(n for n in dir(infermeter) if not n.startswith('_'))[:3])\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "GenerationFailed" in r.stdout or "LoadedModel" in r.stdout
