@@ -62,3 +62,43 @@ def test_the_python_api_refuses_non_finite_values_too(field):
 
     with pytest.raises(UserError, match="not a finite number"):
         RunConfig(**{field: float("nan")}).validate()
+
+
+def _int_options():
+    root = typer.main.get_command(app)
+    for path, cmd in _commands(root):
+        names = {o for p in cmd.params for o in p.opts}
+        for p in cmd.params:
+            if p.param_type_name == "option" and _annotation(p) in (int, int | None):
+                yield pytest.param(
+                    path, max(p.opts, key=len), "--model" in names, id=" ".join((*path, p.opts[0]))
+                )
+
+
+INT_CASES = list(_int_options())
+
+
+def test_the_app_has_int_options_to_check():
+    assert len(INT_CASES) >= 15  # samples, warmup, new tokens, seed, port, limit, ...
+
+
+@pytest.mark.parametrize(("path", "flag", "has_model"), INT_CASES)
+@pytest.mark.parametrize("value", ["-1", "0", "1000000000000000"])
+def test_every_int_option_takes_zero_negative_and_huge_values_with_one_line(
+    path, flag, has_model, value, tmp_path
+):
+    """Refused with one line naming the option, or accepted (then the unknown model, given on
+    purpose, is the one-line error): never a traceback, a hang or an allocation of 10^15."""
+    args = [*path, *(["moe-topk"] if path == ("experiment",) else []), flag, value]
+    args += ["--db", str(tmp_path / "r.db")]
+    if has_model:
+        args += ["--model", "no-such-model"]
+    r = runner.invoke(app, args)
+    assert "Traceback" not in r.output and "internal error" not in r.output, r.output
+    if r.exit_code == 0:
+        assert value != "1000000000000000" or flag == "--limit", r.output  # huge: refused
+        return
+    lines = [line for line in r.output.splitlines() if line.strip()]
+    assert r.exit_code == 2 and len(lines) <= 2 and lines[0].startswith("error:"), r.output
+    if value == "1000000000000000" and flag != "--limit":
+        assert flag in r.output, r.output  # refused for its size, before the model is looked up

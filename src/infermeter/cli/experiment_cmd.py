@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -37,6 +38,8 @@ def experiment_command(
     names = list(EXPERIMENTS) if name == "all" else [get_experiment(name).name]
     out_dir = writable_dir(out)
     base = RunConfig(model=model, device=device, energy=energy).validate()
+    if samples is not None:  # refused now, not after the model has loaded
+        dataclasses.replace(base, samples=samples).validate()
     store = Store(db)
     loaded = load_model(model, device=device, seed=base.seed)
     console = Console(soft_wrap=True)

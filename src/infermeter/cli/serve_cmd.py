@@ -35,8 +35,8 @@ def serve_command(
 
     if not 1 <= port <= 65535:
         raise UserError(f"--port {port} is not a port", "use 1024-65535, e.g. 8765")
-    if poll_ms < 50:
-        raise UserError(f"--poll-ms {poll_ms} is below 50", "use 50 ms or more")
+    if not 50 <= poll_ms <= 60_000:
+        raise UserError(f"--poll-ms {poll_ms} is outside 50..60,000", "use e.g. 250 (ms)")
     if not is_loopback(host) and token is None:
         token = new_token()
     store = Store(db)

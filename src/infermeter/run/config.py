@@ -14,6 +14,23 @@ DECODING = ("greedy", "sampling")
 ENERGY_CHOICES = ("auto", "nvml", "rapl", "powermetrics", "off")
 
 
+#: The largest value each setting may take (field -> (option, maximum)). Far beyond any real
+#: run, they stop a typo from allocating a buffer per token or per sample of 10^14 entries
+#: before anything else could refuse it.
+MAXIMA: dict[str, tuple[str, float]] = {
+    "new_tokens": ("--new-tokens", 1_000_000),
+    "batch_size": ("--batch-size", 65_536),
+    "samples": ("--samples", 100_000),
+    "warmup": ("--warmup", 10_000),
+    "prompt_tokens": ("--prompt-tokens", 10_000_000),
+    "sample_every": ("--sample-every", 1_000_000),
+    "sample_top_k": ("--sample-top-k", 1_000_000),
+    "temperature": ("--temperature", 1_000),
+    "power_interval_ms": ("--power-interval-ms", 60_000),
+    "grid_g_per_kwh": ("--grid-intensity", 10_000),
+}
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """One run: model, workload, knob values and profiling mode.
@@ -83,6 +100,11 @@ class RunConfig:
             ),
             (self.mode in MODES, f"unknown mode {self.mode!r}", f"use one of {', '.join(MODES)}"),
             (
+                0 <= self.seed < 2**32,
+                f"--seed {self.seed} is outside 0..{2**32 - 1}",
+                "use a seed from 0 to 4294967295",
+            ),
+            (
                 self.layers is None or (self.mode != "minimal" and min(self.layers) >= 0),
                 f"--layers {self.layers} needs --mode standard or deep and indices >= 0",
                 "add --mode standard, or leave --layers out",
@@ -120,6 +142,15 @@ class RunConfig:
                 "give the grid's carbon intensity in g CO2 per kWh, e.g. 400",
             ),
         ]
+        for name, (flag, most) in MAXIMA.items():
+            value = getattr(self, name)
+            checks.append(
+                (
+                    value is None or value <= most,
+                    f"{flag} {value} is above the maximum of {most:,}",
+                    f"use at most {most:,}",
+                )
+            )
         for ok, problem, fix in checks:
             if not ok:
                 raise UserError(problem, fix)
