@@ -114,3 +114,48 @@ def test_prompt_files(tmp_path):
     empty.write_text("\n\n")
     with pytest.raises(UserError, match="holds no prompts"):
         read_prompts_file(empty)
+
+
+def test_a_prompts_file_is_read_only_as_far_as_needed(tmp_path):
+    many = tmp_path / "many.txt"
+    many.write_text("".join(f"prompt number {i}\n" for i in range(1000)))
+    assert read_prompts_file(many, max_prompts=3) == [f"prompt number {i}" for i in range(3)]
+    text = read_prompts_file(many, enough_chars=40)
+    assert sum(map(len, text)) == 40 and text[0] == "prompt number 0"  # the last one cut
+    assert read_prompts_file(many, max_prompts=10, max_prompt_chars=15)[-1] == "prompt number 9"
+    with pytest.raises(UserError, match="line 11: a prompt of 16 characters cannot fit"):
+        read_prompts_file(many, max_prompt_chars=15)  # "prompt number 10" is one too long
+    broken_late = tmp_path / "late.jsonl"
+    broken_late.write_text('{"prompt": "ok"}\n' * 5 + "{not json\n")
+    assert read_prompts_file(broken_late, max_prompts=2) == ["ok", "ok"]  # never read that far
+
+
+def test_a_10_mb_prompts_file_costs_little_before_a_profile_refuses_or_runs_it(
+    tiny_llama, tmp_path
+):
+    """Issue 14: a 10 MB file cost 27 s and 2.3 GB of tokenizing before being refused."""
+    import time
+
+    from infermeter import RunConfig, profile
+
+    huge = tmp_path / "huge.txt"
+    huge.write_text(("word " * 2_000_000) + "\nshort prompt\n")  # one 10 MB line first
+    config = RunConfig(
+        model="tiny-llama", prompts_file=str(huge), new_tokens=2, samples=1, energy="off"
+    )
+    t0 = time.perf_counter()
+    with pytest.raises(UserError, match="line 1: a prompt of 9,999,999 characters"):
+        profile(config, loaded=tiny_llama)
+    assert time.perf_counter() - t0 < 5
+    exact = RunConfig(
+        model="tiny-llama",
+        prompts_file=str(huge),
+        prompt_tokens=32,
+        new_tokens=2,
+        samples=2,
+        energy="off",
+    )
+    t0 = time.perf_counter()
+    run = profile(exact, loaded=tiny_llama)  # windows of the text: only what they need is read
+    assert time.perf_counter() - t0 < 20
+    assert [s.prompt_tokens for s in run.samples] == [32, 32, 32]

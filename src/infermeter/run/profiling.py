@@ -41,7 +41,7 @@ from infermeter.run.results import RunResult, SampleResult
 from infermeter.run.signals import stop_on_signals
 from infermeter.run.sink import LiveSink, RunSink
 from infermeter.util.timestamps import now_iso
-from infermeter.workloads.corpus import read_prompts_file
+from infermeter.workloads.corpus import MAX_CHARS_PER_TOKEN, read_prompts_file
 from infermeter.workloads.prompts import PromptBatch, VisionInput, WorkloadSpec, build_batches
 
 __all__ = [
@@ -146,6 +146,23 @@ def _load(config: RunConfig, loaded: LoadedModel | None, progress: ProgressFn) -
     return loaded
 
 
+def _prompts(config: RunConfig, context: int | None, rows: int) -> tuple[str, ...] | None:
+    """The user's prompts, read from their file only as far as `rows` rows need.
+
+    Whole prompts: the first `rows` (each refused if it cannot fit the context). Exact-length
+    prompts: text enough for every row's window, about 8 characters per token needed.
+    """
+    if config.prompts is not None or not config.prompts_file:
+        return config.prompts
+    if config.prompt_tokens is None:
+        limit = MAX_CHARS_PER_TOKEN * context if context else None
+        return tuple(
+            read_prompts_file(config.prompts_file, max_prompts=rows, max_prompt_chars=limit)
+        )
+    enough = max(65_536, 8 * config.prompt_tokens * rows)
+    return tuple(read_prompts_file(config.prompts_file, enough_chars=enough))
+
+
 def _set_up_notes(loaded: LoadedModel, result: RunResult, batches: list[PromptBatch]) -> list[str]:
     """What the run must say about its own set-up: stand-in tokenizer, costs, text-only VLM."""
     notes = []
@@ -178,20 +195,19 @@ def set_up_session(
     missing) is raised here, before the run is registered.
     """
     config.validate()
-    prompts = config.prompts
-    if prompts is None and config.prompts_file:
-        prompts = tuple(read_prompts_file(config.prompts_file))
+    if config.prompts is None and config.prompts_file:
+        read_prompts_file(config.prompts_file, max_prompts=1)  # a bad file fails before loading
     loaded = _load(config, loaded, progress)
     model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
     device = next(model.parameters()).device
+    n_batches = config.warmup_effective + config.samples
     spec = WorkloadSpec(
         batch_size=config.batch_size,
         prompt_tokens=config.prompt_tokens,
-        prompts=prompts,
+        prompts=_prompts(config, loaded.info.max_positions, n_batches * config.batch_size),
         chat=config.chat,
         seed=config.seed,
     )
-    n_batches = config.warmup_effective + config.samples
     batches = build_batches(tokenizer, spec, n_batches, _vision_input(loaded))
     _check_context(config, loaded, max(b.input_ids.shape[1] for b in batches))
     gen_config = generation_config(
