@@ -1,5 +1,5 @@
 """`python -m infermeter` runs the CLI."""
 
-from infermeter.cli.app import main
+from infermeter.cli.entry import main
 
 main()

@@ -1,0 +1,27 @@
+"""Ctrl-C at any moment of a real `infermeter` process prints at most one line (issue 14)."""
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+
+@pytest.mark.parametrize("delay_s", [0.05, 0.1, 0.15, 0.2, 0.3, 0.5])
+def test_ctrl_c_during_start_up_is_one_line(delay_s, tmp_path):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "infermeter", "models"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={"INFERMETER_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )
+    time.sleep(delay_s)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) <= 1, err
+    if proc.returncode != 0:  # interrupted (not finished before the signal)
+        assert proc.returncode in (130, -signal.SIGINT), (proc.returncode, err)
