@@ -71,3 +71,41 @@ def test_cleanup_gives_the_space_back(tiny_llama, tmp_path):
     with sqlite3.connect(db) as c:
         assert c.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         assert c.execute("PRAGMA freelist_count").fetchone() == (0,)
+
+
+def test_a_new_database_frees_deleted_runs_in_place(tiny_llama, tmp_path):
+    """Incremental auto-vacuum: `runs delete` shrinks the file without rewriting it; an older
+    file (no auto-vacuum) is switched over by its first VACUUM."""
+    db = tmp_path / "r.db"
+    store = Store(db)
+    ids = [
+        profile(
+            RunConfig(prompt_tokens=16, new_tokens=64, samples=6, mode="standard", energy="off"),
+            loaded=tiny_llama,
+            sink=store,
+        ).run_id
+        for _ in range(3)
+    ]
+    with sqlite3.connect(db) as c:
+        assert c.execute("PRAGMA auto_vacuum").fetchone() == (2,)  # incremental
+        c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    before = db.stat().st_size
+    for rid in ids[:2]:
+        r = runner.invoke(app, ["runs", "delete", rid, "--db", str(db)])
+        assert r.exit_code == 0, r.output
+    assert "MiB given back" in r.output
+    after = db.stat().st_size
+    assert after < before * 0.75, (before, after)
+    with sqlite3.connect(db) as c:
+        assert c.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert c.execute("PRAGMA freelist_count").fetchone() == (0,)
+    assert Store(db).get(ids[2]).status == "finished"  # the run kept is whole
+    old = tmp_path / "old.db"
+    with sqlite3.connect(old) as c:  # a file made before: no auto-vacuum
+        c.execute("CREATE TABLE mine (x)")
+    old_store = Store(old, adopt=True)
+    with sqlite3.connect(old) as c:
+        assert c.execute("PRAGMA auto_vacuum").fetchone() == (0,)
+    old_store.vacuum()
+    with sqlite3.connect(old) as c:
+        assert c.execute("PRAGMA auto_vacuum").fetchone() == (2,)

@@ -100,7 +100,7 @@ def delete_run(
 
     store = Store(db, create=False)
     rid = store.delete(run_id)
-    freed = store.vacuum() if store.free_share() > 0.25 else 0  # VACUUM rewrites the file
+    freed = store.reclaim()
     err_console.print(
         f"deleted run {rid}" + (f"; {freed / 2**20:.1f} MiB given back" if freed else ""),
         markup=False,

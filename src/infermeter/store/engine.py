@@ -60,6 +60,9 @@ def make_engine(url: str, timeout_s: float) -> Engine:
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
             cur = dbapi_conn.cursor()
+            # Set before any table exists, a new database frees deleted pages incrementally
+            # (`Store.reclaim`); on an older file it takes effect at its next VACUUM.
+            cur.execute("PRAGMA auto_vacuum=INCREMENTAL")
             cur.execute("PRAGMA journal_mode=WAL")
             # WAL + NORMAL: commits skip the fsync (the WAL is synced at checkpoints); a power
             # cut can lose the last commits, never corrupt the file. A sweep commits per point,

@@ -208,6 +208,32 @@ class StoreWrites(StoreCore):
             pages = int(conn.execute(text("PRAGMA page_count")).scalar() or 0)
         return free / pages if pages else 0.0
 
+    def reclaim(self) -> int:
+        """After a delete: give freed pages back to the file system; return the bytes freed.
+
+        A SQLite file made with incremental auto-vacuum (every new database) frees its free
+        pages in place, without rewriting the file; an older file is VACUUMed (once, which
+        also switches it to incremental) when over a quarter of it is free. PostgreSQL's own
+        autovacuum reuses the space: nothing to do here (`db vacuum` runs VACUUM FULL).
+        """
+        from sqlalchemy import text
+
+        path = sqlite_path(self.url)
+        if path is None:
+            return 0
+        with self._guard("vacuum"), self.engine.connect() as conn:
+            conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+            if int(conn.execute(text("PRAGMA auto_vacuum")).scalar() or 0) == 2:
+                before = _file_bytes(path)
+                # as a script on the driver's connection: each step of the statement frees one
+                # page, and a plain execute (SQLAlchemy's or sqlite3's) steps it only once
+                raw = conn.connection.driver_connection
+                assert raw is not None
+                raw.executescript("PRAGMA incremental_vacuum;")
+                conn.execute(text("PRAGMA wal_checkpoint(TRUNCATE)"))
+                return max(0, before - _file_bytes(path))
+        return self.vacuum() if self.free_share() > 0.25 else 0
+
     def vacuum(self) -> int:
         """Give the space of deleted rows back to the file system; return the bytes freed.
 

@@ -1,0 +1,17 @@
+"""Fault tests on real processes (short variants; `benchmarks/faults.py` runs the long ones)."""
+
+from tests.faults_kit import kill_trials, writers_and_reader
+
+
+def test_sigkill_at_random_moments_loses_no_committed_sample(tmp_path):
+    report = kill_trials(tmp_path, trials=3, seed=1, max_delay_s=6.0)
+    assert report.trials == 3 and not report.problems, report.problems
+    assert report.samples_lost == 0
+    assert report.killed >= 1  # at least one trial really died mid-run
+
+
+def test_four_writers_and_the_dashboard_at_once(tmp_path):
+    report = writers_and_reader(tmp_path, writers=4, duration_s=5.0, samples=2)
+    assert not report.problems, report.problems
+    assert report.failed_requests == 0 and report.requests > 0
+    assert report.samples_stored == report.samples_expected > 0
