@@ -33,7 +33,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--writers", type=int, default=4)
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        kills = kill_trials(Path(tmp), args.trials, seed=7)
+        kills = kill_trials(  # from start-up to deep into the samples
+            Path(tmp), args.trials, seed=7, min_delay_s=0.3, max_delay_s=14.0, samples=40
+        )
         print(
             f"SIGKILL: {kills.trials} trials, {kills.killed} killed mid-run, "
             f"{kills.samples_committed} samples committed before a kill, "

@@ -66,7 +66,12 @@ def _committed(db: Path) -> dict[str, list[int]]:
 
 
 def kill_trials(
-    workdir: Path, trials: int, seed: int = 0, max_delay_s: float = 8.0, samples: int = 6
+    workdir: Path,
+    trials: int,
+    seed: int = 0,
+    max_delay_s: float = 8.0,
+    samples: int = 6,
+    min_delay_s: float = 0.3,
 ) -> KillReport:
     """SIGKILL `trials` real profiles at random moments into one database; check after each."""
     from infermeter import Store
@@ -79,7 +84,7 @@ def kill_trials(
             _profile_cmd(db, samples), env=_env(workdir),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        deadline = time.monotonic() + rng.uniform(0.3, max_delay_s)
+        deadline = time.monotonic() + rng.uniform(min_delay_s, max_delay_s)
         seen: dict[str, list[int]] = {}
         while time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.05)

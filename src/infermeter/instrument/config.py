@@ -38,9 +38,10 @@ class ProfilingConfig:
             default) counts exact zeros with one kernel, a positive eps costs two more.
         attention_threshold: attention weights below this count as "sparse".
         kill_eps: post-activation |y| at or below this counts as killed.
-        probe_every: attention entropy/sparsity and MLP kill ratios on one decode step in N
-            (prefill always; timings and MoE routing counts on every instrumented step). Deep
-            mode uses 4: those probes cost ~6% of a smollm2 decode step when run every step.
+        probe_every: block output statistics, attention entropy/sparsity and MLP kill ratios on
+            one decode step in N (prefill always; timings and MoE routing counts on every
+            instrumented step). Standard and deep modes use 4: deep's probes cost ~6% of a
+            smollm2 decode step when run every step, standard's statistics 1-2%.
         stage_batch: decode steps of up to this many rows stage block outputs and reduce them
             once per step (cheaper than per-call reductions); larger outputs reduce per call.
     """
@@ -67,12 +68,18 @@ class ProfilingConfig:
     @classmethod
     def standard(cls) -> ProfilingConfig:
         """Block and part timing plus activation statistics."""
-        return cls(mode="standard", layer_timing=True, part_timing=True, capture_activations=True)
+        return cls(
+            mode="standard",
+            layer_timing=True,
+            part_timing=True,
+            capture_activations=True,
+            probe_every=4,  # block output statistics on 1 decode step in 4 (and every prefill)
+        )
 
     @classmethod
     def deep(cls) -> ProfilingConfig:
         """Everything: standard plus attention operations, entropy, kill ratios, MoE routing."""
-        return replace(cls.standard(), mode="deep", deep_ops=True, probe_every=4)
+        return replace(cls.standard(), mode="deep", deep_ops=True)
 
     @classmethod
     def custom(

@@ -47,7 +47,7 @@ class Profiler:
         self.arch: Architecture = discover(model)
         self.enabled = True
         self.active = False
-        self.probing = False  # attention/kill probes run on this step (probe_every)
+        self.probing = False  # statistics probes run on this step (probe_every)
         self.notes: list[str] = []
         self._handles: list[Any] = []
         self._attached = False
@@ -130,6 +130,7 @@ class Profiler:
         starts, clock, timing = self._starts, self.clock, self.timing
         phase_probe = probe
 
+        gated = probe is self.activations  # statistics on probed steps; routing on every step
         opens_step = kind in ("vision_tower", "projector")
         closes_step = kind == "projector"  # decided once here, not on every call
 
@@ -143,7 +144,7 @@ class Profiler:
         def post(mod: Any, args: Any, out: Any) -> None:
             if self.active:
                 timing.add(mid, self._step, starts[mid], clock.mark())
-                if phase_probe is not None:
+                if phase_probe is not None and (self.probing or not gated):
                     phase_probe.record(self._phase, layer, out)
                 if closes_step and self._vision_step:
                     self.active = self._vision_step = False
@@ -343,10 +344,19 @@ class Profiler:
                 "per-call means are over those steps, totals are not scaled"
             )
         p = self.config.probe_every
-        if p > 1 and (self.attention is not None or self.kill is not None):
+        probed = [
+            what
+            for what, probe in (
+                ("block output statistics", self.activations),
+                ("attention entropy/sparsity", self.attention),
+                ("MLP kill ratios", self.kill),
+            )
+            if probe is not None
+        ]
+        if p > 1 and probed:
             notes.append(
-                f"attention entropy/sparsity and MLP kill ratios from 1 in {p} decode steps "
-                "(and every prefill); timings and MoE routing from every instrumented step"
+                f"{', '.join(probed)} from 1 in {p} decode steps (and every prefill); "
+                "timings and MoE routing from every instrumented step"
             )
         return LayerProfile(
             config=self.config,
