@@ -49,3 +49,16 @@ def test_the_package_and_its_api_load_lazily(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "GenerationFailed" in r.stdout or "LoadedModel" in r.stdout
+
+
+def test_the_modes_say_what_they_cost():
+    """The figures in `profile --help` are the ones the run header prints (instrument/config)."""
+    from typer.testing import CliRunner
+
+    from infermeter.cli.app import app
+    from infermeter.instrument.config import MODE_COST
+
+    out = CliRunner().invoke(app, ["profile", "--help"], terminal_width=200).output
+    text = " ".join(out.replace("│", " ").split())  # the help panel wraps lines in a box
+    for mode in ("standard", "deep"):
+        assert MODE_COST[mode].split(" (")[0].replace(",", "") in text.replace(",", ""), mode

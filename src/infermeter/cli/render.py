@@ -33,7 +33,11 @@ def run_header(run: RunResult, where: str | None = None) -> Text:
         f"{cfg.get('batch_size')} · {len(run.measured)} samples + "
         f"{len(run.samples) - len(run.measured)} warm-up · {cfg.get('decoding')}"
     )
-    line3 = f"mode {cfg.get('mode')}" + (" · compiled" if cfg.get("compile") else "")
+    from infermeter.instrument.config import MODE_COST
+
+    mode = str(cfg.get("mode"))
+    cost = f" (costs {MODE_COST[mode]} on smollm2-135m, CPU)" if mode in MODE_COST else ""
+    line3 = f"mode {mode}{cost}" + (" · compiled" if cfg.get("compile") else "")
     changed = {k: v for k, v in run.knobs.items() if k not in cfg}  # set on the model
     if changed:
         line3 += " · knobs " + ", ".join(f"{k}={v}" for k, v in changed.items())

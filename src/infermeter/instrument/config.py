@@ -18,6 +18,13 @@ from typing import Any
 from infermeter.errors import UserError
 
 MODES = ("minimal", "standard", "deep")
+#: What each mode costs, as measured by benchmarks/overhead.py (smollm2-135m, CPU, batch 1,
+#: interleaved rounds; docs/overhead.md): shown in `profile --help` and each run's header.
+MODE_COST = {
+    "minimal": "no hooks: within noise",
+    "standard": "TPOT +3-6%, TTFT +0-5%",
+    "deep": "TPOT +5-9%, TTFT +15% (eager attention)",
+}
 
 
 @dataclass(frozen=True)
