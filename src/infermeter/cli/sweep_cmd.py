@@ -75,7 +75,7 @@ def sweep_command(
     json_out: bool = typer.Option(False, "--json", help="Print the sweep JSON on stdout."),
 ) -> None:
     """Run a grid over knob values; every point is stored, and a rerun resumes."""
-    from infermeter.run.sweep import SweepSpec, run_sweep
+    from infermeter.run.sweep import SweepSpec
     from infermeter.run.sweep_file import parse_knob_option, read_sweep_file
     from infermeter.store import Store
 
@@ -109,24 +109,12 @@ def sweep_command(
     spec.points()  # parse every value now: a bad one fails before the model loads
     out_dir = writable_dir(out) if out else None
     store = Store(db)
-    view = SweepProgressView(f"sweep {spec.sweep_id}")
-    done = [0, 0]
+    result = _run_with_progress(spec, store)
+    _print_sweep(spec, result, store.where, out_dir, json_out)
 
-    def progress(i: int, total: int, label: str, skipped: bool) -> None:
-        done[:] = [i, total]
-        view(i, total, label, skipped)
 
-    try:
-        with view.progress:
-            result = run_sweep(spec, store, on_progress=progress)
-    except KeyboardInterrupt:
-        if spec.interleave:
-            raise fail(
-                "interrupted: the interleaved points are stored as terminated; run the same "
-                "command again to measure them again (finished points are skipped)",
-                130,
-            ) from None
-        raise _interrupted(done[0], done[1] or len(spec.points())) from None
+def _print_sweep(spec: Any, result: Any, where: str, out_dir: Path | None, json_out: bool) -> None:
+    """The sweep's table (or JSON), its files, and how to compare interleaved points."""
     doc = clean_json(result.to_json())
     if out_dir is not None:
         write_json(out_dir / f"sweep-{result.sweep_id}.json", doc)
@@ -144,11 +132,35 @@ def sweep_command(
         )
     console.print(
         f"sweep {result.sweep_id}: {len(result.runs)} points, {result.skipped} already done; "
-        f"stored in {store.where}"
+        f"stored in {where}"
         + (f"; wrote {out_dir / f'sweep-{result.sweep_id}.json'}" if out_dir else ""),
         markup=False,
         style="dim",
     )
+
+
+def _run_with_progress(spec: Any, store: Any) -> Any:
+    """Run the sweep under a progress bar; Ctrl-C says what is stored and how to resume."""
+    from infermeter.run.sweep import run_sweep
+
+    view = SweepProgressView(f"sweep {spec.sweep_id}")
+    done = [0, 0]
+
+    def progress(i: int, total: int, label: str, skipped: bool) -> None:
+        done[:] = [i, total]
+        view(i, total, label, skipped)
+
+    try:
+        with view.progress:
+            return run_sweep(spec, store, on_progress=progress)
+    except KeyboardInterrupt:
+        if spec.interleave:
+            raise fail(
+                "interrupted: the interleaved points are stored as terminated; run the same "
+                "command again to measure them again (finished points are skipped)",
+                130,
+            ) from None
+        raise _interrupted(done[0], done[1] or len(spec.points())) from None
 
 
 def sweep_table(doc: dict[str, Any]) -> Table:

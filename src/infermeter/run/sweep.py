@@ -182,26 +182,42 @@ def run_sweep(
             result.wall_s = time.perf_counter() - t0
         return result
     try:
-        for i, point in enumerate(points):
-            key = _point_key(point, grid)
-            label = ", ".join(f"{k}={show(grid[k], v)}" for k, v in point.items())
-            if key in done:
-                result.runs.append(done[key])
-                result.skipped += 1
-                progress(i + 1, len(points), label, True)
-                continue
-            dtype = point.get("dtype", base.dtype)
-            run, verify_s = run_point(base, grid, point, model_for(dtype), store, sweep_id=sid)
-            result.verify_s += verify_s
-            result.runs.append(run)
-            result.generate_s += sum(s.total_ms for s in run.samples) / 1e3
-            progress(i + 1, len(points), label, False)
+        _sweep_sequential(base, grid, points, done, model_for, store, result, progress)
     except KeyboardInterrupt:
         result.interrupted = True
         raise
     finally:
         result.wall_s = time.perf_counter() - t0
     return result
+
+
+def _sweep_sequential(
+    base: RunConfig,
+    grid: dict[str, Knob],
+    points: list[dict[str, Any]],
+    done: dict[str, RunResult],
+    model_for: Callable[[str], LoadedModel],
+    store: SweepStore,
+    result: SweepResult,
+    progress: SweepProgress,
+) -> None:
+    """The points one after the other, skipping those already finished."""
+    for i, point in enumerate(points):
+        key = _point_key(point, grid)
+        label = ", ".join(f"{k}={show(grid[k], v)}" for k, v in point.items())
+        if key in done:
+            result.runs.append(done[key])
+            result.skipped += 1
+            progress(i + 1, len(points), label, True)
+            continue
+        dtype = point.get("dtype", base.dtype)
+        run, verify_s = run_point(
+            base, grid, point, model_for(dtype), store, sweep_id=result.sweep_id
+        )
+        result.verify_s += verify_s
+        result.runs.append(run)
+        result.generate_s += sum(s.total_ms for s in run.samples) / 1e3
+        progress(i + 1, len(points), label, False)
 
 
 def _point_config(base: RunConfig, grid: dict[str, Knob], point: dict[str, Any]) -> RunConfig:
