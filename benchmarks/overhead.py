@@ -2,21 +2,25 @@
 
 On one model (default smollm2-135m, batch 1, 128 prompt tokens, 64 new tokens) the variants run
 interleaved, in a rotating order each round, so drift hits all alike:
-  none         generate, with only the run's own per-token clock marks (every variant has them)
-  minimal      what `--mode minimal` does: nothing more than `none` (no hooks)
-  standard     Profiler(standard): block and part timing, activation statistics
-  deep         Profiler(deep): plus eager attention with its operations timed, probes
-  torch.profiler  torch.profiler.profile() with default settings, for comparison
+  none         the bare timed generate call, with only the per-token clock marks
+  minimal      `profile()` in minimal mode: the path `infermeter profile --mode minimal` takes
+  standard     `profile()` in standard mode: block and part timing, activation statistics
+  deep         `profile()` in deep mode: plus eager attention with its operations timed, probes
+  torch.profiler  torch.profiler.profile() (default settings) around a minimal `profile()`
+Each `profile()` call measures one sample with no warm-up (the model is warm): the figures are
+the CLI's, whose run set-up (prompts, census, hooks) stays outside the timed generation.
 Every variant starts after `gc.collect()`, as `infermeter profile` does before each sample:
 without it, garbage left by torch.profiler made a cyclic-GC pass (50-100 ms over this heap)
 land inside later prefills, unevenly across variants.
 Printed per variant: median TTFT and TPOT ratio to `none` with a bootstrap 95% interval, and the
-process CPU time ratio. Then the direct cost: microseconds per hook pair measured in a tight loop,
-times hooked calls per decode step, over the TPOT. Then the same ratios on tiny-llama (where
+process CPU time ratio (whole call: for the `profile()` variants their set-up and tables too).
+Then the direct cost: microseconds per hook pair measured in a tight loop, times hooked calls
+per decode step, over the TPOT. Then the same ratios on tiny-llama (where
 per-call cost dominates: the worst case), and the database bytes a run adds per generated token.
 The last line is one JSON object for machines.
 
     python benchmarks/overhead.py --rounds 8
+    python benchmarks/overhead.py --rounds 40 --until 0.01   # until every interval is +-1%
 """
 
 from __future__ import annotations
@@ -47,23 +51,46 @@ from infermeter.workloads import WorkloadSpec, build_batches  # noqa: E402
 VARIANTS = ("none", "minimal", "standard", "deep", "torch.profiler")
 
 
-def _context(variant: str, model: Any) -> Any:
-    if variant in ("none", "minimal"):
-        return contextlib.nullcontext()
+def _one_sample(variant: str, lm: Any, kw: Any, config: RunConfig) -> tuple[float, float, Any]:
+    """One generation of `variant`: (TTFT ms, TPOT ms, the run or None).
+
+    `none` is the bare timed generate call (the run's own per-token marks, nothing else); every
+    other variant goes through `profile()`, the path `infermeter profile --mode M` takes (one
+    sample, no warm-up: the model is warm), so the figures are the CLI's. torch.profiler wraps a
+    minimal-mode `profile()`.
+    """
+    if variant == "none":
+        clock = clock_for("cpu")
+        timed = timed_generate(lm.model, kw, generation_config(lm.tokenizer, config.new_tokens),
+                               clock, config.new_tokens)  # fmt: skip
+        ttft, steps = timed.durations(clock)
+        return ttft, sum(steps) / len(steps), None
+    mode = "minimal" if variant == "torch.profiler" else variant
+    ctx: Any = contextlib.nullcontext()
     if variant == "torch.profiler":
-        return torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
-    return Profiler(model, getattr(ProfilingConfig, variant)())
+        ctx = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+    with ctx:
+        run = profile(replace(config, mode=mode), loaded=lm)
+    (smp,) = run.measured
+    return smp.ttft_ms, smp.tpot_ms, run
 
 
-def measure(model_name: str, prompt_tokens: int, new_tokens: int, rounds: int) -> dict[str, Any]:
-    """Interleaved rounds of every variant; per-round TTFT, TPOT and CPU time."""
+def measure(
+    model_name: str, prompt_tokens: int, new_tokens: int, rounds: int, until: float = 0.0
+) -> dict[str, Any]:
+    """Interleaved rounds of every variant; per-round TTFT, TPOT and CPU time.
+
+    With `until` > 0, rounds go on (up to `rounds`, at least 8) until the 95% interval of
+    every variant's TPOT ratio is narrower than +-`until`.
+    """
     lm = load_model(model_name, device="cpu")
-    model, tok = lm.model, lm.tokenizer
-    spec = WorkloadSpec(prompt_tokens=prompt_tokens)
-    (batch,) = build_batches(tok, spec, 1)
-    kw = batch.generate_kwargs("cpu", next(model.parameters()).dtype)
-    gen_cfg = generation_config(tok, new_tokens)
-    clock = clock_for("cpu")
+    config = RunConfig(
+        model=model_name, prompt_tokens=prompt_tokens, new_tokens=new_tokens, samples=1,
+        warmup=0, energy="off", chat=False,
+    )  # fmt: skip
+    spec = WorkloadSpec(prompt_tokens=prompt_tokens, chat=False)
+    (batch,) = build_batches(lm.tokenizer, spec, 1)
+    kw = batch.generate_kwargs("cpu", next(lm.model.parameters()).dtype)
     data: dict[str, dict[str, list[float]]] = {
         v: {"ttft": [], "tpot": [], "cpu": []} for v in VARIANTS
     }
@@ -71,24 +98,22 @@ def measure(model_name: str, prompt_tokens: int, new_tokens: int, rounds: int) -
 
     def one(variant: str, record: bool) -> None:
         nonlocal calls_per_step
-        ctx = _context(variant, model)
         gc.collect()  # as `infermeter profile` does: no GC pass from earlier garbage inside
         c0 = time.process_time()
-        with ctx:
-            timed = timed_generate(model, kw, gen_cfg, clock, new_tokens)
+        ttft, tpot, run = _one_sample(variant, lm, kw, config)
         cpu = (time.process_time() - c0) * 1e3
         if not record:
             return
-        ttft, steps = timed.durations(clock)
         data[variant]["ttft"].append(ttft)
-        data[variant]["tpot"].append(sum(steps) / len(steps))
+        data[variant]["tpot"].append(tpot)
         data[variant]["cpu"].append(cpu)
-        if variant == "standard" and not calls_per_step:
-            lp = ctx.result()
-            layers = lp.layers()
-            decode = layers[layers["phase"] == "decode"]
-            steps_measured = sum(1 for s in lp.steps if s.phase == "decode" and s.measured)
-            calls_per_step = int(decode["calls"].sum()) // max(1, steps_measured) + 1  # + root
+        if variant == "standard" and not calls_per_step and run is not None:
+            decode = [
+                r
+                for r in run.layers["layers"]
+                if r["phase"] == "decode" and r["kind"] not in ("choose_token", "prepare_step")
+            ]  # hooked modules only (generate's parts are timed from the token marks)
+            calls_per_step = sum(r["calls"] for r in decode) // max(1, new_tokens - 1) + 1
 
     for v in VARIANTS:  # warm-up, not counted
         one(v, record=False)
@@ -96,6 +121,10 @@ def measure(model_name: str, prompt_tokens: int, new_tokens: int, rounds: int) -
         order = VARIANTS[r % len(VARIANTS) :] + VARIANTS[: r % len(VARIANTS)]
         for v in order:
             one(v, record=True)
+        if until and r + 1 >= 8:
+            widths = [(hi - lo) / 2 for _, lo, hi in ratios(data, "tpot").values()]
+            if max(widths) < until:
+                break
     return {"data": data, "calls_per_step": calls_per_step, "lm": lm}
 
 
@@ -203,9 +232,16 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> N
     ap.add_argument("--new-tokens", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--tiny-rounds", type=int, default=12)
+    ap.add_argument(
+        "--until",
+        type=float,
+        default=0.0,
+        help="stop once every TPOT ratio's 95%% interval is within +-UNTIL (e.g. 0.01); "
+        "--rounds is then the most",
+    )
     args = ap.parse_args(argv)
 
-    main_res = measure(args.model, args.prompt_tokens, args.new_tokens, args.rounds)
+    main_res = measure(args.model, args.prompt_tokens, args.new_tokens, args.rounds, args.until)
     summary = {"model": args.model, "main": report(args.model, main_res)}
     us = hook_pair_us()
     calls = main_res["calls_per_step"]
@@ -216,7 +252,9 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> N
         "step (timing only; statistics add their own reductions)"
     )
     summary["hook_pair_us"] = us
-    tiny_res = measure("tiny-llama", args.prompt_tokens, args.new_tokens, args.tiny_rounds)
+    tiny_res = measure(
+        "tiny-llama", args.prompt_tokens, args.new_tokens, args.tiny_rounds, args.until
+    )
     summary["tiny-llama"] = report(
         "tiny-llama (worst case: tiny ops, per-call cost dominates)", tiny_res
     )

@@ -144,6 +144,11 @@ def _interleaved(
             session = set_up_session(arm.config, loaded, progress, sweep_id, arm.knobs)
         session.result.config["interleaved"] = {"group": group, "arms": len(arms)}
         session.result.notes.append(_note(arms, group))
+        if session.sampler is not None:
+            session.result.notes.append(
+                "energy: the run's power trace (sampled_j) spans every interleaved arm; each "
+                "sample's energy is its own window"
+            )
         sessions.append(session)
     for session in sessions:  # only once every arm's set-up has passed
         register_session(session, sink)

@@ -6,9 +6,11 @@ store): the run is registered as `running` before the first generation, so a kil
 leaves a trace, and all samples are written in one transaction at the end, also when
 generation raises (status `failed`, error kept, samples so far kept).
 
-The work is split in three: `set_up_session` (everything that can be refused, before anything is
-stored), `_sample_loop` (the measured generations, with hooks, energy sampler and compile
-attached) and `tear_down` (undo all of it, also after a failure).
+The work is split in steps, also used by interleaved runs (run/interleave.py), which measure
+several sessions sample by sample in turn: `set_up_session` (everything that can be refused,
+before anything is stored), `register_session`, `start_clock`, `run_sample` per sample (with
+hooks, energy sampler and compile attached), `samples_done` or `stopped`, `tear_down` (undo
+all of it, also after a failure) and `close_session` (energy, store, raise the failure).
 """
 
 from __future__ import annotations
