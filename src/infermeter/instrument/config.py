@@ -22,8 +22,8 @@ MODES = ("minimal", "standard", "deep")
 #: interleaved rounds; docs/overhead.md): shown in `profile --help` and each run's header.
 MODE_COST = {
     "minimal": "no hooks: within noise",
-    "standard": "TPOT +3-6%, TTFT +0-5%",
-    "deep": "TPOT +5-9%, TTFT +15% (eager attention)",
+    "standard": "TPOT +3-8%, TTFT +0-9%",
+    "deep": "TPOT +5-10%, TTFT +15-30% (eager attention)",
 }
 
 
