@@ -68,10 +68,18 @@ def _int_options():
     root = typer.main.get_command(app)
     for path, cmd in _commands(root):
         names = {o for p in cmd.params for o in p.opts}
+        required = [
+            "moe-topk" if path == ("experiment",) else "1"
+            for a in cmd.params
+            if a.param_type_name == "argument" and a.required
+        ]
         for p in cmd.params:
             if p.param_type_name == "option" and _annotation(p) in (int, int | None):
                 yield pytest.param(
-                    path, max(p.opts, key=len), "--model" in names, id=" ".join((*path, p.opts[0]))
+                    path,
+                    max(p.opts, key=len),
+                    ("--model" in names, "--db" in names, tuple(required)),
+                    id=" ".join((*path, p.opts[0])),
                 )
 
 
@@ -82,15 +90,17 @@ def test_the_app_has_int_options_to_check():
     assert len(INT_CASES) >= 15  # samples, warmup, new tokens, seed, port, limit, ...
 
 
-@pytest.mark.parametrize(("path", "flag", "has_model"), INT_CASES)
+@pytest.mark.parametrize(("path", "flag", "has"), INT_CASES)
 @pytest.mark.parametrize("value", ["-1", "0", "1000000000000000"])
 def test_every_int_option_takes_zero_negative_and_huge_values_with_one_line(
-    path, flag, has_model, value, tmp_path
+    path, flag, has, value, tmp_path
 ):
     """Refused with one line naming the option, or accepted (then the unknown model, given on
     purpose, is the one-line error): never a traceback, a hang or an allocation of 10^15."""
-    args = [*path, *(["moe-topk"] if path == ("experiment",) else []), flag, value]
-    args += ["--db", str(tmp_path / "r.db")]
+    has_model, has_db, required = has
+    args = [*path, *required, flag, value]
+    if has_db:
+        args += ["--db", str(tmp_path / "r.db")]
     if has_model:
         args += ["--model", "no-such-model"]
     r = runner.invoke(app, args)

@@ -14,6 +14,7 @@ from infermeter.cli.energy_cmd import energy_app
 from infermeter.cli.experiment_cmd import experiment_command
 from infermeter.cli.export_cmd import export_command
 from infermeter.cli.fit_cmd import fit_command
+from infermeter.cli.inspect_cmd import inspect_app
 from infermeter.cli.knobs_cmd import knobs_command
 from infermeter.cli.models_cmd import models_command
 from infermeter.cli.plot_cmd import plot_command
@@ -49,6 +50,7 @@ app.add_typer(runs_app, name="runs")
 app.add_typer(sweeps_app, name="sweeps")
 app.add_typer(energy_app, name="energy")
 app.add_typer(db_app, name="db")
+app.add_typer(inspect_app, name="inspect")
 
 
 def _quiet_libraries() -> None:

@@ -56,27 +56,36 @@ def _apply(loaded: LoadedModel, value: int) -> Iterator[dict[str, Any]]:
             r.top_k = k
 
 
-def experts_per_token(loaded: LoadedModel) -> list[int]:
-    """Distinct experts each token was routed to, per router call, in one forward."""
+def experts_per_token_by_router(loaded: LoadedModel) -> dict[str, list[int]]:
+    """Per router: the distinct numbers of experts a token was routed to, in one forward."""
     import torch
 
-    seen: list[int] = []
+    arch = discover(loaded.model)
+    seen: dict[str, set[int]] = {}
 
-    def hook(_module: Any, _args: Any, output: Any) -> None:
-        indices = output[-1] if isinstance(output, tuple) else None
-        if indices is None or indices.dtype not in (torch.int64, torch.int32):
-            return
-        flat = indices.reshape(-1, indices.shape[-1])
-        seen.extend({len(set(row.tolist())) for row in flat})
+    def hook_for(name: str) -> Any:
+        def hook(_module: Any, _args: Any, output: Any) -> None:
+            indices = output[-1] if isinstance(output, tuple) else None
+            if indices is None or indices.dtype not in (torch.int64, torch.int32):
+                return
+            flat = indices.reshape(-1, indices.shape[-1])
+            seen.setdefault(name, set()).update(len(set(row.tolist())) for row in flat)
 
-    handles = [r.register_forward_hook(hook) for r in routers(loaded.model)]
+        return hook
+
+    handles = [r.register_forward_hook(hook_for(arch.name_of(r))) for r in routers(loaded.model)]
     try:
         with torch.inference_mode():
             loaded.model(input_ids=calibration_ids(loaded), use_cache=False)
     finally:
         for h in handles:
             h.remove()
-    return seen
+    return {name: sorted(counts) for name, counts in seen.items()}
+
+
+def experts_per_token(loaded: LoadedModel) -> list[int]:
+    """Distinct experts each token was routed to, over every router, in one forward."""
+    return sorted({n for counts in experts_per_token_by_router(loaded).values() for n in counts})
 
 
 def _verify(loaded: LoadedModel, value: int, result: Any, applied: Any = None) -> dict[str, Any]:

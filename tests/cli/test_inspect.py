@@ -1,0 +1,71 @@
+"""`infermeter inspect`: structure, MoE layers, shapes and the top-k check on real tiny models."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from infermeter.cli.app import app
+from tests.helpers import assert_one_line_error
+
+runner = CliRunner()
+
+
+def _json(*args):
+    r = runner.invoke(app, ["inspect", *args, "--json"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+@pytest.mark.parametrize("name", ["tiny-llama", "tiny-mixtral", "tiny-llava", "tiny-gpt2"])
+def test_structure_adds_up_and_collapses_repeats(name):
+    from infermeter import load_model
+
+    doc = _json("structure", "-m", name, "--depth", "6")
+    rows = doc["modules"]
+    total = load_model(name, device="cpu").info.params
+    assert rows[0]["params"] == total
+    assert sum(r["params"] for r in rows if r["depth"] == 1) == total  # ties counted once
+    blocks = next(r for r in rows if r["repeat"] > 1 and "DecoderLayer" in r["type"] or
+                  r["repeat"] > 1 and r["type"] == "GPT2Block")  # fmt: skip
+    assert blocks["repeat"] == 4 and blocks["name"].endswith(".0-3")
+    first = rows[rows.index(blocks) + 1]  # the first member's children follow, marked "each"
+    assert first["depth"] == blocks["depth"] + 1 and first["each"]
+    if name == "tiny-gpt2":  # tied input and output embeddings
+        head = next(r for r in rows if r["name"] == "lm_head")
+        assert head["params"] == 0 and head["tied_to"] == ["transformer.wte"]
+
+
+def test_structure_table_for_people():
+    r = runner.invoke(app, ["inspect", "structure", "-m", "tiny-llama"], terminal_width=120)
+    assert r.exit_code == 0, r.output
+    assert "layers.0-3 x4" in r.output and "LlamaDecoderLayer" in r.output
+    assert "3.95 M parameters" in r.output
+
+
+def test_moe_layers_and_a_dense_model_refused():
+    doc = _json("moe", "-m", "tiny-mixtral")
+    assert [m["layer"] for m in doc["moe_layers"]] == [0, 1, 2, 3]
+    assert {(m["experts"], m["top_k"]) for m in doc["moe_layers"]} == {(8, 2)}
+    assert all(m["router"].endswith(".mlp.gate") for m in doc["moe_layers"])
+    r = runner.invoke(app, ["inspect", "moe", "-m", "tiny-llama"])
+    assert_one_line_error(r, "no mixture-of-experts layer")
+
+
+def test_shapes_of_a_known_module_are_exact(tmp_path):
+    doc = _json("shapes", "-m", "tiny-llama", "--prompt-tokens", "16", "--out", str(tmp_path))
+    rows = {(r["name"], r["phase"]): r for r in doc["modules"]}
+    emb = rows[("model.embed_tokens", "prefill")]
+    assert emb["inputs"] == ["[1, 16] int64"] and emb["outputs"] == ["[1, 16, 256] float32"]
+    assert rows[("model.embed_tokens", "decode")]["outputs"] == ["[1, 1, 256] float32"]
+    assert rows[("lm_head", "decode")]["outputs"] == ["[1, 1, 2048] float32"]
+    assert json.loads((tmp_path / "shapes.json").read_text())["prompt_tokens"] == 16
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_verify_topk_measures_exactly_k_experts_per_token(k):
+    doc = _json("verify-topk", str(k), "-m", "tiny-mixtral")
+    assert doc["verified"] and len(doc["routers"]) == 4
+    assert all(v == [k] for v in doc["routers"].values())
+    r = runner.invoke(app, ["inspect", "verify-topk", "9", "-m", "tiny-mixtral"])
+    assert_one_line_error(r, "top_k=9 is above the 8 experts")
