@@ -69,3 +69,20 @@ def test_verify_topk_measures_exactly_k_experts_per_token(k):
     assert all(v == [k] for v in doc["routers"].values())
     r = runner.invoke(app, ["inspect", "verify-topk", "9", "-m", "tiny-mixtral"])
     assert_one_line_error(r, "top_k=9 is above the 8 experts")
+
+
+def test_tokens_counts_words_specials_and_the_chat_template(tmp_path):
+    from infermeter import load_model
+
+    text = "The river had been rising for three days."
+    doc = _json("tokens", "-m", "smollm2-135m", "-p", text)
+    tok = load_model("smollm2-135m", device="cpu").tokenizer
+    (row,) = doc["prompts"]
+    assert row["tokens"] == len(tok(text, add_special_tokens=False)["input_ids"])
+    assert (row["chars"], row["words"]) == (len(text), 8)
+    assert doc["chat_template"] and doc["chat_template_tokens"] > 0
+    assert doc["tokens_per_word"] == row["tokens"] / 8
+    vlm = _json("tokens", "-m", "tiny-llava", "--no-chat")
+    assert vlm["image_tokens"]["per_image"] > 0 and not vlm["chat_template"]
+    r = runner.invoke(app, ["inspect", "tokens", "-p", "x", "--prompts-file", str(tmp_path)])
+    assert_one_line_error(r, "not both")

@@ -184,3 +184,58 @@ def verify_topk_command(
         )
     if not ok:
         raise typer.Exit(1)
+
+
+@inspect_app.command("tokens")
+@guard
+def tokens_command(
+    model: str = _MODEL,
+    prompt: list[str] = typer.Option(None, "--prompt", "-p", help="A prompt (repeatable)."),
+    prompts_file: Path = typer.Option(None, help="Prompts file (.txt or .jsonl), first 1000."),
+    chat: bool = typer.Option(True, "--chat/--no-chat", help="Count the chat template too."),
+    json_out: bool = _JSON,
+) -> None:
+    """How the model's tokenizer cuts prompts: tokens per word, specials, chat template.
+
+    Also characters per token, and the image tokens of a vision-language model.
+    """
+    from infermeter.errors import UserError
+    from infermeter.workloads.corpus import builtin_texts, read_prompts_file
+    from infermeter.workloads.prompts import token_report
+
+    if prompt and prompts_file:
+        raise UserError("give --prompt or --prompts-file, not both", "pick one")
+    texts = list(prompt or [])
+    if prompts_file is not None:
+        texts = read_prompts_file(prompts_file, max_prompts=1000)
+    lm = _load(model, "cpu")
+    doc = token_report(lm.tokenizer, texts or builtin_texts()[:5], chat=chat)
+    doc["model"], doc["tokenizer"] = lm.info.spec, lm.info.tokenizer
+    vision = lm.info.vision
+    doc["image_tokens"] = (
+        {"per_image": vision.tokens_per_image, "image_size": vision.image_size} if vision else None
+    )
+    if json_out:
+        print_json(doc)
+        return
+    t = Table(title=f"{lm.info.spec}: tokenizer {lm.info.tokenizer}", title_justify="left")
+    for col in ("prompt", "chars", "words", "tokens", "tokens/word", "first tokens"):
+        t.add_column(col, justify="left" if col in ("prompt", "first tokens") else "right")
+    for i, r in enumerate(doc["prompts"], 1):
+        per_word = f"{r['tokens'] / r['words']:.2f}" if r["words"] else "-"
+        t.add_row(str(i), str(r["chars"]), str(r["words"]), str(r["tokens"]), per_word,
+                  " | ".join(r["first_tokens"][:6]))  # fmt: skip
+    console = Console(soft_wrap=True)
+    console.print(t)
+    lines = [
+        f"all prompts: {doc['tokens']} tokens, {doc['tokens_per_word'] or 0:.2f} per word, "
+        f"{doc['chars_per_token'] or 0:.2f} characters per token",
+        "added around plain text: " + (", ".join(doc["special_prefix"]) or "nothing"),
+        f"chat template: {doc['chat_template_tokens']} tokens per prompt"
+        if doc["chat_template"]
+        else "chat template: none (or --no-chat)",
+    ]
+    if vision:
+        lines.append(f"images: {vision.tokens_per_image} tokens each at {vision.image_size} px")
+    for line in lines:
+        console.print(line, markup=False)

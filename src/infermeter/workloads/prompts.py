@@ -213,3 +213,40 @@ def _exact_rows(
         prefix + [-1] + stream[offset0 + i * stride : offset0 + i * stride + content_len] + suffix
         for i in range(n)
     ]
+
+
+def token_report(tokenizer: Any, texts: list[str], chat: bool = True) -> dict[str, Any]:
+    """How a tokenizer cuts these prompts: `infermeter inspect tokens`.
+
+    Per prompt: characters, words (whitespace-separated), tokens of the text alone, what the
+    tokenizer adds around plain text (BOS and the like), and the chat template's overhead
+    when it has one; and for all: tokens per word and characters per token.
+    """
+    special = _special_prefix(tokenizer)
+    parts = _template_parts(tokenizer) if chat else None
+    template = (_encode(tokenizer, parts[0]), _encode(tokenizer, parts[1])) if parts else None
+    rows: list[dict[str, Any]] = []
+    for text in texts:
+        ids = _encode(tokenizer, text)
+        rows.append(
+            {
+                "chars": len(text),
+                "words": len(text.split()),
+                "tokens": len(ids),
+                "special_tokens": len(special),
+                "chat_template_tokens": len(template[0]) + len(template[1]) if template else None,
+                "first_tokens": [tokenizer.decode([t]) for t in ids[:12]],
+            }
+        )
+    tokens = sum(int(r["tokens"]) for r in rows)
+    words = sum(int(r["words"]) for r in rows)
+    chars = sum(int(r["chars"]) for r in rows)
+    return {
+        "prompts": rows,
+        "tokens": tokens,
+        "tokens_per_word": tokens / words if words else None,
+        "chars_per_token": chars / tokens if tokens else None,
+        "special_prefix": [tokenizer.decode([t]) for t in special],
+        "chat_template": bool(template),
+        "chat_template_tokens": len(template[0]) + len(template[1]) if template else 0,
+    }
