@@ -23,7 +23,7 @@ MODES = ("minimal", "standard", "deep")
 MODE_COST = {
     "minimal": "no hooks: within noise",
     "standard": "TPOT +3-8%, TTFT +0-9%",
-    "deep": "TPOT +5-10%, TTFT +15-30% (eager attention)",
+    "deep": "TPOT +5-10%, TTFT +15-30%",
 }
 
 
