@@ -6,7 +6,9 @@ that is how an interrupted sweep resumes. Ctrl-C during a point stores that run 
 (its samples kept) and stops; the finished points stay. Points are ordered so that a model is
 loaded once per load-time value (dtype), and all values are parsed and checked against the model
 before the first point runs. Each point's knobs are verified by measurement (knobs/base.py) and
-the evidence is stored with its run.
+the evidence is stored with its run. An interleaved sweep (`interleave=True`) measures its
+unfinished points together, one sample each per round (run/interleave.py), so that a drift of
+the machine falls on every point alike.
 """
 
 from __future__ import annotations
