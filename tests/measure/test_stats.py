@@ -169,3 +169,14 @@ def test_paired_comparison_fields_and_too_few_rounds():
     same = compare_paired_samples([1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0])
     assert same["verdict"] == "no detectable difference" and same["p_value"] == 1.0
     assert compare_paired_samples([1.0, 2.0], [1.0, 2.0])["verdict"] == "too few samples"
+
+
+def test_too_few_rounds_never_promise_less_than_the_test_needs():
+    """4 rounds of a clear 2x effect: Wilcoxon cannot reach p < 0.05 below 6 pairs, so the
+    verdict waits, and the samples it asks for are at least 6 (3 vs 3 unpaired: at least 4)."""
+    from infermeter.measure.stats import compare_paired_samples, compare_samples
+
+    c = compare_paired_samples([200.0, 210.0, 190.0, 205.0], [100.0, 101.0, 99.0, 102.0])
+    assert c["verdict"] == "no detectable difference" and c["samples_to_resolve"] >= 6
+    u = compare_samples([200.0, 210.0, 190.0], [100.0, 101.0, 99.0])
+    assert u["verdict"] == "no detectable difference" and u["samples_to_resolve"] >= 4

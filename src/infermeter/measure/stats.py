@@ -214,6 +214,11 @@ def outlier_notes(
 
 #: p-value below which a rank test calls two sets of samples different
 ALPHA = 0.05
+#: The fewest samples with which the rank tests can reach p < ALPHA at all (two-sided, exact):
+#: Mann-Whitney needs 4 per group (3 vs 3 gives p >= 0.1), Wilcoxon's signed-rank 6 pairs
+#: (5 give p >= 0.0625). `samples_to_resolve` never says less.
+MIN_UNPAIRED = 4
+MIN_PAIRED = 6
 
 
 def compare_samples(
@@ -252,6 +257,7 @@ def compare_samples(
         half_log = (math.log(hi) - math.log(lo)) / 2
         n_now = max(b.size, v.size)
         resolve = min(100_000, math.ceil(n_now * (half_log / abs(math.log(speedup))) ** 2))
+        resolve = max(resolve, MIN_UNPAIRED)  # fewer per run can never give p < 0.05
     return {**out, "ci95_low": lo, "ci95_high": hi, "p_value": p, "verdict": verdict,
             "samples_to_resolve": resolve}  # fmt: skip
 
@@ -296,5 +302,6 @@ def compare_paired_samples(
     if not detected and speedup != 1 and lo > 0:
         half_log = (math.log(hi) - math.log(lo)) / 2
         resolve = min(100_000, math.ceil(n * (half_log / abs(math.log(speedup))) ** 2))
+        resolve = max(resolve, MIN_PAIRED)  # fewer pairs can never give p < 0.05
     return {**out, "ci95_low": lo, "ci95_high": hi, "p_value": p, "verdict": verdict,
             "samples_to_resolve": resolve}  # fmt: skip
