@@ -249,15 +249,26 @@ def compare_samples(
     from scipy.stats import mannwhitneyu  # only where a difference is judged: 1 s to import
 
     p = 1.0 if np.array_equal(np.sort(b), np.sort(v)) else float(mannwhitneyu(b, v).pvalue)
+    return _judgement(out, lo, hi, p, max(b.size, v.size), MIN_UNPAIRED)
+
+
+def _judgement(
+    out: dict[str, Any], lo: float, hi: float, p: float, n: int, fewest: int
+) -> dict[str, Any]:
+    """`out` with the interval, p-value, verdict and the samples that would resolve it.
+
+    Faster or slower only when the interval excludes 1 and p < ALPHA; otherwise, about how
+    many samples (per run, or pairs) would make a difference of the size seen detectable:
+    the interval narrows as 1/sqrt(n), and never fewer than the test needs (`fewest`).
+    """
     detected = p < ALPHA and (lo > 1 or hi < 1)
     speedup = out["speedup"]
     verdict = ("faster" if speedup > 1 else "slower") if detected else "no detectable difference"
     resolve = None
     if not detected and speedup != 1 and lo > 0:
         half_log = (math.log(hi) - math.log(lo)) / 2
-        n_now = max(b.size, v.size)
-        resolve = min(100_000, math.ceil(n_now * (half_log / abs(math.log(speedup))) ** 2))
-        resolve = max(resolve, MIN_UNPAIRED)  # fewer per run can never give p < 0.05
+        resolve = min(100_000, math.ceil(n * (half_log / abs(math.log(speedup))) ** 2))
+        resolve = max(resolve, fewest)
     return {**out, "ci95_low": lo, "ci95_high": hi, "p_value": p, "verdict": verdict,
             "samples_to_resolve": resolve}  # fmt: skip
 
@@ -295,13 +306,4 @@ def compare_paired_samples(
     from scipy.stats import wilcoxon  # only where a difference is judged
 
     p = 1.0 if not np.any(logs) else float(wilcoxon(logs).pvalue)
-    detected = p < ALPHA and (lo > 1 or hi < 1)
-    speedup = out["speedup"]
-    verdict = ("faster" if speedup > 1 else "slower") if detected else "no detectable difference"
-    resolve = None
-    if not detected and speedup != 1 and lo > 0:
-        half_log = (math.log(hi) - math.log(lo)) / 2
-        resolve = min(100_000, math.ceil(n * (half_log / abs(math.log(speedup))) ** 2))
-        resolve = max(resolve, MIN_PAIRED)  # fewer pairs can never give p < 0.05
-    return {**out, "ci95_low": lo, "ci95_high": hi, "p_value": p, "verdict": verdict,
-            "samples_to_resolve": resolve}  # fmt: skip
+    return _judgement(out, lo, hi, p, n, MIN_PAIRED)

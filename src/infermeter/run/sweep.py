@@ -173,18 +173,12 @@ def run_sweep(
     result = SweepResult(sid, spec)
     progress = on_progress or (lambda *a: None)
     t0 = time.perf_counter()
-    if spec.interleave:
-        try:
+    try:
+        if spec.interleave:
             _sweep_interleaved(spec, grid, points, done, model_for(base.dtype), store, result,
                                progress)  # fmt: skip
-        except KeyboardInterrupt:
-            result.interrupted = True
-            raise
-        finally:
-            result.wall_s = time.perf_counter() - t0
-        return result
-    try:
-        _sweep_sequential(base, grid, points, done, model_for, store, result, progress)
+        else:
+            _sweep_sequential(base, grid, points, done, model_for, store, result, progress)
     except KeyboardInterrupt:
         result.interrupted = True
         raise
