@@ -23,7 +23,7 @@ LAYERS: list[set[str]] = [
     {"workloads"},
     {"models"},
     {"instrument", "knobs"},
-    {"run"},
+    {"run", "bench"},
     {"analysis"},
     {"store"},
     {"report"},

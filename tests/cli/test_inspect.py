@@ -86,3 +86,25 @@ def test_tokens_counts_words_specials_and_the_chat_template(tmp_path):
     assert vlm["image_tokens"]["per_image"] > 0 and not vlm["chat_template"]
     r = runner.invoke(app, ["inspect", "tokens", "-p", "x", "--prompts-file", str(tmp_path)])
     assert_one_line_error(r, "not both")
+
+
+def test_inspect_documents_render_as_reports(tmp_path):
+    for what, args in (("structure", ["-m", "tiny-llama"]), ("moe", ["-m", "tiny-mixtral"]),
+                       ("verify-topk", ["1", "-m", "tiny-mixtral"])):  # fmt: skip
+        doc = _json(what, *args)
+        assert doc["kind"] == f"inspect-{what}"
+        path = tmp_path / f"{what}.json"
+        path.write_text(json.dumps(doc))
+        r = runner.invoke(app, ["report", str(path), "--out", str(tmp_path / what)])
+        assert r.exit_code == 0, r.output
+        md = (tmp_path / what / "report.md").read_text()
+        assert md.startswith(f"# infermeter inspect {what.replace('-', ' ')}")
+    assert "| model.layers.0-3 |" in (tmp_path / "structure" / "report.md").read_text()
+    assert (tmp_path / "moe" / "moe_layers.csv").read_text().count("\n") == 5  # header + 4
+    other = tmp_path / "other.json"
+    other.write_text('{"hello": 1}')
+    r = runner.invoke(app, ["report", str(other), "--out", str(tmp_path / "x")])
+    assert_one_line_error(r, "not a document infermeter can report")
+    other.write_text("{not json")
+    r = runner.invoke(app, ["report", str(other), "--out", str(tmp_path / "x")])
+    assert_one_line_error(r, "is not valid JSON")

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import typer
 
 from infermeter.cli.analyze_cmd import analyze_command
+from infermeter.cli.bench_cmd import bench_app, spread_list_options
 from infermeter.cli.calibrate_cmd import calibrate_command
 from infermeter.cli.compare_cmd import compare_command
 from infermeter.cli.db_cmd import db_app
@@ -51,6 +53,7 @@ app.add_typer(sweeps_app, name="sweeps")
 app.add_typer(energy_app, name="energy")
 app.add_typer(db_app, name="db")
 app.add_typer(inspect_app, name="inspect")
+app.add_typer(bench_app, name="bench")
 
 
 def _quiet_libraries() -> None:
@@ -67,4 +70,5 @@ def _quiet_libraries() -> None:
 def main() -> None:
     """Console-script entry point."""
     _quiet_libraries()
+    sys.argv = spread_list_options(sys.argv)
     app()

@@ -48,7 +48,8 @@ def structure_command(
     lm = _load(model, device)
     rows = structure(lm.model, depth)
     if json_out:
-        print_json({"model": lm.info.spec, "modules": [r.to_dict() for r in rows]})
+        print_json({"kind": "inspect-structure", "model": lm.info.spec,
+                    "modules": [r.to_dict() for r in rows]})  # fmt: skip
         return
     Console(soft_wrap=True).print(structure_table(lm.info.spec, rows))
 
@@ -87,7 +88,7 @@ def moe_command(model: str = _MODEL, device: str = _DEVICE, json_out: bool = _JS
     lm = _load(model, device)
     layers = moe_layers(lm.model)
     if json_out:
-        print_json({"model": lm.info.spec, "moe_layers": layers})
+        print_json({"kind": "inspect-moe", "model": lm.info.spec, "moe_layers": layers})
         return
     t = Table(title=f"{lm.info.spec}: {len(layers)} MoE layers", title_justify="left")
     for col in ("layer", "router", "experts", "top-k", "shared", "expert width"):
@@ -127,7 +128,8 @@ def shapes_command(
         raise UserError("shapes of a vision-language model need images", "use a text model")
     (batch,) = build_batches(lm.tokenizer, WorkloadSpec(prompt_tokens=prompt_tokens), 1)
     rows = record_shapes(lm.model, batch.input_ids.to(next(lm.model.parameters()).device))
-    doc = clean_json({"model": lm.info.spec, "prompt_tokens": prompt_tokens,
+    doc = clean_json({"kind": "inspect-shapes", "model": lm.info.spec,
+                      "prompt_tokens": prompt_tokens,
                       "modules": [r.to_dict() for r in rows]})  # fmt: skip
     if out_dir is not None:
         write_json(out_dir / "shapes.json", doc)
@@ -166,7 +168,8 @@ def verify_topk_command(
         seen = experts_per_token_by_router(lm)
     ok = all(v == [k] for v in seen.values()) and bool(seen)
     if json_out:
-        print_json({"model": lm.info.spec, "top_k": k, "routers": seen, "verified": ok})
+        print_json({"kind": "inspect-verify-topk", "model": lm.info.spec, "top_k": k,
+                    "routers": seen, "verified": ok})  # fmt: skip
     else:
         t = Table(title=f"{lm.info.spec}: top_k={k}, distinct experts per token, measured",
                   title_justify="left")  # fmt: skip
@@ -210,7 +213,7 @@ def tokens_command(
         texts = read_prompts_file(prompts_file, max_prompts=1000)
     lm = _load(model, "cpu")
     doc = token_report(lm.tokenizer, texts or builtin_texts()[:5], chat=chat)
-    doc["model"], doc["tokenizer"] = lm.info.spec, lm.info.tokenizer
+    doc["kind"], doc["model"], doc["tokenizer"] = "inspect-tokens", lm.info.spec, lm.info.tokenizer
     vision = lm.info.vision
     doc["image_tokens"] = (
         {"per_image": vision.tokens_per_image, "image_size": vision.image_size} if vision else None

@@ -15,7 +15,11 @@ from infermeter.errors import UserError
 
 @guard
 def report_command(
-    target: str = typer.Argument(..., help="A run id or a sweep id (or a unique prefix)."),
+    target: str = typer.Argument(
+        ...,
+        help="A run id or a sweep id (or a unique prefix), or a JSON file written by "
+        "`bench attention`, `bench model` or `inspect ... --json`.",
+    ),
     out: Path = typer.Option(Path("report"), help="Folder for the report files."),
     db: str = typer.Option(None, help="Database URL or SQLite file."),
     overwrite: bool = typer.Option(
@@ -28,6 +32,9 @@ def report_command(
     from infermeter.run.sweep import stored_sweep
     from infermeter.store import Store
 
+    if target.endswith(".json") or Path(target).is_file():
+        _report_file(Path(target), out, overwrite)
+        return
     store = Store(db, create=False)
     run, sweep = None, None
     try:
@@ -53,6 +60,27 @@ def report_command(
         files = run_report(run, folder, analysis)
     console = Console(soft_wrap=True)
     for f in files:
+        console.print(f"wrote {f}", markup=False)
+
+
+def _report_file(path: Path, out: Path, overwrite: bool) -> None:
+    """A benchmark or inspect document kept as a file, rendered like a run."""
+    import json
+
+    from infermeter.report.file_report import file_report
+
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as exc:
+        raise UserError(f"cannot read {str(path)!r} ({exc.strerror or exc})",
+                        "give an existing JSON file") from None  # fmt: skip
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{str(path)!r} is not valid JSON ({exc.msg}, line {exc.lineno})",
+                        "give a file written by `bench` or `inspect --json`") from None  # fmt: skip
+    _refuse_to_overwrite(out, overwrite)
+    folder = writable_dir(out)
+    console = Console(soft_wrap=True)
+    for f in file_report(doc, folder):
         console.print(f"wrote {f}", markup=False)
 
 

@@ -1,0 +1,87 @@
+"""Timing and peak memory of one callable, shared by the microbenchmarks (`bench/`).
+
+Latency uses the device's clock (`measure.clock.clock_for`: CUDA events on GPU, a synchronised
+perf counter elsewhere); peak memory is measured on a separate call, never on a timed one,
+because the CPU method (torch.profiler's memory timeline) slows the call it watches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+
+@contextlib.contextmanager
+def _native_stderr_silenced() -> Iterator[None]:
+    """File descriptor 2 to /dev/null for the duration of the block.
+
+    torch's profiler backend (kineto) writes "profiler_start/stop" lines there from C++, and
+    no setting (KINETO_LOG_LEVEL included) stops them.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def peak_memory_mb(call: Callable[[], Any], device: Any) -> tuple[float | None, str]:
+    """Peak memory of live tensors during one call, inputs included, and how it was measured.
+
+    CUDA: the allocator's peak after a reset. CPU: torch.profiler's memory timeline (every
+    allocation and free of the call, summed in order); this uses a private torch API, so where
+    it is missing the figure is None with the reason, never a guess.
+    """
+    import torch
+
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
+        call()
+        torch.cuda.synchronize(dev)
+        return torch.cuda.max_memory_allocated(dev) / 2**20, "cuda allocator peak"
+    try:
+        from torch.profiler import ProfilerActivity, profile
+        from torch.profiler._memory_profiler import MemoryProfileTimeline
+
+        with _native_stderr_silenced(), profile(
+            activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True,
+            with_stack=True,
+        ) as prof:  # fmt: skip
+            call()
+        _, sizes = MemoryProfileTimeline(prof._memory_profile())._coalesce_timeline(dev.type)
+        peak = max((sum(s) for s in sizes), default=0)
+        return peak / 2**20, "torch.profiler memory timeline (CPU allocations)"
+    except Exception as exc:  # noqa: BLE001 - a private API: any failure means "not measured"
+        return None, f"unavailable: {type(exc).__name__}: {exc}"[:160]
+
+
+def time_calls(call: Callable[[], Any], warmup: int, samples: int, device: Any) -> list[float]:
+    """`warmup` untimed calls, then `samples` timed ones (the device's clock, synchronised).
+
+    The garbage collector runs once before the timed calls, as before every profile sample:
+    a cyclic-GC pass inside a timed call costs tens of milliseconds on a large heap.
+    """
+    import gc
+
+    from infermeter.measure.clock import clock_for
+
+    clock = clock_for(device)
+    for _ in range(warmup):
+        call()
+    gc.collect()
+    out = []
+    for _ in range(samples):
+        start = clock.mark()
+        call()
+        end = clock.mark()
+        out.append(clock.elapsed_ms(start, end))
+    return out
