@@ -93,6 +93,18 @@ def _by_kind(costs: list[Cost]) -> dict[str, Cost]:
     return {k: total(v) for k, v in out.items()}
 
 
+def _quantized_note(model_info: dict[str, Any]) -> list[str]:
+    """Quantized weights are stored in fewer bytes than the cost model counts them in."""
+    q = model_info.get("quantization")
+    if not q:
+        return []
+    return [
+        f"weights of {q['converted_linear']} linear layers are stored as {q['scheme']} "
+        f"({q['method']}); bytes are counted at the compute dtype, so weight bytes are "
+        "overstated and the intensity understated"
+    ]
+
+
 def roofline(run: Any, ceilings: Ceilings | None) -> dict[str, Any]:
     """Per kind and phase: intensity, achieved rates, % of attainable, bound; and the minima."""
     shape, work = run_shapes(run)
@@ -113,7 +125,7 @@ def roofline(run: Any, ceilings: Ceilings | None) -> dict[str, Any]:
         "shape": shape.to_dict(),
         "workload": work,
         # why every FLOP and byte figure here is approximate (empty: exact)
-        "approximate": approximate(shape),
+        "approximate": approximate(shape) + _quantized_note(run.model_info),
     }
     pre, dec = total(costs["prefill"]), total(costs["decode"])
     summary = run.summary()

@@ -63,7 +63,9 @@ def profile_command(
     batch_size: int = typer.Option(1, help="Rows per generate call."),
     samples: int = typer.Option(5, help="Measured repetitions."),
     warmup: int = typer.Option(1, help="Unmeasured repetitions first."),
-    dtype: str = typer.Option("auto", help="auto, float32, bfloat16 or float16."),
+    dtype: str = typer.Option(
+        "auto", help="auto, float32, bfloat16, float16; int8 or fp8 (GPU) quantize the weights."
+    ),
     device: str = typer.Option("auto", help="auto, cpu, cuda, cuda:N or mps."),
     compile: bool = typer.Option(
         False,

@@ -46,6 +46,16 @@ def run_header(run: RunResult, where: str | None = None) -> Text:
     tokenizer = str(info.get("tokenizer") or "")
     if tokenizer.endswith("in the checkpoint)"):  # the built-in tokenizer stood in
         text.append(f"\ntokenizer: {tokenizer}", style="yellow")
+    quant = info.get("quantization")
+    if quant:
+        q = quant.get("quality") or {}
+        text.append(
+            f"\nweights: {quant['converted_linear']} linear layers as {quant['scheme']} "
+            f"({quant['method']}); vs unquantized: top-1 agreement "
+            f"{100 * q.get('top1_agreement', float('nan')):.1f}%, KL "
+            f"{q.get('kl_nats', float('nan')):.2g} nats",
+            style="yellow",
+        )
     if where:
         text.append(f"\nstored in {where}", style="dim")
     return text

@@ -49,6 +49,22 @@ def _powers(upto: int) -> list[int]:
     return out
 
 
+def _precisions(cuda: bool) -> list[str]:
+    """The dtypes this machine runs: fp8 only where the GPU and torchao support it."""
+    out = ["float32", "bfloat16", "int8"]
+    if cuda:
+        from infermeter.errors import UserError
+        from infermeter.models.quantize import check_scheme
+
+        out.append("float16")
+        try:
+            check_scheme("fp8", "cuda")
+            out.append("fp8")
+        except UserError:
+            pass
+    return out
+
+
 def _context(info: ModelInfo, quick: bool, cuda: bool) -> dict[str, list[str]]:
     if info.vision is not None:  # a VLM: image tokens are its context knob
         return {
@@ -125,12 +141,15 @@ EXPERIMENTS: dict[str, Experiment] = {
         ),
         Experiment(
             "precision",
-            "float32 vs bfloat16 (and float16 on GPU)",
-            lambda info, quick, cuda: {
-                "dtype": ["float32", "bfloat16", *(["float16"] if cuda else [])]
-            },
+            "float32 vs bfloat16, int8 weights (and float16, fp8 on GPU), with the quality "
+            "proxy against full precision",
+            lambda info, quick, cuda: {"dtype": _precisions(cuda)},
             base={"prompt_tokens": 64, "new_tokens": 32, "samples": 5},
             quick_base={"prompt_tokens": 32, "new_tokens": 8, "samples": 3},
+            figure={
+                "overlay": ("top1_agreement", "top-1 agreement vs full precision"),
+                "columns": ("kl_nats", "weight_mb", "rss_peak_mb"),
+            },
         ),
         Experiment(
             "compile",

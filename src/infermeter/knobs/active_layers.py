@@ -22,7 +22,7 @@ from typing import Any
 
 from infermeter.errors import UserError
 from infermeter.knobs.base import Knob, KnobNotApplied
-from infermeter.knobs.calibration import calibration_ids, logits
+from infermeter.knobs.calibration import calibration_ids, logits, quality
 from infermeter.models.architecture import _blocks_holder, discover
 from infermeter.models.loader import LoadedModel
 
@@ -123,17 +123,6 @@ def _apply(loaded: LoadedModel, value: tuple[int, str]) -> Iterator[dict[str, An
             cfg.layer_types = saved_types
         for m, idx in saved_idx:
             m.layer_idx = idx
-
-
-def quality(full_logits: Any, reduced_logits: Any) -> dict[str, float]:
-    """Top-1 agreement and mean KL(full || reduced) over every position."""
-    import torch
-
-    p = torch.log_softmax(full_logits, dim=-1)
-    q = torch.log_softmax(reduced_logits, dim=-1)
-    agree = (full_logits.argmax(-1) == reduced_logits.argmax(-1)).float().mean()
-    kl = (p.exp() * (p - q)).sum(-1).mean()
-    return {"top1_agreement": float(agree), "kl_nats": float(kl)}
 
 
 def _verify(

@@ -1,28 +1,20 @@
-"""A small fixed input for verifying knobs: two rows of 24 built-in prompt tokens."""
+"""A small fixed input for verifying knobs (`models/calibration.py`), and executed operations."""
 
 from __future__ import annotations
 
 from collections import Counter
 from typing import Any
 
+from infermeter.models import calibration as _calibration
+from infermeter.models.calibration import logits, quality
 from infermeter.models.loader import LoadedModel
-from infermeter.workloads.prompts import WorkloadSpec, build_batches
+
+__all__ = ["calibration_ids", "executed_ops", "logits", "quality"]
 
 
 def calibration_ids(loaded: LoadedModel, rows: int = 2, tokens: int = 24) -> Any:
     """input_ids (rows x tokens) on the model's device, the same for every call."""
-    spec = WorkloadSpec(batch_size=rows, prompt_tokens=tokens, chat=False, seed=1234)
-    (batch,) = build_batches(loaded.tokenizer, spec, 1)
-    device = next(loaded.model.parameters()).device
-    return batch.input_ids.to(device)
-
-
-def logits(model: Any, ids: Any) -> Any:
-    """Logits of one forward (no cache), in float32."""
-    import torch
-
-    with torch.inference_mode():
-        return model(input_ids=ids, use_cache=False).logits.float()
+    return _calibration.calibration_ids(loaded.model, loaded.tokenizer, rows, tokens)
 
 
 def executed_ops(model: Any, ids: Any) -> Counter[str]:

@@ -1,6 +1,11 @@
-"""dtype: weights and activations in float32, bfloat16 or float16 (GPU); a load-time knob.
+"""dtype: float32, bfloat16, float16 (GPU), int8 weights, fp8 weights (GPU); a load-time knob.
 
-Verified from the loaded parameters' dtypes.
+Verified from what the loaded weights really are: parameter dtypes for the float types, the
+stored dtype of the quantized weights for int8 and fp8 (`models/quantize.py`). Each point also
+carries the quality proxy against full precision (top-1 agreement and KL of the logits on the
+calibration prompt): for int8 and fp8 against the same weights unquantized (measured at load),
+for bfloat16 and float16 against the same weights computed in float32 (an upcast copy, made
+only when it fits in memory), and float32 is the reference itself.
 """
 
 from __future__ import annotations
@@ -11,11 +16,15 @@ from infermeter.errors import UserError
 from infermeter.knobs.base import Knob, KnobNotApplied, parse_choice
 from infermeter.models.loader import LoadedModel
 
-DTYPES = ("float32", "bfloat16", "float16")
+DTYPES = ("float32", "bfloat16", "float16", "int8", "fp8")
+#: what a quantized weight is stored as, per scheme
+STORED = {"int8": ("int8", "qint8"), "fp8": ("float8_e4m3fn",)}
 
 
 def _check_dtype(value: str, loaded: LoadedModel) -> None:
     import torch
+
+    from infermeter.models.quantize import check_scheme
 
     device = next(loaded.model.parameters()).device
     if value == "float16" and device.type == "cpu":
@@ -23,20 +32,67 @@ def _check_dtype(value: str, loaded: LoadedModel) -> None:
         raise UserError("dtype=float16 is not supported on CPU", "use float32 or bfloat16 on CPU")
     if value == "bfloat16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
         raise UserError("this GPU does not support bfloat16", "use float16 or float32")
+    if value in STORED:
+        check_scheme(value, device)
+
+
+def _weight_mb(stored: dict[str, int]) -> float:
+    sizes = {"float32": 4, "bfloat16": 2, "float16": 2}
+    return sum(n * sizes.get(d, 1) for d, n in stored.items()) / 2**20
+
+
+def _quality_vs_float32(loaded: LoadedModel) -> dict[str, Any]:
+    """The same weights computed in float32 vs as loaded; skipped (with why) if it won't fit."""
+    import copy
+
+    from infermeter.measure.memory import available_memory_mb
+    from infermeter.models.calibration import calibration_ids, logits, quality
+
+    model = loaded.model
+    need_mb = 2 * loaded.info.params * 4 / 2**20
+    device = next(model.parameters()).device
+    if need_mb > 0.8 * available_memory_mb(device):
+        return {"quality": None, "quality_reference": f"skipped: a float32 copy needs "
+                f"{need_mb:,.0f} MiB"}  # fmt: skip
+    ids = calibration_ids(model, loaded.tokenizer)
+    reference = copy.deepcopy(model).float()
+    try:
+        q = quality(logits(reference, ids), logits(model, ids))
+    finally:
+        del reference
+    return {"quality": q, "quality_reference": "the same weights computed in float32"}
 
 
 def _verify_dtype(
     loaded: LoadedModel, value: str, result: Any, applied: Any = None
 ) -> dict[str, Any]:
+    from infermeter.models.quantize import stored_weight_dtypes
+
+    stored = stored_weight_dtypes(loaded.model)
+    evidence: dict[str, Any] = {"stored_weight_dtypes": stored, "weight_mb": _weight_mb(stored)}
+    if value in STORED:
+        if not set(STORED[value]) & set(stored):
+            raise KnobNotApplied(f"dtype={value} but the weights are stored as {sorted(stored)}")
+        record = loaded.info.quantization or {}
+        evidence.update(method=record.get("method"), quality_reference=record.get(
+            "quality_reference"), **(record.get("quality") or {}))  # fmt: skip
+        return evidence
     dtypes = sorted({str(p.dtype).removeprefix("torch.") for p in loaded.model.parameters()})
     if value not in dtypes:
         raise KnobNotApplied(f"dtype={value} but the parameters are {dtypes}")
-    return {"parameter_dtypes": dtypes}
+    evidence["parameter_dtypes"] = dtypes
+    if value == "float32":
+        evidence.update(top1_agreement=1.0, kl_nats=0.0, quality_reference="itself")
+    else:
+        measured = _quality_vs_float32(loaded)
+        evidence.update(quality_reference=measured["quality_reference"],
+                        **(measured["quality"] or {}))  # fmt: skip
+    return evidence
 
 
 DTYPE = Knob(
     "dtype",
-    "weights and activations: float32, bfloat16, float16 (GPU)",
+    "weights and activations: float32, bfloat16, float16 (GPU); weights only: int8, fp8 (GPU)",
     "load",
     parse_choice("dtype", DTYPES),
     check=_check_dtype,

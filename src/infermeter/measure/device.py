@@ -62,7 +62,9 @@ def resolve_dtype(name: str | None, device: Any) -> Any:
     raw = (name or "auto").strip().lower()
     key = _DTYPE_ALIASES.get(raw, raw)
     if key not in DTYPES:
-        raise UserError(f"unknown dtype {name!r}", f"use one of {', '.join(DTYPES)}")
+        raise UserError(
+            f"unknown dtype {name!r}", f"use one of {', '.join(DTYPES)} (or int8, fp8 weights)"
+        )
     dev = torch.device(device)
     if key == "auto":
         if dev.type == "cuda":

@@ -67,6 +67,9 @@ class ModelInfo:
     dtype: str
     device: str
     tokenizer: str
+    #: weight quantization by the dtype knob (int8, fp8): scheme, method, converted layers,
+    #: stored weight dtypes, quality proxy against the unquantized weights; None otherwise
+    quantization: dict[str, Any] | None = None
 
     @property
     def is_moe(self) -> bool:

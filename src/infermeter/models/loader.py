@@ -10,16 +10,17 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from infermeter.errors import UserError
-from infermeter.measure.device import resolve_device, resolve_dtype
+from infermeter.measure.device import dtype_name, resolve_device, resolve_dtype
 from infermeter.measure.memory import available_memory_mb
 from infermeter.models import smollm2
 from infermeter.models.info import ModelInfo, count_params, model_info
 from infermeter.models.presets import PRESETS, build_config, get_preset
+from infermeter.models.quantize import SCHEMES, check_scheme, quantize_weights, quiet_torchao
 from infermeter.models.tokenizer import builtin_tokenizer
 
 ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention")
@@ -129,6 +130,11 @@ def load_model(
     import torch
 
     dev = resolve_device(device)
+    quiet_torchao()
+    scheme = (dtype or "").strip().lower()
+    if scheme in SCHEMES:
+        check_scheme(scheme, dev)  # before anything is built
+        dtype = "auto"  # the compute dtype: float32 on CPU, bfloat16 on GPU
     torch_dtype = resolve_dtype(dtype, dev)
     _check_attn(attn_implementation)
     attn_kw = {"attn_implementation": attn_implementation} if attn_implementation else {}
@@ -165,9 +171,28 @@ def load_model(
     if tokenizer.pad_token_id is None and tokenizer.eos_token_id is not None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
+    quantization = None
+    if scheme in SCHEMES:
+        quantization = _quantize(model, tokenizer, scheme)
+        extra["quantize_ms"] = (time.perf_counter() - t2) * 1e3
     info = model_info(model, spec=name, source=source, tokenizer=tok_name)
+    info = replace(info, quantization=quantization)
     timings = {"load_ms": (t1 - t0) * 1e3, "to_device_ms": (t2 - t1) * 1e3, **extra}
     return LoadedModel(model, tokenizer, info, timings)
+
+
+def _quantize(model: Any, tokenizer: Any, scheme: str) -> dict[str, Any]:
+    """Quantize the weights, with the quality proxy against the same weights unquantized."""
+    from infermeter.models.calibration import calibration_ids, logits, quality
+
+    ids = calibration_ids(model, tokenizer)
+    before = logits(model, ids)
+    record = quantize_weights(model, scheme)
+    record["quality"] = quality(before, logits(model, ids))
+    record["quality_reference"] = (
+        f"the same weights unquantized, in {dtype_name(next(model.parameters()).dtype)}"
+    )
+    return record
 
 
 def _looks_like_path(name: str) -> bool:

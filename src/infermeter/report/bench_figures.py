@@ -72,6 +72,9 @@ def lines_figure(
         plt.close(fig)
         return []
     ax.set_xscale("log", base=2)
+    lengths = sorted({r["seq_len"] for r in table})
+    ax.set_xticks(lengths, [str(n) for n in lengths])  # 512, not 2^9
+    ax.minorticks_off()
     ax.set_yscale("log")
     ax.set_xlabel("sequence length (tokens)")
     ax.set_ylabel(ylabel)

@@ -103,6 +103,7 @@ def breakdown_figure(
     log_y: bool = False,
     components: bool = False,
     overlay: tuple[str, str] | None = None,
+    columns: tuple[str, ...] = (),
 ) -> list[Path]:
     """Stacked bars per value of knob `x`: prefill and decode, or the prefill's components.
 
@@ -115,6 +116,8 @@ def breakdown_figure(
         log_y: logarithmic latency axis (output-token sweeps span decades).
         components: stack the prefill's components (standard/deep runs) instead of phases.
         overlay: (metric, axis label) drawn as a line on a second axis (e.g. throughput).
+        columns: more figures for the CSV only, from each point's summary or knob checks
+            (e.g. the precision experiment's weight_mb and kl_nats).
 
     Returns:
         The PNG and CSV paths written (one pair per group of the other knobs).
@@ -128,6 +131,8 @@ def breakdown_figure(
         labels = [_label(r["config"].get(x)) for r in rows]
         series, colors, ylabel = _stacks(rows, components)
         table = _figure_table(rows, x, labels, series, overlay)
+        for rec, r in zip(table, rows, strict=True):
+            rec.update({c: _overlay_value(r, c) for c in columns})
         fig, ax = plt.subplots(figsize=(max(6.5, 0.6 * len(rows) + 3.5), 4.2))
         _draw_stacks(ax, labels, series, colors, log_y)
         _draw_intervals(

@@ -1,0 +1,88 @@
+"""int8 and fp8 weights through the dtype knob: what is stored, how, and the quality it costs."""
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from infermeter.cli.app import app
+from infermeter.errors import UserError
+from infermeter.knobs import KNOBS
+from infermeter.models import load_model
+from infermeter.models import quantize as quantize_module
+from infermeter.models.quantize import stored_weight_dtypes
+from tests.helpers import assert_one_line_error
+
+runner = CliRunner()
+
+
+def _linear_weights(model):
+    return {n: m for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+
+
+def test_int8_weights_through_torchao_are_verified_and_costed_in_quality():
+    pytest.importorskip("torchao")
+    full = load_model("tiny-llama", device="cpu")
+    lm = load_model("tiny-llama", device="cpu", dtype="int8")
+    q = lm.info.quantization
+    assert q["scheme"] == "int8" and q["method"] == "torchao Int8WeightOnlyConfig"
+    assert q["converted_linear"] == 4 * 7  # q, k, v, o, gate, up, down per block; not lm_head
+    stored = stored_weight_dtypes(lm.model)
+    assert stored["int8"] == sum(m.weight.numel() for n, m in _linear_weights(full.model).items()
+                                 if n != "lm_head")  # fmt: skip
+    assert stored == q["stored_weight_dtypes"]
+    assert 0.5 <= q["quality"]["top1_agreement"] <= 1 and 0 < q["quality"]["kl_nats"] < 0.01
+    evidence = KNOBS["dtype"].verify(lm, "int8", None)
+    assert evidence["weight_mb"] < 0.5 * lm.info.params * 4 / 2**20
+    assert evidence["top1_agreement"] == q["quality"]["top1_agreement"]
+    ids = torch.randint(0, lm.info.vocab, (1, 16))
+    with torch.no_grad():  # the quantized model computes nearly what the full one does
+        a, b = full.model(ids).logits, lm.model(ids).logits
+    assert 0 < (a - b).abs().max() < 0.1 * a.abs().max()
+
+
+def test_int8_without_torchao_uses_pytorch_dynamic_quantization(monkeypatch):
+    monkeypatch.setattr(quantize_module, "torchao_quantization", lambda: None)
+    lm = load_model("tiny-llama", device="cpu", dtype="int8")
+    q = lm.info.quantization
+    assert q["method"].startswith("torch.ao quantize_dynamic")
+    assert set(q["stored_weight_dtypes"]) == {"float32", "qint8"}
+    assert KNOBS["dtype"].verify(lm, "int8", None)["stored_weight_dtypes"]["qint8"] > 0
+    with torch.no_grad():
+        out = lm.model(torch.randint(0, lm.info.vocab, (1, 8))).logits
+    assert torch.isfinite(out).all()
+
+
+def test_fp8_is_refused_off_the_gpu_with_one_line(tmp_path):
+    with pytest.raises(UserError, match="fp8 needs an NVIDIA GPU"):
+        load_model("tiny-llama", device="cpu", dtype="fp8")
+    r = runner.invoke(app, ["profile", "-m", "tiny-llama", "--dtype", "fp8", "--db",
+                            str(tmp_path / "r.db")])  # fmt: skip
+    assert_one_line_error(r, "fp8 needs an NVIDIA GPU", "use int8")
+
+
+def test_profile_with_int8_says_so_in_its_header(tmp_path):
+    pytest.importorskip("torchao")
+    from tests.helpers import cli
+
+    # a real process: torchao's import-time warnings would show only on its first import
+    r = cli("profile", "-m", "tiny-llama", "--dtype", "int8", "--samples", "1", "--new-tokens",
+            "4", "--prompt-tokens", "16", "--db", str(tmp_path / "r.db"),
+            env={"COLUMNS": "200"})  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "weights: 28 linear layers as int8 (torchao Int8WeightOnlyConfig)" in r.stdout
+    assert "Failed to load" not in r.stderr and "Enum subclass" not in r.stderr, r.stderr
+
+
+def test_precision_experiment_includes_int8_with_memory_and_quality(tmp_path):
+    pytest.importorskip("torchao")
+    r = runner.invoke(app, ["experiment", "precision", "--quick", "--model", "tiny-llama",
+                            "--out", str(tmp_path), "--db", str(tmp_path / "r.db")])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    import csv
+
+    with open(tmp_path / "precision" / "precision.csv") as f:
+        rows = {row["dtype"]: row for row in csv.DictReader(f)}
+    assert set(rows) == {"float32", "bfloat16", "int8"}
+    assert float(rows["float32"]["top1_agreement"]) == 1.0
+    weights = {k: float(v["weight_mb"]) for k, v in rows.items()}
+    assert weights["int8"] < weights["bfloat16"] < weights["float32"]
