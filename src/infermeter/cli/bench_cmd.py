@@ -72,8 +72,8 @@ def _words(values: list[str]) -> tuple[str, ...]:
 
 
 def _wide_console() -> Console:
-    """Tables of ten columns need more than 80: at least 120 wide, more on a wider terminal."""
-    return Console(soft_wrap=True, width=max(Console().width, 120))
+    """Tables of ten columns need more than 80: at least 140 wide, more on a wider terminal."""
+    return Console(soft_wrap=True, width=max(Console().width, 140))
 
 
 def _write(doc: dict[str, Any], out: Path | None, name: str, console: Console) -> None:
@@ -158,7 +158,7 @@ def attention_table(doc: dict[str, Any]) -> Table:
     cols = ("kind", "seq", "ms (median)", "95% CI", "peak MiB", "masked", "skipped",
             "useful GFLOP", "GFLOP/s useful", "max |diff|")  # fmt: skip
     for c in cols:
-        t.add_column(c, justify="left" if c == "kind" else "right")
+        t.add_column(c, justify="left" if c == "kind" else "right", no_wrap=c == "kind")
     for r in attention_rows(doc):
         t.add_row(r["kind"], str(r["seq_len"]), fmt.significant(r["latency_ms"]), r["ci95"],
                   fmt.significant(r["peak_memory_mb"]), f"{100 * r['mask_sparsity']:.1f}%",
@@ -222,7 +222,7 @@ def model_table(doc: dict[str, Any]) -> Table:
     cols = ("model", "seq", "forward ms", "95% CI", "peak MiB", "train ms", "95% CI ",
             "peak MiB ", "train/fwd", "loss", "after steps")  # fmt: skip
     for c in cols:
-        t.add_column(c, justify="left" if c == "model" else "right")
+        t.add_column(c, justify="left" if c == "model" else "right", no_wrap=c == "model")
     for r in model_rows(doc):
         t.add_row(r["model"], str(r["seq_len"]), fmt.significant(r["forward_ms"]),
                   r["forward_ci95"], fmt.significant(r["forward_peak_mb"]),

@@ -19,6 +19,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from infermeter.report.figures import DPI, write_csv  # noqa: E402
 
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
 
 def _value(row: dict[str, Any], metric: str) -> tuple[float, float, float] | None:
     """(median, low, high) of a summary field, or (v, v, v) for a plain number; None if absent."""
@@ -51,9 +53,9 @@ def lines_figure(
     """
     fig, ax = plt.subplots(figsize=(7, 4.2))
     table = []
-    for name in dict.fromkeys(r[group] for r in rows):
+    for gi, name in enumerate(dict.fromkeys(r[group] for r in rows)):
         mine = sorted((r for r in rows if r[group] == name), key=lambda r: r["seq_len"])
-        for metric, suffix in metrics:
+        for mi, (metric, suffix) in enumerate(metrics):
             raw = [(r["seq_len"], _value(r, metric)) for r in mine]
             pts = [(x, v) for x, v in raw if v is not None and v[0] > 0]
             if not pts:
@@ -62,7 +64,11 @@ def lines_figure(
             mids = [v[0] for _, v in pts]
             err = [[v[0] - v[1] for _, v in pts], [v[2] - v[0] for _, v in pts]]
             label = f"{name}{suffix}"
-            ax.errorbar(xs, mids, yerr=err, marker="o", capsize=3, label=label)
+            # one colour per kind or model, one line style per metric; distinct markers keep
+            # lines that coincide (equal memory) visible as a pair
+            ax.errorbar(xs, mids, yerr=err, marker=MARKERS[gi % len(MARKERS)], capsize=3,
+                        label=label, alpha=0.9, color=f"C{gi % 10}",
+                        linestyle=("-", "--", ":")[mi % 3])  # fmt: skip
             table += [
                 {group: name, "metric": metric, "seq_len": x, "median": v[0], "low": v[1],
                  "high": v[2]}

@@ -32,7 +32,12 @@ MODEL_COLUMNS = (
 def _ci(summary: dict[str, Any] | None) -> str:
     if not summary or summary.get("median_ci95_low") is None:
         return "-"
-    return f"{summary['median_ci95_low']:.3g}-{summary['median_ci95_high']:.3g}"
+    return f"{_short(summary['median_ci95_low'])}-{_short(summary['median_ci95_high'])}"
+
+
+def _short(v: float) -> str:
+    """Three significant digits, whole numbers from 1,000 up (never 1.21e+03)."""
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
 
 
 def attention_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -87,8 +92,10 @@ def _bench_report(doc: dict[str, Any], out: Path, title: str) -> list[Path]:
     meta = doc["meta"]
     report = _Doc(title, out)
     device = meta.get("device") or {}
+    spec = ", ".join(f"{k}={_cell(v) if isinstance(v, list | tuple) else v}"
+                     for k, v in meta["spec"].items())  # fmt: skip
     report.text(f"device: {device.get('name', device.get('type'))} · torch "
-                f"{meta['versions'].get('torch')} · spec: {meta['spec']}")  # fmt: skip
+                f"{meta['versions'].get('torch')} · {spec}")  # fmt: skip
     cols: tuple[str, ...]
     if meta["kind"] == "bench-attention":
         rows, cols, figures = attention_rows(doc), ATTENTION_COLUMNS, attention_figures(doc, out)
