@@ -139,7 +139,7 @@ def ratios(data: dict[str, dict[str, list[float]]], metric: str) -> dict[str, tu
 
 
 def hook_pair_us(loops: int = 20000) -> float:
-    """Microseconds a pre+post profiler hook pair adds to one module call (tight loop)."""
+    """Microseconds the profiler's timing wrapper adds to one module call (tight loop)."""
     lin = torch.nn.Linear(8, 8)
     x = torch.randn(1, 8)
     wrapper = torch.nn.Sequential(lin)
@@ -153,7 +153,7 @@ def hook_pair_us(loops: int = 20000) -> float:
 
     plain = min(run(loops) for _ in range(3))
     prof = Profiler(wrapper, ProfilingConfig.custom(part_timing=False))
-    mid = prof._register(lin, "block", 0)  # one pre+post pair, as on every timed module
+    mid = prof._register(lin, "block", 0)  # one timing wrapper, as on every timed module
     prof.active = True
     prof._step = 0
     hooked = min(run(loops) for _ in range(3))
@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> N
     calls = main_res["calls_per_step"]
     tpot = summary["main"]["baseline_tpot_ms"]
     print(
-        f"\ndirect cost: one hook pair {us:.2f} us x {calls} hooked calls per decode step = "
+        f"\ndirect cost: one timing wrapper {us:.2f} us x {calls} timed calls per decode step = "
         f"{us * calls / 1e3:.3f} ms = {us * calls / 1e3 / tpot * 100:.2f}% of a {tpot:.1f} ms "
         "step (timing only; statistics add their own reductions)"
     )

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-HEAVY = ("torch", "transformers", "pandas", "matplotlib", "fastapi", "pyarrow", "scipy")
+HEAVY = ("torch", "transformers", "pandas", "matplotlib", "fastapi", "pyarrow", "scipy", "numpy")
 
 
 def _imported(*args, tmp_path):

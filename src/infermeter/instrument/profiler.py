@@ -6,10 +6,11 @@
 
 A forward pre-hook on the model itself starts each step: it reads the KV cache length to tell
 prefill (empty cache) from decode, numbers the decode steps and decides whether this step is
-instrumented (`sample_every`). Pre/post hooks (`always_call=True`) on the chosen modules mark the
-clock into preallocated records; probes reduce statistics on the device. Nothing synchronises
-the device until `result()`. Every hook is removed and the attention implementation restored on
-exit, also when the profiled code raises.
+instrumented (`sample_every`). Each chosen module's `forward` is wrapped (`instrument/wrap.py`:
+a seventh of a hook pair's cost) to mark the clock before and after every call, also one that
+raises, into preallocated records; probes reduce statistics on the device. Nothing synchronises
+the device until `result()`. Every wrapper and hook is removed and the attention implementation
+restored on exit, also when the profiled code raises.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from infermeter.instrument.config import ProfilingConfig
 from infermeter.instrument.probes import ActivationProbe, AttentionProbe, KillProbe, RoutingProbe
 from infermeter.instrument.recorder import TimingRecorder
 from infermeter.instrument.tables import LayerProfile, ModuleInfo, StepInfo
+from infermeter.instrument.wrap import ForwardWrap
 from infermeter.measure.clock import Clock, clock_for
 from infermeter.models.architecture import Architecture, discover
 
@@ -126,39 +128,47 @@ class Profiler:
         return mid
 
     def _register(self, module: Any, kind: str, layer: int | None, probe: Any = None) -> int:
+        """Time every call of `module` (a wrapped forward, not hooks: see instrument/wrap.py)."""
         mid = self._module_id(self.arch.name_of(module), kind, layer)
-        starts, clock, timing = self._starts, self.clock, self.timing
+        clock, timing = self.clock, self.timing
         phase_probe = probe
 
         gated = probe is self.activations  # statistics on probed steps; routing on every step
         opens_step = kind in ("vision_tower", "projector")
         closes_step = kind == "projector"  # decided once here, not on every call
 
-        def pre(mod: Any, args: Any) -> None:
+        def around(inner: Any, args: Any, kwargs: Any) -> Any:
             if opens_step and not self.active and self.enabled:
                 self._begin_step("vision", None, True)  # generate encodes images before prefill
                 self._vision_step = True
+            if not self.active:
+                return inner(*args, **kwargs)
+            start = clock.mark()
+            try:
+                out = inner(*args, **kwargs)
+            except BaseException:
+                if self.active:  # a call that raised still took its time
+                    timing.add(mid, self._step, start, clock.mark())
+                raise
             if self.active:
-                starts[mid] = clock.mark()
-
-        def post(mod: Any, args: Any, out: Any) -> None:
-            if self.active:
-                timing.add(mid, self._step, starts[mid], clock.mark())
+                timing.add(mid, self._step, start, clock.mark())
                 if phase_probe is not None and (self.probing or not gated):
                     phase_probe.record(self._phase, layer, out)
                 if closes_step and self._vision_step:
                     self.active = self._vision_step = False
+            return out
 
-        self._handles.append(module.register_forward_pre_hook(pre))
-        self._handles.append(module.register_forward_hook(post, always_call=True))
+        self._handles.append(ForwardWrap(module, around))
         return mid
 
     def _register_probe(self, module: Any, probe: Any, layer: int) -> None:
-        def post(mod: Any, args: Any, out: Any) -> None:
+        def around(inner: Any, args: Any, kwargs: Any) -> Any:
+            out = inner(*args, **kwargs)
             if self.probing:
                 probe.record(self._phase, layer, out)
+            return out
 
-        self._handles.append(module.register_forward_hook(post, always_call=True))
+        self._handles.append(ForwardWrap(module, around))
 
     def attach(self) -> None:
         """Register every hook the config asks for (idempotent; again after `detach`)."""

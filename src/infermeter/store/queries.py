@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import socket
 import statistics
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
 
 from infermeter.errors import UserError
 from infermeter.measure.ceilings import Ceilings
-from infermeter.run.results import RunResult
 from infermeter.store.engine import StoreCore
 from infermeter.store.rows import run_from_row
 from infermeter.store.schema import CeilingsRow, RunRow, SampleRow, SweepRow
+
+if TYPE_CHECKING:  # annotations only: run.results imports numpy, slow for `runs list`
+    from infermeter.run.results import RunResult
 
 
 class StoreQueries(StoreCore):

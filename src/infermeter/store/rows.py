@@ -7,9 +7,8 @@ round trip): 1,000 steps are 8 KB, not 1,000 rows.
 from __future__ import annotations
 
 import struct
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from infermeter.run.results import RunResult, RunStatus, SampleResult
 from infermeter.store.schema import (
     POWER_CHUNK,
     PowerSamplesRow,
@@ -18,6 +17,9 @@ from infermeter.store.schema import (
     StepsRow,
     TraceRow,
 )
+
+if TYPE_CHECKING:  # annotations only: run.results imports numpy, slow for `runs list`
+    from infermeter.run.results import RunResult, RunStatus, SampleResult
 
 
 def pack(values: tuple[float, ...] | list[float]) -> bytes:
@@ -45,6 +47,8 @@ def trace_dict(t: TraceRow | None) -> dict[str, Any] | None:
 
 def sample_from_row(r: SampleRow) -> SampleResult:
     """A stored sample with its decode steps unpacked."""
+    from infermeter.run.results import SampleResult
+
     steps = unpack(r.steps.step_ms, r.steps.count) if r.steps else ()
     return SampleResult(
         index=r.index,
@@ -141,6 +145,8 @@ def trace_row(t: dict[str, Any]) -> TraceRow:
 
 def run_from_row(row: RunRow) -> RunResult:
     """A stored run with everything it holds (samples, tables, trace, energy, power)."""
+    from infermeter.run.results import RunResult
+
     return RunResult(
         run_id=row.id,
         config=row.config,
@@ -151,7 +157,7 @@ def run_from_row(row: RunRow) -> RunResult:
         created=row.created,
         phases=row.phases or {},
         samples=[sample_from_row(r) for r in row.samples],
-        status=cast(RunStatus, row.status),
+        status=cast("RunStatus", row.status),
         error=row.error,
         notes=row.notes or [],
         layers={ls.table: ls.rows for ls in row.layer_stats},

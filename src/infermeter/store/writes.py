@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import socket
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 from sqlalchemy import select
@@ -18,7 +18,6 @@ from sqlalchemy.orm import Session
 
 from infermeter.errors import UserError
 from infermeter.measure.ceilings import Ceilings
-from infermeter.run.results import RunResult, SampleResult
 from infermeter.store.engine import StoreCore, sqlite_path
 from infermeter.store.rows import power_rows, sample_row, trace_row
 from infermeter.store.schema import (
@@ -30,6 +29,9 @@ from infermeter.store.schema import (
     SweepRow,
 )
 from infermeter.util.timestamps import now_iso
+
+if TYPE_CHECKING:  # annotations only: run.results imports numpy, slow for `runs list`
+    from infermeter.run.results import RunResult, SampleResult
 
 #: The in-progress per-layer table of a running run (for live views), replaced by the final ones.
 LIVE_LAYERS = "live_layers"
