@@ -87,8 +87,8 @@ def profile_command(
     mode: str = typer.Option(
         "minimal",
         help="minimal (no hooks: within noise), standard (per-layer times, activation "
-        "statistics: TPOT +3-8%, TTFT +0-9%) or deep (plus attention operations, entropy, kill "
-        "ratios, MoE routing: TPOT +5-10%, TTFT +15-30%); costs measured on smollm2-135m, CPU.",
+        "statistics: TPOT +2-3%, TTFT +5-9%) or deep (plus attention operations, entropy, kill "
+        "ratios, MoE routing: TPOT +6-9%, TTFT +26-31%); costs measured on smollm2-135m, CPU.",
     ),
     sample_every: int = typer.Option(1, help="standard/deep: instrument one decode step in N."),
     layers: str = typer.Option(None, help="standard/deep: only these blocks, e.g. 0,5,29."),

@@ -22,8 +22,8 @@ MODES = ("minimal", "standard", "deep")
 #: interleaved rounds; docs/overhead.md): shown in `profile --help` and each run's header.
 MODE_COST = {
     "minimal": "no hooks: within noise",
-    "standard": "TPOT +3-8%, TTFT +0-9%",
-    "deep": "TPOT +5-10%, TTFT +15-30%",
+    "standard": "TPOT +2-3%, TTFT +5-9%",
+    "deep": "TPOT +6-9%, TTFT +26-31%",
 }
 
 
