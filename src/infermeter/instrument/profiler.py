@@ -6,7 +6,7 @@
 
 A forward pre-hook on the model itself starts each step: it reads the KV cache length to tell
 prefill (empty cache) from decode, numbers the decode steps and decides whether this step is
-instrumented (`sample_every`). Each chosen module's `forward` is wrapped (`instrument/wrap.py`:
+instrumented (`sample_every`). Each chosen module's `forward` is wrapped (`models/forward_wrap.py`:
 a seventh of a hook pair's cost) to mark the clock before and after every call, also one that
 raises, into preallocated records; probes reduce statistics on the device. Nothing synchronises
 the device until `result()`. Every wrapper and hook is removed and the attention implementation
@@ -22,9 +22,9 @@ from infermeter.instrument.config import ProfilingConfig
 from infermeter.instrument.probes import ActivationProbe, AttentionProbe, KillProbe, RoutingProbe
 from infermeter.instrument.recorder import TimingRecorder
 from infermeter.instrument.tables import LayerProfile, ModuleInfo, StepInfo
-from infermeter.instrument.wrap import ForwardWrap
 from infermeter.measure.clock import Clock, clock_for
 from infermeter.models.architecture import Architecture, discover
+from infermeter.models.forward_wrap import ForwardWrap
 
 _PHASE_INDEX = {"prefill": 0, "decode": 1}
 
@@ -128,7 +128,7 @@ class Profiler:
         return mid
 
     def _register(self, module: Any, kind: str, layer: int | None, probe: Any = None) -> int:
-        """Time every call of `module` (a wrapped forward, not hooks: see instrument/wrap.py)."""
+        """Time every call of `module` (a wrapped forward, not hooks: models/forward_wrap.py)."""
         mid = self._module_id(self.arch.name_of(module), kind, layer)
         clock, timing = self.clock, self.timing
         phase_probe = probe

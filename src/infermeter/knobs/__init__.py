@@ -14,6 +14,7 @@ from infermeter.knobs.experts import EXPERTS_IMPLEMENTATION
 from infermeter.knobs.moe_topk import TOP_K
 from infermeter.knobs.new_tokens import NEW_TOKENS
 from infermeter.knobs.prompt_tokens import PROMPT_TOKENS
+from infermeter.knobs.routing import ROUTING
 from infermeter.knobs.vision_tokens import VISION_TOKENS
 
 KNOBS: dict[str, Knob] = {
@@ -30,6 +31,7 @@ KNOBS: dict[str, Knob] = {
         EXPERTS_IMPLEMENTATION,
         DECODING,
         VISION_TOKENS,
+        ROUTING,
     )
 }
 

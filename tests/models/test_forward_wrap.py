@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from infermeter.instrument import Profiler, ProfilingConfig
-from infermeter.instrument.wrap import ForwardWrap
+from infermeter.models.forward_wrap import ForwardWrap
 
 
 def test_remove_restores_the_class_method_and_an_earlier_instance_forward():
