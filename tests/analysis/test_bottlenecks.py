@@ -61,6 +61,16 @@ CASES = [
         Evidence(prefill_pct_attainable=3.0),
         Evidence(prefill_pct_attainable=60.0),
     ),
+    (
+        "high_learned_routing",
+        Evidence(routing_learned_pct=22.5),
+        Evidence(routing_learned_pct=12.5),
+    ),
+    (
+        "low_cache_utilization",
+        Evidence(cache_utilization=0.183),
+        Evidence(cache_utilization=0.52),
+    ),
 ]
 
 
@@ -78,6 +88,8 @@ SEVERITIES = [
     "high",
     "high",  # a knob check failed
     "medium",  # prefill under 10% of its ceiling
+    "high",  # learned routing above 20% (the reference's example: 22.5%)
+    "medium",  # cache utilisation below 30% (the reference's example: 18.3%)
 ]
 
 

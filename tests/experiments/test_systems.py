@@ -64,6 +64,44 @@ def test_systems_analysis_refuses_a_load_time_knob(tmp_path):
 
 def test_systems_analysis_needs_a_variant(tmp_path):
     r = runner.invoke(app, ["systems-analysis", "--out", str(tmp_path / "x")])
-    assert_one_line_error(r, "--variant is required")
+    assert_one_line_error(r, "--variant or --routing is required")
     r = runner.invoke(app, ["systems-analysis", "--variant", "top_k", "--out", str(tmp_path)])
     assert_one_line_error(r, "is not NAME=VALUE")
+
+
+def test_systems_analysis_of_routing_shortcuts_predicts_and_measures(tmp_path):
+    """The issue-17 command: learned vs shortcut routing with the reference's fields, the
+    performance model fed with measured path costs, and its prediction beside the measurement."""
+    out = tmp_path / "sa"
+    cfg = tmp_path / "var.json"
+    cfg.write_text('{"frequency_threshold": 0.5, "entropy_threshold": 2.0, "cache_size": 64}')
+    r = runner.invoke(app, ["systems-analysis", "--model", "tiny-qwen3-moe", "--routing",
+                            str(cfg), "--quick", "--out", str(out), "--db",
+                            str(tmp_path / "r.db")], terminal_width=200)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    doc = json.loads((out / "systems_analysis.json").read_text())
+    assert doc["baseline"]["knobs"]["routing"] == "learned"
+    assert doc["var"]["knobs"]["routing"] == str(cfg)
+    assert {"avg_time_ms", "throughput_tps", "memory"} <= set(doc["baseline"])
+    stats = doc["var"]["var_stats"]
+    assert sum(stats["percent"].values()) == pytest.approx(100)
+    assert sum(stats["tokens"].values()) > 0
+    routing = doc["routing"]
+    for phase in ("prefill", "decode"):
+        costs = routing["phases"][phase]["costs_us_per_token"]
+        assert all(costs[k] > 0 for k in ("fast_path_lookup", "cache_lookup", "learned_routing",
+                                          "expert_compute"))  # fmt: skip
+    c = doc["comparison"]
+    assert c["actual_speedup"] > 0 and c["predicted_speedup"] > 0
+    assert c["prediction_error_pct"] == pytest.approx(
+        100 * (c["predicted_speedup"] - c["actual_speedup"]) / c["actual_speedup"])  # fmt: skip
+    ids = {f["reference_id"] for f in doc["bottlenecks"]}
+    assert ("high_learned_routing" in ids) == (stats["percent"]["learned"] > 20)
+    assert {"64", "512"} <= set(doc["scaling"]) and "avg_time_ms" in doc["scaling"]["64"]
+    assert "routing:" in r.stdout and "breakeven" in r.stdout
+
+
+def test_systems_analysis_refuses_a_bad_routing_config(tmp_path):
+    r = runner.invoke(app, ["systems-analysis", "--routing", "shortcuts:cache_size=-2",
+                            "--out", str(tmp_path / "x")])  # fmt: skip
+    assert_one_line_error(r, "cache_size")

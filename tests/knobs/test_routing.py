@@ -150,3 +150,5 @@ def test_sweep_over_routing_from_the_cli(tmp_path):
     shortcut = next(run for run in runs if run.knobs["routing"] != "learned")
     assert shortcut.checks["routing"]["config"]["cache_size"] == 16  # the evidence is stored
     assert set(shortcut.checks["routing"]["split"]["percent"]) == {"fast", "cached", "learned"}
+    during = shortcut.checks["routing"]["during_run"]  # what the run itself routed
+    assert sum(during["tokens"].values()) > 0 and 0 <= during["cache_utilization"] <= 1

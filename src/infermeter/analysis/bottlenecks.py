@@ -51,6 +51,8 @@ class Evidence:
     variant_slowdown: float | None = None
     knob_checks: dict[str, Any] = field(default_factory=dict)
     prefill_pct_attainable: float | None = None
+    routing_learned_pct: float | None = None
+    cache_utilization: float | None = None
 
 
 def _sev(value: float, medium: float, high: float) -> Severity:
@@ -213,6 +215,40 @@ def knob_path_unused(e: Evidence) -> Finding | None:
     )
 
 
+#: the routing shortcuts' thresholds (the systems-analysis reference's)
+LEARNED_ROUTING_MAX_PCT = 20.0
+CACHE_UTILIZATION_MIN = 0.30
+
+
+def high_learned_routing(e: Evidence) -> Finding | None:
+    """Too many tokens still take the learned router for shortcuts to pay."""
+    if e.routing_learned_pct is None or e.routing_learned_pct <= LEARNED_ROUTING_MAX_PCT:
+        return None
+    return Finding(
+        "high_learned_routing",
+        "high",
+        f"learned routing at {e.routing_learned_pct:.1f}% of tokens "
+        f"(above {LEARNED_ROUTING_MAX_PCT:.0f}%)",
+        {"learned_pct": e.routing_learned_pct},
+        "lower frequency_threshold or raise entropy_threshold so more tokens enter the fast "
+        "path, or calibrate on text closer to the workload",
+    )
+
+
+def low_cache_utilization(e: Evidence) -> Finding | None:
+    """The routing cache is mostly empty: too small a TTL, or keys that never repeat."""
+    if e.cache_utilization is None or e.cache_utilization >= CACHE_UTILIZATION_MIN:
+        return None
+    return Finding(
+        "low_cache_utilization",
+        "medium",
+        f"routing cache utilisation at {100 * e.cache_utilization:.1f}% "
+        f"(below {100 * CACHE_UTILIZATION_MIN:.0f}%)",
+        {"cache_utilization": e.cache_utilization},
+        "increase cache_ttl (entries expire before reuse), or decrease cache_size to what is used",
+    )
+
+
 RULES: list[Callable[[Evidence], Finding | None]] = [
     memory_bound_decode,
     framework_overhead,
@@ -223,6 +259,8 @@ RULES: list[Callable[[Evidence], Finding | None]] = [
     near_memory_limit,
     variant_slower,
     knob_path_unused,
+    high_learned_routing,
+    low_cache_utilization,
 ]
 
 

@@ -32,6 +32,11 @@ def systems_analysis_command(
     device: str = typer.Option("auto", help="auto, cpu, cuda, cuda:N or mps."),
     db: str = typer.Option(None, help="Database URL or SQLite file."),
     out: Path = typer.Option(Path("systems-analysis"), help="Folder for the two JSON files."),
+    routing: str = typer.Option(
+        None, help="Routing shortcuts to analyse against learned routing: shortcuts, "
+        "shortcuts:key=v,... or a JSON config (the reference's VAR config)."
+    ),
+    target_speedup: float = typer.Option(1.2, help="Speedup the break-even distribution aims at."),
 ) -> None:
     """Baseline vs variant: runs, scaling over 64-512 tokens, roofline, bottlenecks, comparison."""
     from infermeter.errors import UserError
@@ -41,8 +46,15 @@ def systems_analysis_command(
     from infermeter.store import Store
 
     b, v = _knob_pairs(baseline), _knob_pairs(variant)
-    if not v:
-        raise UserError("--variant is required", "e.g. --variant top_k=2 (baseline: the model)")
+    if not v and routing is None:
+        raise UserError("--variant or --routing is required",
+                        "e.g. --variant top_k=2, or --routing shortcuts")  # fmt: skip
+    if not 1.0 < target_speedup <= 100.0:
+        raise UserError(f"--target-speedup {target_speedup} is outside (1, 100]", "e.g. 1.2")
+    if routing is not None:
+        from infermeter.knobs.routing import parse as parse_routing
+
+        parse_routing(routing)  # a bad config is refused before the model loads
     folder = writable_dir(out)
     base = RunConfig(
         model=model,
@@ -54,7 +66,8 @@ def systems_analysis_command(
         energy="off" if quick else "auto",
     ).validate()
     loaded = load_model(model, device=device)
-    doc = systems_analysis(base, b, v, loaded, Store(db), folder)
+    doc = systems_analysis(base, b, v, loaded, Store(db), folder, routing=routing,
+                           target_speedup=target_speedup)  # fmt: skip
     c = doc["comparison"]
     console = Console(soft_wrap=True)
     console.print(
@@ -64,6 +77,16 @@ def systems_analysis_command(
         f"predicted {c['predicted_speedup']:.3f}x ({c['prediction_error_pct']:+.1f}%)",
         markup=False,
     )
+    if "routing" in doc:
+        r = doc["routing"]
+        dist = ", ".join(f"{k} {v:.1f}%" for k, v in r["routing_distribution"].items())
+        console.print(f"routing: {dist}; cache utilisation "
+                      f"{100 * (r['cache_utilization'] or 0):.1f}%", markup=False)  # fmt: skip
+        for phase, p in r["phases"].items():
+            costs = ", ".join(f"{k} {v:.2f}" for k, v in p["costs_us_per_token"].items())
+            console.print(f"{phase} us/token: {costs}; breakeven for "
+                          f"{r['target_speedup']}x: {p['breakeven'] or 'unreachable'}",
+                          markup=False)  # fmt: skip
     if doc["scaling_fit"]:
         console.print(
             f"scaling: {doc['scaling_fit']['verdict']}: {doc['scaling_fit']['evidence']}",

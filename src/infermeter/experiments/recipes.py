@@ -107,6 +107,22 @@ EXPERIMENTS: dict[str, Experiment] = {
             applies=lambda info: None if info.is_moe else "the model has no experts",
         ),
         Experiment(
+            "routing-shortcuts",
+            "MoE routing shortcuts by frequency threshold -> latency and the quality proxy",
+            lambda info, quick, cuda: {
+                "routing": ["learned", *(f"shortcuts:frequency_threshold={t}"
+                                         for t in ((0.9, 0.5) if quick else (0.95, 0.9, 0.7,
+                                                                              0.5, 0.3)))]
+            },  # fmt: skip
+            base={"prompt_tokens": 128, "new_tokens": 32, "samples": 5},
+            quick_base={"prompt_tokens": 32, "new_tokens": 8, "samples": 3},
+            figure={
+                "overlay": ("top1_agreement", "top-1 agreement with learned routing"),
+                "columns": ("kl_nats", "topk_overlap_on_shortcut_tokens"),
+            },
+            applies=lambda info: None if info.is_moe else "the model has no experts",
+        ),
+        Experiment(
             "layers",
             "active decoder blocks -> latency and a quality proxy",
             _layers,

@@ -42,6 +42,7 @@ class Knob:
         verify: (loaded, value, result, applied) -> evidence dict, where `applied` is what
             `apply` yielded; raises KnobNotApplied.
         field: the RunConfig field ("config") or load_model argument ("load").
+        observed: (applied) -> evidence gathered while the run ran (model knobs).
     """
 
     name: str
@@ -56,6 +57,9 @@ class Knob:
     #: what `apply` yielded (None after the run); typed loosely because run/ is a higher layer.
     verify: Callable[[LoadedModel, Any, Any, Any], dict[str, Any]] | None = None
     field: str | None = None
+    #: what `apply` yielded -> what the knob saw during the run (e.g. tokens per routing path),
+    #: filed with its evidence as `checks[name]["during_run"]`; for "model" knobs only
+    observed: Callable[[Any], dict[str, Any]] | None = None
 
 
 @contextlib.contextmanager

@@ -400,8 +400,8 @@ def _verify(
     """
     if not applied:
         raise KnobNotApplied("routing verification needs the applied state")
-    if applied["routing"] == "learned":
-        return {"routing": "learned"}
+    if applied["routing"] == "learned":  # the reference itself
+        return {"routing": "learned", "top1_agreement": 1.0, "kl_nats": 0.0}
     from infermeter.knobs.calibration import calibration_ids, logits, quality
 
     routing: ShortcutRouting = applied["state"]
@@ -445,6 +445,12 @@ def _agreement(routing: ShortcutRouting, ids: Any, learned: list[list[tuple[Any,
     return sum(overlaps) / len(overlaps) if overlaps else None
 
 
+def _observed(applied: dict[str, Any]) -> dict[str, Any]:
+    """Tokens per path over every generate call of the run (warm-up included)."""
+    state = applied.get("state")
+    return state.distribution() if state is not None else {"routing": "learned"}
+
+
 ROUTING = Knob(
     "routing",
     "MoE routing: learned, or shortcuts (fast path + cache): shortcuts[:key=v,...] or FILE.json",
@@ -453,4 +459,5 @@ ROUTING = Knob(
     check=_check,
     apply=_apply,
     verify=_verify,
+    observed=_observed,
 )

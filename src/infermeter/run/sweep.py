@@ -229,12 +229,19 @@ def _verify_after(
     loaded: LoadedModel,
     checks: dict[str, Any],
     failures: list[KnobNotApplied],
+    applied: dict[str, Any] | None = None,
 ) -> Callable[[RunResult], None]:
-    """The hook that verifies a finished run's config knobs and files every knob's evidence."""
+    """The hook that verifies a finished run's config knobs and files every knob's evidence.
+
+    Model knobs were verified before the run; those that observe the run (`Knob.observed`)
+    add what they saw during it, from what their `apply` yielded.
+    """
 
     def verify_after(run: RunResult) -> None:
         for name, value in point.items():
             knob = grid[name]
+            if knob.observed is not None and applied and name in applied:
+                checks[name] = {**checks.get(name, {}), "during_run": knob.observed(applied[name])}
             if knob.scope == "model" or knob.verify is None:
                 continue
             try:
@@ -276,13 +283,14 @@ def run_point(
     shown = {k: show(grid[k], v) for k, v in point.items()}
     checks: dict[str, Any] = {}
     failures: list[KnobNotApplied] = []
+    applied: dict[str, Any] = {}
     with contextlib.ExitStack() as stack:
         t0 = time.perf_counter()
         for name, value in model_knobs.items():
             knob = grid[name]
             assert knob.apply is not None and knob.verify is not None  # every model knob has both
-            applied = stack.enter_context(knob.apply(loaded, value))
-            checks[name] = knob.verify(loaded, value, None, applied)
+            applied[name] = stack.enter_context(knob.apply(loaded, value))
+            checks[name] = knob.verify(loaded, value, None, applied[name])
         verify_s = time.perf_counter() - t0
         run = profile(
             config,
@@ -290,7 +298,7 @@ def run_point(
             loaded=loaded,
             sweep_id=sweep_id,
             knobs=shown,
-            before_finish=_verify_after(grid, point, loaded, checks, failures),
+            before_finish=_verify_after(grid, point, loaded, checks, failures, applied),
         )
     if failures:
         raise failures[0]
