@@ -90,6 +90,30 @@ def _brief(run: RunResult) -> dict[str, Any]:
     }
 
 
+def _scaling(
+    base: RunConfig, variant: dict[str, str], loaded: LoadedModel, store: SweepStore,
+    lengths: tuple[int, ...],
+) -> tuple[list[RunResult], dict[str, Any], Any]:  # fmt: skip
+    """The variant over prompt lengths (minimal mode): runs, TTFT per length, the fit."""
+    runs = [
+        _run_with(replace(base, prompt_tokens=n, mode="minimal"), variant, loaded, store)
+        for n in lengths
+    ]
+    ttft_ms = [r.summary()["ttft_ms"].median for r in runs]
+    scaling = {  # avg_time_ms and time_per_token_ms: the reference's names for the same
+        str(n): {"ttft_ms": t, "ttft_per_token_ms": t / n, "avg_time_ms": t,
+                 "time_per_token_ms": t / n, "run_id": r.run_id}
+        for n, r, t in zip(lengths, runs, ttft_ms, strict=True)
+    }  # fmt: skip
+    fit = fit_scaling(
+        list(lengths),
+        [t / n for t, n in zip(ttft_ms, lengths, strict=True)],
+        metric="prefill ms per prompt token",
+        length="prompt tokens",
+    )
+    return runs, scaling, fit
+
+
 def systems_analysis(
     base: RunConfig,
     baseline: dict[str, str],
@@ -112,23 +136,7 @@ def systems_analysis(
         variant = {**variant, "routing": routing}
     b = _run_with(base, baseline, loaded, store)
     v = _run_with(base, variant, loaded, store)
-    scaling_runs = []
-    for n in lengths:
-        cfg = replace(base, prompt_tokens=n, mode="minimal")
-        scaling_runs.append(_run_with(cfg, variant, loaded, store))
-    ttft_ms = [r.summary()["ttft_ms"].median for r in scaling_runs]
-    ttft_per_token_ms = [t / n for t, n in zip(ttft_ms, lengths, strict=True)]
-    scaling = {  # avg_time_ms and time_per_token_ms: the reference's names for the same
-        str(n): {"ttft_ms": t, "ttft_per_token_ms": t / n, "avg_time_ms": t,
-                 "time_per_token_ms": t / n, "run_id": r.run_id}
-        for n, r, t in zip(lengths, scaling_runs, ttft_ms, strict=True)
-    }  # fmt: skip
-    fit = fit_scaling(
-        list(lengths),
-        ttft_per_token_ms,
-        metric="prefill ms per prompt token",
-        length="prompt tokens",
-    )
+    scaling_runs, scaling, fit = _scaling(base, variant, loaded, store, lengths)
     device = str((v.device or {}).get("name"))
     ceilings = store.measured_ceilings(device) or spec_ceilings(device)
     analysis = analyze_run(v, ceilings)
