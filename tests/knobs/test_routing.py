@@ -152,3 +152,22 @@ def test_sweep_over_routing_from_the_cli(tmp_path):
     assert set(shortcut.checks["routing"]["split"]["percent"]) == {"fast", "cached", "learned"}
     during = shortcut.checks["routing"]["during_run"]  # what the run itself routed
     assert sum(during["tokens"].values()) > 0 and 0 <= during["cache_utilization"] <= 1
+
+
+def test_a_table_of_the_routers_own_choices_reproduces_the_model(moe):
+    """Each token's entry is what the learned router chose for it (distinct tokens), so the
+    fast path must give the learned model's logits: the lookup puts each entry on its row."""
+    from infermeter.knobs.routing import _router_outputs
+
+    ids = torch.randperm(moe.info.vocab, generator=torch.Generator().manual_seed(3))[:40]
+    ids = ids.reshape(2, 20)
+    reference = _logits(moe, ids)
+    choices = _router_outputs(moe.model, ids)
+    with ShortcutRouting(moe, RoutingShortcuts(cache_size=0)) as routing:
+        for state, calls in zip(routing.layers, choices, strict=True):
+            experts, weights = calls[0]
+            state.table = {t: _Entry(experts[i], weights[i])
+                           for i, t in enumerate(ids.reshape(-1).tolist())}  # fmt: skip
+        out = _logits(moe, ids)
+        assert routing.distribution()["tokens"]["fast"] == 40 * 4
+    assert torch.allclose(out, reference, atol=1e-5)

@@ -81,6 +81,7 @@ def measure_path_costs(
     routing.cfg = cfg
     routing.ids = ids.reshape(-1).tolist()
     routing.prev = [-1, *routing.ids[:-1]]
+    routing._ids_tensor = None
     out = dict.fromkeys(PATH_COSTS, 0.0)
     with torch.inference_mode():
         for block, h in zip(blocks, hidden, strict=True):

@@ -150,6 +150,23 @@ class LayerRouting:
     counts: Counter[str] = field(default_factory=Counter)
     learned_calls: int = 0
     calls: int = 0
+    #: the table as sorted key, experts and weights tensors, rebuilt when the table changes
+    _packed: tuple[int, Any, Any, Any] | None = None
+
+    def lookup(self, ids: Any) -> tuple[Any, Any, Any]:
+        """(hit mask, experts, weights) of every token in one vectorised lookup."""
+        import torch
+
+        if self._packed is None or self._packed[0] != len(self.table):
+            keys = sorted(self.table)
+            experts = torch.stack([self.table[t].experts for t in keys])
+            weights = torch.stack([self.table[t].weights for t in keys])
+            self._packed = (len(self.table), torch.tensor(keys, device=ids.device),
+                            experts.to(ids.device), weights.to(ids.device))  # fmt: skip
+        _, keys_t, experts_t, weights_t = self._packed
+        pos = torch.searchsorted(keys_t, ids).clamp_(max=keys_t.numel() - 1)
+        hit = keys_t[pos] == ids
+        return hit, experts_t[pos], weights_t[pos]
 
 
 def _entropy_bits(counts: Counter[Any]) -> float:
@@ -221,6 +238,7 @@ class ShortcutRouting:
         self.layers = [LayerRouting(table=t) for t in calibrate(loaded, cfg)]
         self.ids: list[int] = []  # flattened input ids of the current forward
         self.prev: list[int] = []  # the token before each (for the token+prev cache key)
+        self._ids_tensor: Any = None
         self._handles: list[Any] = []
 
     def __enter__(self) -> ShortcutRouting:
@@ -253,6 +271,7 @@ class ShortcutRouting:
                 self.prev.append(before)
                 before = t
         self._last = {r: row[-1] for r, row in enumerate(rows) if row}
+        self._ids_tensor = None
 
     def _key(self, pos: int) -> Any:
         token = self.ids[pos]
@@ -278,27 +297,36 @@ class ShortcutRouting:
             state.counts["learned"] += n
             state.learned_calls += 1
             return inner(hidden)
-        picked: list[_Entry | None] = []
-        for pos in range(n):
-            entry = state.table.get(self.ids[pos])
-            if entry is not None:
-                state.counts["fast"] += 1
-            else:
-                entry = self._cached(state, pos)
-                if entry is not None:
-                    state.counts["cached"] += 1
-            picked.append(entry)
-        learned = [pos for pos, e in enumerate(picked) if e is None]
+        if state.table:
+            hit, table_experts, table_weights = state.lookup(self._ids_on(flat.device))
+            fast = hit.tolist()
+        else:
+            fast = [False] * n
+        cached: dict[int, _Entry] = {}
+        if self.cfg.cache_size:
+            for pos in range(n):
+                if not fast[pos] and (entry := self._cached(state, pos)) is not None:
+                    cached[pos] = entry
+        learned = [pos for pos in range(n) if not fast[pos] and pos not in cached]
+        state.counts["fast"] += n - len(cached) - len(learned)
+        state.counts["cached"] += len(cached)
         state.counts["learned"] += len(learned)
         if len(learned) == n:
             state.learned_calls += 1
             out = inner(hidden)
             self._remember(state, learned, out[2], out[1])
             return out
-        k = next(e for e in picked if e is not None).experts.numel()
+        if state.table:
+            experts, weights = table_experts.clone(), table_weights.clone()
+        else:
+            k = next(iter(cached.values())).experts.numel()
+            experts = torch.zeros((n, k), dtype=torch.long, device=flat.device)
+            weights = flat.new_zeros((n, k))
+        if cached:
+            rows = torch.tensor(list(cached), device=flat.device)
+            experts[rows] = torch.stack([e.experts for e in cached.values()])
+            weights[rows] = torch.stack([e.weights for e in cached.values()]).to(weights.dtype)
         logits = flat.new_zeros((n, getattr(inner.__self__, "num_experts", 0) or 1))
-        weights = flat.new_zeros((n, k))
-        experts = torch.zeros((n, k), dtype=torch.long, device=flat.device)
         if learned:
             state.learned_calls += 1
             idx = torch.tensor(learned, device=flat.device)
@@ -306,10 +334,15 @@ class ShortcutRouting:
             logits = sub_logits.new_zeros((n, sub_logits.shape[-1]))
             logits[idx], weights[idx], experts[idx] = sub_logits, sub_w.to(weights.dtype), sub_e
             self._remember(state, learned, sub_e, sub_w, rows=learned)
-        for pos, e in enumerate(picked):
-            if e is not None:
-                experts[pos], weights[pos] = e.experts, e.weights.to(weights.dtype)
-        return logits, weights, experts
+        return logits, weights.to(flat.dtype), experts
+
+    def _ids_on(self, device: Any) -> Any:
+        """This forward's token ids as a tensor on `device` (made once per forward)."""
+        import torch
+
+        if self._ids_tensor is None or self._ids_tensor.device != device:
+            self._ids_tensor = torch.tensor(self.ids, device=device)
+        return self._ids_tensor
 
     def _cached(self, state: LayerRouting, pos: int) -> _Entry | None:
         if not self.cfg.cache_size:
