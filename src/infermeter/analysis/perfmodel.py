@@ -40,11 +40,26 @@ class PerformanceModel:
         baseline: the distribution key every token takes in the baseline (default "learned").
     """
 
-    def __init__(self, costs: dict[str, float] | None = None, baseline: str = "learned") -> None:
+    def __init__(
+        self,
+        costs: dict[str, float] | None = None,
+        baseline: str = "learned",
+        reference_cost: float | None = None,
+    ) -> None:
         self.costs: dict[str, float] = {}
         self.baseline = baseline
+        #: the baseline path's cost when every token takes it, if not its cost in the table
+        #: (the bare router, when the table's learned cost includes the shortcut dispatch)
+        self.reference_cost = reference_cost
         if costs:
             self.set_costs(costs)
+
+    def _reference_us(self, keys: list[str]) -> float:
+        """Per-token time with every token on the baseline path (the speedups' reference)."""
+        base = self.predict_latency({**dict.fromkeys(keys, 0.0), self.baseline: 100.0})
+        if self.reference_cost is None:
+            return float(base["per_token_us"])
+        return float(base["per_token_us"] - self._path_cost(self.baseline)[1] + self.reference_cost)
 
     def set_costs(self, costs: dict[str, float]) -> None:
         """Set costs in microseconds per token.
@@ -97,9 +112,8 @@ class PerformanceModel:
 
     def predict_speedup(self, distribution: dict[str, float]) -> float:
         """Baseline per-token time (every token on the baseline path) over this one's."""
-        keys = list(distribution)
-        base = self.predict_latency({**dict.fromkeys(keys, 0.0), self.baseline: 100.0})
-        return base["per_token_us"] / self.predict_latency(distribution)["per_token_us"]
+        reference = self._reference_us(list(distribution))
+        return reference / self.predict_latency(distribution)["per_token_us"]
 
     def find_breakeven_distribution(
         self,
@@ -121,14 +135,14 @@ class PerformanceModel:
         shared = sum(self._shared(keys).values())
         c_base = self._path_cost(self.baseline)[1]
         c_mix = sum(w * self._path_cost(k)[1] for k, w in mix.items())
-        goal = (shared + c_base) / target_speedup
-        if c_base == c_mix:
-            x = 1.0 if shared + c_base <= goal else -1.0
-        else:
-            x = (goal - shared - c_mix) / (c_base - c_mix)
-        if x < 0:
-            return None
+        goal = self._reference_us(keys) / target_speedup
+        # time(x) = shared + x c_base + (1 - x) c_mix must reach the goal; the largest such
+        # x is wanted. When the other paths cost no less than the baseline path, time only
+        # grows as x falls, so x = 1 is the best there is, and it may not reach the goal.
+        x = 1.0 if c_mix >= c_base else (goal - shared - c_mix) / (c_base - c_mix)
         x = min(x, 1.0, (max_learned / 100) if max_learned is not None else 1.0)
+        if x < 0 or shared + x * c_base + (1 - x) * c_mix > goal * (1 + 1e-9):
+            return None
         out = {k: round(100 * (1 - x) * w, 3) for k, w in mix.items()}
         out[self.baseline] = round(100 * x, 3)
         return out

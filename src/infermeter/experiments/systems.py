@@ -235,17 +235,17 @@ def routing_analysis(
         table = {"fast_path_lookup": costs["fast_path_lookup"],
                  "cache_lookup": costs["cache_lookup"], "expert_compute": costs["expert_compute"],
                  "rest_of_model": rest}  # fmt: skip
-        base_model = PerformanceModel({**table, "learned_routing": costs["learned_routing"]})
-        var_model = PerformanceModel({**table, "learned_routing": costs["learned_via_shortcuts"]})
-        base_us = base_model.predict_latency({"learned": 100.0})["per_token_us"]
-        var_us = var_model.predict_latency(dist)["per_token_us"]
+        # learned tokens of the variant pass the shortcut dispatch; the baseline's do not
+        model = PerformanceModel({**table, "learned_routing": costs["learned_via_shortcuts"]},
+                                 reference_cost=costs["learned_routing"])  # fmt: skip
+        var_us = model.predict_latency(dist)["per_token_us"]
         predicted_ms += n * var_us / 1e3
         phases[phase] = {
             "tokens": n, "costs_us_per_token": {**costs, "rest_of_model": rest},
             "baseline_ms": base_ms[phase], "predicted_ms": n * var_us / 1e3,
-            "predicted_speedup": base_us / var_us if var_us else None,
-            "breakeven": var_model.find_breakeven_distribution(target_speedup, max_learned=100.0),
-            "bottleneck": var_model.analyze_bottleneck(dist),
+            "predicted_speedup": model.predict_speedup(dist),
+            "breakeven": model.find_breakeven_distribution(target_speedup, max_learned=100.0),
+            "bottleneck": model.analyze_bottleneck(dist),
         }  # fmt: skip
     actual = (b.summary()["total_ms"].median / v.summary()["total_ms"].median)
     predicted = sum(base_ms[p] for p in phases) / predicted_ms if predicted_ms else None
