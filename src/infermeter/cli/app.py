@@ -18,6 +18,7 @@ from infermeter.cli.export_cmd import export_command
 from infermeter.cli.fit_cmd import fit_command
 from infermeter.cli.inspect_cmd import inspect_app
 from infermeter.cli.knobs_cmd import knobs_command
+from infermeter.cli.load_cmd import load_command
 from infermeter.cli.models_cmd import models_command
 from infermeter.cli.plot_cmd import plot_command
 from infermeter.cli.profile_cmd import profile_command
@@ -36,6 +37,7 @@ app = typer.Typer(
 )
 app.command("profile")(profile_command)
 app.command("models")(models_command)
+app.command("load")(load_command)
 app.command("export")(export_command)
 app.command("sweep")(sweep_command)
 app.command("experiment")(experiment_command)

@@ -1,0 +1,110 @@
+"""`infermeter load`: a stream of requests through one model, with SLOs and goodput."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from infermeter.cli.guard import fail, guard
+from infermeter.cli.output import writable_dir
+from infermeter.errors import UserError
+from infermeter.util import fmt
+
+
+def _rate(text: str) -> float:
+    """Requests per second, or `inf` (all at once)."""
+    t = text.strip().lower()
+    if t in ("inf", "infinity"):
+        return math.inf
+    try:
+        rate = float(t)
+    except ValueError:
+        rate = math.nan
+    if not (rate > 0 and math.isfinite(rate)):
+        raise UserError(f"--rate {text!r} is not a rate", "give requests per second, or inf")
+    return rate
+
+
+@guard
+def load_command(
+    model: str = typer.Option("tiny-llama", "--model", "-m", help="Any --model spec."),
+    rate: str = typer.Option("4", help="Poisson arrivals per second, or inf (all at once)."),
+    requests: int = typer.Option(16, help="Requests to send."),
+    concurrency: int = typer.Option(None, help="Closed loop: this many in flight (no --rate)."),
+    prompt_tokens: str = typer.Option("64", "--prompt-tokens",
+                                      help="Prompt lengths: 64, uniform:32-128, normal:64,16."),
+    new_tokens: str = typer.Option("16", "--new-tokens", help="Output lengths, as above."),
+    server: str = typer.Option("continuous", help="continuous (transformers' continuous "
+                               "batching) or static (padded generate batches)."),
+    static_batch: int = typer.Option(8, "--static-batch", help="Largest static batch."),
+    slo: list[str] = typer.Option(None, help="ttft_ms=500, tpot_ms=80 or e2e_ms=2000 "
+                                  "(repeatable): pass/fail per request, attainment, goodput."),
+    fail_if_slo_missed: bool = typer.Option(False, "--fail-if-slo-missed",
+                                            help="Exit 3 when any request misses an SLO."),
+    seed: int = typer.Option(0, help="Seeds arrivals, lengths and prompts."),
+    device: str = typer.Option("cpu", help="cpu, cuda, cuda:N, mps or auto."),
+    dtype: str = typer.Option("auto", help="auto, float32, bfloat16, float16."),
+    out: Path = typer.Option(None, help="Also write DIR/load.json."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
+) -> None:
+    """Serve a stream of requests: queue, TTFT, TPOT, end-to-end latency, throughput, SLOs."""
+    from infermeter.run.load import Lengths, LoadSpec, parse_slos, run_load
+    from infermeter.util.jsonio import print_json, write_json
+
+    spec = LoadSpec(
+        model=model, rate=_rate(rate), requests=requests, concurrency=concurrency,
+        prompt_tokens=Lengths.parse(prompt_tokens, "--prompt-tokens"),
+        new_tokens=Lengths.parse(new_tokens, "--new-tokens"), server=server,
+        static_batch=static_batch, slos=parse_slos(slo), seed=seed, device=device, dtype=dtype,
+    ).validate()  # fmt: skip
+    if fail_if_slo_missed and not spec.slos:
+        raise UserError("--fail-if-slo-missed needs an --slo", "add e.g. --slo ttft_ms=500")
+    folder = writable_dir(out) if out is not None else None
+    doc = run_load(spec)
+    if folder is not None:
+        write_json(folder / "load.json", doc)
+    if json_out:
+        print_json(doc)
+    else:
+        _print(doc)
+    slo_doc = doc["summary"]["slo"]
+    if fail_if_slo_missed and slo_doc.get("missed"):
+        missed = ", ".join(
+            f"{m} <= {slo_doc['slos'][m]:g} met by {slo_doc['attainment_pct'][m]:.1f}%"
+            for m in slo_doc["missed"]
+        )
+        raise fail(f"SLO missed: {missed}", 3)
+
+
+def _print(doc: dict[str, Any]) -> None:
+    s, spec = doc["summary"], doc["meta"]["spec"]
+    console = Console(soft_wrap=True)
+    arrivals = "all at once" if math.isinf(spec["rate"]) else f"{spec['rate']:g}/s"
+    if spec["concurrency"] is not None:
+        arrivals = f"a closed loop of {spec['concurrency']} in flight"
+    console.print(
+        f"{doc['meta']['model']} · {spec['server']} batching · {s['requests']} requests, "
+        f"{arrivals} · {s['throughput_rps']:.2f} req/s, {s['output_tokens_per_s']:.1f} output "
+        f"tokens/s over {s['wall_s']:.2f} s",
+        markup=False,
+    )
+    t = Table(title="latency per request", title_justify="left")
+    for c in ("metric", "median", "95% CI", "p90", "p99", "mean"):
+        t.add_column(c, justify="left" if c == "metric" else "right")
+    for m in ("queue_ms", "ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+        v = s[m]
+        t.add_row(m, fmt.fixed(v["p50"]), f"{fmt.fixed(v['median_ci95_low'])}-"
+                  f"{fmt.fixed(v['median_ci95_high'])}", fmt.fixed(v["p90"]),
+                  fmt.fixed(v["p99"]), fmt.fixed(v["mean"]))  # fmt: skip
+    console.print(t)
+    slo_doc = s["slo"]
+    if slo_doc:
+        parts = ", ".join(f"{m} <= {b:g}: {slo_doc['attainment_pct'][m]:.1f}%"
+                          for m, b in slo_doc["slos"].items())  # fmt: skip
+        console.print(f"SLO attainment {parts}; all met {slo_doc['all_met_pct']:.1f}%; "
+                      f"goodput {slo_doc['goodput_rps']:.2f} req/s", markup=False)  # fmt: skip

@@ -1,0 +1,427 @@
+"""Serving under load (`infermeter load`, issue 18): request arrivals, batching, SLOs, goodput.
+
+One process drives a stream of requests through a model and records, per request, when it
+arrived, left the queue, got its first token and every later one, and finished. Two servers:
+- `continuous`: transformers' own continuous batching (`model.init_continuous_batching()`,
+  a `ContinuousBatchingManager` with its background thread): requests join and leave the
+  running batch at every step. Token times come from the manager's own records
+  (`record_timestamps`), on the same `perf_counter` clock as the arrivals.
+- `static`: the baseline: whenever the model is free, the requests that have arrived (up to
+  `static_batch`) run as one padded `generate` call, every token marked; a request's last token
+  is its own `new_tokens`-th, though the call runs to the longest one in the batch.
+Arrivals are Poisson at `rate` requests per second (seeded exponential gaps; `inf` = all at
+once), or a closed loop of `concurrency` requests in flight. Prompt and output lengths are
+`fixed:N`, `uniform:A-B` or `normal:MEAN,STD` (seeded, clipped to 1 or more).
+
+SLOs (`ttft_ms`, `tpot_ms`, `e2e_ms`, upper bounds) give each request a pass or fail, each SLO
+its attainment, and the run its goodput: requests per second that met every SLO, over the
+run's wall time (DistServe's definition).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from infermeter.errors import UserError
+
+SLO_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms")
+SERVERS = ("continuous", "static")
+
+
+@dataclass(frozen=True)
+class Lengths:
+    """A distribution of token counts: fixed, uniform or normal (clipped to 1..limit)."""
+
+    kind: str = "fixed"
+    a: float = 64
+    b: float = 0
+
+    @classmethod
+    def parse(cls, text: str, option: str) -> Lengths:
+        """`64`, `fixed:64`, `uniform:32-128` or `normal:64,16`; one line on anything else."""
+        t = text.strip()
+        m = re.fullmatch(r"(?:fixed:)?(\d+)", t)
+        if m:
+            return cls("fixed", int(m.group(1)))
+        m = re.fullmatch(r"uniform:(\d+)-(\d+)", t)
+        if m and int(m.group(1)) <= int(m.group(2)):
+            return cls("uniform", int(m.group(1)), int(m.group(2)))
+        m = re.fullmatch(r"normal:(\d+(?:\.\d+)?),(\d+(?:\.\d+)?)", t)
+        if m:
+            return cls("normal", float(m.group(1)), float(m.group(2)))
+        raise UserError(f"{option} {text!r} is not a length distribution",
+                        f"use e.g. {option} 64, uniform:32-128 or normal:64,16")  # fmt: skip
+
+    def sample(self, n: int, rng: Any, limit: int) -> list[int]:
+        """`n` lengths, each within 1..limit."""
+        if self.kind == "fixed":
+            raw = [self.a] * n
+        elif self.kind == "uniform":
+            raw = rng.integers(int(self.a), int(self.b) + 1, size=n).tolist()
+        else:
+            raw = rng.normal(self.a, self.b, size=n).round().tolist()
+        return [int(min(max(1, v), limit)) for v in raw]
+
+    def most(self) -> int:
+        """The largest length it can give (normal: mean + 4 std)."""
+        return int(self.b if self.kind == "uniform" else self.a + 4 * self.b
+                   if self.kind == "normal" else self.a)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """One load run."""
+
+    model: str = "tiny-llama"
+    rate: float = 4.0
+    requests: int = 16
+    concurrency: int | None = None
+    prompt_tokens: Lengths = Lengths("fixed", 64)
+    new_tokens: Lengths = Lengths("fixed", 16)
+    server: str = "continuous"
+    static_batch: int = 8
+    slos: tuple[tuple[str, float], ...] = ()
+    seed: int = 0
+    device: str = "cpu"
+    dtype: str = "auto"
+
+    def validate(self) -> LoadSpec:
+        """Every setting in range, before the model loads."""
+        checks = [
+            (self.rate > 0, "--rate must be above 0 (inf: all at once)"),
+            (1 <= self.requests <= 100_000, "--requests must be within 1..100000"),
+            (self.concurrency is None or 1 <= self.concurrency <= 4096,
+             "--concurrency must be within 1..4096"),
+            (self.server in SERVERS, f"--server must be one of {', '.join(SERVERS)}"),
+            (1 <= self.static_batch <= 1024, "--static-batch must be within 1..1024"),
+            (0 <= self.seed < 2**31, "--seed must be within 0..2147483647"),
+            (self.prompt_tokens.most() <= 65536 and self.new_tokens.most() <= 65536,
+             "lengths must stay within 65536 tokens"),
+        ]  # fmt: skip
+        for ok, message in checks:
+            if not ok:
+                raise UserError(message, "see `infermeter load --help`")
+        for name, bound in self.slos:
+            if name not in SLO_METRICS or not (bound > 0 and math.isfinite(bound)):
+                raise UserError(f"--slo {name}={bound} is not an SLO",
+                                f"use {', '.join(SLO_METRICS)} with a positive bound, "
+                                "e.g. --slo ttft_ms=500")  # fmt: skip
+        return self
+
+
+def parse_slos(items: list[str] | None) -> tuple[tuple[str, float], ...]:
+    """`ttft_ms=500` items into (metric, bound) pairs; one line on a bad one."""
+    out = []
+    for text in items or []:
+        name, sep, raw = text.partition("=")
+        try:
+            bound = float(raw)
+        except ValueError:
+            bound = math.nan
+        if not sep or name.strip() not in SLO_METRICS or not (bound > 0 and math.isfinite(bound)):
+            raise UserError(f"--slo {text!r} is not METRIC=BOUND",
+                            f"use {', '.join(SLO_METRICS)}, e.g. --slo ttft_ms=500")  # fmt: skip
+        out.append((name.strip(), bound))
+    return tuple(out)
+
+
+def arrival_offsets_s(rate: float, n: int, seed: int) -> list[float]:
+    """Arrival times (s from the start) of a Poisson process at `rate`; `inf`: all at 0."""
+    import numpy as np
+
+    if math.isinf(rate):
+        return [0.0] * n
+    gaps = np.random.default_rng(seed).exponential(1.0 / rate, size=n)
+    return np.cumsum(gaps).tolist()
+
+
+@dataclass
+class Request:
+    """One request and what happened to it; times in seconds on the run's perf_counter."""
+
+    index: int
+    prompt_ids: list[int]
+    new_tokens: int
+    arrival_s: float = math.nan
+    start_s: float = math.nan  # left the queue (its prefill began)
+    token_s: list[float] = field(default_factory=list)
+    end_s: float = math.nan
+    error: str | None = None
+
+    def row(self, origin: float) -> dict[str, Any]:
+        """The request's sample row: latencies in ms, times from the run's start."""
+        ttft = (self.token_s[0] - self.arrival_s) * 1e3 if self.token_s else math.nan
+        itl = [(b - a) * 1e3 for a, b in zip(self.token_s, self.token_s[1:], strict=False)]
+        return {
+            "sample_id": self.index,
+            "arrival_ms": (self.arrival_s - origin) * 1e3,
+            "queue_ms": (self.start_s - self.arrival_s) * 1e3,
+            "ttft_ms": ttft,
+            "tpot_ms": sum(itl) / len(itl) if itl else math.nan,
+            "e2e_ms": (self.end_s - self.arrival_s) * 1e3,
+            "itl_ms": itl,
+            "prompt_tokens": len(self.prompt_ids),
+            "new_tokens_asked": self.new_tokens,
+            "output_tokens": len(self.token_s),
+            "error": self.error,
+        }
+
+
+def make_requests(spec: LoadSpec, tokenizer: Any, limit: int) -> list[Request]:
+    """Seeded prompts of the asked lengths from the built-in corpus, and their output lengths."""
+    import numpy as np
+
+    from infermeter.workloads.prompts import WorkloadSpec, build_batches
+
+    rng = np.random.default_rng(spec.seed)
+    prompt_lens = spec.prompt_tokens.sample(spec.requests, rng, limit)
+    new_lens = spec.new_tokens.sample(spec.requests, rng, limit)
+    out = []
+    for i, (p, n) in enumerate(zip(prompt_lens, new_lens, strict=True)):
+        if p + n > limit:
+            raise UserError(
+                f"a request of {p} prompt + {n} new tokens exceeds the context ({limit})",
+                "use shorter --prompt-tokens or --new-tokens",
+            )
+        work = WorkloadSpec(batch_size=1, prompt_tokens=p, chat=False, seed=spec.seed + i)
+        (batch,) = build_batches(tokenizer, work, 1)
+        out.append(Request(i, batch.input_ids[0, -p:].tolist(), n))
+    return out
+
+
+class _Arrivals:
+    """Which requests have arrived by now: open loop (Poisson offsets) or closed loop."""
+
+    def __init__(self, reqs: list[Request], offsets: list[float], concurrency: int | None):
+        self.reqs, self.offsets, self.concurrency = reqs, offsets, concurrency
+        self.next = 0
+        self.in_flight = 0
+
+    def due(self, t0: float) -> list[Request]:
+        """Requests arriving now (their arrival time set); none once all have come."""
+        out = []
+        now = time.perf_counter()
+        while self.next < len(self.reqs):
+            if self.concurrency is not None:
+                if self.in_flight >= self.concurrency:
+                    break
+                arrival = now
+            else:
+                arrival = t0 + self.offsets[self.next]
+                if arrival > now:
+                    break
+            r = self.reqs[self.next]
+            r.arrival_s = arrival
+            out.append(r)
+            self.next += 1
+            self.in_flight += 1
+        return out
+
+    def wait_s(self, t0: float) -> float:
+        """How long until the next open-loop arrival (a short poll in a closed loop)."""
+        if self.concurrency is not None or self.next >= len(self.reqs):
+            return 0.02
+        return max(0.0, t0 + self.offsets[self.next] - time.perf_counter())
+
+
+def serve_continuous(loaded: Any, arrivals: _Arrivals) -> None:
+    """Requests through transformers' continuous batching; token times from its own records."""
+    from transformers import GenerationConfig
+
+    from infermeter.errors import GenerationFailed
+
+    model = loaded.model
+    most = max(r.new_tokens for r in arrivals.reqs)
+    pad = loaded.tokenizer.pad_token_id if loaded.tokenizer.pad_token_id is not None else 0
+    gen = GenerationConfig(max_new_tokens=most, do_sample=False, eos_token_id=-1,
+                           pad_token_id=pad)  # fmt: skip
+    saved_attn = getattr(model.config, "_attn_implementation", None)
+    manager = model.init_continuous_batching(generation_config=gen)
+    manager.start()
+    try:
+        warm = manager.add_request(arrivals.reqs[0].prompt_ids[:8], request_id="warm-up",
+                                   max_new_tokens=2, eos_token_id=-1)  # fmt: skip
+        _collect(manager, {warm: None}, arrivals, timeout_s=600.0)
+        pending: dict[str, Request] = {}
+        t0 = time.perf_counter()
+        done = 0
+        while done < len(arrivals.reqs):
+            for r in arrivals.due(t0):
+                rid = manager.add_request(r.prompt_ids, request_id=f"r{r.index}",
+                                          max_new_tokens=r.new_tokens, record_timestamps=True,
+                                          eos_token_id=-1)  # fmt: skip
+                if rid is None:
+                    raise GenerationFailed(None, RuntimeError("the manager refused a request"))
+                pending[rid] = r
+            done += _collect(manager, pending, arrivals, timeout_s=arrivals.wait_s(t0))
+            fatal = manager.background_thread_status.fatal_error
+            if fatal is not None:
+                raise GenerationFailed(None, RuntimeError(f"continuous batching: {fatal}"))
+    finally:
+        manager.stop(block=True)
+        if hasattr(model, "destroy_cached_continuous_batching_manager"):
+            model.destroy_cached_continuous_batching_manager()
+        if saved_attn is not None:
+            model.config._attn_implementation = saved_attn
+
+
+def _collect(manager: Any, pending: dict[str, Any], arrivals: _Arrivals, timeout_s: float) -> int:
+    """Take finished results for `pending` until the timeout; how many finished."""
+    done = 0
+    deadline = time.perf_counter() + max(timeout_s, 0.001)
+    while True:
+        left = deadline - time.perf_counter()
+        result = manager.get_result(timeout=max(left, 0.001))
+        if result is not None and result.is_finished() and result.request_id in pending:
+            r = pending.pop(result.request_id)
+            if r is not None:
+                r.start_s, r.end_s = result.lifespan
+                r.token_s = list(result.timestamps or [])
+                r.error = result.error
+                arrivals.in_flight -= 1
+            done += 1
+        if left <= 0 or not pending:
+            return done
+
+
+def serve_static(loaded: Any, arrivals: _Arrivals, batch: int) -> None:
+    """The baseline: arrived requests, up to `batch`, as one padded generate call.
+
+    Whenever the model is free, the requests that have arrived run together; every token is
+    marked, and a request's last token is its own `new_tokens`-th.
+    """
+    import torch
+
+    from infermeter.measure.clock import PerfCounterClock
+    from infermeter.run.generation import generation_config, timed_generate
+
+    clock = PerfCounterClock()
+    pad = loaded.tokenizer.pad_token_id if loaded.tokenizer.pad_token_id is not None else 0
+    device = next(loaded.model.parameters()).device
+    queue: list[Request] = []
+    served = 0
+    t0 = time.perf_counter()
+    while served < len(arrivals.reqs):
+        queue += arrivals.due(t0)
+        if not queue:
+            time.sleep(arrivals.wait_s(t0))
+            continue
+        take, queue = queue[:batch], queue[batch:]
+        width = max(len(r.prompt_ids) for r in take)
+        ids = torch.full((len(take), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(take), width), dtype=torch.long)
+        for row, r in enumerate(take):
+            ids[row, width - len(r.prompt_ids):] = torch.tensor(r.prompt_ids)
+            mask[row, width - len(r.prompt_ids):] = 1
+        most = max(r.new_tokens for r in take)
+        gen = generation_config(loaded.tokenizer, most)
+        kw = {"input_ids": ids.to(device), "attention_mask": mask.to(device)}
+        timed = timed_generate(loaded.model, kw, gen, clock, most)
+        start_s = timed.start / 1e9
+        marks_s = [m / 1e9 for m in timed.marks]
+        for r in take:
+            r.start_s, r.token_s = start_s, marks_s[: r.new_tokens]
+            r.end_s = r.token_s[-1] if r.token_s else start_s
+            arrivals.in_flight -= 1
+        served += len(take)
+
+
+def slo_report(rows: list[dict[str, Any]], slos: tuple[tuple[str, float], ...],
+               wall_s: float) -> dict[str, Any]:  # fmt: skip
+    """Per request pass/fail (written into `rows`), attainment per SLO and of all, goodput.
+
+    A request with an error, or without the measured metric, fails that SLO.
+    """
+    if not slos:
+        return {}
+    met_all = 0
+    attained = dict.fromkeys((n for n, _ in slos), 0)
+    for row in rows:
+        passed = {}
+        for name, bound in slos:
+            v = row.get(name)
+            ok = row.get("error") is None and v is not None and not math.isnan(v) and v <= bound
+            passed[name] = ok
+            attained[name] += ok
+        row["slo_pass"] = passed
+        met_all += all(passed.values())
+    n = len(rows)
+    return {
+        "slos": {name: bound for name, bound in slos},
+        "attainment_pct": {name: 100.0 * c / n for name, c in attained.items()},
+        "all_met_pct": 100.0 * met_all / n,
+        "goodput_rps": met_all / wall_s if wall_s > 0 else math.nan,
+        "missed": sorted(name for name, c in attained.items() if c < n),
+    }
+
+
+def _timeline(rows: list[dict[str, Any]]) -> list[dict[str, float]]:
+    """Requests in flight over time: +1 at each arrival, -1 at each end (ms from the start)."""
+    events = [(r["arrival_ms"], 1) for r in rows] + [
+        (r["arrival_ms"] + r["e2e_ms"], -1) for r in rows if not math.isnan(r["e2e_ms"])
+    ]
+    level, out = 0, []
+    for t, step in sorted(events):
+        level += step
+        out.append({"t_ms": t, "in_flight": level})
+    return out
+
+
+def summarize_load(rows: list[dict[str, Any]], wall_s: float) -> dict[str, Any]:
+    """Throughput and the median, p90 and p99 of every latency (with the median's interval)."""
+    from infermeter.measure.stats import summarize
+
+    out: dict[str, Any] = {
+        "requests": len(rows),
+        "failed": sum(r["error"] is not None for r in rows),
+        "wall_s": wall_s,
+        "throughput_rps": len(rows) / wall_s if wall_s > 0 else math.nan,
+        "output_tokens_per_s": sum(r["output_tokens"] for r in rows) / wall_s
+        if wall_s > 0 else math.nan,
+    }  # fmt: skip
+    for m in ("queue_ms", "ttft_ms", "tpot_ms", "e2e_ms"):
+        out[m] = summarize(r[m] for r in rows).to_dict()
+    out["itl_ms"] = summarize(x for r in rows for x in r["itl_ms"]).to_dict()
+    return out
+
+
+def run_load(spec: LoadSpec, loaded: Any = None) -> dict[str, Any]:
+    """Drive the requests through the chosen server: the run's document.
+
+    Shape: {"meta": {kind, spec, model, device}, "summary": {throughput, latencies, slo},
+    "timeline": in-flight requests over time, "all_samples": one row per request}.
+    """
+    import torch
+
+    from infermeter.measure.device import describe_device
+    from infermeter.models.loader import load_model
+
+    spec.validate()
+    lm = loaded or load_model(spec.model, dtype=spec.dtype, device=spec.device, seed=spec.seed)
+    limit = lm.info.max_positions or 10**9
+    reqs = make_requests(spec, lm.tokenizer, limit)
+    arrivals = _Arrivals(reqs, arrival_offsets_s(spec.rate, spec.requests, spec.seed),
+                         spec.concurrency)  # fmt: skip
+    with torch.inference_mode():
+        if spec.server == "continuous":
+            serve_continuous(lm, arrivals)
+        else:
+            serve_static(lm, arrivals, spec.static_batch)
+    origin = min(r.arrival_s for r in reqs)
+    wall_s = max(r.end_s for r in reqs) - origin
+    rows = [r.row(origin) for r in reqs]
+    summary = summarize_load(rows, wall_s)
+    summary["slo"] = slo_report(rows, spec.slos, wall_s)
+    meta = {
+        "kind": "load",
+        "model": lm.info.spec,
+        "spec": {**asdict(spec), "prompt_tokens": asdict(spec.prompt_tokens),
+                 "new_tokens": asdict(spec.new_tokens), "slos": dict(spec.slos)},
+        "device": describe_device(next(lm.model.parameters()).device),
+        "versions": {"torch": torch.__version__},
+    }  # fmt: skip
+    return {"meta": meta, "summary": summary, "timeline": _timeline(rows), "all_samples": rows}

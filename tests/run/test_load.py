@@ -1,0 +1,116 @@
+"""`infermeter load` (issue 18, items 1-2): arrivals, both servers on a real tiny model, SLOs."""
+
+import json
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from infermeter.cli.app import app
+from infermeter.errors import UserError
+from infermeter.run.load import (
+    Lengths,
+    LoadSpec,
+    arrival_offsets_s,
+    parse_slos,
+    run_load,
+    slo_report,
+)
+from tests.helpers import assert_one_line_error
+
+runner = CliRunner()
+
+
+def test_poisson_arrivals_are_exponential_at_the_asked_rate():
+    from scipy import stats
+
+    offsets = arrival_offsets_s(4.0, 4000, seed=1)
+    gaps = [b - a for a, b in zip([0.0, *offsets], offsets, strict=False)]
+    assert sum(gaps) / len(gaps) == pytest.approx(0.25, rel=0.05)
+    assert stats.kstest(gaps, "expon", args=(0, 0.25)).pvalue > 0.01
+    assert stats.kstest(gaps, "expon", args=(0, 0.5)).pvalue < 1e-6  # the wrong rate is caught
+    assert arrival_offsets_s(4.0, 5, seed=1) == offsets[:5]  # seeded
+    assert arrival_offsets_s(math.inf, 3, seed=1) == [0.0, 0.0, 0.0]
+
+
+def test_slo_attainment_and_goodput_on_hand_made_requests():
+    rows = [
+        {"ttft_ms": 100.0, "tpot_ms": 20.0, "e2e_ms": 400.0, "error": None},
+        {"ttft_ms": 600.0, "tpot_ms": 20.0, "e2e_ms": 900.0, "error": None},
+        {"ttft_ms": 100.0, "tpot_ms": 90.0, "e2e_ms": 900.0, "error": None},
+        {"ttft_ms": 100.0, "tpot_ms": 20.0, "e2e_ms": 300.0, "error": "boom"},
+    ]
+    r = slo_report(rows, (("ttft_ms", 500.0), ("tpot_ms", 80.0)), wall_s=2.0)
+    assert r["attainment_pct"] == {"ttft_ms": 50.0, "tpot_ms": 50.0}  # the failed one fails
+    assert r["all_met_pct"] == 25.0 and r["goodput_rps"] == 0.5
+    assert r["missed"] == ["tpot_ms", "ttft_ms"]
+    assert [row["slo_pass"]["ttft_ms"] for row in rows] == [True, False, True, False]
+    assert slo_report(rows, (), 2.0) == {}
+
+
+def test_lengths_and_slos_parse_or_refuse_in_one_line():
+    import numpy as np
+
+    assert Lengths.parse("64", "--x") == Lengths("fixed", 64)
+    u = Lengths.parse("uniform:10-20", "--x").sample(500, np.random.default_rng(0), 1000)
+    assert min(u) >= 10 and max(u) <= 20 and len(set(u)) == 11
+    n = Lengths.parse("normal:50,10", "--x").sample(2000, np.random.default_rng(0), 60)
+    assert max(n) == 60 and abs(sum(n) / len(n) - 49) < 2  # clipped at the limit
+    with pytest.raises(UserError, match="not a length distribution"):
+        Lengths.parse("uniform:20-10", "--prompt-tokens")
+    assert parse_slos(["ttft_ms=500", "e2e_ms=2e3"]) == (("ttft_ms", 500.0), ("e2e_ms", 2000.0))
+    for bad in ("ttft=5", "ttft_ms=-1", "ttft_ms=nan", "ttft_ms"):
+        with pytest.raises(UserError, match="not METRIC=BOUND"):
+            parse_slos([bad])
+
+
+@pytest.mark.parametrize("server", ["continuous", "static"])
+def test_each_server_serves_every_request_in_order_of_events(server, tiny_llama):
+    spec = LoadSpec(rate=20.0, requests=6, prompt_tokens=Lengths("uniform", 8, 24),
+                    new_tokens=Lengths("uniform", 3, 6), server=server, static_batch=4,
+                    slos=(("e2e_ms", 60_000.0),))  # fmt: skip
+    doc = run_load(spec, loaded=tiny_llama)
+    rows = doc["all_samples"]
+    assert len(rows) == 6 and all(r["error"] is None for r in rows)
+    for row in rows:
+        assert row["queue_ms"] >= -1.0  # left the queue after arriving (1 ms of clock slack)
+        assert 0 < row["ttft_ms"] <= row["e2e_ms"]
+        assert len(row["itl_ms"]) == row["output_tokens"] - 1
+        assert row["output_tokens"] == row["new_tokens_asked"]  # EOS disabled: exactly asked
+    assert len({r["new_tokens_asked"] for r in rows}) > 1  # the lengths did vary
+    assert doc["summary"]["slo"]["all_met_pct"] == 100.0
+    assert doc["summary"]["throughput_rps"] > 0
+    levels = [p["in_flight"] for p in doc["timeline"]]
+    assert max(levels) >= 1 and levels[-1] == 0
+
+
+def test_cli_load_end_to_end_with_16_requests(tmp_path):
+    args = ["load", "-m", "tiny-llama", "--requests", "16", "--rate", "inf", "--prompt-tokens",
+            "16", "--new-tokens", "4", "--out", str(tmp_path), "--slo", "e2e_ms=600000"]
+    r = runner.invoke(app, args, terminal_width=140)
+    assert r.exit_code == 0, r.output
+    doc = json.loads((tmp_path / "load.json").read_text())
+    assert doc["meta"]["kind"] == "load" and len(doc["all_samples"]) == 16
+    assert all(s["output_tokens"] == 4 for s in doc["all_samples"])
+    assert "ttft_ms" in r.output and "goodput" in r.output
+
+
+def test_fail_if_slo_missed_exits_3_naming_the_miss(tmp_path):
+    r = runner.invoke(app, ["load", "--server", "static", "--requests", "3", "--rate", "inf",
+                            "--prompt-tokens", "8", "--new-tokens", "3", "--slo",
+                            "ttft_ms=0.001", "--fail-if-slo-missed"])  # fmt: skip
+    assert r.exit_code == 3
+    assert "SLO missed: ttft_ms <= 0.001 met by 0.0%" in r.output
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--rate", "0"], "is not a rate"),
+    (["--rate", "fast"], "is not a rate"),
+    (["--slo", "p99=5"], "not METRIC=BOUND"),
+    (["--prompt-tokens", "lots"], "not a length distribution"),
+    (["--server", "magic"], "--server"),
+    (["--fail-if-slo-missed"], "needs an --slo"),
+])  # fmt: skip
+def test_bad_options_are_one_line(args, needle):
+    r = runner.invoke(app, ["load", *args])
+    assert_one_line_error(r, needle)
