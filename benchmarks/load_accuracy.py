@@ -1,0 +1,85 @@
+"""Serving under load, measured: the arrival process, and continuous vs static batching.
+
+1. Arrivals: 4,000 generated inter-arrival gaps at `--rate` against the exponential
+   distribution of that rate (Kolmogorov-Smirnov), and against one of half the rate (which the
+   test must reject, or it could not tell rates apart).
+2. Continuous batching (transformers' manager) vs static batches of `generate` on one model
+   (default smollm2-135m, CPU), the same seeded requests at each rate: throughput, output
+   tokens/s, and the median and p99 of TTFT, TPOT and end-to-end latency, then which server
+   wins on each at each rate.
+The last line is one JSON object.
+
+    python benchmarks/load_accuracy.py --requests 64 --rates 2 inf
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+from infermeter.models import load_model  # noqa: E402
+from infermeter.run.load import Lengths, LoadSpec, arrival_offsets_s, run_load  # noqa: E402
+
+
+def arrivals_check(rate: float) -> dict[str, float]:
+    from scipy import stats
+
+    offsets = arrival_offsets_s(rate, 4000, seed=7)
+    gaps = [b - a for a, b in zip([0.0, *offsets], offsets, strict=False)]
+    right = stats.kstest(gaps, "expon", args=(0, 1 / rate)).pvalue
+    wrong = stats.kstest(gaps, "expon", args=(0, 2 / rate)).pvalue
+    print(f"arrivals at {rate}/s: mean gap {sum(gaps) / len(gaps) * 1e3:.1f} ms "
+          f"(expected {1e3 / rate:.1f}); KS p = {right:.3f} against the asked rate, "
+          f"{wrong:.2g} against half of it")  # fmt: skip
+    return {"rate": rate, "ks_p": right, "ks_p_half_rate": wrong}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--requests", type=int, default=64)
+    ap.add_argument("--rates", nargs="+", default=["2", "inf"])
+    ap.add_argument("--prompt-tokens", default="uniform:32-128")
+    ap.add_argument("--new-tokens", default="16")
+    ap.add_argument("--static-batch", type=int, default=8)
+    args = ap.parse_args(argv)
+    out: dict = {"arrivals": arrivals_check(4.0), "servers": {}}
+    lm = load_model(args.model, device="cpu")
+    head = f"{'rate':>5} {'server':11} {'req/s':>6} {'tok/s':>7} {'TTFT p50':>9} {'p99':>8} "
+    print(f"\n{args.model}, {args.requests} requests, prompts {args.prompt_tokens}, "
+          f"{args.new_tokens} new tokens")  # fmt: skip
+    print(head + f"{'TPOT p50':>9} {'p99':>7} {'e2e p50':>8} {'p99':>8}")
+    for rate_text in args.rates:
+        rate = math.inf if rate_text == "inf" else float(rate_text)
+        for server in ("continuous", "static"):
+            spec = LoadSpec(model=args.model, rate=rate, requests=args.requests,
+                            prompt_tokens=Lengths.parse(args.prompt_tokens, "--prompt-tokens"),
+                            new_tokens=Lengths.parse(args.new_tokens, "--new-tokens"),
+                            server=server, static_batch=args.static_batch)  # fmt: skip
+            s = run_load(spec, loaded=lm)["summary"]
+            row = {
+                "throughput_rps": s["throughput_rps"],
+                "output_tokens_per_s": s["output_tokens_per_s"],
+                **{f"{m}_{q}": s[m][q] for m in ("ttft_ms", "tpot_ms", "e2e_ms")
+                   for q in ("p50", "p99")},
+            }  # fmt: skip
+            out["servers"][f"{rate_text}/{server}"] = row
+            print(f"{rate_text:>5} {server:11} {row['throughput_rps']:6.2f} "
+                  f"{row['output_tokens_per_s']:7.1f} {row['ttft_ms_p50']:9.1f} "
+                  f"{row['ttft_ms_p99']:8.1f} {row['tpot_ms_p50']:9.1f} {row['tpot_ms_p99']:7.1f} "
+                  f"{row['e2e_ms_p50']:8.1f} {row['e2e_ms_p99']:8.1f}")  # fmt: skip
+        c, st = out["servers"][f"{rate_text}/continuous"], out["servers"][f"{rate_text}/static"]
+        for key in ("output_tokens_per_s", "ttft_ms_p99", "e2e_ms_p99"):
+            better = c[key] > st[key] if key == "output_tokens_per_s" else c[key] < st[key]
+            print(f"      at rate {rate_text}: {key} favours "
+                  f"{'continuous' if better else 'static'} ({c[key]:.1f} vs {st[key]:.1f})")
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
