@@ -114,3 +114,26 @@ def test_fail_if_slo_missed_exits_3_naming_the_miss(tmp_path):
 def test_bad_options_are_one_line(args, needle):
     r = runner.invoke(app, ["load", *args])
     assert_one_line_error(r, needle)
+
+
+def test_knee_is_the_last_rate_before_latency_climbs():
+    from infermeter.run.load import knee
+
+    pts = [{"rate": r, "e2e_ms_p99": ms} for r, ms in ((1, 100.0), (2, 110.0), (4, 190.0),
+                                                       (8, 900.0), (math.inf, 5000.0))]  # fmt: skip
+    assert knee(pts) == 4
+    assert knee(pts[:1]) is None
+    assert knee([{"rate": 1, "e2e_ms_p99": 100.0}, {"rate": 2, "e2e_ms_p99": 300.0}]) == 1
+
+
+def test_a_rate_sweep_of_two_points_writes_its_files(tmp_path):
+    r = runner.invoke(app, ["load", "--server", "static", "--rate", "20,200", "--requests", "6",
+                            "--prompt-tokens", "8", "--new-tokens", "3", "--slo", "e2e_ms=60000",
+                            "--out", str(tmp_path)], terminal_width=140)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    doc = json.loads((tmp_path / "load_sweep.json").read_text())
+    assert [p["rate"] for p in doc["summary"]] == [20.0, 200.0]
+    assert all(p["goodput_rps"] > 0 for p in doc["summary"])
+    for name in ("latency_vs_throughput.png", "latency_vs_throughput.csv", "goodput_vs_rate.png"):
+        assert (tmp_path / name).stat().st_size > 0
+    assert "knee:" in r.output

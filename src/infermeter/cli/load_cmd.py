@@ -33,7 +33,8 @@ def _rate(text: str) -> float:
 @guard
 def load_command(
     model: str = typer.Option("tiny-llama", "--model", "-m", help="Any --model spec."),
-    rate: str = typer.Option("4", help="Poisson arrivals per second, or inf (all at once)."),
+    rate: str = typer.Option("4", help="Poisson arrivals per second, or inf (all at once); "
+                             "several (0.5,1,2,4) sweep the rate: latency vs throughput, knee."),
     requests: int = typer.Option(16, help="Requests to send."),
     concurrency: int = typer.Option(None, help="Closed loop: this many in flight (no --rate)."),
     prompt_tokens: str = typer.Option("64", "--prompt-tokens",
@@ -56,8 +57,9 @@ def load_command(
     from infermeter.run.load import Lengths, LoadSpec, parse_slos, run_load
     from infermeter.util.jsonio import print_json, write_json
 
+    rates = [_rate(r) for r in rate.split(",") if r.strip()] or [_rate(rate)]
     spec = LoadSpec(
-        model=model, rate=_rate(rate), requests=requests, concurrency=concurrency,
+        model=model, rate=rates[0], requests=requests, concurrency=concurrency,
         prompt_tokens=Lengths.parse(prompt_tokens, "--prompt-tokens"),
         new_tokens=Lengths.parse(new_tokens, "--new-tokens"), server=server,
         static_batch=static_batch, slos=parse_slos(slo), seed=seed, device=device, dtype=dtype,
@@ -65,6 +67,9 @@ def load_command(
     if fail_if_slo_missed and not spec.slos:
         raise UserError("--fail-if-slo-missed needs an --slo", "add e.g. --slo ttft_ms=500")
     folder = writable_dir(out) if out is not None else None
+    if len(rates) > 1:
+        _sweep(spec, rates, folder, json_out, fail_if_slo_missed)
+        return
     doc = run_load(spec)
     if folder is not None:
         write_json(folder / "load.json", doc)
@@ -72,13 +77,57 @@ def load_command(
         print_json(doc)
     else:
         _print(doc)
-    slo_doc = doc["summary"]["slo"]
-    if fail_if_slo_missed and slo_doc.get("missed"):
-        missed = ", ".join(
-            f"{m} <= {slo_doc['slos'][m]:g} met by {slo_doc['attainment_pct'][m]:.1f}%"
-            for m in slo_doc["missed"]
-        )
-        raise fail(f"SLO missed: {missed}", 3)
+    if fail_if_slo_missed:
+        _fail_on_miss(doc["summary"]["slo"])
+
+
+def _fail_on_miss(slo_doc: dict[str, Any], where: str = "") -> None:
+    """Exit 3 naming every SLO some request missed."""
+    if not slo_doc.get("missed"):
+        return
+    missed = ", ".join(
+        f"{m} <= {slo_doc['slos'][m]:g} met by {slo_doc['attainment_pct'][m]:.1f}%"
+        for m in slo_doc["missed"]
+    )
+    raise fail(f"SLO missed{where}: {missed}", 3)
+
+
+def _sweep(
+    spec: Any, rates: list[float], folder: Path | None, json_out: bool, fail_on_miss: bool
+) -> None:
+    """The same requests at every rate: a table, the knee, and with --out the figures."""
+    from infermeter.report.load_figures import load_sweep_figures
+    from infermeter.run.load import run_rate_sweep
+    from infermeter.util.jsonio import print_json, write_json
+
+    doc = run_rate_sweep(spec, rates)
+    if folder is not None:
+        write_json(folder / "load_sweep.json", doc)
+        load_sweep_figures(doc, folder)
+    if json_out:
+        print_json(doc)
+    else:
+        t = Table(title=f"{doc['meta']['model']} · {spec.server} batching · {spec.requests} "
+                  "requests per rate", title_justify="left")  # fmt: skip
+        cols = ("rate/s", "req/s", "tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "e2e p99",
+                "goodput")  # fmt: skip
+        for c in cols:
+            t.add_column(c, justify="right")
+        for p in doc["summary"]:
+            t.add_row(f"{p['rate']:g}", fmt.fixed(p["throughput_rps"]),
+                      fmt.fixed(p["output_tokens_per_s"], 1), fmt.fixed(p["ttft_ms_p50"], 1),
+                      fmt.fixed(p["ttft_ms_p99"], 1), fmt.fixed(p["tpot_ms_p50"], 1),
+                      fmt.fixed(p["e2e_ms_p99"], 1), fmt.fixed(p["goodput_rps"]))  # fmt: skip
+        console = Console(soft_wrap=True)
+        console.print(t)
+        knee_rate = doc["knee_rate"]
+        console.print(f"knee: {knee_rate:g} req/s offered (the highest rate whose p99 "
+                      "end-to-end latency stays within 2x of the lowest rate's)"
+                      if knee_rate is not None else "knee: none (fewer than two rates)",
+                      markup=False)  # fmt: skip
+    if fail_on_miss:
+        for run in doc["runs"]:
+            _fail_on_miss(run["summary"]["slo"], f" at rate {run['meta']['spec']['rate']:g}")
 
 
 def _print(doc: dict[str, Any]) -> None:

@@ -425,3 +425,47 @@ def run_load(spec: LoadSpec, loaded: Any = None) -> dict[str, Any]:
         "versions": {"torch": torch.__version__},
     }  # fmt: skip
     return {"meta": meta, "summary": summary, "timeline": _timeline(rows), "all_samples": rows}
+
+
+def knee(points: list[dict[str, Any]], factor: float = 2.0) -> float | None:
+    """The highest offered rate whose p99 end-to-end latency stays within `factor` of the lowest.
+
+    Past the knee requests queue and latency climbs; None with fewer than two rates.
+
+    Latency, not throughput: over a finite run throughput trails the offered rate even when
+    the server keeps up (the last requests' service time is in the denominator).
+    """
+    ordered = sorted((p for p in points if math.isfinite(p["rate"])), key=lambda p: p["rate"])
+    if len(ordered) < 2 or math.isnan(ordered[0]["e2e_ms_p99"]):
+        return None
+    floor = ordered[0]["e2e_ms_p99"]
+    best = None
+    for p in ordered:
+        if p["e2e_ms_p99"] > factor * floor:
+            break
+        best = p["rate"]
+    return best
+
+
+def run_rate_sweep(spec: LoadSpec, rates: list[float], loaded: Any = None) -> dict[str, Any]:
+    """The same seeded requests at each rate: the throughput-latency curve, goodput, knee."""
+    from dataclasses import replace
+
+    from infermeter.models.loader import load_model
+
+    lm = loaded or load_model(spec.model, dtype=spec.dtype, device=spec.device, seed=spec.seed)
+    runs = [run_load(replace(spec, rate=r), loaded=lm) for r in rates]
+    points = []
+    for rate, doc in zip(rates, runs, strict=True):
+        s = doc["summary"]
+        points.append({
+            "rate": rate, "offered": f"{rate:g}/s" if math.isfinite(rate) else "all at once",
+            "throughput_rps": s["throughput_rps"],
+            "output_tokens_per_s": s["output_tokens_per_s"],
+            **{f"{m}_{q}": s[m][q] for m in ("queue_ms", "ttft_ms", "tpot_ms", "e2e_ms")
+               for q in ("p50", "p99")},
+            "goodput_rps": (s["slo"] or {}).get("goodput_rps"),
+            "slo_all_met_pct": (s["slo"] or {}).get("all_met_pct"),
+        })  # fmt: skip
+    meta = {**runs[0]["meta"], "kind": "load-sweep", "rates": rates}
+    return {"meta": meta, "summary": points, "knee_rate": knee(points), "runs": runs}
