@@ -28,6 +28,11 @@ def compare_command(
         0.05, help="Slowdown of the median tolerated by --fail-if-slower (0.05: 5%)."
     ),
     json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
+    slo: list[str] = typer.Option(None, help="ttft_ms=500, tpot_ms=80 or e2e_ms=2000 "
+                                  "(repeatable): attainment of both runs; default: each "
+                                  "run's own SLOs."),
+    fail_if_slo_missed: bool = typer.Option(False, "--fail-if-slo-missed",
+                                            help="Exit 3 when the variant misses an SLO."),
 ) -> None:
     """Speedup of VARIANT over BASELINE per phase and layer, predicted vs actual."""
     from infermeter.analysis.compare import compare_runs
@@ -40,11 +45,26 @@ def compare_command(
     from infermeter.measure.ceilings import spec_ceilings
 
     ceil = measured or spec_ceilings(str((base.device or {}).get("name")))
+    from infermeter.cli.slo_view import fail_on_miss, slo_line
+    from infermeter.run.slo import parse_slos
+
+    slos = parse_slos(slo)
     doc = clean_json(compare_runs(base, var, ceil))
+    doc["slo"] = {"baseline": base.slo_report(slos), "variant": var.slo_report(slos)}
     if json_out:
         print_json(doc)
     else:
-        Console(soft_wrap=True).print(compare_card(doc))
+        console = Console(soft_wrap=True)
+        console.print(compare_card(doc))
+        for side, report in doc["slo"].items():
+            line = slo_line(report)
+            if line:
+                console.print(f"{side}: {line}", markup=False)
+    if fail_if_slo_missed:
+        if not doc["slo"]["variant"]:
+            raise fail("--fail-if-slo-missed needs an --slo (or runs profiled with --slo)",
+                       2)  # fmt: skip
+        fail_on_miss(doc["slo"]["variant"], " by the variant")
     speed, verdict = doc["total_speedup"], doc["total_verdict"]
     if fail_if_slower and verdict == "slower" and speed < 1 / (1 + tolerance):
         raise fail(

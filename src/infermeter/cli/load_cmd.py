@@ -10,8 +10,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from infermeter.cli.guard import fail, guard
+from infermeter.cli.guard import guard
 from infermeter.cli.output import writable_dir
+from infermeter.cli.slo_view import fail_on_miss, slo_line
 from infermeter.errors import UserError
 from infermeter.util import fmt
 
@@ -78,22 +79,11 @@ def load_command(
     else:
         _print(doc)
     if fail_if_slo_missed:
-        _fail_on_miss(doc["summary"]["slo"])
-
-
-def _fail_on_miss(slo_doc: dict[str, Any], where: str = "") -> None:
-    """Exit 3 naming every SLO some request missed."""
-    if not slo_doc.get("missed"):
-        return
-    missed = ", ".join(
-        f"{m} <= {slo_doc['slos'][m]:g} met by {slo_doc['attainment_pct'][m]:.1f}%"
-        for m in slo_doc["missed"]
-    )
-    raise fail(f"SLO missed{where}: {missed}", 3)
+        fail_on_miss(doc["summary"]["slo"])
 
 
 def _sweep(
-    spec: Any, rates: list[float], folder: Path | None, json_out: bool, fail_on_miss: bool
+    spec: Any, rates: list[float], folder: Path | None, json_out: bool, gate: bool
 ) -> None:
     """The same requests at every rate: a table, the knee, and with --out the figures."""
     from infermeter.report.load_figures import load_sweep_figures
@@ -125,9 +115,9 @@ def _sweep(
                       "end-to-end latency stays within 2x of the lowest rate's)"
                       if knee_rate is not None else "knee: none (fewer than two rates)",
                       markup=False)  # fmt: skip
-    if fail_on_miss:
+    if gate:
         for run in doc["runs"]:
-            _fail_on_miss(run["summary"]["slo"], f" at rate {run['meta']['spec']['rate']:g}")
+            fail_on_miss(run["summary"]["slo"], f" at rate {run['meta']['spec']['rate']:g}")
 
 
 def _print(doc: dict[str, Any]) -> None:
@@ -151,9 +141,6 @@ def _print(doc: dict[str, Any]) -> None:
                   f"{fmt.fixed(v['median_ci95_high'])}", fmt.fixed(v["p90"]),
                   fmt.fixed(v["p99"]), fmt.fixed(v["mean"]))  # fmt: skip
     console.print(t)
-    slo_doc = s["slo"]
-    if slo_doc:
-        parts = ", ".join(f"{m} <= {b:g}: {slo_doc['attainment_pct'][m]:.1f}%"
-                          for m, b in slo_doc["slos"].items())  # fmt: skip
-        console.print(f"SLO attainment {parts}; all met {slo_doc['all_met_pct']:.1f}%; "
-                      f"goodput {slo_doc['goodput_rps']:.2f} req/s", markup=False)  # fmt: skip
+    line = slo_line(s["slo"])
+    if line:
+        console.print(line, markup=False)

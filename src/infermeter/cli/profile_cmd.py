@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -12,6 +12,7 @@ from rich.progress import TaskID
 from infermeter.cli.guard import err_console, guard
 from infermeter.cli.output import writable_dir
 from infermeter.cli.progress import progress_bar
+from infermeter.cli.slo_view import fail_on_miss
 from infermeter.errors import UserError
 from infermeter.models.presets import DEFAULT_PRESET
 from infermeter.util.jsonio import clean_json, print_json, write_json
@@ -111,9 +112,14 @@ def profile_command(
         False, "--json", help="Print exactly one JSON document on stdout instead of the table."
     ),
     show_text: bool = typer.Option(False, help="Print the last sample's prompt and output."),
+    slo: list[str] = typer.Option(None, help="ttft_ms=500, tpot_ms=80 or e2e_ms=2000 "
+                                  "(repeatable): attainment and goodput over the samples."),
+    fail_if_slo_missed: bool = typer.Option(False, "--fail-if-slo-missed",
+                                            help="Exit 3 when a sample misses an SLO."),
 ) -> None:
     """Load a model, generate, and report load, TTFT, TPOT, throughput and peak memory."""
     from infermeter.run import RunConfig
+    from infermeter.run.slo import parse_slos
 
     # Long because typer declares each of the command's options as a parameter.
     config = RunConfig(
@@ -140,13 +146,18 @@ def profile_command(
         energy=energy,
         power_interval_ms=power_interval_ms,
         grid_g_per_kwh=grid_intensity,
+        slos=parse_slos(slo),
     ).validate()
-    _run_and_show(config, db, out, json_out, show_text)
+    if fail_if_slo_missed and not config.slos:
+        raise UserError("--fail-if-slo-missed needs an --slo", "add e.g. --slo ttft_ms=500")
+    result = _run_and_show(config, db, out, json_out, show_text)
+    if fail_if_slo_missed:
+        fail_on_miss(result.slo_report())
 
 
 def _run_and_show(
     config: RunConfig, db: str | None, out: Path | None, json_out: bool, show_text: bool
-) -> None:
+) -> Any:
     """Profile with a progress bar, store, then print the card or the JSON and write --out."""
     from infermeter.cli.render import run_card
     from infermeter.run import profile
@@ -162,7 +173,8 @@ def _run_and_show(
         write_json(out_dir / f"run-{result.run_id}.json", doc)
     if json_out:
         print_json(doc)
-        return
+        return result
     Console(soft_wrap=True).print(run_card(result, where=store.where, show_text=show_text))
+    return result
     if out_dir is not None:
         err_console.print(f"wrote {out_dir / f'run-{result.run_id}.json'}", markup=False)

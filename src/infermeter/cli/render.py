@@ -181,6 +181,11 @@ def run_card(run: RunResult, where: str | None = None, show_text: bool = False) 
     line = energy_line(run)
     if line is not None:
         parts.append(line)
+    from infermeter.cli.slo_view import slo_line
+
+    slo = slo_line(run.slo_report())
+    if slo is not None:
+        parts.append(Text(slo))
     parts.extend(layer_tables(run))
     for note in run.notes:
         parts.append(Text(f"note: {note}", style="dim"))

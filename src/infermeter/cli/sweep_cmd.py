@@ -70,11 +70,14 @@ def sweep_command(
         "machine falls on all alike; compare then pairs their samples. One loaded model: not "
         "with dtype or compile.",
     ),
+    slo: list[str] = typer.Option(None, help="ttft_ms=500, tpot_ms=80 or e2e_ms=2000 "
+                                  "(repeatable): each point's attainment and goodput."),
     db: str = typer.Option(None, help="Database URL or SQLite file."),
     out: Path = typer.Option(None, help="Write DIR/sweep-ID.json there."),
     json_out: bool = typer.Option(False, "--json", help="Print the sweep JSON on stdout."),
 ) -> None:
     """Run a grid over knob values; every point is stored, and a rerun resumes."""
+    from infermeter.run.slo import parse_slos
     from infermeter.run.sweep import SweepSpec
     from infermeter.run.sweep_file import parse_knob_option, read_sweep_file
     from infermeter.store import Store
@@ -98,6 +101,7 @@ def sweep_command(
             "mode": mode,
             "energy": energy,
             "prompts_file": str(prompts) if prompts else None,
+            "slos": parse_slos(slo) or None,
         },
     )
     spec = SweepSpec(

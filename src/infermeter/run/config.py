@@ -51,6 +51,8 @@ class RunConfig:
             or "off"; a named source that is missing is an error.
         power_interval_ms: how often the power sampler reads the sources (10 ms minimum).
         grid_g_per_kwh: grid carbon intensity; when given, grams of CO2 are reported.
+        slos: (metric, bound) pairs (`ttft_ms`, `tpot_ms`, `e2e_ms` = the call's total):
+            each sample's rows pass or fail, the summary gets attainment and goodput.
     """
 
     model: str = DEFAULT_PRESET
@@ -77,9 +79,13 @@ class RunConfig:
     energy: str = "auto"
     power_interval_ms: float = 100.0
     grid_g_per_kwh: float | None = None
+    slos: tuple[tuple[str, float], ...] = ()
 
     def validate(self) -> RunConfig:
         """Raise UserError for any value that cannot run; return self for chaining."""
+        from infermeter.run.slo import check_slos
+
+        check_slos(self.slos)
         for name in ("temperature", "top_p", "power_interval_ms", "grid_g_per_kwh"):
             value = getattr(self, name)
             if value is not None and not math.isfinite(value):

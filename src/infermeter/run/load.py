@@ -27,9 +27,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from infermeter.errors import UserError
+from infermeter.run.slo import SLO_METRICS, check_slos, parse_slos, slo_report
 
-SLO_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms")
 SERVERS = ("continuous", "static")
+__all__ = ["SLO_METRICS", "parse_slos", "slo_report"]  # re-exported for `load`
 
 
 @dataclass(frozen=True)
@@ -105,28 +106,8 @@ class LoadSpec:
         for ok, message in checks:
             if not ok:
                 raise UserError(message, "see `infermeter load --help`")
-        for name, bound in self.slos:
-            if name not in SLO_METRICS or not (bound > 0 and math.isfinite(bound)):
-                raise UserError(f"--slo {name}={bound} is not an SLO",
-                                f"use {', '.join(SLO_METRICS)} with a positive bound, "
-                                "e.g. --slo ttft_ms=500")  # fmt: skip
+        check_slos(self.slos)
         return self
-
-
-def parse_slos(items: list[str] | None) -> tuple[tuple[str, float], ...]:
-    """`ttft_ms=500` items into (metric, bound) pairs; one line on a bad one."""
-    out = []
-    for text in items or []:
-        name, sep, raw = text.partition("=")
-        try:
-            bound = float(raw)
-        except ValueError:
-            bound = math.nan
-        if not sep or name.strip() not in SLO_METRICS or not (bound > 0 and math.isfinite(bound)):
-            raise UserError(f"--slo {text!r} is not METRIC=BOUND",
-                            f"use {', '.join(SLO_METRICS)}, e.g. --slo ttft_ms=500")  # fmt: skip
-        out.append((name.strip(), bound))
-    return tuple(out)
 
 
 def arrival_offsets_s(rate: float, n: int, seed: int) -> list[float]:
@@ -328,35 +309,6 @@ def serve_static(loaded: Any, arrivals: _Arrivals, batch: int) -> None:
             r.end_s = r.token_s[-1] if r.token_s else start_s
             arrivals.in_flight -= 1
         served += len(take)
-
-
-def slo_report(rows: list[dict[str, Any]], slos: tuple[tuple[str, float], ...],
-               wall_s: float) -> dict[str, Any]:  # fmt: skip
-    """Per request pass/fail (written into `rows`), attainment per SLO and of all, goodput.
-
-    A request with an error, or without the measured metric, fails that SLO.
-    """
-    if not slos:
-        return {}
-    met_all = 0
-    attained = dict.fromkeys((n for n, _ in slos), 0)
-    for row in rows:
-        passed = {}
-        for name, bound in slos:
-            v = row.get(name)
-            ok = row.get("error") is None and v is not None and not math.isnan(v) and v <= bound
-            passed[name] = ok
-            attained[name] += ok
-        row["slo_pass"] = passed
-        met_all += all(passed.values())
-    n = len(rows)
-    return {
-        "slos": {name: bound for name, bound in slos},
-        "attainment_pct": {name: 100.0 * c / n for name, c in attained.items()},
-        "all_met_pct": 100.0 * met_all / n,
-        "goodput_rps": met_all / wall_s if wall_s > 0 else math.nan,
-        "missed": sorted(name for name, c in attained.items() if c < n),
-    }
 
 
 def _timeline(rows: list[dict[str, Any]]) -> list[dict[str, float]]:

@@ -179,6 +179,23 @@ class RunResult:
         out["itl_ms"] = summarize(x for s in self.measured for x in s.step_ms)
         return out
 
+    def slo_report(self, slos: Any = None) -> dict[str, Any]:
+        """SLO attainment and goodput over the measured samples ({} without SLOs).
+
+        Each row of a sample is a request with the sample's TTFT, TPOT and total (`e2e_ms`);
+        goodput is over the samples' summed wall time. `slos` default: the run's config.
+        """
+        from infermeter.run.slo import slo_report
+
+        pairs = tuple((str(n), float(b)) for n, b in (slos or self.config.get("slos") or ()))
+        rows = [
+            {"ttft_ms": s.ttft_ms, "tpot_ms": s.tpot_ms, "e2e_ms": s.total_ms, "error": None}
+            for s in self.measured
+            for _ in range(s.batch_size)
+        ]
+        wall_s = sum(s.total_ms for s in self.measured) / 1e3
+        return slo_report(rows, pairs, wall_s) if rows else {}
+
     def noisy_metrics(self) -> list[str]:
         """Names of metrics whose sample-to-sample spread is too large to trust the mean alone.
 
@@ -244,6 +261,7 @@ class RunResult:
                     "warmup_samples": len(self.samples) - len(self.measured),
                     "noisy": self.noisy_metrics(),
                     **summary,
+                    "slo": self.slo_report(),
                 }
             ],
             "all_samples": [self.sample_row(s) for s in self.samples],

@@ -408,6 +408,7 @@ def sweep_document(sweep_id: str, spec: dict[str, Any], runs: list[RunResult]) -
                 "checks": run.checks,
                 **{k: v.to_dict() for k, v in stats.items()},
                 "phases": run.phases,
+                "slo": run.slo_report(),
             }
         )
         parts = phase_components(run, "prefill")
