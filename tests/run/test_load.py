@@ -137,3 +137,23 @@ def test_a_rate_sweep_of_two_points_writes_its_files(tmp_path):
     for name in ("latency_vs_throughput.png", "latency_vs_throughput.csv", "goodput_vs_rate.png"):
         assert (tmp_path / name).stat().st_size > 0
     assert "knee:" in r.output
+
+
+def test_a_load_run_is_stored_as_a_run_of_requests(tmp_path):
+    from infermeter.store import Store
+
+    db = str(tmp_path / "r.db")
+    r = runner.invoke(app, ["load", "--server", "static", "--requests", "5", "--rate", "50",
+                            "--prompt-tokens", "8", "--new-tokens", "3", "--slo", "ttft_ms=60000",
+                            "--db", db])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    (row,) = Store(db).list_runs()
+    run = Store(db).get(row["id"])
+    assert run.config["mode"] == "load" and run.knobs == {"rate": 50.0, "server": "static"}
+    assert len(run.samples) == 5 and all(s.new_tokens == 3 and len(s.step_ms) == 2
+                                         for s in run.samples)  # fmt: skip
+    load = run.checks["load"]
+    assert len(load["queue_ms"]) == 5 and load["summary"]["requests"] == 5
+    assert run.slo_report() == load["summary"]["slo"]  # goodput over the load's wall time
+    r = runner.invoke(app, ["runs", "show", row["id"], "--db", db], terminal_width=160)
+    assert "5 requests arriving 50/s · static batching" in r.output

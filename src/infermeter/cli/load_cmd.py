@@ -52,6 +52,7 @@ def load_command(
     device: str = typer.Option("cpu", help="cpu, cuda, cuda:N, mps or auto."),
     dtype: str = typer.Option("auto", help="auto, float32, bfloat16, float16."),
     out: Path = typer.Option(None, help="Also write DIR/load.json."),
+    db: str = typer.Option(None, help="Database URL or SQLite file (the run is stored there)."),
     json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
 ) -> None:
     """Serve a stream of requests: queue, TTFT, TPOT, end-to-end latency, throughput, SLOs."""
@@ -67,23 +68,28 @@ def load_command(
     ).validate()  # fmt: skip
     if fail_if_slo_missed and not spec.slos:
         raise UserError("--fail-if-slo-missed needs an --slo", "add e.g. --slo ttft_ms=500")
+    from infermeter.store import Store
+
     folder = writable_dir(out) if out is not None else None
+    store = Store(db)  # opened first: a locked or unreadable database fails before the work
     if len(rates) > 1:
-        _sweep(spec, rates, folder, json_out, fail_if_slo_missed)
+        _sweep(spec, rates, folder, json_out, fail_if_slo_missed, store)
         return
     doc = run_load(spec)
+    stored = _store(doc, store)
     if folder is not None:
         write_json(folder / "load.json", doc)
     if json_out:
         print_json(doc)
     else:
         _print(doc)
+        Console(soft_wrap=True).print(stored, style="dim", markup=False)
     if fail_if_slo_missed:
         fail_on_miss(doc["summary"]["slo"])
 
 
 def _sweep(
-    spec: Any, rates: list[float], folder: Path | None, json_out: bool, gate: bool
+    spec: Any, rates: list[float], folder: Path | None, json_out: bool, gate: bool, store: Any
 ) -> None:
     """The same requests at every rate: a table, the knee, and with --out the figures."""
     from infermeter.report.load_figures import load_sweep_figures
@@ -91,6 +97,8 @@ def _sweep(
     from infermeter.util.jsonio import print_json, write_json
 
     doc = run_rate_sweep(spec, rates)
+    for run in doc["runs"]:
+        _store(run, store)
     if folder is not None:
         write_json(folder / "load_sweep.json", doc)
         load_sweep_figures(doc, folder)
@@ -118,6 +126,15 @@ def _sweep(
     if gate:
         for run in doc["runs"]:
             fail_on_miss(run["summary"]["slo"], f" at rate {run['meta']['spec']['rate']:g}")
+
+
+def _store(doc: dict[str, Any], store: Any) -> str:
+    """Keep the load run in the store (one sample per request); say where."""
+    from infermeter.run.load import as_run
+
+    run_id = store.save(as_run(doc, doc["meta"]["model_info"]))
+    doc["meta"]["run_id"] = run_id
+    return f"stored as run {run_id} in {store.where}"
 
 
 def _print(doc: dict[str, Any]) -> None:

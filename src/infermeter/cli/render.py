@@ -33,6 +33,11 @@ def run_header(run: RunResult, where: str | None = None) -> Text:
         f"{cfg.get('batch_size')} · {len(run.measured)} samples + "
         f"{len(run.samples) - len(run.measured)} warm-up · {cfg.get('decoding')}"
     )
+    load = cfg.get("load")
+    if load:  # `infermeter load`: each sample is a request
+        rate = "all at once" if load.get("rate") in (None, float("inf")) else f"{load['rate']:g}/s"
+        line2 = (f"{len(run.samples)} requests arriving {rate} · {load.get('server')} batching "
+                 "· each sample is one request, TTFT from its arrival")  # fmt: skip
     from infermeter.instrument.config import MODE_COST
 
     mode = str(cfg.get("mode"))

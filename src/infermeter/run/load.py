@@ -371,6 +371,7 @@ def run_load(spec: LoadSpec, loaded: Any = None) -> dict[str, Any]:
     meta = {
         "kind": "load",
         "model": lm.info.spec,
+        "model_info": lm.info.to_dict(),
         "spec": {**asdict(spec), "prompt_tokens": asdict(spec.prompt_tokens),
                  "new_tokens": asdict(spec.new_tokens), "slos": dict(spec.slos)},
         "device": describe_device(next(lm.model.parameters()).device),
@@ -421,3 +422,39 @@ def run_rate_sweep(spec: LoadSpec, rates: list[float], loaded: Any = None) -> di
         })  # fmt: skip
     meta = {**runs[0]["meta"], "kind": "load-sweep", "rates": rates}
     return {"meta": meta, "summary": points, "knee_rate": knee(points), "runs": runs}
+
+
+def as_run(doc: dict[str, Any], model_info: dict[str, Any]) -> Any:
+    """A load run as a stored run (mode `load`): one sample per request, in arrival order.
+
+    A request's sample: `start_ms` its arrival, `ttft_ms` arrival to first token (queue
+    included), `step_ms` its inter-token latencies, so `total_ms` is its end-to-end latency.
+    The load's own summary, SLO report, in-flight timeline and queue times go in
+    `checks["load"]`, which `runs show --json` and `report` carry.
+    """
+    from infermeter.run.results import RunResult, SampleResult
+    from infermeter.util.timestamps import now_iso
+
+    meta, rows = doc["meta"], doc["all_samples"]
+    spec = meta["spec"]
+    samples = [
+        SampleResult(
+            index=r["sample_id"], warmup=False, batch_size=1, prompt_tokens=r["prompt_tokens"],
+            new_tokens=r["output_tokens"], vision_tokens=0, start_ms=r["arrival_ms"],
+            ttft_ms=r["ttft_ms"], step_ms=tuple(r["itl_ms"]), memory={},
+        )
+        for r in rows
+    ]  # fmt: skip
+    config = {"model": spec["model"], "mode": "load", "slos": [list(p) for p in spec["slos"]
+              .items()], "load": spec}  # fmt: skip
+    return RunResult(
+        run_id=None, config=config,
+        knobs={"rate": spec["rate"] if math.isfinite(spec["rate"]) else "inf",
+               "server": spec["server"]},
+        model_info=model_info, device=meta["device"], versions=meta["versions"],
+        created=now_iso(), samples=samples, status="finished",
+        notes=[f"load run: {len(rows)} requests, {spec['server']} batching; each sample is one "
+               "request (TTFT from its arrival)"],
+        checks={"load": {"summary": doc["summary"], "timeline": doc["timeline"],
+                         "queue_ms": [r["queue_ms"] for r in rows]}},
+    )  # fmt: skip

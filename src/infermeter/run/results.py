@@ -187,6 +187,9 @@ class RunResult:
         """
         from infermeter.run.slo import slo_report
 
+        load = (self.checks.get("load") or {}).get("summary")
+        if load is not None and slos is None:  # a load run: goodput over its wall time
+            return dict(load.get("slo") or {})
         pairs = tuple((str(n), float(b)) for n, b in (slos or self.config.get("slos") or ()))
         rows = [
             {"ttft_ms": s.ttft_ms, "tpot_ms": s.tpot_ms, "e2e_ms": s.total_ms, "error": None}
