@@ -35,6 +35,12 @@ def test_experiment_all_quick_writes_every_json_csv_and_png(tmp_path):
     assert r.returncode == 0, r.stderr
     for name in EXPERIMENTS:
         folder = out / name
+        if EXPERIMENTS[name].serving:  # a rate sweep of `load`: its own files
+            doc = json.loads((folder / "load_sweep.json").read_text())
+            assert [p["rate"] for p in doc["summary"]] == [2.0, 8.0, 32.0]
+            assert all(len(run["all_samples"]) == 2 for run in doc["runs"])  # --samples 2
+            assert (folder / "latency_vs_throughput.png").stat().st_size > 0
+            continue
         doc = json.loads((folder / "sweep.json").read_text())
         assert doc["meta"]["name"] == name and doc["summary"]
         png = Image.open(folder / f"{name}.png")

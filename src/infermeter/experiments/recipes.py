@@ -35,6 +35,8 @@ class Experiment:
     figure: dict[str, Any] = field(default_factory=dict)
     scaling: tuple[str, bool] | None = None
     applies: Callable[[ModelInfo], str | None] = lambda info: None
+    #: a serving experiment: a rate sweep of `infermeter load` (grid: {"rate": [...]})
+    serving: bool = False
 
 
 def _within(values: list[int], limit: int | None, reserve: int = 16) -> list[str]:
@@ -105,6 +107,16 @@ EXPERIMENTS: dict[str, Experiment] = {
             base={"prompt_tokens": 128, "new_tokens": 32, "samples": 5},
             quick_base={"prompt_tokens": 32, "new_tokens": 8, "samples": 3},
             applies=lambda info: None if info.is_moe else "the model has no experts",
+        ),
+        Experiment(
+            "serving",
+            "offered request rate -> latency vs throughput, goodput, the knee (static batches)",
+            lambda info, quick, cuda: {
+                "rate": ["2", "8", "32"] if quick else ["0.5", "1", "2", "4", "8", "16", "32"]
+            },
+            base={"prompt_tokens": 64, "new_tokens": 16, "samples": 32},
+            quick_base={"prompt_tokens": 32, "new_tokens": 8, "samples": 8},
+            serving=True,
         ),
         Experiment(
             "routing-shortcuts",

@@ -96,6 +96,8 @@ def run_experiment(
 ) -> ExperimentOutput:
     """Run (or resume) one experiment and write its files under out/NAME."""
     exp = get_experiment(name)
+    if exp.serving:
+        return _run_serving(exp, store, out, quick, samples, loaded)
     spec = experiment_spec(exp, base, loaded, quick, samples)
     result = run_sweep(spec, store, loaded=loaded, on_progress=on_progress)
     doc = result.to_json()
@@ -124,3 +126,32 @@ def draw(exp: Experiment, doc: dict[str, Any], folder: Path) -> list[Path]:
         title=f"{doc['meta'].get('model')}: {exp.help}",
         **exp.figure,
     )
+
+
+def _run_serving(
+    exp: Experiment, store: Any, out: Path, quick: bool, samples: int | None,
+    loaded: LoadedModel,
+) -> ExperimentOutput:  # fmt: skip
+    """A rate sweep of `infermeter load`: each rate a stored run, the sweep's JSON, figures.
+
+    Static batches, which start at once on any device (continuous batching's manager takes
+    seconds to start per run on CPU); `samples` is the number of requests per rate.
+    """
+    from infermeter.report.load_figures import load_sweep_figures
+    from infermeter.run.load import Lengths, LoadSpec, as_run, run_rate_sweep
+
+    settings = {**exp.base, **(exp.quick_base if quick else {})}
+    spec = LoadSpec(
+        model=loaded.info.spec, requests=samples or settings["samples"],
+        prompt_tokens=Lengths("fixed", settings["prompt_tokens"]),
+        new_tokens=Lengths("fixed", settings["new_tokens"]), server="static",
+    )  # fmt: skip
+    rates = [float(r) for r in exp.grid(loaded.info, quick, False)["rate"]]
+    doc = run_rate_sweep(spec, rates, loaded=loaded)
+    for run in doc["runs"]:
+        run["meta"]["run_id"] = store.save(as_run(run, loaded.info.to_dict()))
+    folder = out / exp.name
+    folder.mkdir(parents=True, exist_ok=True)
+    files = [write_json(folder / "load_sweep.json", doc), *load_sweep_figures(doc, folder)]
+    return ExperimentOutput(exp.name, f"rates {','.join(f'{r:g}' for r in rates)}", files,
+                            None, 0)  # fmt: skip
