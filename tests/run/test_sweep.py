@@ -94,3 +94,17 @@ def test_sweep_files_are_validated(tmp_path):
         read_sweep_file(wrong)
     with pytest.raises(UserError, match="not NAME=V1,V2"):
         parse_knob_option("top_k")
+
+
+def test_sweep_ids_survive_the_slo_field():
+    """Ids are how reruns resume: a sweep without SLOs keeps the id it had before SLOs existed
+    (this value was computed by the code of that time); one with SLOs is another sweep."""
+    from dataclasses import replace
+
+    from infermeter.run.config import RunConfig
+    from infermeter.run.sweep import SweepSpec
+
+    base = RunConfig(model="tiny-llama")
+    assert SweepSpec(base, {"top_k": ["1", "2"]}).sweep_id == "182425994b3d"
+    with_slo = replace(base, slos=(("ttft_ms", 500.0),))
+    assert SweepSpec(with_slo, {"top_k": ["1", "2"]}).sweep_id != "182425994b3d"

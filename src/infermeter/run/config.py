@@ -172,6 +172,7 @@ class RunConfig:
         d = asdict(self)
         prompts = d.pop("prompts")
         d["prompts_count"] = len(prompts) if prompts else None
+        d["slos"] = [list(p) for p in self.slos]  # as JSON keeps them
         return d
 
     def knob_values(self) -> dict[str, Any]:

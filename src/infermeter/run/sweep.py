@@ -85,9 +85,13 @@ class SweepSpec:
         """Stable id: the same model, base configuration and grid give the same id.
 
         An interleaved sweep is another sweep (its samples were taken differently): its id
-        differs; a sequential one keeps the id it always had.
+        differs; a sequential one keeps the id it always had. SLOs are part of the definition
+        only when given.
         """
-        what: dict[str, Any] = {"base": self.base.to_dict(), "knobs": self.knobs}
+        base = self.base.to_dict()
+        if not base["slos"]:  # a sweep without SLOs keeps the id it had before they existed
+            del base["slos"]
+        what: dict[str, Any] = {"base": base, "knobs": self.knobs}
         if self.interleave:
             what["interleave"] = True
         blob = json.dumps(what, sort_keys=True, default=str)
