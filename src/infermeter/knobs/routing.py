@@ -326,7 +326,8 @@ class ShortcutRouting:
             rows = torch.tensor(list(cached), device=flat.device)
             experts[rows] = torch.stack([e.experts for e in cached.values()])
             weights[rows] = torch.stack([e.weights for e in cached.values()]).to(weights.dtype)
-        logits = flat.new_zeros((n, getattr(inner.__self__, "num_experts", 0) or 1))
+        router = getattr(inner, "__self__", None)  # None when another wrapper came first
+        logits = flat.new_zeros((n, getattr(router, "num_experts", 0) or 1))
         if learned:
             state.learned_calls += 1
             idx = torch.tensor(learned, device=flat.device)
