@@ -157,3 +157,32 @@ def test_a_load_run_is_stored_as_a_run_of_requests(tmp_path):
     assert run.slo_report() == load["summary"]["slo"]  # goodput over the load's wall time
     r = runner.invoke(app, ["runs", "show", row["id"], "--db", db], terminal_width=160)
     assert "5 requests arriving 50/s · static batching" in r.output
+
+
+def test_the_live_page_hears_of_every_request(tiny_llama):
+    """The progress line of a load: requests served of the total, tokens, requests in flight;
+    gone at the end (the live page shows `N in flight`)."""
+
+    class Sink:
+        def __init__(self):
+            self.states = []
+
+        def progress(self, key, state):
+            self.states.append(None if state is None else dict(state))
+
+    sink = Sink()
+    from infermeter.run.progress import LiveProgress
+
+    LiveProgress.MIN_INTERVAL_S, saved = 0.0, LiveProgress.MIN_INTERVAL_S
+    try:
+        run_load(LoadSpec(server="static", rate=math.inf, requests=4, static_batch=2,
+                          prompt_tokens=Lengths("fixed", 8), new_tokens=Lengths("fixed", 3)),
+                 loaded=tiny_llama, sink=sink)  # fmt: skip
+    finally:
+        LiveProgress.MIN_INTERVAL_S = saved
+    states = [s for s in sink.states if s is not None]
+    assert sink.states[-1] is None  # the line goes away at the end
+    assert [s["done"] for s in states] == [0, 1, 2, 3, 4]
+    assert all(s["stage"] == "requests" and s["total"] == 4 for s in states)
+    assert states[-1]["tokens"] == 12 and states[-1]["in_flight"] == 0
+    assert max(s["in_flight"] for s in states) >= 1

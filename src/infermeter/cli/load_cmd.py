@@ -75,7 +75,7 @@ def load_command(
     if len(rates) > 1:
         _sweep(spec, rates, folder, json_out, fail_if_slo_missed, store)
         return
-    doc = run_load(spec)
+    doc = run_load(spec, sink=store)  # the live page follows it
     stored = _store(doc, store)
     if folder is not None:
         write_json(folder / "load.json", doc)
@@ -96,7 +96,7 @@ def _sweep(
     from infermeter.run.load import run_rate_sweep
     from infermeter.util.jsonio import print_json, write_json
 
-    doc = run_rate_sweep(spec, rates)
+    doc = run_rate_sweep(spec, rates, sink=store)
     for run in doc["runs"]:
         _store(run, store)
     if folder is not None:

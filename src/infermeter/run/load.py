@@ -175,12 +175,31 @@ def make_requests(spec: LoadSpec, tokenizer: Any, limit: int) -> list[Request]:
 
 
 class _Arrivals:
-    """Which requests have arrived by now: open loop (Poisson offsets) or closed loop."""
+    """Which requests have arrived by now: open loop (Poisson offsets) or closed loop.
 
-    def __init__(self, reqs: list[Request], offsets: list[float], concurrency: int | None):
+    `finished(tokens)` is told as each request ends; it keeps the live page's line (a
+    `run.progress.LiveProgress`, when a store was given) up to date: requests served of
+    the total, tokens so far, requests in flight.
+    """
+
+    def __init__(
+        self, reqs: list[Request], offsets: list[float], concurrency: int | None,
+        live: Any = None,
+    ) -> None:  # fmt: skip
         self.reqs, self.offsets, self.concurrency = reqs, offsets, concurrency
         self.next = 0
         self.in_flight = 0
+        self.served = 0
+        self.live = live
+
+    def finished(self, tokens: int) -> None:
+        """One request ended with `tokens` output tokens."""
+        self.in_flight -= 1
+        self.served += 1
+        if self.live is not None:
+            self.live.state["in_flight"] = self.in_flight
+            self.live.state["tokens"] += tokens
+            self.live("requests", self.served, len(self.reqs))
 
     def due(self, t0: float) -> list[Request]:
         """Requests arriving now (their arrival time set); none once all have come."""
@@ -263,7 +282,7 @@ def _collect(manager: Any, pending: dict[str, Any], arrivals: _Arrivals, timeout
                 r.start_s, r.end_s = result.lifespan
                 r.token_s = list(result.timestamps or [])
                 r.error = result.error
-                arrivals.in_flight -= 1
+                arrivals.finished(len(r.token_s))
             done += 1
         if left <= 0 or not pending:
             return done
@@ -307,7 +326,7 @@ def serve_static(loaded: Any, arrivals: _Arrivals, batch: int) -> None:
         for r in take:
             r.start_s, r.token_s = start_s, marks_s[: r.new_tokens]
             r.end_s = r.token_s[-1] if r.token_s else start_s
-            arrivals.in_flight -= 1
+            arrivals.finished(len(r.token_s))
         served += len(take)
 
 
@@ -341,7 +360,7 @@ def summarize_load(rows: list[dict[str, Any]], wall_s: float) -> dict[str, Any]:
     return out
 
 
-def run_load(spec: LoadSpec, loaded: Any = None) -> dict[str, Any]:
+def run_load(spec: LoadSpec, loaded: Any = None, sink: Any = None) -> dict[str, Any]:
     """Drive the requests through the chosen server: the run's document.
 
     Shape: {"meta": {kind, spec, model, device}, "summary": {throughput, latencies, slo},
@@ -356,13 +375,23 @@ def run_load(spec: LoadSpec, loaded: Any = None) -> dict[str, Any]:
     lm = loaded or load_model(spec.model, dtype=spec.dtype, device=spec.device, seed=spec.seed)
     limit = lm.info.max_positions or 10**9
     reqs = make_requests(spec, lm.tokenizer, limit)
+    from infermeter.run.progress import LiveProgress
+
+    live = LiveProgress(sink, lm.info.spec) if sink is not None else None
     arrivals = _Arrivals(reqs, arrival_offsets_s(spec.rate, spec.requests, spec.seed),
-                         spec.concurrency)  # fmt: skip
-    with torch.inference_mode():
-        if spec.server == "continuous":
-            serve_continuous(lm, arrivals)
-        else:
-            serve_static(lm, arrivals, spec.static_batch)
+                         spec.concurrency, live)  # fmt: skip
+    try:
+        if live is not None:
+            live.state["in_flight"] = 0
+            live("requests", 0, len(reqs))
+        with torch.inference_mode():
+            if spec.server == "continuous":
+                serve_continuous(lm, arrivals)
+            else:
+                serve_static(lm, arrivals, spec.static_batch)
+    finally:
+        if live is not None:
+            live.end()
     origin = min(r.arrival_s for r in reqs)
     wall_s = max(r.end_s for r in reqs) - origin
     rows = [r.row(origin) for r in reqs]
@@ -400,14 +429,16 @@ def knee(points: list[dict[str, Any]], factor: float = 2.0) -> float | None:
     return best
 
 
-def run_rate_sweep(spec: LoadSpec, rates: list[float], loaded: Any = None) -> dict[str, Any]:
+def run_rate_sweep(
+    spec: LoadSpec, rates: list[float], loaded: Any = None, sink: Any = None
+) -> dict[str, Any]:
     """The same seeded requests at each rate: the throughput-latency curve, goodput, knee."""
     from dataclasses import replace
 
     from infermeter.models.loader import load_model
 
     lm = loaded or load_model(spec.model, dtype=spec.dtype, device=spec.device, seed=spec.seed)
-    runs = [run_load(replace(spec, rate=r), loaded=lm) for r in rates]
+    runs = [run_load(replace(spec, rate=r), loaded=lm, sink=sink) for r in rates]
     points = []
     for rate, doc in zip(rates, runs, strict=True):
         s = doc["summary"]

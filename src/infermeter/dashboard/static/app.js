@@ -308,7 +308,7 @@ async function sweepPage(id) {
     (doc.summary.length > 1 ? `<p><a data-testid="sweep-compare" href="#/compare/${doc.summary.slice(0, 8).map((r) => esc(r.run_id)).join(",")}">compare ${doc.summary.length > 8 ? "the first 8 points" : "every point"} with the first</a> (verdicts and every sample)</p>` : "");
 }
 
-const STAGES = { load: "loading the model", compile: "compiling", warmup: "warm-up", sample: "sample" };
+const STAGES = { load: "loading the model", compile: "compiling", warmup: "warm-up", sample: "sample", requests: "requests served" };
 
 function progressLine(p) {
   const what = p.stage === "load" ? STAGES.load + (p.done ? " (done)" : "…")
@@ -316,7 +316,8 @@ function progressLine(p) {
   const run = p.run_id ? ` · run <a href="#/run/${esc(p.run_id)}">${esc(p.run_id)}</a>` : "";
   const pct = p.total ? Math.round((100 * (p.stage === "load" ? p.done : p.done - 1)) / p.total) : 0;
   const st = p.steps;
-  const inSample = st ? ` · token ${esc(st.tokens)} of ${esc(st.of)}` + (st.ttft_ms != null ? ` · TTFT ${num(st.ttft_ms)} ms` : "") : "";
+  const inSample = (st ? ` · token ${esc(st.tokens)} of ${esc(st.of)}` + (st.ttft_ms != null ? ` · TTFT ${num(st.ttft_ms)} ms` : "") : "") +
+    (p.in_flight != null ? ` · <span data-testid="live-in-flight">${esc(p.in_flight)} in flight</span>` : "");
   const stepChart = st && st.step_ms && st.step_ms.length
     ? `<div class="muted">decode steps of this sample as they happen (ms${st.first_step ? `, from step ${esc(st.first_step + 1)}` : ""})</div><div data-testid="live-running-steps">` + line(st.step_ms, { height: 120 }) + "</div>" : "";
   return `<div class="progress" data-testid="live-progress"><b>${esc(p.model)}</b>${run} · ${esc(what)}${inSample} · ${esc(p.tokens)} tokens so far` +
