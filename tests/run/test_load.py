@@ -184,5 +184,5 @@ def test_the_live_page_hears_of_every_request(tiny_llama):
     assert sink.states[-1] is None  # the line goes away at the end
     assert [s["done"] for s in states] == [0, 1, 2, 3, 4]
     assert all(s["stage"] == "requests" and s["total"] == 4 for s in states)
-    assert states[-1]["tokens"] == 12 and states[-1]["in_flight"] == 0
-    assert max(s["in_flight"] for s in states) >= 1
+    assert states[-1]["tokens"] == 12 and states[-1]["steps"] == {"in_flight": 0}
+    assert max(s["steps"]["in_flight"] for s in states) >= 1

@@ -196,8 +196,8 @@ class _Arrivals:
         """One request ended with `tokens` output tokens."""
         self.in_flight -= 1
         self.served += 1
-        if self.live is not None:
-            self.live.state["in_flight"] = self.in_flight
+        if self.live is not None:  # the progress row's `steps` holds a load's in-flight count
+            self.live.state["steps"] = {"in_flight": self.in_flight}
             self.live.state["tokens"] += tokens
             self.live("requests", self.served, len(self.reqs))
 
@@ -382,7 +382,7 @@ def run_load(spec: LoadSpec, loaded: Any = None, sink: Any = None) -> dict[str, 
                          spec.concurrency, live)  # fmt: skip
     try:
         if live is not None:
-            live.state["in_flight"] = 0
+            live.state["steps"] = {"in_flight": 0}
             live("requests", 0, len(reqs))
         with torch.inference_mode():
             if spec.server == "continuous":

@@ -316,8 +316,8 @@ function progressLine(p) {
   const run = p.run_id ? ` · run <a href="#/run/${esc(p.run_id)}">${esc(p.run_id)}</a>` : "";
   const pct = p.total ? Math.round((100 * (p.stage === "load" ? p.done : p.done - 1)) / p.total) : 0;
   const st = p.steps;
-  const inSample = (st ? ` · token ${esc(st.tokens)} of ${esc(st.of)}` + (st.ttft_ms != null ? ` · TTFT ${num(st.ttft_ms)} ms` : "") : "") +
-    (p.in_flight != null ? ` · <span data-testid="live-in-flight">${esc(p.in_flight)} in flight</span>` : "");
+  const inSample = (st && st.tokens != null ? ` · token ${esc(st.tokens)} of ${esc(st.of)}` + (st.ttft_ms != null ? ` · TTFT ${num(st.ttft_ms)} ms` : "") : "") +
+    (st && st.in_flight != null ? ` · <span data-testid="live-in-flight">${esc(st.in_flight)} in flight</span>` : "");
   const stepChart = st && st.step_ms && st.step_ms.length
     ? `<div class="muted">decode steps of this sample as they happen (ms${st.first_step ? `, from step ${esc(st.first_step + 1)}` : ""})</div><div data-testid="live-running-steps">` + line(st.step_ms, { height: 120 }) + "</div>" : "";
   return `<div class="progress" data-testid="live-progress"><b>${esc(p.model)}</b>${run} · ${esc(what)}${inSample} · ${esc(p.tokens)} tokens so far` +
