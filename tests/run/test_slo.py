@@ -57,3 +57,15 @@ def test_sweep_points_carry_their_slo_attainment(tmp_path):
     assert r.exit_code == 0, r.output
     rows = json.loads(r.stdout)["summary"]
     assert [row["slo"]["all_met_pct"] for row in rows] == [100.0, 100.0]
+
+
+def test_the_report_has_the_slos(tmp_path):
+    db = str(tmp_path / "r.db")
+    r = runner.invoke(app, ["profile", "--samples", "2", "--new-tokens", "3", "--prompt-tokens",
+                            "8", "--db", db, "--slo", "e2e_ms=100000", "--json"])  # fmt: skip
+    run_id = json.loads(r.stdout)["meta"]["run_id"]
+    r = runner.invoke(app, ["report", run_id, "--db", db, "--out", str(tmp_path / "rep")])
+    assert r.exit_code == 0, r.output
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## Service-level objectives" in md and "| e2e_ms <= 100000 | 100 |" in md
+    assert (tmp_path / "rep" / "slo.csv").read_text().startswith("slo,attainment_pct")

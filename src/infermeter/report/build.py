@@ -169,6 +169,15 @@ def run_report(run: Any, out: Path, analysis: dict[str, Any] | None = None) -> l
     if phases:
         doc.table(phases)
         files.append(write_csv(out / "phases.csv", phases))
+    slo = run.slo_report()
+    if slo:
+        doc.heading("Service-level objectives")
+        rows = [{"slo": f"{m} <= {b:g}", "attainment_pct": slo["attainment_pct"][m]}
+                for m, b in slo["slos"].items()]  # fmt: skip
+        doc.table(rows)
+        doc.text(f"all met: {slo['all_met_pct']:.1f}% of requests; goodput "
+                 f"{slo['goodput_rps']:.2f} requests/s")  # fmt: skip
+        files.append(write_csv(out / "slo.csv", rows))
     if run.energy:
         doc.heading("Energy")
         e = run.energy

@@ -201,6 +201,12 @@ function card(s, label, key, unit, d = 2) {
   return `<div class="card" data-testid="card-${key}"><b>${num(st.p50, d)}</b><span>${label} (${unit}), median${mark}</span><small>${ci(st, d)}</small></div>`;
 }
 
+function sloLine(slo) {
+  if (!slo || !slo.slos) return "";
+  const parts = Object.entries(slo.slos).map(([m, b]) => `${esc(m)} &le; ${esc(b)}: ${num(slo.attainment_pct[m], 1)}%`).join(", ");
+  return `<p data-testid="run-slo">SLO attainment ${parts} · all met ${num(slo.all_met_pct, 1)}% · goodput ${num(slo.goodput_rps, 2)} req/s</p>`;
+}
+
 async function runPage(id) {
   const doc = await api("/api/runs/" + encodeURIComponent(id));
   const m = doc.meta, s = doc.summary[0];
@@ -214,6 +220,7 @@ async function runPage(id) {
     <p class="muted">${esc(m.device && m.device.name)} · mode ${esc(m.config && m.config.mode)}${knobs.length ? " · knobs " + esc(knobs.map(([k, v]) => k + "=" + v).join(", ")) : ""} · status <span class="status-${esc(m.status)}" data-testid="run-status">${esc(m.status)}</span> · ${esc(m.created)}
     · <a href="/api/runs/${esc(m.run_id)}/trace" download data-testid="trace-link">download the Perfetto trace</a></p>
     <div class="cards">${card(s, "TTFT", "ttft_ms", "ms")}${card(s, "TPOT", "tpot_ms", "ms")}${card(s, "throughput", "tokens_per_s", "tok/s", 1)}${card(s, "peak RSS", "rss_peak_mb", "MiB", 0)}${s.j_per_token && s.j_per_token.n ? card(s, "energy", "j_per_token", "J/tok", 3) : ""}</div>
+    ${sloLine(s.slo)}
     <form id="cmp" class="inline">compare with run <input id="cmp-id" size="14" placeholder="run id" data-testid="compare-input"> <button>compare</button></form>
     <h2>Distribution across samples</h2>` +
     strip([group("ttft_ms", "TTFT", "#4C72B0")], { testid: "dist-ttft" }) +
