@@ -3,7 +3,11 @@
 1. Arrivals: 4,000 generated inter-arrival gaps at `--rate` against the exponential
    distribution of that rate (Kolmogorov-Smirnov), and against one of half the rate (which the
    test must reject, or it could not tell rates apart).
-2. Continuous batching (transformers' manager) vs static batches of `generate` on one model
+2. The harness's own share of the wall time at rate 4 (static server: time neither inside
+   `generate` nor asleep waiting for an arrival), and the request timestamps against an
+   outside clock (continuous batching: when a streaming reader saw each first token vs the
+   manager's own record).
+3. Continuous batching (transformers' manager) vs static batches of `generate` on one model
    (default smollm2-135m, CPU), the same seeded requests at each rate: throughput, output
    tokens/s, and the median and p99 of TTFT, TPOT and end-to-end latency, then which server
    wins on each at each rate.
@@ -39,6 +43,96 @@ def arrivals_check(rate: float) -> dict[str, float]:
     return {"rate": rate, "ks_p": right, "ks_p_half_rate": wrong}
 
 
+def harness_share(lm: object, model: str, rate: float, requests: int) -> dict[str, float]:
+    """The static server's own time: wall time minus time inside generate and asleep."""
+    import time
+
+    import infermeter.run.generation as generation
+    import infermeter.run.load as load
+
+    spent = {"generate": 0.0, "sleep": 0.0}
+    real_generate, real_sleep = generation.timed_generate, time.sleep
+
+    def timed(*a: object, **k: object) -> object:
+        t0 = time.perf_counter()
+        try:
+            return real_generate(*a, **k)
+        finally:
+            spent["generate"] += time.perf_counter() - t0
+
+    def sleep(s: float) -> None:
+        t0 = time.perf_counter()
+        real_sleep(s)
+        spent["sleep"] += time.perf_counter() - t0
+
+    generation.timed_generate, load.time.sleep = timed, sleep  # type: ignore[assignment]
+    try:
+        spec = LoadSpec(model=model, rate=rate, requests=requests, server="static",
+                        prompt_tokens=Lengths("fixed", 64), new_tokens=Lengths("fixed", 16))
+        t0 = time.perf_counter()
+        run_load(spec, loaded=lm)
+        wall = time.perf_counter() - t0
+    finally:
+        generation.timed_generate, load.time.sleep = real_generate, real_sleep  # type: ignore
+    own = wall - spent["generate"] - spent["sleep"]
+    print(f"harness at rate {rate:g}/s (static, {requests} requests): {own * 1e3:.1f} ms of "
+          f"{wall:.2f} s outside generate and sleep = {100 * own / wall:.2f}% (request set-up "
+          "and prompt building included)")  # fmt: skip
+    return {"rate": rate, "harness_pct": 100 * own / wall, "wall_s": wall}
+
+
+def outside_clock(lm: object, requests: int) -> dict[str, float]:
+    """Continuous batching: the manager's first-token times against an outside clock.
+
+    The outside clock is when a streaming reader saw each first token (its own perf_counter),
+    compared relative to the TTFT.
+    """
+    import time
+
+    from transformers import GenerationConfig
+
+    from infermeter.run.load import make_requests
+
+    spec = LoadSpec(requests=requests, prompt_tokens=Lengths("fixed", 64),
+                    new_tokens=Lengths("fixed", 8))  # fmt: skip
+    reqs = make_requests(spec, lm.tokenizer, 10**9)  # type: ignore[attr-defined]
+    manager = lm.model.init_continuous_batching(  # type: ignore[attr-defined]
+        generation_config=GenerationConfig(max_new_tokens=8, do_sample=False, eos_token_id=-1))
+    manager.start()
+    seen: dict[str, float] = {}
+    stamps: dict[str, list[float]] = {}
+    added: dict[str, float] = {}
+    try:
+        for r in reqs:
+            rid = f"r{r.index}"
+            added[rid] = time.perf_counter()
+            manager.add_request(r.prompt_ids, request_id=rid, max_new_tokens=8, streaming=True,
+                                record_timestamps=True, eos_token_id=-1)  # fmt: skip
+        while len(stamps) < len(reqs):
+            res = manager.get_result(timeout=60)
+            if res is None:
+                break
+            now = time.perf_counter()
+            if res.generated_tokens and res.request_id not in seen:
+                seen[res.request_id] = now
+            if res.is_finished():
+                stamps[res.request_id] = list(res.timestamps or [])
+    finally:
+        manager.stop(block=True)
+    errs = []
+    for rid, ts in stamps.items():
+        ttft_manager = ts[0] - added[rid]
+        ttft_seen = seen[rid] - added[rid]
+        errs.append(abs(ttft_seen - ttft_manager) / ttft_manager)
+    import statistics
+
+    med, worst = statistics.median(errs), max(errs)
+    print(f"outside clock (continuous, {len(errs)} requests): first token seen by a streaming "
+          f"reader vs the manager's record: median {100 * med:.2f}% of TTFT, worst "
+          f"{100 * worst:.2f}%")  # fmt: skip
+    return {"median_pct": 100 * med, "worst_pct": 100 * worst}
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="smollm2-135m")
@@ -50,6 +144,8 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     out: dict = {"arrivals": arrivals_check(4.0), "servers": {}}
     lm = load_model(args.model, device="cpu")
+    out["harness"] = harness_share(lm, args.model, 4.0, 32)
+    out["outside_clock"] = outside_clock(lm, 8)
     head = f"{'rate':>5} {'server':11} {'req/s':>6} {'tok/s':>7} {'TTFT p50':>9} {'p99':>8} "
     print(f"\n{args.model}, {args.requests} requests, prompts {args.prompt_tokens}, "
           f"{args.new_tokens} new tokens")  # fmt: skip
