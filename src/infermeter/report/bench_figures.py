@@ -17,7 +17,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 
-from infermeter.report.figures import DPI, write_csv  # noqa: E402
+from infermeter.report.figures import save_figure  # noqa: E402
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
@@ -87,11 +87,7 @@ def lines_figure(
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    out.mkdir(parents=True, exist_ok=True)
-    png = out / f"{stem}.png"
-    fig.savefig(png, dpi=DPI, bbox_inches="tight")
-    plt.close(fig)
-    return [png, write_csv(out / f"{stem}.csv", table)]
+    return save_figure(fig, out, stem, table)
 
 
 def attention_figures(doc: dict[str, Any], out: Path) -> list[Path]:

@@ -81,6 +81,15 @@ def _sort_key(v: Any) -> tuple:
     return (0, float(head), str(v)) if head.isdigit() else (1, 0.0, str(v))
 
 
+def save_figure(fig: Any, out: Path, stem: str, rows: list[dict[str, Any]]) -> list[Path]:
+    """OUT/STEM.png at 300 DPI and OUT/STEM.csv (the numbers it was drawn from); closes it."""
+    out.mkdir(parents=True, exist_ok=True)
+    png = out / f"{stem}.png"
+    fig.savefig(png, dpi=DPI, bbox_inches="tight")
+    plt.close(fig)
+    return [png, write_csv(out / f"{stem}.csv", rows)]
+
+
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
     """Rows as CSV with a header from the union of their keys (in first-seen order)."""
     cols: list[str] = []

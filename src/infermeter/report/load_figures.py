@@ -17,15 +17,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 
-from infermeter.report.figures import DPI, write_csv  # noqa: E402
-
-
-def _save(fig: Any, out: Path, stem: str, rows: list[dict[str, Any]]) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
-    png = out / f"{stem}.png"
-    fig.savefig(png, dpi=DPI, bbox_inches="tight")
-    plt.close(fig)
-    return [png, write_csv(out / f"{stem}.csv", rows)]
+from infermeter.report.figures import save_figure  # noqa: E402
 
 
 def load_sweep_figures(doc: dict[str, Any], out: Path) -> list[Path]:
@@ -52,7 +44,7 @@ def load_sweep_figures(doc: dict[str, Any], out: Path) -> list[Path]:
                  f"({doc['meta']['spec']['server']} batching)", fontsize=10)  # fmt: skip
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
-    files = _save(fig, out, "latency_vs_throughput", points)
+    files = save_figure(fig, out, "latency_vs_throughput", points)
     fig, ax = plt.subplots(figsize=(7, 4.2))
     rates = [p["rate"] for p in points]
     ax.plot(rates, rates, ":", color="#8C8C8C", label="offered")
@@ -64,4 +56,4 @@ def load_sweep_figures(doc: dict[str, Any], out: Path) -> list[Path]:
     ax.set_title("throughput and goodput vs offered rate", fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
-    return files + _save(fig, out, "goodput_vs_rate", points)
+    return files + save_figure(fig, out, "goodput_vs_rate", points)

@@ -17,7 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from infermeter.report.figures import DPI, write_csv  # noqa: E402
+from infermeter.report.figures import save_figure  # noqa: E402
 
 PHASE_COLORS = {
     "load": "#8C8C8C",
@@ -25,14 +25,6 @@ PHASE_COLORS = {
     "prefill": "#4C72B0",
     "decode": "#DD8452",
 }
-
-
-def _save(fig: Any, out: Path, stem: str, rows: list[dict[str, Any]]) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
-    png = out / f"{stem}.png"
-    fig.savefig(png, dpi=DPI, bbox_inches="tight")
-    plt.close(fig)
-    return [png, write_csv(out / f"{stem}.csv", rows)]
 
 
 def timeline_figure(run: Any, out: Path) -> list[Path]:
@@ -73,7 +65,7 @@ def timeline_figure(run: Any, out: Path) -> list[Path]:
     )
     ax.set_title(f"{run.model_info.get('spec')}: phases of run {run.run_id}", fontsize=9)
     fig.set_figheight(max(2.0, 0.3 * len(labels) + 1))
-    return _save(fig, out, "timeline", rows)
+    return save_figure(fig, out, "timeline", rows)
 
 
 def layer_figure(run: Any, out: Path) -> list[Path]:
@@ -97,7 +89,7 @@ def layer_figure(run: Any, out: Path) -> list[Path]:
     table = [
         {k: r[k] for k in ("name", "layer", "phase", "calls", "total_ms", "mean_ms")} for r in rows
     ]
-    return _save(fig, out, "layers", table)
+    return save_figure(fig, out, "layers", table)
 
 
 def steps_figure(run: Any, out: Path) -> list[Path]:
@@ -117,7 +109,7 @@ def steps_figure(run: Any, out: Path) -> list[Path]:
     if len(samples) <= 8:
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax.set_title(f"{run.model_info.get('spec')}: decode steps", fontsize=9)
-    return _save(fig, out, "decode_steps", rows)
+    return save_figure(fig, out, "decode_steps", rows)
 
 
 def memory_figure(run: Any, out: Path) -> list[Path]:
@@ -150,7 +142,7 @@ def memory_figure(run: Any, out: Path) -> list[Path]:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     ax.set_title(f"{run.model_info.get('spec')}: peak memory per sample", fontsize=9)
-    return _save(fig, out, "memory", rows)
+    return save_figure(fig, out, "memory", rows)
 
 
 def power_figure(run: Any, out: Path) -> list[Path]:
@@ -173,7 +165,7 @@ def power_figure(run: Any, out: Path) -> list[Path]:
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.set_title(f"{run.model_info.get('spec')}: power ({p['source']})", fontsize=9)
-    return _save(fig, out, "power", rows)
+    return save_figure(fig, out, "power", rows)
 
 
 RUN_FIGURES = (timeline_figure, layer_figure, steps_figure, memory_figure, power_figure)
