@@ -76,6 +76,32 @@ def _wide_console() -> Console:
     return Console(soft_wrap=True, width=max(Console().width, 140))
 
 
+def _bench(
+    run: Any, spec: Any, table: Any, out: Path | None, filename: str, json_out: bool
+) -> None:
+    """Run a benchmark with a line per finished point, then its table or JSON, and its files.
+
+    The output folder is checked before the work; progress goes to stderr under --json so
+    stdout stays one document.
+    """
+    from infermeter.util.jsonio import print_json
+
+    if out is not None:
+        writable_dir(out)
+    console = Console(stderr=json_out, soft_wrap=True)
+
+    def progress(p: Any) -> None:
+        what = getattr(p, "kind", None) or getattr(p, "model", "")
+        console.print(f"  {what} at {p.seq_len} tokens: done", markup=False, style="dim")
+
+    doc = run(spec, on_point=progress)
+    if json_out:
+        print_json(doc)
+    else:
+        _wide_console().print(table(doc))
+    _write(doc, out, filename, console)
+
+
 def _write(doc: dict[str, Any], out: Path | None, name: str, console: Console) -> None:
     """The document and its report (tables, figures) into `out`, when asked."""
     if out is None:
@@ -123,7 +149,6 @@ def attention_command(
     Every kind is checked against float64 dense attention under the same mask.
     """
     from infermeter.bench.attention import AttentionSpec, run_benchmark
-    from infermeter.util.jsonio import print_json
 
     spec = AttentionSpec(
         seq_lens=_ints(seq_lens, "--seq-lens"), batch=batch, heads=heads,
@@ -132,19 +157,7 @@ def attention_command(
         dtype=dtype, device=device, warmup=warmup, samples=samples, flex_compile=flex_compile,
         seed=seed,
     )  # fmt: skip
-    if out is not None:
-        writable_dir(out)
-    console = Console(stderr=json_out, soft_wrap=True)
-
-    def progress(p: Any) -> None:
-        console.print(f"  {p.kind} at {p.seq_len} tokens: done", markup=False, style="dim")
-
-    doc = run_benchmark(spec, on_point=progress)
-    if json_out:
-        print_json(doc)
-    else:
-        _wide_console().print(attention_table(doc))
-    _write(doc, out, "bench_attention.json", console)
+    _bench(run_benchmark, spec, attention_table, out, "bench_attention.json", json_out)
 
 
 def attention_table(doc: dict[str, Any]) -> Table:
@@ -192,25 +205,12 @@ def model_command(
     Inputs are exact-length windows of the built-in corpus; the loss is the causal-LM loss.
     """
     from infermeter.bench.model import ModelBenchSpec, run_benchmark
-    from infermeter.util.jsonio import print_json
 
     spec = ModelBenchSpec(
         models=_words(model), seq_lens=_ints(seq_lens, "--seq-lens"), batch=batch, train=train,
         steps=steps, lr=lr, dtype=dtype, device=device, warmup=warmup, samples=samples, seed=seed,
     )  # fmt: skip
-    if out is not None:
-        writable_dir(out)
-    console = Console(stderr=json_out, soft_wrap=True)
-
-    def progress(p: Any) -> None:
-        console.print(f"  {p.model} at {p.seq_len} tokens: done", markup=False, style="dim")
-
-    doc = run_benchmark(spec, on_point=progress)
-    if json_out:
-        print_json(doc)
-    else:
-        _wide_console().print(model_table(doc))
-    _write(doc, out, "bench_model.json", console)
+    _bench(run_benchmark, spec, model_table, out, "bench_model.json", json_out)
 
 
 def model_table(doc: dict[str, Any]) -> Table:
