@@ -15,7 +15,6 @@ cache insertion included); expert compute is the MoE block's time minus its rout
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -30,14 +29,11 @@ PATH_COSTS = (
 )  # fmt: skip
 
 
-def _median_us(fn: Callable[[], Any], repeats: int) -> float:
-    fn()  # warm
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter_ns()
-        fn()
-        times.append((time.perf_counter_ns() - t0) / 1e3)
-    return statistics.median(times)
+def _median_us(fn: Callable[[], Any], repeats: int, device: Any) -> float:
+    """Median microseconds of `fn`: the microbenchmarks' timer (device clock, one warm-up)."""
+    from infermeter.bench.timing import time_calls
+
+    return statistics.median(time_calls(fn, 1, repeats, device)) * 1e3
 
 
 def _fresh_route(routing: ShortcutRouting, router: Any, flat: Any) -> Any:
@@ -87,7 +83,7 @@ def measure_path_costs(
         for block, h in zip(blocks, hidden, strict=True):
             flat = h.reshape(-1, h.shape[-1])
             router = block.router.forward
-            learned_us = _median_us(partial(router, flat), repeats)
+            learned_us = _median_us(partial(router, flat), repeats, flat.device)
             _, weights, experts = router(flat)
             entries = [_Entry(experts[i], weights[i]) for i in range(flat.shape[0])]
             fast = LayerRouting(table=dict(zip(routing.ids, entries, strict=True)))
@@ -96,14 +92,14 @@ def measure_path_costs(
                                               "cache_size": 10**7})  # fmt: skip
             routing._remember(cached, list(range(flat.shape[0])), experts, weights)
             out["fast_path_lookup"] += _median_us(
-                partial(routing._route, fast, router, flat), repeats)
+                partial(routing._route, fast, router, flat), repeats, flat.device)
             out["cache_lookup"] += _median_us(
-                partial(routing._route, cached, router, flat), repeats)
+                partial(routing._route, cached, router, flat), repeats, flat.device)
             routing.cfg = cfg  # a fresh state per call: nothing cached yet, insertion paid
             out["learned_via_shortcuts"] += _median_us(
-                partial(_fresh_route, routing, router, flat), repeats)
+                partial(_fresh_route, routing, router, flat), repeats, flat.device)
             out["learned_routing"] += learned_us
-            block_us = _median_us(partial(block.mlp, h), repeats)
+            block_us = _median_us(partial(block.mlp, h), repeats, flat.device)
             out["expert_compute"] += max(block_us - learned_us, 0.0)
     n = flat.shape[0]
     return {k: v / n for k, v in out.items()}
