@@ -78,6 +78,7 @@ def test_presets_are_seeded():
 PUBLISHED = {
     "llama-3.2-1b": 1.236e9,
     "llama-3.1-8b": 8.030e9,
+    "llama-3.1-70b": 70.554e9,
     "qwen3-0.6b": 0.596e9,
     "qwen3-4b": 4.022e9,
     "mistral-7b": 7.242e9,

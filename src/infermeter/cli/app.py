@@ -21,6 +21,7 @@ from infermeter.cli.knobs_cmd import knobs_command
 from infermeter.cli.load_cmd import load_command
 from infermeter.cli.models_cmd import models_command
 from infermeter.cli.plot_cmd import plot_command
+from infermeter.cli.predict_cmd import predict_command
 from infermeter.cli.profile_cmd import profile_command
 from infermeter.cli.report_cmd import report_command
 from infermeter.cli.runs_cmd import runs_app
@@ -48,6 +49,7 @@ app.command("analyze")(analyze_command)
 app.command("compare")(compare_command)
 app.command("systems-analysis")(systems_analysis_command)
 app.command("fit")(fit_command)
+app.command("predict")(predict_command)
 app.command("report")(report_command)
 app.command("serve")(serve_command)
 app.add_typer(runs_app, name="runs")

@@ -84,4 +84,16 @@ def calibrate(device: Any, quick: bool = False) -> Ceilings:
         source=f"measured by infermeter calibrate ({n}^3 matmuls, {mb} MiB copies)",
         measured=True,
         details={"matmul_n": n, "copy_mb": mb, "torch": torch.__version__, "device": desc},
+        memory_bytes=_memory_bytes(device),
+        kind="cpu" if device.type == "cpu" else "gpu",
     )
+
+
+def _memory_bytes(device: Any) -> float:
+    """What the device holds: a CUDA device's total memory, else the system's RAM."""
+    import psutil
+    import torch
+
+    if device.type == "cuda":
+        return float(torch.cuda.get_device_properties(device).total_memory)
+    return float(psutil.virtual_memory().total)

@@ -27,6 +27,12 @@ class Ceilings:
     source: str
     measured: bool = False
     details: dict[str, Any] = field(default_factory=dict)
+    #: memory the device holds (bytes): what a model, its KV cache and activations must fit in
+    memory_bytes: float | None = None
+    #: per-direction bandwidth of the link between two devices (bytes/s), for tensor parallelism
+    interconnect_bytes_per_s: float | None = None
+    #: "gpu" (host work overlaps device work) or "cpu" (one processor does both)
+    kind: str = "gpu"
 
     def peak(self, dtype: str) -> float | None:
         """FLOP/s for `dtype` (float16 and bfloat16 share tensor cores where one is missing)."""
@@ -52,121 +58,212 @@ class Ceilings:
         return asdict(self)
 
 
-#: (name pattern, ceilings). float32 is the non-tensor-core FP32 rate; bfloat16/float16 dense
-#: tensor-core rates with FP32 accumulation.
-SPECS: list[tuple[str, Ceilings]] = [
+GIB = 2**30
+NVLINK4 = 450 * G  # per direction per GPU (900 GB/s total), NVIDIA H100 datasheet
+NVLINK3 = 300 * G  # per direction per GPU (600 GB/s total), NVIDIA A100 datasheet
+PCIE4 = 32 * G  # PCIe 4.0 x16, per direction
+PCIE5 = 64 * G  # PCIe 5.0 x16, per direction
+
+#: (key users type after --hardware, device-name pattern, ceilings). float32 is the
+#: non-tensor-core FP32 rate; bfloat16/float16 dense tensor-core rates with FP32 accumulation.
+SPECS: list[tuple[str, str, Ceilings]] = [
     (
+        "h100-sxm",
         r"H100.*(SXM|HBM3)",
         Ceilings(
             "NVIDIA H100 SXM5 80GB",
             {"float32": 67 * T, "tf32": 494.7 * T, "bfloat16": 989.4 * T, "float16": 989.4 * T},
             3.35e12,
             "NVIDIA H100 Tensor Core GPU datasheet (dense; sparsity doubles tensor rates)",
+            memory_bytes=80e9,
+            interconnect_bytes_per_s=NVLINK4,
         ),
     ),
     (
+        "h100-pcie",
         r"H100.*(PCIe|HBM2e)",
         Ceilings(
             "NVIDIA H100 PCIe 80GB",
             {"float32": 51 * T, "tf32": 378 * T, "bfloat16": 756 * T, "float16": 756 * T},
             2.0e12,
             "NVIDIA H100 Tensor Core GPU datasheet, PCIe column (dense)",
+            memory_bytes=80e9,
+            interconnect_bytes_per_s=PCIE5,
         ),
     ),
     (
+        "h200",
         r"H200",
         Ceilings(
             "NVIDIA H200 SXM 141GB",
             {"float32": 67 * T, "tf32": 494.7 * T, "bfloat16": 989.4 * T, "float16": 989.4 * T},
             4.8e12,
             "NVIDIA H200 Tensor Core GPU datasheet (dense)",
+            memory_bytes=141e9,
+            interconnect_bytes_per_s=NVLINK4,
         ),
     ),
     (
+        "a100-80gb",
         r"A100.*80",
         Ceilings(
             "NVIDIA A100 SXM 80GB",
             {"float32": 19.5 * T, "tf32": 156 * T, "bfloat16": 312 * T, "float16": 312 * T},
             2.039e12,
             "NVIDIA A100 Tensor Core GPU datasheet (dense)",
+            memory_bytes=80e9,
+            interconnect_bytes_per_s=NVLINK3,
         ),
     ),
     (
+        "a100-40gb",
         r"A100",
         Ceilings(
             "NVIDIA A100 40GB",
             {"float32": 19.5 * T, "tf32": 156 * T, "bfloat16": 312 * T, "float16": 312 * T},
             1.555e12,
             "NVIDIA A100 Tensor Core GPU datasheet, 40GB (dense)",
+            memory_bytes=40e9,
+            interconnect_bytes_per_s=NVLINK3,
         ),
     ),
     (
+        "l40s",
         r"L40S",
         Ceilings(
             "NVIDIA L40S",
             {"float32": 91.6 * T, "tf32": 183 * T, "bfloat16": 362.05 * T, "float16": 362.05 * T},
             864 * G,
             "NVIDIA L40S datasheet (dense)",
+            memory_bytes=48e9,
+            interconnect_bytes_per_s=PCIE4,
         ),
     ),
     (
+        "l4",
         r"\bL4\b",
         Ceilings(
             "NVIDIA L4",
             {"float32": 30.3 * T, "tf32": 60 * T, "bfloat16": 121 * T, "float16": 121 * T},
             300 * G,
             "NVIDIA L4 datasheet (dense)",
+            memory_bytes=24e9,
+            interconnect_bytes_per_s=PCIE4,
         ),
     ),
     (
+        "a10",
         r"A10G|\bA10\b",
         Ceilings(
             "NVIDIA A10 / A10G",
             {"float32": 31.2 * T, "tf32": 62.5 * T, "bfloat16": 125 * T, "float16": 125 * T},
             600 * G,
             "NVIDIA A10 datasheet (dense); AWS's A10G is listed with the same memory bandwidth",
+            memory_bytes=24e9,
+            interconnect_bytes_per_s=PCIE4,
         ),
     ),
     (
+        "t4",
         r"\bT4\b",
         Ceilings(
             "NVIDIA T4",
             {"float32": 8.1 * T, "float16": 65 * T},
             320 * G,
             "NVIDIA T4 datasheet (mixed-precision FP16/FP32; no bfloat16)",
+            memory_bytes=16e9,
+            interconnect_bytes_per_s=16 * G,
         ),
     ),
     (
+        "rtx-4090",
         r"4090",
         Ceilings(
             "NVIDIA GeForce RTX 4090",
             {"float32": 82.6 * T, "bfloat16": 165.2 * T, "float16": 165.2 * T},
             1008 * G,
             "NVIDIA Ada Lovelace architecture whitepaper (FP16/BF16 tensor, FP32 accumulate)",
+            memory_bytes=24 * GIB,
+            interconnect_bytes_per_s=PCIE4,
         ),
     ),
     (
+        "m1-max",
         r"Apple M1 Max",
-        Ceilings("Apple M1 Max (GPU)", {"float32": 10.4 * T}, 400 * G, "Apple press release 2021"),
+        Ceilings(
+            "Apple M1 Max (GPU)",
+            {"float32": 10.4 * T},
+            400 * G,
+            "Apple press release 2021; 64 GB, the largest unified memory offered",
+            memory_bytes=64 * GIB,
+        ),
     ),
     (
+        "m1",
         r"Apple M1",
-        Ceilings("Apple M1 (GPU)", {"float32": 2.6 * T}, 68.25 * G, "Apple M1 press release"),
+        Ceilings(
+            "Apple M1 (GPU)",
+            {"float32": 2.6 * T},
+            68.25 * G,
+            "Apple M1 press release; 16 GB unified memory",
+            memory_bytes=16 * GIB,
+        ),
     ),
     (
+        "m2-ultra",
         r"Apple M2 Ultra",
-        Ceilings("Apple M2 Ultra (GPU)", {"float32": 27.2 * T}, 800 * G, "Apple press release"),
+        Ceilings(
+            "Apple M2 Ultra (GPU)",
+            {"float32": 27.2 * T},
+            800 * G,
+            "Apple press release; 192 GB unified memory",
+            memory_bytes=192 * GIB,
+        ),
     ),
     (
+        "m2-max",
+        r"Apple M2 Max",
+        Ceilings(
+            "Apple M2 Max (GPU)",
+            {"float32": 13.6 * T},
+            400 * G,
+            "Apple press release 2023 (38-core GPU); 96 GB, the largest unified memory offered",
+            memory_bytes=96 * GIB,
+        ),
+    ),
+    (
+        "m2",
         r"Apple M2",
-        Ceilings("Apple M2 (GPU)", {"float32": 3.6 * T}, 100 * G, "Apple M2 press release"),
+        Ceilings(
+            "Apple M2 (GPU)",
+            {"float32": 3.6 * T},
+            100 * G,
+            "Apple M2 press release; 24 GB, the largest unified memory offered",
+            memory_bytes=24 * GIB,
+        ),
     ),
 ]
+
+#: what --hardware accepts besides the spec keys: this machine, as `calibrate` measured it
+LOCAL_HARDWARE = "cpu-this"
+
+
+def hardware_keys() -> list[str]:
+    """Every --hardware value: the spec table's keys, then the calibrated local machine."""
+    return [key for key, _, _ in SPECS] + [LOCAL_HARDWARE]
+
+
+def spec_by_key(key: str) -> Ceilings | None:
+    """The spec row called `key` (case-insensitive), or None."""
+    for k, _, ceil in SPECS:
+        if k == key.strip().lower():
+            return ceil
+    return None
 
 
 def spec_ceilings(device_name: str) -> Ceilings | None:
     """The spec row matching this device name, or None: unknown hardware is not guessed."""
-    for pattern, ceil in SPECS:
+    for _, pattern, ceil in SPECS:
         if re.search(pattern, device_name or "", flags=re.IGNORECASE):
             return ceil
     return None

@@ -37,6 +37,10 @@ class LayerCensus:
         other_macs: linear layers elsewhere in the block (the mixer of a hybrid layer).
         score_dims: heads x (query-key dim + value dim) of softmax attention; 0 without it.
         window: sliding-window length of its attention, None for full attention.
+        linear_shapes: [in, out] of each dense linear layer of the block, in the order found
+            (attention, MLP, the rest): the GEMMs a forward runs, so time can be predicted
+            per GEMM shape (analysis/timemodel.py); empty in runs stored before it existed.
+        expert_shapes: [in, out] of one routed expert's matrices.
     """
 
     attention_macs: int = 0
@@ -46,6 +50,8 @@ class LayerCensus:
     other_macs: int = 0
     score_dims: int = 0
     window: int | None = None
+    linear_shapes: list[list[int]] = field(default_factory=list)
+    expert_shapes: list[list[int]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -79,30 +85,56 @@ class Census:
         )
 
 
-def _linear_macs(module: Any) -> int:
-    """In x out of a linear layer (nn.Linear or transformers' Conv1D), else 0."""
+def _linear_shape(module: Any) -> list[int] | None:
+    """[in, out] of a linear layer (nn.Linear or transformers' Conv1D), else None."""
     import torch.nn as nn
 
     if isinstance(module, nn.Linear):
-        return int(module.in_features * module.out_features)
+        return [int(module.in_features), int(module.out_features)]
     if type(module).__name__ == "Conv1D" and getattr(module, "weight", None) is not None:
-        return int(module.weight.shape[0] * module.weight.shape[1])
-    return 0
+        return [int(module.weight.shape[0]), int(module.weight.shape[1])]
+    return None
 
 
-def _expert_macs(experts: Any) -> tuple[int, int]:
-    """(one expert's multiply-adds per token, number of experts) of an experts module."""
+def _linear_macs(module: Any) -> int:
+    """In x out of a linear layer (nn.Linear or transformers' Conv1D), else 0."""
+    shape = _linear_shape(module)
+    return shape[0] * shape[1] if shape else 0
+
+
+def _linear_shapes(root: Any, skip: set[int]) -> list[list[int]]:
+    """[in, out] of every linear layer under `root` outside the modules in `skip`."""
+    out, stack = [], [root]
+    while stack:
+        mod = stack.pop()
+        if id(mod) in skip:
+            continue
+        shape = _linear_shape(mod)
+        if shape:
+            out.append(shape)
+        else:
+            stack.extend(reversed(list(mod.children())))
+    return out
+
+
+def _expert_macs(experts: Any) -> tuple[int, int, list[list[int]]]:
+    """(one expert's multiply-adds per token, number of experts, its matrices' [in, out])."""
     import torch.nn as nn
 
     if isinstance(experts, nn.ModuleList) and len(experts):
-        return sum(_linear_macs(m) for m in experts[0].modules()), len(experts)
+        shapes = _linear_shapes(experts[0], set())
+        return sum(a * b for a, b in shapes), len(experts), shapes
     stacked = [p for p in experts.parameters() if p.dim() == 3]  # also in sub-modules (Aria)
     if stacked:
         n = int(stacked[0].shape[0])
-        return sum(int(p.numel()) // n for p in stacked), n
+        # stored [experts, out, in] (nn.Linear's order) in most layouts; the GEMM's time
+        # hardly depends on which of the two is which
+        shapes = [[int(p.shape[2]), int(p.shape[1])] for p in stacked]
+        return sum(int(p.numel()) // n for p in stacked), n, shapes
     inner = [m for m in experts.modules() if _linear_macs(m)]
     n = int(getattr(experts, "num_experts", 0) or len(inner))
-    return (sum(_linear_macs(m) for m in inner) // n if n else 0), n
+    shapes = [s for m in inner[: len(inner) // n if n else 0] if (s := _linear_shape(m))]
+    return (sum(_linear_macs(m) for m in inner) // n if n else 0), n, shapes
 
 
 def _macs_outside(root: Any, skip: set[int]) -> tuple[int, list[Any]]:
@@ -136,6 +168,15 @@ def _router_macs(router: Any) -> int:
     if router is None or _linear_macs(router):
         return 0
     return sum(int(p.numel()) for p in router.parameters(recurse=False) if p.dim() == 2)
+
+
+def _router_shapes(router: Any) -> list[list[int]]:
+    """[in, out] of a router kept as a bare [experts, hidden] weight (see `_router_macs`)."""
+    if router is None or _linear_macs(router):
+        return []
+    return [
+        [int(p.shape[1]), int(p.shape[0])] for p in router.parameters(recurse=False) if p.dim() == 2
+    ]
 
 
 def _score_dims(attention: Any, text: Any) -> int:
@@ -196,14 +237,24 @@ def _layer(i: int, parts: Any, text: Any) -> tuple[LayerCensus, list[str]]:
         else:
             strange.append(parts.attention)
     mlp_macs = expert = experts = 0
+    expert_shapes: list[list[int]] = []
     if parts.mlp is not None:
         skip_experts = {id(parts.experts)} if parts.experts is not None else set()
         mlp_macs, mlp_strange = _macs_outside(parts.mlp, skip_experts)
         mlp_macs += _router_macs(parts.router)
         strange += [m for m in mlp_strange if m is not parts.router]
         if parts.experts is not None:
-            expert, experts = _expert_macs(parts.experts)
-    layer = LayerCensus(attention_macs, mlp_macs, expert, experts, other, score, window)
+            expert, experts, expert_shapes = _expert_macs(parts.experts)
+    skip_experts = {id(parts.experts)} if parts.experts is not None else set()
+    shapes = [
+        *(_linear_shapes(parts.attention, set()) if parts.attention is not None else []),
+        *(_linear_shapes(parts.mlp, skip_experts) if parts.mlp is not None else []),
+        *_linear_shapes(parts.block, skip),
+        *_router_shapes(parts.router),
+    ]
+    layer = LayerCensus(
+        attention_macs, mlp_macs, expert, experts, other, score, window, shapes, expert_shapes
+    )
     return layer, sorted({type(m).__name__ for m in strange})
 
 

@@ -33,6 +33,7 @@ from typing import Any
 from infermeter.models.architecture import discover
 from infermeter.models.census import Census, census_of, layer_ranges, prefill_flop_count
 from infermeter.models.info import config_value
+from infermeter.models.opcount import count_ops
 
 #: prompt lengths of the check every model gets (16 - 2 x 8 isolates a length-squared term)
 CHECK_TOKENS = (8, 16)
@@ -287,6 +288,8 @@ def flop_check(model: Any) -> dict[str, Any]:
     except Exception:  # noqa: BLE001 - the check is optional; the analysis says it is missing
         check.update(counted_8=None, counted_16=None, fits={})
     check["approximate"] = fit_notes(census, check["fits"])
+    # with the model's own kernels: what the time model charges as framework overhead
+    check["op_counts"] = count_ops(model)
     return check
 
 

@@ -12,7 +12,7 @@ from infermeter.errors import UserError
 from infermeter.measure.ceilings import Ceilings
 from infermeter.store.engine import StoreCore
 from infermeter.store.rows import run_from_row
-from infermeter.store.schema import CeilingsRow, RunRow, SampleRow, SweepRow
+from infermeter.store.schema import CeilingsRow, PredictionRow, RunRow, SampleRow, SweepRow
 
 if TYPE_CHECKING:  # annotations only: run.results imports numpy, slow for `runs list`
     from infermeter.run.results import RunResult
@@ -144,6 +144,17 @@ class StoreQueries(StoreCore):
             q = select(RunRow.id).where(RunRow.created < cutoff).order_by(RunRow.created)
             return list(s.scalars(q).all())
 
+    def prediction(self, prediction_id: str) -> dict[str, Any]:
+        """A stored prediction document by id."""
+        with self.session("read") as s:
+            row = s.get(PredictionRow, prediction_id)
+            if row is None:
+                raise UserError(
+                    f"no prediction {prediction_id!r} in {self.where}",
+                    "`infermeter predict` prints the id of each one it stores",
+                )
+            return dict(row.doc)
+
     def measured_ceilings(self, device: str) -> Ceilings | None:
         """The newest ceilings measured on this host for `device`, or None."""
         with self.session("read") as s:
@@ -155,13 +166,16 @@ class StoreQueries(StoreCore):
             ).first()
             if row is None:
                 return None
+            details = dict(row.details)
             return Ceilings(
                 row.device,
                 dict(row.flop_per_s),
                 row.bandwidth_bytes_per_s,
                 row.source,
                 True,
-                dict(row.details),
+                details,
+                memory_bytes=details.get("memory_bytes"),
+                kind=str(details.get("kind", "gpu")),
             )
 
 

@@ -20,7 +20,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 #: Bumped whenever a table or column changes; a newer database is refused, not misread.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 #: Columns added since version 1, so an older database is upgraded in place (no data lost).
 ADDED_COLUMNS = {
@@ -208,6 +208,17 @@ class CeilingsRow(Base):
     source: Mapped[str] = mapped_column(Text)
     details: Mapped[dict] = mapped_column(JSON, default=dict)
     created: Mapped[str] = mapped_column(String(40))
+
+
+class PredictionRow(Base):
+    """One `infermeter predict` document (model, hardware, workload and every figure)."""
+
+    __tablename__ = "predictions"
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    model_spec: Mapped[str] = mapped_column(String(500), index=True)
+    hardware: Mapped[str] = mapped_column(String(255))
+    doc: Mapped[dict] = mapped_column(JSON)
+    created: Mapped[str] = mapped_column(String(40), index=True)
 
 
 class ProgressRow(Base):

@@ -23,6 +23,7 @@ from infermeter.store.rows import power_rows, sample_row, trace_row
 from infermeter.store.schema import (
     CeilingsRow,
     LayerStatsRow,
+    PredictionRow,
     ProgressRow,
     RunRow,
     SampleRow,
@@ -185,10 +186,29 @@ class StoreWrites(StoreCore):
                     flop_per_s=ceilings.flop_per_s,
                     bandwidth_bytes_per_s=ceilings.bandwidth_bytes_per_s,
                     source=ceilings.source,
-                    details=ceilings.details,
+                    details={
+                        **ceilings.details,
+                        "kind": ceilings.kind,
+                        "memory_bytes": ceilings.memory_bytes,
+                    },
                     created=now_iso(),
                 )
             )
+
+    def save_prediction(self, doc: dict[str, Any]) -> str:
+        """Keep a prediction document; returns its id."""
+        pid = uuid.uuid4().hex[:12]
+        with self.session("write to") as s:
+            s.add(
+                PredictionRow(
+                    id=pid,
+                    model_spec=str(doc.get("model")),
+                    hardware=str((doc.get("hardware") or {}).get("key")),
+                    doc=doc,
+                    created=now_iso(),
+                )
+            )
+        return pid
 
     def delete_many(self, run_ids: list[str]) -> int:
         """Delete these runs (with samples, steps, tables, traces, power) in one transaction."""

@@ -1,0 +1,336 @@
+"""What-if: memory fit, roofline bounds and predicted TTFT, TPOT and throughput, with no run.
+
+`predict` takes a model's shape (any preset, folder or config: costed from the meta device),
+a device model (analysis/timemodel.py: measured curves, or a spec row with default
+efficiencies) and a workload, and answers per batch size: does it fit (weights, KV cache at the
+final length, activations, runtime, free), how long the prefill and a decode step take and
+which bound they are near, and the throughput. Stored runs on the same device refine it
+(`learn_from_runs`): per phase, the measured medians against the prediction give a factor for
+the device's work and one for its host overhead, and the prediction says how many runs it
+learnt from.
+
+Memory (per GPU with tensor parallelism `tp`):
+- weights: parameters x dtype bytes / tp (exact for the count given);
+- KV cache: 2 (keys and values) x kv heads x head dim x dtype bytes per token per attention
+  block, at the final length (prompt + new tokens), capped at a sliding window; heads split
+  over tp GPUs (a KV head is never split: at least one per GPU);
+- activations of the prefill (approximate): the hidden state and its residual copies, one
+  block's MLP intermediates, its query/key/value projections, and the float32 logits of the
+  last position;
+- runtime: the framework's own memory (measured for this machine by `calibrate`, assumed
+  0.6 GB for a CUDA context and cuBLAS workspace on a spec GPU).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from infermeter.analysis.timemodel import DeviceModel, ForwardTime, Work, forward_time
+from infermeter.models.shape import Shape
+
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int8": 1, "fp8": 1}
+#: a CUDA context, cuBLAS workspace and the allocator's slack: assumed, not measured
+GPU_RUNTIME_BYTES = 0.6e9
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What is predicted: batches (per replica), prompt and new tokens, dtype, parallelism."""
+
+    batches: tuple[int, ...]
+    prompt_tokens: int
+    new_tokens: int
+    dtype: str = "bfloat16"
+    gpus: int = 1
+    tp: int = 1
+    top_k: int | None = None
+
+    @property
+    def replicas(self) -> int:
+        """Data-parallel copies of the model: GPUs / tensor-parallel degree."""
+        return max(self.gpus // self.tp, 1)
+
+
+def kv_bytes_per_token(shape: Shape, dtype_bytes: int, tp: int = 1, length: int = 1) -> float:
+    """KV-cache bytes of one sequence of `length` tokens, per GPU (windows respected)."""
+    kv_heads = math.ceil(max(shape.kv_heads, 1) / tp)
+    per_layer_token = 2 * kv_heads * shape.head_dim * dtype_bytes
+    layers = shape.census.layers if shape.census else []
+    if not layers:
+        return shape.layers * per_layer_token * min(length, shape.sliding_window or length)
+    out = 0.0
+    for lay in layers:
+        if lay.score_dims:
+            out += per_layer_token * min(length, lay.window or length)
+    return out
+
+
+def activation_bytes(shape: Shape, dtype_bytes: int, prompt: int, tp: int = 1) -> float:
+    """Peak transient memory of one sequence's prefill (approximate; see module docstring)."""
+    d = shape.hidden
+    f = shape.moe_intermediate * max(shape.top_k, 1) if shape.experts else shape.intermediate
+    qkv = (shape.heads + 2 * shape.kv_heads) * shape.head_dim
+    per_token = 4 * d + (3 * f + qkv) / tp
+    return dtype_bytes * prompt * per_token + 4 * shape.vocab / tp
+
+
+@dataclass
+class MemoryFit:
+    """Memory of one batch (per GPU), in bytes."""
+
+    weights: float
+    kv_cache: float
+    activations: float
+    runtime: float
+    capacity: float | None
+
+    @property
+    def total(self) -> float:
+        """Everything needed."""
+        return self.weights + self.kv_cache + self.activations + self.runtime
+
+    @property
+    def free(self) -> float | None:
+        """Capacity left (negative: short by that much)."""
+        return None if self.capacity is None else self.capacity - self.total
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON."""
+        return {
+            "weights_bytes": self.weights,
+            "kv_cache_bytes": self.kv_cache,
+            "activations_bytes": self.activations,
+            "runtime_bytes": self.runtime,
+            "total_bytes": self.total,
+            "capacity_bytes": self.capacity,
+            "free_bytes": self.free,
+            "fits": None if self.free is None else self.free >= 0,
+        }
+
+
+def memory_fit(
+    shape: Shape,
+    params: int,
+    dtype: str,
+    batch: int,
+    prompt: int,
+    new: int,
+    tp: int,
+    capacity: float | None,
+    runtime: float,
+) -> MemoryFit:
+    """Weights, KV cache at the final length, prefill activations and runtime, per GPU."""
+    e = DTYPE_BYTES[dtype]
+    return MemoryFit(
+        weights=params * e / tp,
+        kv_cache=batch * kv_bytes_per_token(shape, e, tp, prompt + new),
+        activations=batch * activation_bytes(shape, e, prompt, tp),
+        runtime=runtime,
+        capacity=capacity,
+    )
+
+
+def largest_batch(
+    shape: Shape, params: int, w: Workload, capacity: float | None, runtime: float
+) -> int | None:
+    """The most sequences per replica that fit (0 when not even the weights do)."""
+    if capacity is None:
+        return None
+    one = memory_fit(
+        shape, params, w.dtype, 1, w.prompt_tokens, w.new_tokens, w.tp, capacity, runtime
+    )
+    per_seq = one.kv_cache + one.activations
+    room = capacity - one.weights - runtime
+    return max(0, int(room // per_seq)) if per_seq > 0 else None
+
+
+@dataclass
+class Learned:
+    """Per-phase factors learnt from stored runs: device work x `work`, host overhead x `host`."""
+
+    runs: int = 0
+    factors: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def apply(self, phase: str, t: ForwardTime, gpu: bool) -> float:
+        """The phase's total with the learnt factors (the prediction as is without any)."""
+        f = self.factors.get(phase)
+        if not f:
+            return t.total_s
+        work = f["work"] * (t.gemm_s + t.attention_s + t.elementwise_s + t.comm_s)
+        host = f["host"] * (t.overhead_s + t.generate_s)
+        if gpu:
+            return max(work, f["host"] * t.overhead_s) + f["host"] * t.generate_s
+        return work + host
+
+
+def _fit_two(points: list[tuple[float, float, float]]) -> dict[str, float]:
+    """Non-negative (work, host) factors minimising relative error.
+
+    One shared scale instead with fewer than 4 points, or when the two parts cannot be told
+    apart (a negative factor).
+    """
+    import numpy as np
+
+    if len(points) >= 4:
+        a = np.array([[w / m, h / m] for w, h, m in points])
+        sol, *_ = np.linalg.lstsq(a, np.ones(len(points)), rcond=None)
+        if (sol > 0).all():
+            return {"work": float(sol[0]), "host": float(sol[1])}
+    ratio = statistics.median(m / (w + h) for w, h, m in points)
+    return {"work": ratio, "host": ratio}
+
+
+def learn_from_runs(points: dict[str, list[tuple[ForwardTime, float]]], runs: int) -> Learned:
+    """Factors per phase from (predicted parts, measured seconds) of stored runs."""
+    out = Learned(runs=runs)
+    for phase, pts in points.items():
+        rows = [
+            (
+                t.gemm_s + t.attention_s + t.elementwise_s + t.comm_s,
+                t.overhead_s + t.generate_s,
+                m,
+            )
+            for t, m in pts
+            if m and m > 0
+        ]
+        if rows:
+            out.factors[phase] = _fit_two(rows)
+    return out
+
+
+def phase_times(
+    shape: Shape,
+    dev: DeviceModel,
+    batch: int,
+    prompt: int,
+    new: int,
+    dtype: str,
+    tp: int = 1,
+    top_k: int | None = None,
+    op_counts: dict[str, Any] | None = None,
+    images: int = 0,
+    active_layers: int | None = None,
+) -> dict[str, ForwardTime]:
+    """Predicted prefill (the whole prompt) and mean decode step (at the mid context)."""
+    e = DTYPE_BYTES.get(dtype, 4)
+    pre = Work(batch, prompt, 0, 1, e, top_k, active_layers, images, tp)
+    mid = prompt + max(0, new - 1) // 2
+    dec = Work(batch, 1, mid, 1, e, top_k, active_layers, 0, tp)
+    prefill = forward_time(shape, dev, pre, "prefill", op_counts)
+    decode = forward_time(shape, dev, dec, "decode", op_counts)
+    return {"prefill": prefill, "decode": decode}
+
+
+def predict(
+    shape: Shape,
+    params: int,
+    dev: DeviceModel,
+    w: Workload,
+    op_counts: dict[str, Any] | None = None,
+    learned: Learned | None = None,
+    runtime_bytes: float | None = None,
+) -> dict[str, Any]:
+    """Per batch: memory fit, per-phase parts and bounds, TTFT, TPOT, throughput."""
+    learned = learned or Learned()
+    runtime = (
+        runtime_bytes
+        if runtime_bytes is not None
+        else (GPU_RUNTIME_BYTES if dev.kind == "gpu" else 0.0)
+    )
+    rows = []
+    for b in w.batches:
+        mem = memory_fit(
+            shape,
+            params,
+            w.dtype,
+            b,
+            w.prompt_tokens,
+            w.new_tokens,
+            w.tp,
+            dev.memory_bytes,
+            runtime,
+        )
+        times = phase_times(
+            shape, dev, b, w.prompt_tokens, w.new_tokens, w.dtype, w.tp, w.top_k, op_counts
+        )
+        gpu = dev.kind == "gpu"
+        ttft = learned.apply("prefill", times["prefill"], gpu)
+        tpot = learned.apply("decode", times["decode"], gpu)
+        total_s = ttft + max(w.new_tokens - 1, 0) * tpot
+        rows.append(
+            {
+                "batch": b,
+                "memory": mem.to_dict(),
+                "prefill": times["prefill"].to_dict(),
+                "decode": times["decode"].to_dict(),
+                "ttft_ms": ttft * 1e3,
+                "tpot_ms": tpot * 1e3,
+                "throughput_tok_s": w.replicas * b * w.new_tokens / total_s if total_s else None,
+                "decode_tok_s": w.replicas * b / tpot if tpot else None,
+            }
+        )
+    return {
+        "rows": rows,
+        "largest_batch": largest_batch(shape, params, w, dev.memory_bytes, runtime),
+        "runtime_bytes": runtime,
+        "learned": {"runs": learned.runs, "factors": learned.factors},
+    }
+
+
+def memory_by_context(
+    shape: Shape, params: int, w: Workload, batch: int, capacity: float | None, runtime: float
+) -> list[dict[str, Any]]:
+    """Memory of `batch` sequences at context lengths up to 4x the workload's (the figure)."""
+    end = max(4 * (w.prompt_tokens + w.new_tokens), 1024)
+    lengths = sorted({int(end * f) for f in (1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1)})
+    out = []
+    for n in lengths:
+        m = memory_fit(shape, params, w.dtype, batch, n, 0, w.tp, capacity, runtime)
+        out.append({"context_tokens": n, **m.to_dict()})
+    return out
+
+
+def predict_run(run: Any, dev: DeviceModel) -> dict[str, ForwardTime]:
+    """The time model's prefill and mean decode step for a stored run's workload."""
+    from infermeter.analysis.roofline import run_shapes
+
+    shape, work = run_shapes(run)
+    return phase_times(
+        shape,
+        dev,
+        work["batch"],
+        work["prompt"],
+        work["new"],
+        work["dtype"],
+        top_k=work["top_k"],
+        op_counts=(shape.flop_check or {}).get("op_counts"),
+        images=work["images"],
+        active_layers=work["active_layers"],
+    )
+
+
+def measured_seconds(run: Any) -> dict[str, float]:
+    """A run's median TTFT and TPOT in seconds, by phase."""
+    s = run.summary()
+    return {"prefill": s["ttft_ms"].median / 1e3, "decode": s["tpot_ms"].median / 1e3}
+
+
+def learn_from_stored(runs: list[Any], dev: DeviceModel) -> Learned:
+    """`learn_from_runs` over stored runs (those that cannot be costed are skipped)."""
+    points: dict[str, list[tuple[ForwardTime, float]]] = {"prefill": [], "decode": []}
+    used = 0
+    for run in runs:
+        try:
+            pred = predict_run(run, dev)
+            meas = measured_seconds(run)
+        except Exception:  # noqa: BLE001 - an old or odd run teaches nothing; skip it
+            continue
+        if not all(v and v == v for v in meas.values()):
+            continue
+        used += 1
+        for phase in points:
+            points[phase].append((pred[phase], meas[phase]))
+    return learn_from_runs(points, used) if used else Learned()

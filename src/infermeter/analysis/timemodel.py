@@ -1,0 +1,391 @@
+"""Time of one forward, from its GEMMs, attention, element-wise work and framework overhead.
+
+Why not FLOPs / peak: real kernels reach a share of peak that depends on the shape (a 32-row
+GEMM on this project's CPU runs 4x slower per FLOP than a 4096-row one; a decode-step GEMM is
+bandwidth-bound), and a small model's step is mostly framework overhead. So a forward is
+costed part by part:
+
+- every linear layer is a GEMM of (batch x tokens) rows by its [in, out] (the census' shapes),
+  each routed expert a GEMM of the rows it receives (tokens x top-k spread over the experts
+  hit), the LM head one of the rows whose logits are computed;
+- attention (one SDPA call per block) at its queries and keys;
+- element-wise work (norms, activations, rotary, residual adds) as bytes moved;
+- every other framework operation (views, casts, the Python around them) at a measured cost
+  each, and what `generate` adds before the first token and per step;
+- with tensor parallelism, every block's two all-reduces over the interconnect.
+
+On a device with measured curves (`infermeter calibrate`, measure/curves.py) every part is read
+from them. On a spec-table device the GEMM is max(FLOPs / (peak x compute efficiency), bytes /
+(bandwidth x bandwidth efficiency)), attention likewise, with the default efficiencies below,
+and a GPU's host-side overhead overlaps its device work. Each result says which it used.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from infermeter.analysis.costs import Cost, _vision, forward_costs, total
+from infermeter.measure.ceilings import Ceilings
+from infermeter.measure.curves import Curves, curves_of
+from infermeter.models.shape import Shape
+
+#: Defaults for a device nobody measured, from published measurements of eager PyTorch:
+#: cuBLAS GEMMs at large shapes reach 60-75% of dense tensor peak on A100/H100; streaming
+#: kernels 80-90% of HBM bandwidth; FlashAttention-2 35-50% of peak in the forward pass
+#: (Dao 2023); a kernel launch through PyTorch's dispatcher costs 4-10 us of host time.
+DEFAULT_COMPUTE_EFFICIENCY = 0.65
+DEFAULT_BANDWIDTH_EFFICIENCY = 0.8
+DEFAULT_ATTENTION_EFFICIENCY = 0.4
+DEFAULT_OP_SECONDS = 6e-6
+#: generate's own work before the first token and per step (logits processing, stopping
+#: criteria, cache bookkeeping) on a server CPU: measured 0.9 ms and 0.3 ms on this project's
+#: 2-core VM (bench/curves.py); a faster host is assumed to take about half
+DEFAULT_GENERATE_FIRST_S = 0.5e-3
+DEFAULT_GENERATE_STEP_S = 0.15e-3
+#: one all-reduce's fixed latency (NCCL ring over NVLink, small messages)
+ALLREDUCE_LATENCY_S = 10e-6
+#: framework operations per decoder block when a model's count is unknown (a Llama block in
+#: transformers 5 with SDPA dispatches about 70 besides its GEMMs and attention)
+DEFAULT_OPS_PER_BLOCK = 70
+
+
+@dataclass(frozen=True)
+class DeviceModel:
+    """What the time model needs of a device, and where each figure comes from."""
+
+    name: str
+    kind: str
+    peak_flop_per_s: float | None
+    bandwidth_bytes_per_s: float | None
+    curves: Curves | None = None
+    compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY
+    bandwidth_efficiency: float = DEFAULT_BANDWIDTH_EFFICIENCY
+    attention_efficiency: float = DEFAULT_ATTENTION_EFFICIENCY
+    op_seconds: float = DEFAULT_OP_SECONDS
+    generate_first_seconds: float = DEFAULT_GENERATE_FIRST_S
+    generate_step_seconds: float = DEFAULT_GENERATE_STEP_S
+    memory_bytes: float | None = None
+    interconnect_bytes_per_s: float | None = None
+    sources: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def measured(self) -> bool:
+        """True when times come from curves measured on the device."""
+        return self.curves is not None
+
+
+def device_model(ceilings: Ceilings, dtype: str) -> DeviceModel:
+    """The device model of a spec row or of measured ceilings (with curves when calibrated).
+
+    Curves of another dtype are used when this one was not measured, scaled by the two dtypes'
+    measured peaks, and the sources say so.
+    """
+    peak = ceilings.peak(dtype)
+    curves_by_dtype = curves_of(ceilings.details)
+    curves = curves_by_dtype.get(dtype)
+    sources = {"peaks": ceilings.source}
+    if curves is None and curves_by_dtype:
+        other = next(iter(curves_by_dtype))
+        curves = curves_by_dtype[other]
+        sources["curves"] = f"{other} curves (no {dtype} curves measured): times approximate"
+    elif curves is not None:
+        sources["curves"] = curves.source
+    if curves is not None:
+        return DeviceModel(
+            ceilings.device,
+            ceilings.kind,
+            peak,
+            ceilings.bandwidth_bytes_per_s,
+            curves=curves,
+            op_seconds=curves.op_seconds,
+            generate_first_seconds=curves.generate_first_seconds,
+            generate_step_seconds=curves.generate_step_seconds,
+            memory_bytes=ceilings.memory_bytes,
+            interconnect_bytes_per_s=ceilings.interconnect_bytes_per_s,
+            sources=sources,
+        )
+    sources["efficiency"] = (
+        f"datasheet peak x default efficiencies (compute {DEFAULT_COMPUTE_EFFICIENCY:.0%}, "
+        f"bandwidth {DEFAULT_BANDWIDTH_EFFICIENCY:.0%}, attention "
+        f"{DEFAULT_ATTENTION_EFFICIENCY:.0%}); host overhead {DEFAULT_OP_SECONDS * 1e6:.0f} us "
+        "per operation, assumed"
+    )
+    return DeviceModel(
+        ceilings.device,
+        ceilings.kind,
+        peak,
+        ceilings.bandwidth_bytes_per_s,
+        memory_bytes=ceilings.memory_bytes,
+        interconnect_bytes_per_s=ceilings.interconnect_bytes_per_s,
+        sources=sources,
+    )
+
+
+@dataclass
+class ForwardTime:
+    """Predicted seconds of one forward by part, its work, and its bounds."""
+
+    gemm_s: float = 0.0
+    attention_s: float = 0.0
+    elementwise_s: float = 0.0
+    overhead_s: float = 0.0
+    generate_s: float = 0.0
+    comm_s: float = 0.0
+    total_s: float = 0.0
+    flop_count: float = 0.0
+    bytes: float = 0.0
+    comm_bytes: float = 0.0
+    #: the roofline bounds: FLOPs at peak, bytes at full bandwidth, all-reduces at link speed
+    compute_bound_s: float | None = None
+    memory_bound_s: float | None = None
+    comm_bound_s: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def bound(self) -> str | None:
+        """Which roofline bound is the largest: compute, memory or communication."""
+        bounds = {
+            "compute": self.compute_bound_s,
+            "memory": self.memory_bound_s,
+            "communication": self.comm_bound_s,
+        }
+        known = {k: v for k, v in bounds.items() if v}
+        return max(known, key=lambda k: known[k]) if known else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON."""
+        d = asdict(self)
+        d["bound"] = self.bound
+        return d
+
+
+@dataclass(frozen=True)
+class Work:
+    """One forward: `tokens` new tokens per row after `context` cached, `batch` rows."""
+
+    batch: int
+    tokens: int
+    context: int = 0
+    logits_tokens: int = 1
+    dtype_bytes: int = 4
+    top_k: int | None = None
+    active_layers: int | None = None
+    images: int = 0
+    tp: int = 1
+
+
+def _gemm(dev: DeviceModel, rows: float, k: int, n: int, e: int) -> float:
+    if dev.curves is not None:
+        return dev.curves.gemm_seconds(rows, k, n)
+    flops = 2 * rows * k * n
+    nbytes = e * (k * n + rows * (k + n))
+    t = 0.0
+    if dev.peak_flop_per_s:
+        t = flops / (dev.peak_flop_per_s * dev.compute_efficiency)
+    if dev.bandwidth_bytes_per_s:
+        t = max(t, nbytes / (dev.bandwidth_bytes_per_s * dev.bandwidth_efficiency))
+    return t
+
+
+def _layer_gemms(shape: Shape, index: int) -> tuple[list[list[int]], list[list[int]], int]:
+    """(dense [in, out], one expert's [in, out], experts) of block `index`."""
+    c = shape.census
+    d = max(shape.hidden, 1)
+    if c is None or index >= len(c.layers):  # a run stored before the census: the family's
+        dense = [[d, shape.heads * shape.head_dim * 2 + 2 * shape.kv_heads * shape.head_dim]]
+        if shape.experts:
+            return dense, [[d, 3 * shape.moe_intermediate]], shape.experts
+        return [*dense, [d, (3 if shape.gated_mlp else 2) * shape.intermediate]], [], 0
+    lay = c.layers[index]
+    if lay.linear_shapes:
+        return lay.linear_shapes, lay.expert_shapes, lay.experts
+    # stored before the census kept shapes: each kind as one GEMM of its multiply-adds
+    dense = [[d, m // d] for m in (lay.attention_macs, lay.mlp_macs, lay.other_macs) if m]
+    experts = [[d, lay.expert_macs // d]] if lay.expert_macs else []
+    return dense, experts, lay.experts
+
+
+def _gemm_seconds(shape: Shape, dev: DeviceModel, w: Work, layers: int, k_top: int) -> float:
+    rows = w.batch * w.tokens
+    e, tp = w.dtype_bytes, w.tp
+    t = 0.0
+    for i in range(layers):
+        dense, expert, n_experts = _layer_gemms(shape, i)
+        t += sum(_gemm(dev, rows, k, max(n // tp, 1), e) for k, n in dense)
+        if expert and n_experts:
+            hit = min(n_experts, rows * k_top)
+            per = rows * k_top / hit
+            t += hit * sum(_gemm(dev, per, k, max(n // tp, 1), e) for k, n in expert)
+    head = shape.census.lm_head_macs if shape.census and shape.census.lm_head_macs else 0
+    head = head or shape.hidden * shape.vocab
+    if head and shape.hidden:
+        t += _gemm(dev, w.batch * w.logits_tokens, shape.hidden, head // shape.hidden // tp, e)
+    return t
+
+
+def _vision_seconds(shape: Shape, dev: DeviceModel, w: Work) -> float:
+    """A vision tower and projector: their FLOPs at the rate of a GEMM of the patches' rows."""
+    if not (w.images and shape.vision is not None):
+        return 0.0
+    v = shape.vision
+    rows = w.images * (v.patches + 1)
+    rate_s_per_flop = _gemm(dev, rows, v.hidden, v.hidden, w.dtype_bytes) / (
+        2 * rows * v.hidden * v.hidden
+    )
+    flops = sum(c.flop_count for c in _vision(v, w.images, w.dtype_bytes))
+    return flops * rate_s_per_flop / w.tp
+
+
+def _attention_seconds(shape: Shape, dev: DeviceModel, w: Work, layers: int) -> float:
+    keys_all = w.context + w.tokens
+    heads = max(shape.heads // w.tp, 1)
+    t = 0.0
+    census_layers = shape.census.layers if shape.census else []
+    for i in range(layers):
+        lay = census_layers[i] if i < len(census_layers) else None
+        if lay is not None and not lay.score_dims:
+            continue
+        window = lay.window if lay is not None else shape.sliding_window
+        keys = min(keys_all, window) if (window and w.tokens == 1) else keys_all
+        measured = (
+            dev.curves.attention_seconds(w.batch, heads, shape.head_dim, w.tokens, keys)
+            if dev.curves is not None
+            else None
+        )
+        if measured is not None:
+            t += measured
+            continue
+        flops = 4 * w.batch * heads * w.tokens * keys * shape.head_dim
+        kv = 2 * w.batch * keys * max(shape.kv_heads // w.tp, 1) * shape.head_dim * w.dtype_bytes
+        part = 0.0
+        if dev.peak_flop_per_s:
+            part = flops / (dev.peak_flop_per_s * dev.attention_efficiency)
+        if dev.bandwidth_bytes_per_s:
+            part = max(part, kv / (dev.bandwidth_bytes_per_s * dev.bandwidth_efficiency))
+        t += part
+    return t
+
+
+def elementwise_bytes(shape: Shape, w: Work, layers: int) -> float:
+    """Bytes the element-wise operations of a forward move (approximate, per GPU).
+
+    Per block, counted as passes that read and write a tensor: two RMS norms of about six
+    passes each (cast, square, mean, rsqrt, two multiplies) and two residual adds over the
+    hidden state (30 d), the gated activation over the MLP width (5 f; 3 f ungated), and
+    rotary over queries and keys (four passes: 8 per head dim); a MoE
+    block also gathers each routed token's hidden state and scatters its output back (4 d per
+    routed token) and weighs the expert outputs.
+    """
+    n = w.batch * w.tokens
+    k_top = w.top_k or shape.top_k or 1
+    if shape.experts:
+        mlp = k_top * (5 * shape.moe_intermediate + 4 * shape.hidden)
+    else:
+        mlp = (5 if shape.gated_mlp else 3) * shape.intermediate
+    rotary = 8 * (shape.heads + shape.kv_heads) * shape.head_dim
+    return w.dtype_bytes * n * layers * (30 * shape.hidden + (mlp + rotary) / w.tp)
+
+
+def _elementwise_seconds(dev: DeviceModel, nbytes: float, ops: float) -> float:
+    if nbytes <= 0:
+        return 0.0
+    if dev.curves is not None and dev.curves.copy:
+        # at the bandwidth a copy of one operation's size attains (small ones stay in cache);
+        # below the smallest size measured, at its bandwidth: a call's fixed cost is in
+        # `op_seconds` already
+        per_op = max(nbytes / max(ops, 1.0), dev.curves.copy["bytes"][0])
+        return nbytes / dev.curves.bandwidth(per_op)
+    if dev.bandwidth_bytes_per_s:
+        return nbytes / (dev.bandwidth_bytes_per_s * dev.bandwidth_efficiency)
+    return 0.0
+
+
+def other_ops(
+    shape: Shape, phase: str, layers: int, op_counts: dict[str, Any] | None, launches: bool
+) -> tuple[float, str | None]:
+    """Framework operations a forward pays overhead on, and a note when the count is guessed.
+
+    On a CPU the GEMM and attention curves include their own calls' fixed cost, so only the
+    other operations count; on a GPU every operation is a kernel the host launches
+    (`launches`).
+    """
+    counted = (op_counts or {}).get(phase)
+    total_layers = shape.layers or layers
+    if counted:
+        n = counted["other"] + (counted["gemm"] + counted["attention"] if launches else 0)
+        return float(n) * layers / max(total_layers, 1), None
+    return (
+        float(DEFAULT_OPS_PER_BLOCK * layers),
+        f"framework operations estimated ({DEFAULT_OPS_PER_BLOCK} per block, a Llama block's "
+        "count): the model could not be run to count them",
+    )
+
+
+def comm_seconds(shape: Shape, dev: DeviceModel, w: Work, layers: int) -> tuple[float, float]:
+    """(seconds, bytes per GPU) of tensor parallelism's all-reduces: two per block.
+
+    A ring all-reduce of S bytes over n GPUs sends and receives 2 (n - 1) / n x S per GPU.
+    """
+    if w.tp <= 1:
+        return 0.0, 0.0
+    size = w.batch * w.tokens * shape.hidden * w.dtype_bytes
+    per_gpu = 2 * (w.tp - 1) / w.tp * size * 2 * layers
+    link = dev.interconnect_bytes_per_s
+    if not link:
+        return math.inf, per_gpu
+    return per_gpu / link + 2 * layers * ALLREDUCE_LATENCY_S, per_gpu
+
+
+def forward_time(
+    shape: Shape,
+    dev: DeviceModel,
+    w: Work,
+    phase: str,
+    op_counts: dict[str, Any] | None = None,
+) -> ForwardTime:
+    """Predicted time of one forward (`phase`: "prefill" or "decode", for op counts and generate).
+
+    Long because: it is the one place that adds the parts up and states the bounds; each part
+    is its own function above.
+    """
+    layers = w.active_layers or shape.layers or (len(shape.census.layers) if shape.census else 0)
+    k_top = w.top_k or (shape.census.top_k if shape.census else 0) or shape.top_k or 1
+    out = ForwardTime()
+    out.gemm_s = _gemm_seconds(shape, dev, w, layers, k_top) + _vision_seconds(shape, dev, w)
+    out.attention_s = _attention_seconds(shape, dev, w, layers)
+    ops, note = other_ops(shape, phase, layers, op_counts, launches=dev.kind == "gpu")
+    if note:
+        out.notes.append(note)
+    out.elementwise_s = _elementwise_seconds(dev, elementwise_bytes(shape, w, layers), ops)
+    out.overhead_s = ops * dev.op_seconds
+    out.generate_s = dev.generate_first_seconds if phase == "prefill" else dev.generate_step_seconds
+    out.comm_s, out.comm_bytes = comm_seconds(shape, dev, w, layers)
+    costs: list[Cost] = forward_costs(
+        shape,
+        tokens=w.tokens,
+        context=w.context,
+        batch=w.batch,
+        dtype_bytes=w.dtype_bytes,
+        logits_tokens=w.logits_tokens,
+        top_k=w.top_k,
+        images=w.images,
+        active_layers=w.active_layers,
+    )
+    t = total(costs)
+    out.flop_count = t.flop_count / w.tp
+    out.bytes = t.bytes / w.tp
+    if dev.peak_flop_per_s:
+        out.compute_bound_s = out.flop_count / dev.peak_flop_per_s
+    if dev.bandwidth_bytes_per_s:
+        out.memory_bound_s = out.bytes / dev.bandwidth_bytes_per_s
+    if w.tp > 1 and dev.interconnect_bytes_per_s:
+        out.comm_bound_s = out.comm_bytes / dev.interconnect_bytes_per_s
+    work = out.gemm_s + out.attention_s + out.elementwise_s + out.comm_s
+    if dev.kind == "gpu":
+        # the host enqueues kernels while the device runs earlier ones: the slower of the two
+        out.total_s = max(work, out.overhead_s) + out.generate_s
+    else:
+        out.total_s = work + out.overhead_s + out.generate_s
+    return out

@@ -1,0 +1,172 @@
+"""`infermeter predict`: will this model fit on that hardware, and how fast will it be?"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from infermeter.cli.guard import guard
+from infermeter.util import fmt
+from infermeter.util.jsonio import clean_json, print_json
+
+#: largest values accepted, so a typo is one line and not an hour of arithmetic
+MAX_TOKENS = 10_000_000
+MAX_BATCH = 1_000_000
+MAX_GPUS = 65_536
+
+
+def _within(value: int | None, option: str, low: int, high: int) -> None:
+    from infermeter.errors import UserError
+
+    if value is not None and not low <= value <= high:
+        raise UserError(f"{option} {value} is out of range", f"use {low}..{high}")
+
+
+def _batches(text: str) -> tuple[int, ...]:
+    from infermeter.errors import UserError
+
+    out = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        try:
+            b = int(part)
+        except ValueError:
+            raise UserError(
+                f"--batch {part!r} is not a whole number", "e.g. --batch 1,8,32"
+            ) from None
+        _within(b, "--batch", 1, MAX_BATCH)
+        out.append(b)
+    if not out:
+        raise UserError("--batch is empty", "e.g. --batch 1,8,32")
+    return tuple(dict.fromkeys(out))
+
+
+@guard
+def predict_command(
+    model: str = typer.Option(
+        "tiny-llama",
+        "--model",
+        "-m",
+        help="A preset, smollm2-135m, a folder, a hub id in the local cache, or a config.json.",
+    ),  # fmt: skip
+    hardware: str = typer.Option(
+        "cpu-this", help="h100-sxm, a100-80gb, l4, rtx-4090, m2-max, ... or cpu-this (calibrated)."
+    ),
+    gpus: int = typer.Option(1, help="GPUs in all: tensor-parallel groups x replicas."),
+    tp: int = typer.Option(1, help="Tensor-parallel degree (GPUs sharing one copy)."),
+    dtype: str = typer.Option("auto", help="auto, float32, bfloat16, float16, int8 or fp8."),
+    batch: str = typer.Option("1,8,32", help="Sequences per replica, comma-separated."),
+    prompt_tokens: int = typer.Option(2048, help="Prompt tokens per sequence."),
+    new_tokens: int = typer.Option(256, help="Generated tokens per sequence."),
+    top_k: int = typer.Option(None, "--top-k", help="MoE experts per token (default: config's)."),
+    learn: bool = typer.Option(True, help="Refine with stored runs on the same device."),
+    out: Path = typer.Option(None, "--out", help="Write predict.json and the figures here."),
+    db: str = typer.Option(None, help="Database URL or SQLite file."),
+    json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
+) -> None:
+    """Memory fit, roofline bounds and predicted TTFT, TPOT and throughput, without weights."""
+    from infermeter.analysis.predict import Workload
+    from infermeter.errors import UserError
+    from infermeter.experiments.whatif import what_if
+    from infermeter.store import Store
+
+    _within(gpus, "--gpus", 1, MAX_GPUS)
+    _within(tp, "--tp", 1, MAX_GPUS)
+    _within(prompt_tokens, "--prompt-tokens", 1, MAX_TOKENS)
+    _within(new_tokens, "--new-tokens", 1, MAX_TOKENS)
+    _within(top_k, "--top-k", 1, 4096)
+    if gpus % tp:
+        raise UserError(
+            f"--gpus {gpus} is not a multiple of --tp {tp}",
+            "give --gpus as tensor-parallel groups x replicas (e.g. --gpus 8 --tp 4)",
+        )
+    batches = _batches(batch)
+    if out is not None:
+        from infermeter.cli.output import writable_dir
+
+        out = writable_dir(out)
+    store = Store(db)
+    w = Workload(batches, prompt_tokens, new_tokens, dtype.strip().lower(), gpus, tp, top_k)
+    doc = clean_json(what_if(model, hardware, w, store, learn=learn))
+    doc["id"] = store.save_prediction(doc)
+    files: list[Path] = []
+    if out is not None:
+        from infermeter.report.predict_figures import predict_figures
+        from infermeter.util.jsonio import write_json
+
+        files = [write_json(out / "predict.json", doc), *predict_figures(doc, out)]
+    if json_out:
+        print_json(doc)
+        return
+    _print(doc, files, store.where)
+
+
+def _gb(nbytes: float | None) -> str:
+    return "-" if nbytes is None else f"{nbytes / 1e9:.2f} GB"
+
+
+def _bound(phase: dict[str, Any]) -> str:
+    b = phase.get("bound")
+    parts = {
+        "compute": phase.get("compute_bound_s"),
+        "memory": phase.get("memory_bound_s"),
+        "communication": phase.get("comm_bound_s"),
+    }
+    s = parts.get(b) if b else None
+    return f"{b} ({s * 1e3:.3g} ms)" if b and s else "-"
+
+
+def _print(doc: dict[str, Any], files: list[Path], where: str) -> None:
+    console = Console(soft_wrap=True, width=max(Console().width, 150))
+    hw, w = doc["hardware"], doc["workload"]
+    par = f", {w['gpus']} GPUs (TP {w['tp']} x {w['replicas']} replicas)" if w["gpus"] > 1 else ""
+    t = Table(
+        title=f"{doc['model']} ({fmt.count(doc['params'])} parameters) on {hw['name']}{par}, "
+        f"{doc['dtype']}, prompt {w['prompt_tokens']} + {w['new_tokens']} new tokens",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
+    cols = ("batch", "fits", "KV cache", "activations", "total", "free", "TTFT ms",
+            "prefill bound", "TPOT ms", "decode bound", "tokens/s")  # fmt: skip
+    for c in cols:
+        t.add_column(c, justify="right")
+    for r in doc["rows"]:
+        m = r["memory"]
+        t.add_row(
+            str(r["batch"]),
+            {True: "yes", False: "NO", None: "?"}[m["fits"]],
+            _gb(m["kv_cache_bytes"]),
+            _gb(m["activations_bytes"]),
+            _gb(m["total_bytes"]),
+            _gb(m["free_bytes"]),
+            f"{r['ttft_ms']:.4g}",
+            _bound(r["prefill"]),
+            f"{r['tpot_ms']:.4g}",
+            _bound(r["decode"]),
+            f"{r['throughput_tok_s']:.4g}" if r["throughput_tok_s"] else "-",
+        )
+    console.print(t)
+    first = doc["rows"][0]["memory"]
+    say = [
+        f"per GPU: weights {_gb(first['weights_bytes'])}, runtime {_gb(first['runtime_bytes'])}, "
+        f"capacity {_gb(hw['memory_bytes'])}; largest batch that fits: {doc['largest_batch']}",
+        f"efficiency: {hw['efficiency']}; "
+        + "; ".join(f"{k}: {v}" for k, v in hw["sources"].items()),
+        f"learnt from {doc['learned']['runs']} stored runs ({doc['learned']['from']})",
+    ]
+    short = [r for r in doc["rows"] if r["memory"]["fits"] is False]
+    for r in short:
+        say.append(
+            f"batch {r['batch']} does not fit: short by {_gb(-r['memory']['free_bytes'])} per GPU"
+        )
+    say += [f"approximate: {a}" for a in doc["approximate"]]
+    say.append(f"stored as prediction {doc['id']} in {where}")
+    say += [f"wrote {f}" for f in files]
+    for line in say:
+        console.print(line, style="dim", markup=False)

@@ -1,0 +1,208 @@
+"""`infermeter predict`: a model's memory fit and latency on a device, before running it.
+
+Resolves the three inputs (the model's config without weights, the device model, the stored
+runs to learn from), calls analysis/predict.py, and returns one JSON-ready document; the CLI
+prints it and report/predict_figures.py draws it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from infermeter.analysis.costs import approximate
+from infermeter.analysis.predict import (
+    DTYPE_BYTES,
+    Learned,
+    Workload,
+    learn_from_stored,
+    memory_by_context,
+    predict,
+)
+from infermeter.analysis.timemodel import DeviceModel, device_model
+from infermeter.errors import UserError
+from infermeter.measure.ceilings import (
+    LOCAL_HARDWARE,
+    Ceilings,
+    hardware_keys,
+    spec_by_key,
+    spec_ceilings,
+)
+
+#: stored runs read to learn from, newest first
+LEARN_LIMIT = 100
+
+
+def local_device_name() -> str:
+    """This machine's CPU as `describe_device` names it (what its runs record)."""
+    import torch
+
+    from infermeter.measure.device import describe_device
+
+    return str(describe_device(torch.device("cpu")).get("name"))
+
+
+def resolve_hardware(key: str, store: Any) -> Ceilings:
+    """The ceilings --hardware names: a spec row, or this machine as `calibrate` measured it."""
+    k = key.strip().lower()
+    if k == LOCAL_HARDWARE:
+        name = local_device_name()
+        measured = store.measured_ceilings(name)
+        if measured is None:
+            raise UserError(
+                f"{LOCAL_HARDWARE} is this machine as `infermeter calibrate` measures it, and "
+                f"{store.where} has no calibration of {name}",
+                "run `infermeter calibrate` first (a minute or two), with the same --db",
+            )
+        return measured
+    spec = spec_by_key(k)
+    if spec is None:
+        raise UserError(
+            f"unknown hardware {key!r}",
+            f"use one of: {', '.join(hardware_keys())}",
+        )
+    return spec
+
+
+def pick_dtype(dtype: str, ceilings: Ceilings) -> str:
+    """--dtype, or for "auto" the fastest the device has a peak for (float32 on a CPU)."""
+    if dtype != "auto":
+        if dtype not in DTYPE_BYTES:
+            raise UserError(
+                f"--dtype {dtype!r} is not one predict knows",
+                f"use auto or one of: {', '.join(DTYPE_BYTES)}",
+            )
+        return dtype
+    if ceilings.kind == "cpu":
+        return "float32"
+    for dt in ("bfloat16", "float16", "float32"):
+        if ceilings.peak(dt):
+            return dt
+    return "float32"
+
+
+def _same_device(run_device: str | None, ceilings: Ceilings, local: bool) -> bool:
+    if not run_device:
+        return False
+    if local:
+        return run_device == ceilings.device
+    row = spec_ceilings(run_device)
+    return row is not None and row.device == ceilings.device
+
+
+def stored_runs(store: Any, ceilings: Ceilings, local: bool, model: str) -> list[Any]:
+    """Finished minimal-mode runs on this device: of `model` when there are 2, else all."""
+    rows = [
+        r
+        for r in store.list_runs(status="finished", limit=LEARN_LIMIT)
+        if r["mode"] == "minimal" and _same_device(r["device"], ceilings, local)
+    ]
+    mine = [r for r in rows if r["model"] == model]
+    chosen = mine if len(mine) >= 2 else rows
+    return [store.get(r["id"]) for r in chosen]
+
+
+def what_if(
+    model: str,
+    hardware: str,
+    workload: Workload,
+    store: Any,
+    learn: bool = True,
+) -> dict[str, Any]:
+    """The whole prediction document (see analysis/predict.py for what each figure means).
+
+    Long because: it gathers every input in order and states where each came from.
+    """
+    from infermeter.models.config_only import config_of
+    from infermeter.models.loader import estimate_params
+    from infermeter.models.opcount import count_ops_of_config
+    from infermeter.models.shape import shape_of
+
+    ceilings = resolve_hardware(hardware, store)
+    local = hardware.strip().lower() == LOCAL_HARDWARE
+    dtype = pick_dtype(workload.dtype, ceilings)
+    if ceilings.kind != "cpu" and not ceilings.peak(dtype):
+        raise UserError(
+            f"{hardware} has no {dtype} peak in its datasheet ({ceilings.source})",
+            f"use --dtype {next(iter(ceilings.flop_per_s))}",
+        )
+    if local and workload.gpus > 1:
+        raise UserError(
+            f"{LOCAL_HARDWARE} is one machine; --gpus {workload.gpus} needs a GPU from the table",
+            "drop --gpus and --tp, or pick --hardware h100-sxm (see `infermeter predict --help`)",
+        )
+    w = Workload(**{**asdict(workload), "dtype": dtype})
+    config, shown = config_of(model)
+    shape = shape_of(config)
+    _check_top_k(shape, w.top_k)
+    params = estimate_params(config)
+    op_counts = count_ops_of_config(config, dtype)
+    dev = device_model(ceilings, dtype)
+    runs = stored_runs(store, ceilings, local, shown) if learn else []
+    learned = learn_from_stored(runs, dev) if runs else Learned()
+    runtime = (ceilings.details or {}).get("runtime_bytes") if local else None
+    pred = predict(shape, params, dev, w, op_counts, learned, runtime)
+    first_batch = w.batches[0]
+    return {
+        "kind": "infermeter-predict",
+        "model": shown,
+        "params": params,
+        "hardware": _hardware_doc(hardware, ceilings, dev),
+        "workload": asdict(w) | {"replicas": w.replicas},
+        "dtype": dtype,
+        **pred,
+        "memory_by_context": memory_by_context(
+            shape, params, w, first_batch, dev.memory_bytes, pred["runtime_bytes"]
+        ),
+        "approximate": _approximate(shape, op_counts, dev),
+        "learned": {
+            **pred["learned"],
+            "from": "runs of this model"
+            if runs and all(r.model_spec == shown for r in runs)
+            else ("runs of other models on this device" if runs else "no stored runs"),
+        },
+    }
+
+
+def _check_top_k(shape: Any, top_k: int | None) -> None:
+    if top_k is None:
+        return
+    if not shape.experts:
+        raise UserError(
+            f"--top-k {top_k} applies to mixture-of-experts models; this one is dense",
+            "drop --top-k",
+        )
+    if top_k > shape.experts:
+        raise UserError(
+            f"--top-k {top_k} is above the model's {shape.experts} experts",
+            f"use 1..{shape.experts}",
+        )
+
+
+def _hardware_doc(key: str, ceilings: Ceilings, dev: DeviceModel) -> dict[str, Any]:
+    return {
+        "key": key.strip().lower(),
+        "name": ceilings.device,
+        "kind": ceilings.kind,
+        "peak_flop_per_s": dev.peak_flop_per_s,
+        "bandwidth_bytes_per_s": dev.bandwidth_bytes_per_s,
+        "memory_bytes": dev.memory_bytes,
+        "interconnect_bytes_per_s": dev.interconnect_bytes_per_s,
+        "measured": dev.measured,
+        "sources": dev.sources,
+        "efficiency": "measured curves" if dev.measured else "datasheet peak x default efficiency",
+        "op_us": dev.op_seconds * 1e6,
+    }
+
+
+def _approximate(shape: Any, op_counts: dict[str, Any] | None, dev: DeviceModel) -> list[str]:
+    notes = list(approximate(shape))
+    notes = [n for n in notes if "torch's count" not in n]  # no forward was counted here
+    if op_counts is None:
+        notes.append("framework operations estimated per block (the model could not be run)")
+    elif op_counts.get("extrapolated"):
+        notes.append("framework operations counted on 1 and 2 blocks and extrapolated")
+    notes.append("activation memory approximate (one block's transients and the last logits)")
+    if not dev.measured:
+        notes.append("efficiencies are defaults, not measured on this device")
+    return notes

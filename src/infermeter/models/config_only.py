@@ -1,0 +1,67 @@
+"""A model's config without its weights: what `predict` costs a model from.
+
+Any --model a run accepts (preset, smollm2-135m, a folder, a hub id in the local cache) and
+also a bare config.json file: "Will Llama-3.1-70B fit on two H100s?" needs the 70B's shape,
+not its 140 GB of weights.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from infermeter.errors import UserError
+from infermeter.models.presets import PRESETS, build_config, get_preset
+from infermeter.models.tokenizer import builtin_tokenizer
+
+
+def _from_json_file(path: Path) -> Any:
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot read {path}: {exc}", "give a transformers config.json") from None
+    kind = str(data.get("model_type")) if isinstance(data, dict) else ""
+    if kind not in CONFIG_MAPPING:
+        raise UserError(
+            f"{path} has model_type {kind!r}, which this transformers does not know",
+            "give the config.json of a transformers model (it names its model_type)",
+        )
+    return CONFIG_MAPPING[kind].from_dict(data)
+
+
+def config_of(spec: str) -> tuple[Any, str]:
+    """(config, name to show) for a model spec or a config.json path.
+
+    Raises:
+        UserError: a path that is neither a folder with a config nor a config file, or a name
+            that is no preset and not in the local Hugging Face cache.
+    """
+    from infermeter.models import smollm2
+
+    name = spec.strip()
+    preset = get_preset(name)
+    if preset is not None:
+        return build_config(preset, builtin_tokenizer()), preset.name
+    if name.lower() == smollm2.NAME:
+        folder, _ = smollm2.ensure_converted()
+        name, path = smollm2.NAME, folder
+    else:
+        path = Path(name).expanduser()
+    if path.is_file():
+        return _from_json_file(path), name
+    from transformers import AutoConfig
+
+    try:
+        return AutoConfig.from_pretrained(str(path) if path.is_dir() else name), name
+    except (OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+        where = "folder" if path.is_dir() else "model"
+        presets = ", ".join(sorted(PRESETS)[:4])
+        raise UserError(
+            f"unknown {where} {spec!r}: no config found ({first})",
+            f"use a preset ({presets}, ... see `infermeter models`), a folder, a config.json "
+            "or a hub id in the local cache",
+        ) from None

@@ -1,0 +1,154 @@
+"""How many framework operations a forward dispatches: the fixed cost a small model pays.
+
+A decode step of a tiny model on a CPU is almost all overhead: tiny-llama dispatches about 400
+operations for 4 blocks, at a few microseconds each, and its GEMMs take less. The time model
+(analysis/timemodel.py) charges each operation that is not a GEMM or an attention call the
+measured cost of one (measure/curves.py `op_seconds`), so it needs the count: it is taken here
+by running one prefill of 8 tokens and one decode step under a dispatch mode that counts every
+aten operation, with the model's own kernels. It works on the meta device as well (a config, no
+weights) for most architectures; where a forward cannot run there (an `.item()` on a meta tensor)
+the count is None and the time model says its overhead is estimated.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: aten operations that are GEMMs (timed by the GEMM curve) or attention (the attention curve)
+GEMM_OPS = ("aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten._grouped_mm")
+ATTENTION_OPS = ("scaled_dot_product", "flash_attention", "efficient_attention")
+
+
+def _kind(name: str) -> str:
+    if any(name.startswith(g + ".") or name == g for g in GEMM_OPS):
+        return "gemm"
+    if any(a in name for a in ATTENTION_OPS):
+        return "attention"
+    return "other"
+
+
+def _counter() -> Any:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class OpCounter(TorchDispatchMode):
+        """Counts aten operations by kind (gemm, attention, other)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.counts = {"gemm": 0, "attention": 0, "other": 0}
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.counts[_kind(str(func))] += 1
+            return func(*args, **(kwargs or {}))
+
+    return OpCounter()
+
+
+def count_ops(model: Any, tokens: int = 8) -> dict[str, dict[str, int]] | None:
+    """Operations of one prefill of `tokens` tokens and of the decode step after it, by kind.
+
+    None when the model cannot run a plain text forward here (a vision model that needs
+    images, or a meta-device forward that reads a value).
+    """
+    import torch
+
+    device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    vocab = int(getattr(model.config.get_text_config(), "vocab_size", 2) or 2)
+    ids = (torch.arange(tokens, device=device) % max(vocab - 1, 1)).unsqueeze(0) + 1
+    try:
+        with torch.no_grad():
+            prefill = _counter()
+            with prefill:
+                out = model(input_ids=ids, use_cache=True)
+            decode = _counter()
+            with decode:
+                model(input_ids=ids[:, -1:], past_key_values=out.past_key_values, use_cache=True)
+    except Exception:  # noqa: BLE001 - any failure means "not counted", and is said so
+        return None
+    return {"prefill": prefill.counts, "decode": decode.counts}
+
+
+#: the largest model `count_ops_of_config` materialises (uninitialised weights) to count
+MAX_COUNT_BYTES = 2**30
+
+
+def _materialised(config: Any, dtype: Any) -> Any | None:
+    """The model of `config` with uninitialised weights on the CPU, or None when too large."""
+    import torch
+
+    from infermeter.models.shape import meta_model
+
+    model = meta_model(config)
+    size = sum(p.numel() for p in model.parameters()) * torch.empty(0, dtype=dtype).element_size()
+    if size > MAX_COUNT_BYTES:
+        return None
+    model = model.to(dtype).to_empty(device="cpu").eval()
+    for buf in model.buffers():  # rotary frequencies and the like: finite values
+        buf.zero_()
+    return model
+
+
+#: config fields of MLP and expert widths, which a block's operation count does not depend on
+_MLP_WIDTHS = (
+    "intermediate_size",
+    "moe_intermediate_size",
+    "shared_expert_intermediate_size",
+    "ffn_dim",
+    "n_inner",
+)
+
+
+def _shrunk(config: Any, layers: int) -> Any:
+    """A copy of `config` with `layers` decoder blocks, a 256-token vocabulary, narrow MLPs.
+
+    None of these changes how many operations a block dispatches, and all shrink the weights a
+    count must allocate (a 70B model's embedding alone is 4 GB in float32).
+    """
+    import copy
+
+    out = copy.deepcopy(config)
+    text = out.get_text_config() if hasattr(out, "get_text_config") else out
+    text.num_hidden_layers = layers
+    if isinstance(getattr(text, "layer_types", None), list):
+        text.layer_types = text.layer_types[:layers]
+    text.vocab_size = 256
+    for name in _MLP_WIDTHS:
+        if isinstance(getattr(text, name, None), int):
+            setattr(text, name, min(getattr(text, name), 128))
+    return out
+
+
+def count_ops_of_config(config: Any, dtype: str = "float32") -> dict[str, Any] | None:
+    """`count_ops` of the model a config describes, without its weights; None if it cannot run.
+
+    A meta-device forward dispatches other operations than a real one (SDPA falls back to its
+    math decomposition there), so the model is materialised with uninitialised weights. A model
+    over `MAX_COUNT_BYTES` is counted with 1 and 2 blocks and a small vocabulary, and the
+    count extrapolated to all its blocks (the result says `"extrapolated": True`).
+    """
+    import torch
+
+    dt = getattr(torch, dtype, torch.float32)
+    try:
+        model = _materialised(config, dt)
+        if model is not None:
+            return count_ops(model)
+        text = config.get_text_config() if hasattr(config, "get_text_config") else config
+        layers = int(text.num_hidden_layers)
+        one, two = (_materialised(_shrunk(config, n), dt) for n in (1, 2))
+        if one is None or two is None:
+            return None
+        c1, c2 = count_ops(one), count_ops(two)
+    except Exception:  # noqa: BLE001 - not countable: the time model estimates the count
+        return None
+    if c1 is None or c2 is None:
+        return None
+    out: dict[str, Any] = {
+        phase: {
+            kind: c1[phase][kind] + (layers - 1) * (c2[phase][kind] - c1[phase][kind])
+            for kind in c1[phase]
+        }
+        for phase in c1
+    }
+    out["extrapolated"] = True
+    return out
