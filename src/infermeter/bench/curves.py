@@ -264,7 +264,8 @@ def measure_curves(
     ref_bytes = sum(p.numel() * p.element_size() for p in reference.parameters())
     # (k, n, pool bytes): a model's widths rotate through its own size (a small model's
     # weights stay in cache, a large one's do not); generic widths through `pool_bytes`
-    asked = [(*w[:2], w[2] if len(w) > 2 else pool_bytes) for w in (widths or GENERIC_WIDTHS)]
+    generic = GENERIC_WIDTHS[::3] if quick else GENERIC_WIDTHS
+    asked = [(*w[:2], w[2] if len(w) > 2 else pool_bytes) for w in (widths or generic)]
     asked += [(k, n, ref_bytes) for k, n in model_widths(reference)]
     todo: dict[tuple[int, int], int] = {}
     for k, n, pool in asked:

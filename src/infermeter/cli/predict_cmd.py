@@ -154,7 +154,8 @@ def _print(doc: dict[str, Any], files: list[Path], where: str) -> None:
     console.print(t)
     first = doc["rows"][0]["memory"]
     say = [
-        f"per GPU: weights {_gb(first['weights_bytes'])}, runtime {_gb(first['runtime_bytes'])}, "
+        f"per {'GPU' if hw['kind'] == 'gpu' else 'device'}: weights "
+        f"{_gb(first['weights_bytes'])}, runtime {_gb(first['runtime_bytes'])}, "
         f"capacity {_gb(hw['memory_bytes'])}; largest batch that fits: {doc['largest_batch']}",
         f"efficiency: {hw['efficiency']}; "
         + "; ".join(f"{k}: {v}" for k, v in hw["sources"].items()),

@@ -116,8 +116,10 @@ def what_if(
     from infermeter.models.config_only import config_of
     from infermeter.models.loader import estimate_params
     from infermeter.models.opcount import count_ops_of_config
+    from infermeter.models.quantize import quiet_torchao
     from infermeter.models.shape import shape_of
 
+    quiet_torchao()
     ceilings = resolve_hardware(hardware, store)
     local = hardware.strip().lower() == LOCAL_HARDWARE
     dtype = pick_dtype(workload.dtype, ceilings)
@@ -157,11 +159,17 @@ def what_if(
         "approximate": _approximate(shape, op_counts, dev),
         "learned": {
             **pred["learned"],
-            "from": "runs of this model"
-            if runs and all(r.model_spec == shown for r in runs)
-            else ("runs of other models on this device" if runs else "no stored runs"),
+            "from": _learnt_from(runs, shown),
         },
     }
+
+
+def _learnt_from(runs: list[Any], model: str) -> str:
+    if not runs:
+        return "no stored runs"
+    if all(r.model_info.get("spec") == model for r in runs):
+        return "runs of this model"
+    return "runs of several models on this device"
 
 
 def _check_top_k(shape: Any, top_k: int | None) -> None:

@@ -1,0 +1,264 @@
+"""`predict`: memory fit, the time model through efficiency curves, learning from runs, the CLI."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from infermeter.analysis.predict import (
+    Learned,
+    Workload,
+    kv_bytes_per_token,
+    learn_from_runs,
+    memory_fit,
+    predict,
+)
+from infermeter.analysis.timemodel import DeviceModel, ForwardTime, Work, forward_time
+from infermeter.cli.app import app
+from infermeter.measure.ceilings import SPECS, hardware_keys
+from infermeter.measure.curves import Curves
+from infermeter.models.presets import PRESETS, build_config
+from infermeter.models.shape import shape_of
+from infermeter.models.tokenizer import builtin_tokenizer
+from tests.helpers import assert_one_line_error
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def llama_shape():
+    return shape_of(build_config(PRESETS["tiny-llama"], builtin_tokenizer()))
+
+
+def test_memory_fit_of_a_known_shape_equals_the_hand_computation(llama_shape):
+    s = llama_shape  # 4 layers, 2 KV heads of 64 dims
+    params = 1_000_000
+    fit = memory_fit(s, params, "bfloat16", batch=3, prompt=100, new=28, tp=1,
+                     capacity=1e9, runtime=5e6)  # fmt: skip
+    assert fit.weights == params * 2
+    # keys and values x layers x kv heads x head dim x bytes x tokens x batch
+    assert fit.kv_cache == 2 * 4 * 2 * 64 * 2 * 128 * 3
+    assert fit.free == 1e9 - fit.total
+    # tensor parallelism splits weights and KV heads (2 heads over 4 GPUs: one each)
+    split = memory_fit(s, params, "bfloat16", 3, 100, 28, tp=4, capacity=1e9, runtime=0)
+    assert split.weights == params * 2 / 4
+    assert split.kv_cache == 2 * 4 * 1 * 64 * 2 * 128 * 3
+
+
+def test_sliding_windows_cap_the_kv_cache():
+    s = shape_of(build_config(PRESETS["tiny-gemma3-vlm"], builtin_tokenizer()))
+    windows = [lay.window for lay in s.census.layers]
+    assert any(windows), "tiny-gemma3 has sliding layers"
+    long, short = kv_bytes_per_token(s, 2, 1, 100_000), kv_bytes_per_token(s, 2, 1, 100)
+    assert long < 1000 * short  # the sliding layers stop growing
+
+
+def _synthetic_curves(shape, per_flop_s=1e-9, call_s=1e-5, op_s=2e-6):
+    """Exact curves: a GEMM costs call_s + 2 rows k n x per_flop_s at every width measured."""
+    widths = {tuple(x) for lay in shape.census.layers for x in lay.linear_shapes}
+    widths.add((shape.hidden, shape.census.lm_head_macs // shape.hidden))
+    rows = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    gemm = [
+        {
+            "k": k,
+            "n": n,
+            "rows": rows,
+            "seconds": [call_s + 2 * r * k * n * per_flop_s for r in rows],
+        }
+        for k, n in widths
+    ]
+    return Curves(
+        dtype="float32",
+        gemm=gemm,
+        copy={"bytes": [1e3, 1e9], "seconds": [1e3 / 1e10, 1e9 / 1e10]},  # 10 GB/s flat
+        attention={
+            "heads": 4,
+            "head_dim": 64,
+            "prefill": {"tokens": [1, 1024], "seconds": [1e-4, 1e-4 * 1024]},
+            "decode": {"keys": [1, 1024], "seconds": [1e-5, 1e-5 * 1024]},
+        },  # fmt: skip
+        op_seconds=op_s,
+        generate_first_seconds=1e-3,
+        generate_step_seconds=5e-4,
+    )
+
+
+def test_prediction_with_a_synthetic_curve_equals_the_hand_computed_time(llama_shape):
+    s = llama_shape
+    c = _synthetic_curves(s)
+    dev = DeviceModel("synthetic", "cpu", None, None, curves=c, op_seconds=c.op_seconds,
+                      generate_first_seconds=1e-3, generate_step_seconds=5e-4)  # fmt: skip
+    counts = {"prefill": {"gemm": 29, "attention": 4, "other": 300},
+              "decode": {"gemm": 29, "attention": 4, "other": 250}}  # fmt: skip
+    t = forward_time(s, dev, Work(batch=2, tokens=16), "prefill", counts)
+    rows = 2 * 16
+    linears = [x for lay in s.census.layers for x in lay.linear_shapes]
+    gemm = sum(1e-5 + 2 * rows * k * n * 1e-9 for k, n in linears)
+    head_n = s.census.lm_head_macs // s.hidden
+    gemm += 1e-5 + 2 * 2 * s.hidden * head_n * 1e-9  # logits of the last position per row
+    assert t.gemm_s == pytest.approx(gemm, rel=1e-9)
+    # attention: 4 layers x the prefill curve at 16 tokens, scaled by batch x heads x dim
+    assert t.attention_s == pytest.approx(4 * 1e-4 * 16 * 2 * (4 * 64) / (4 * 64), rel=1e-9)
+    assert t.overhead_s == pytest.approx(300 * 2e-6)
+    assert t.generate_s == 1e-3
+    assert t.total_s == pytest.approx(t.gemm_s + t.attention_s + t.elementwise_s + 600e-6 + 1e-3)
+    # a decode step: one row each, the decode curve at its keys, decode's operations
+    d = forward_time(s, dev, Work(batch=1, tokens=1, context=99), "decode", counts)
+    assert d.attention_s == pytest.approx(4 * 1e-5 * 100, rel=1e-9)
+    assert d.overhead_s == pytest.approx(250 * 2e-6)
+
+
+def test_a_spec_gpu_is_the_roofline_at_default_efficiencies(llama_shape):
+    s = llama_shape
+    dev = DeviceModel("gpu", "gpu", 100e12, 1e12, op_seconds=0.0, generate_first_seconds=0.0,
+                      generate_step_seconds=0.0)  # fmt: skip
+    t = forward_time(s, dev, Work(batch=1, tokens=1, context=0, dtype_bytes=2), "decode", None)
+    assert t.bound == "memory"
+    assert t.memory_bound_s < t.total_s < 2 * t.memory_bound_s / dev.bandwidth_efficiency
+
+
+def test_learning_recovers_the_work_and_host_factors():
+    pts = []
+    for g, o in [(1e-3, 1e-3), (5e-3, 1e-3), (1e-2, 2e-3), (2e-2, 1e-3), (4e-3, 4e-3)]:
+        t = ForwardTime(gemm_s=g, overhead_s=o)
+        pts.append((t, 2 * g + 3 * o))
+    learned = learn_from_runs({"prefill": pts}, runs=5)
+    assert learned.factors["prefill"]["work"] == pytest.approx(2)
+    assert learned.factors["prefill"]["host"] == pytest.approx(3)
+    assert learned.apply(
+        "prefill", ForwardTime(gemm_s=1, overhead_s=1), gpu=False
+    ) == pytest.approx(5)
+    # fewer than 4 runs: one shared scale
+    few = learn_from_runs({"decode": pts[:2]}, runs=2)
+    assert few.factors["decode"]["work"] == few.factors["decode"]["host"]
+
+
+def test_every_shape_preset_predicts_on_every_spec_entry():
+    from infermeter.analysis.timemodel import device_model
+    from infermeter.models.loader import estimate_params
+
+    tok = builtin_tokenizer()
+    specs = [ceil for _, _, ceil in SPECS]
+    w = Workload((1, 8), 512, 32, "float32")
+    for name, preset in PRESETS.items():
+        if preset.kind != "shape":
+            continue
+        config = build_config(preset, tok)
+        shape, params = shape_of(config), estimate_params(config)
+        for ceil in specs:
+            doc = predict(shape, params, device_model(ceil, "float32"), w, None, Learned())
+            for row in doc["rows"]:
+                assert 0 < row["ttft_ms"] < math.inf and 0 < row["tpot_ms"] < math.inf, name
+                assert row["memory"]["weights_bytes"] == params * 4
+            assert doc["largest_batch"] is not None
+
+
+def test_predict_refuses_unknown_hardware_with_the_known_list(tmp_path):
+    r = runner.invoke(app, ["predict", "--hardware", "tpu-v9", "--db", str(tmp_path / "p.db")])
+    assert_one_line_error(r, "unknown hardware 'tpu-v9'", *hardware_keys())
+
+
+def test_cpu_this_without_a_calibration_says_to_calibrate(tmp_path):
+    r = runner.invoke(app, ["predict", "--hardware", "cpu-this", "--db", str(tmp_path / "p.db")])
+    assert_one_line_error(r, "infermeter calibrate")
+
+
+def test_a_model_that_cannot_fit_says_by_how_much(tmp_path):
+    r = runner.invoke(app, ["predict", "-m", "llama-3.1-70b", "--hardware", "l4", "--batch", "1",
+                            "--prompt-tokens", "4096", "--new-tokens", "256", "--json",
+                            "--db", str(tmp_path / "p.db")])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    import json
+
+    doc = json.loads(r.stdout)
+    mem = doc["rows"][0]["memory"]
+    assert mem["fits"] is False and doc["largest_batch"] == 0
+    # 70.55 B bf16 parameters = 141 GB of weights on a 24 GB card: short by over 117 GB
+    assert -mem["free_bytes"] > 117e9
+    r = runner.invoke(app, ["predict", "-m", "llama-3.1-70b", "--hardware", "l4", "--batch", "1",
+                            "--db", str(tmp_path / "p.db")])  # fmt: skip
+    assert "batch 1 does not fit: short by" in r.stdout
+
+
+def test_two_h100s_in_tensor_parallel_split_the_70b_and_pay_for_all_reduces(tmp_path):
+    import json
+
+    args = ["predict", "-m", "llama-3.1-70b", "--hardware", "h100-sxm", "--batch", "1,8",
+            "--prompt-tokens", "4096", "--new-tokens", "256", "--json",
+            "--db", str(tmp_path / "p.db")]  # fmt: skip
+    one = json.loads(runner.invoke(app, args).stdout)
+    two = json.loads(runner.invoke(app, [*args, "--gpus", "2", "--tp", "2"]).stdout)
+    assert one["rows"][0]["memory"]["fits"] is False  # 141 GB of weights on one 80 GB GPU
+    assert two["rows"][0]["memory"]["fits"] is True
+    assert two["rows"][0]["memory"]["weights_bytes"] == pytest.approx(one["params"] * 2 / 2)
+    assert two["rows"][0]["decode"]["comm_s"] > 0 and one["rows"][0]["decode"]["comm_s"] == 0
+    assert two["rows"][0]["tpot_ms"] < one["rows"][0]["tpot_ms"]
+    assert two["hardware"]["efficiency"] == "datasheet peak x default efficiency"
+
+
+def test_bad_parallelism_and_top_k_are_one_line_errors(tmp_path):
+    db = ["--db", str(tmp_path / "p.db")]
+    r = runner.invoke(app, ["predict", "--hardware", "h100-sxm", "--gpus", "3", "--tp", "2", *db])
+    assert_one_line_error(r, "--gpus 3 is not a multiple of --tp 2")
+    r = runner.invoke(
+        app, ["predict", "-m", "tiny-qwen3-moe", "--hardware", "l4", "--top-k", "99", *db]
+    )
+    assert_one_line_error(r, "--top-k 99", "experts")
+    r = runner.invoke(app, ["predict", "-m", "tiny-llama", "--hardware", "l4", "--top-k", "2", *db])
+    assert_one_line_error(r, "dense")
+    r = runner.invoke(app, ["predict", "--hardware", "l4", "--batch", "1,x", *db])
+    assert_one_line_error(r, "--batch 'x'")
+    r = runner.invoke(app, ["predict", "--hardware", "m2-max", "--dtype", "bfloat16", *db])
+    assert_one_line_error(r, "no bfloat16 peak", "--dtype float32")
+
+
+def test_a_config_json_is_predicted_without_weights(tmp_path):
+    import json
+
+    cfg = build_config(PRESETS["qwen3-0.6b"], builtin_tokenizer())
+    path = tmp_path / "config.json"
+    path.write_text(cfg.to_json_string())
+    r = runner.invoke(app, ["predict", "-m", str(path), "--hardware", "a100-80gb", "--json",
+                            "--db", str(tmp_path / "p.db")])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["params"] == pytest.approx(0.596e9, rel=0.01)
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"model_type": "no-such-arch"}')
+    r = runner.invoke(
+        app, ["predict", "-m", str(bad), "--hardware", "l4", "--db", str(tmp_path / "p.db")]
+    )
+    assert_one_line_error(r, "no-such-arch")
+
+
+def test_calibrated_cpu_predicts_from_curves_learns_from_runs_and_draws(tmp_path):
+    """The whole loop on this machine: calibrate, two stored runs, predict, figures."""
+    import json
+
+    from infermeter import RunConfig, Store
+    from infermeter.run.profiling import profile
+
+    db = str(tmp_path / "p.db")
+    r = runner.invoke(app, ["calibrate", "--quick", "--device", "cpu", "--db", db])
+    assert r.exit_code == 0, r.output
+    assert "one framework operation" in r.stdout
+    store = Store(db)
+    for prompt in (16, 64):
+        run = profile(RunConfig(model="tiny-llama", prompt_tokens=prompt, new_tokens=4, samples=2,
+                                warmup=1, energy="off", device="cpu"))  # fmt: skip
+        store.save(run)
+    out = tmp_path / "fig"
+    r = runner.invoke(app, ["predict", "-m", "tiny-llama", "--hardware", "cpu-this", "--batch",
+                            "1,2", "--prompt-tokens", "32", "--new-tokens", "4", "--out", str(out),
+                            "--db", db])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "efficiency: measured curves" in r.stdout
+    doc = json.loads((out / "predict.json").read_text())
+    assert doc["hardware"]["measured"] is True and doc["hardware"]["kind"] == "cpu"
+    assert doc["learned"]["runs"] == 2 and doc["learned"]["from"] == "runs of this model"
+    for stem in ("predict_latency", "predict_memory"):
+        assert (out / f"{stem}.png").stat().st_size > 10_000
+        assert (out / f"{stem}.csv").read_text().count("\n") >= 2
+    assert store.prediction(doc["id"])["model"] == "tiny-llama"
