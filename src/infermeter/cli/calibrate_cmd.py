@@ -28,7 +28,7 @@ def with_curves(measured: Any, dev: Any, model: str | None, quick: bool) -> Any:
     from infermeter.bench.curves import measure_curves, model_widths
 
     dtype = "float32" if dev.type == "cpu" else "bfloat16"
-    widths = None
+    widths: list[tuple[int, ...]] | None = None
     if model:
         from infermeter.models.loader import load_model
 
