@@ -273,4 +273,5 @@ def test_a_version_4_database_gains_the_live_steps_column(tmp_path):
                          "steps": steps})  # fmt: skip
     assert [r["steps"] for r in store.progress_rows()] == [steps]
     with sqlite3.connect(path) as c:
-        assert c.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+        version = c.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        assert version == (str(SCHEMA_VERSION),)
