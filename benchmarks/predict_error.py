@@ -37,6 +37,7 @@ from infermeter.analysis.predict import (  # noqa: E402
 )
 from infermeter.analysis.timemodel import DeviceModel  # noqa: E402
 from infermeter.bench.curves import measure_curves, model_widths  # noqa: E402
+from infermeter.measure.ceilings import Ceilings  # noqa: E402
 from infermeter.models.shape import Shape  # noqa: E402
 from infermeter.run.profiling import profile  # noqa: E402
 
@@ -150,16 +151,8 @@ def main(argv: list[str] | None = None) -> None:
         )
         if args.curves:
             Path(args.curves).write_text(json.dumps(curves.to_dict()))
-    dev = DeviceModel(
-        "this CPU",
-        "cpu",
-        None,
-        None,
-        curves=curves,
-        op_seconds=curves.op_seconds,
-        generate_first_seconds=curves.generate_first_seconds,
-        generate_step_seconds=curves.generate_step_seconds,
-    )
+    this_cpu = Ceilings("this CPU", {}, None, "benchmarks/predict_error.py", kind="cpu")
+    dev = DeviceModel.from_curves(this_cpu, curves, {"curves": curves.source})
     print(f"curves: {json.dumps(curves.summary())}")
     if args.points and Path(args.points).exists():
         points = json.loads(Path(args.points).read_text())

@@ -23,7 +23,7 @@ and a GPU's host-side overhead overlaps its device work. Each result says which 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from infermeter.analysis.costs import Cost, _vision, forward_costs, total
@@ -70,6 +70,25 @@ class DeviceModel:
     interconnect_bytes_per_s: float | None = None
     sources: dict[str, str] = field(default_factory=dict)
 
+    @classmethod
+    def from_curves(
+        cls, ceilings: Ceilings, curves: Curves, sources: dict[str, str]
+    ) -> DeviceModel:
+        """A device whose every time comes from measured curves (`calibrate`)."""
+        return cls(
+            ceilings.device,
+            ceilings.kind,
+            ceilings.peak(curves.dtype),
+            ceilings.bandwidth_bytes_per_s,
+            curves=curves,
+            op_seconds=curves.op_seconds,
+            generate_first_seconds=curves.generate_first_seconds,
+            generate_step_seconds=curves.generate_step_seconds,
+            memory_bytes=ceilings.memory_bytes,
+            interconnect_bytes_per_s=ceilings.interconnect_bytes_per_s,
+            sources=sources,
+        )
+
     @property
     def measured(self) -> bool:
         """True when times come from curves measured on the device."""
@@ -93,19 +112,7 @@ def device_model(ceilings: Ceilings, dtype: str) -> DeviceModel:
     elif curves is not None:
         sources["curves"] = curves.source
     if curves is not None:
-        return DeviceModel(
-            ceilings.device,
-            ceilings.kind,
-            peak,
-            ceilings.bandwidth_bytes_per_s,
-            curves=curves,
-            op_seconds=curves.op_seconds,
-            generate_first_seconds=curves.generate_first_seconds,
-            generate_step_seconds=curves.generate_step_seconds,
-            memory_bytes=ceilings.memory_bytes,
-            interconnect_bytes_per_s=ceilings.interconnect_bytes_per_s,
-            sources=sources,
-        )
+        return replace(DeviceModel.from_curves(ceilings, curves, sources), peak_flop_per_s=peak)
     sources["efficiency"] = (
         f"datasheet peak x default efficiencies (compute {DEFAULT_COMPUTE_EFFICIENCY:.0%}, "
         f"bandwidth {DEFAULT_BANDWIDTH_EFFICIENCY:.0%}, attention "

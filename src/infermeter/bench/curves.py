@@ -181,11 +181,8 @@ def model_widths(model: Any) -> list[tuple[int, int]]:
     return list(dict.fromkeys((int(a), int(b)) for a, b in shapes))
 
 
-def _gemm_seconds(curves: Curves, model: Any, rows: int) -> float:
+def _gemm_seconds(curves: Curves, model: Any, census: Any, rows: int) -> float:
     """The model's GEMMs at `rows` rows (block linears and LM head) through the curves."""
-    from infermeter.models.census import census_of
-
-    census = census_of(model)
     hidden = model.config.hidden_size
     head = curves.gemm_seconds(rows, hidden, census.lm_head_macs // hidden)
     return head + sum(
@@ -229,7 +226,7 @@ def measure_overhead(curves: Curves, model: Any, device: Any) -> None:
     heads = model.config.num_attention_heads
     head_dim = model.config.hidden_size // heads
     layers = len(census.layers)
-    gemm_decode = _gemm_seconds(curves, model, 1)
+    gemm_decode = _gemm_seconds(curves, model, census, 1)
     att = curves.attention_seconds(1, heads, head_dim, 1, 9) or 0.0
     other = counts["decode"]["other"]
     curves.op_seconds = max(0.0, (t_step - gemm_decode - layers * att) / other)
