@@ -233,22 +233,34 @@ def test_a_config_json_is_predicted_without_weights(tmp_path):
     assert_one_line_error(r, "no-such-arch")
 
 
-def test_calibrated_cpu_predicts_from_curves_learns_from_runs_and_draws(tmp_path):
-    """The whole loop on this machine: calibrate, two stored runs, predict, figures."""
-    import json
-
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory):
+    """A database with this CPU calibrated (curves included) and two tiny-llama runs."""
     from infermeter import RunConfig, Store
     from infermeter.run.profiling import profile
 
-    db = str(tmp_path / "p.db")
+    db = str(tmp_path_factory.mktemp("cal") / "p.db")
     r = runner.invoke(app, ["calibrate", "--quick", "--device", "cpu", "--db", db])
     assert r.exit_code == 0, r.output
     assert "one framework operation" in r.stdout
     store = Store(db)
+    ids = []
     for prompt in (16, 64):
         run = profile(RunConfig(model="tiny-llama", prompt_tokens=prompt, new_tokens=4, samples=2,
                                 warmup=1, energy="off", device="cpu"))  # fmt: skip
         store.save(run)
+        ids.append(run.run_id)
+    return db, ids
+
+
+def test_calibrated_cpu_predicts_from_curves_learns_from_runs_and_draws(tmp_path, calibrated):
+    """The whole loop on this machine: calibrate, two stored runs, predict, figures."""
+    import json
+
+    from infermeter import Store
+
+    db, _ = calibrated
+    store = Store(db)
     out = tmp_path / "fig"
     r = runner.invoke(app, ["predict", "-m", "tiny-llama", "--hardware", "cpu-this", "--batch",
                             "1,2", "--prompt-tokens", "32", "--new-tokens", "4", "--out", str(out),
@@ -262,3 +274,45 @@ def test_calibrated_cpu_predicts_from_curves_learns_from_runs_and_draws(tmp_path
         assert (out / f"{stem}.png").stat().st_size > 10_000
         assert (out / f"{stem}.csv").read_text().count("\n") >= 2
     assert store.prediction(doc["id"])["model"] == "tiny-llama"
+
+
+def test_the_curves_serve_analyze_compare_and_fit(calibrated):
+    """Once calibrated, analyze, compare and fit all use the curve time model."""
+    import json
+
+    from infermeter import RunConfig, Store
+    from infermeter.run.sweep import SweepSpec, run_sweep
+
+    db, (short, long) = calibrated
+    r = runner.invoke(app, ["analyze", short, "--db", db, "--json"])
+    assert r.exit_code == 0, r.output
+    tm = json.loads(r.stdout)["time_model"]
+    assert tm["learned"]["runs"] == 1  # the other run, never the analysed one itself
+    assert [row["metric"] for row in tm["rows"]] == ["ttft_ms", "tpot_ms"]
+    for row in tm["rows"]:
+        assert row["predicted_ms"] > 0 and row["parts_ms"]["gemm"] > 0
+        assert row["error_pct"] == pytest.approx(
+            100 * (row["predicted_ms"] - row["measured_ms"]) / row["measured_ms"]
+        )
+    r = runner.invoke(app, ["analyze", short, "--db", db], terminal_width=200)
+    assert r.exit_code == 0 and "time model (curves + factors learnt from 1" in r.stdout
+
+    r = runner.invoke(app, ["compare", short, long, "--db", db, "--json"])
+    assert r.exit_code == 0, r.output
+    cmp = json.loads(r.stdout)
+    assert cmp["prediction"] == "time model with measured curves"
+    # a 64-token prompt costs more than a 16-token one: the predicted prefill speedup is < 1
+    assert 0 < cmp["phases"][0]["predicted_speedup"] < 1
+
+    base = RunConfig(model="tiny-llama", samples=1, warmup=1, new_tokens=3, energy="off")
+    spec = SweepSpec(base, {"prompt_tokens": ["8", "24", "48", "96"]})
+    sid = run_sweep(spec, Store(db)).sweep_id
+    r = runner.invoke(app, ["fit", sid, "--db", db, "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["curves_note"] is None
+    curves = doc["curves"]["prefill"]
+    assert curves["model"]["kind"] == "curves" and curves["held_out"] == 1
+    assert curves["model"]["coef"]["work"] > 0
+    r = runner.invoke(app, ["fit", sid, "--db", db], terminal_width=200)
+    assert r.exit_code == 0 and "prefill: curves, ms =" in r.stdout

@@ -7,9 +7,11 @@ support it, else "no detectable difference", with the samples that would resolve
 are judged the same way on their per-sample totals (each generate call's time in the module);
 runs stored before those existed fall back to the ratio of mean call times, with no interval,
 and say so. The prediction comes
-from the cost model at each run's shapes: per phase, the roofline time max(FLOPs / peak,
-bytes / bandwidth) with the device's ceilings (measured, else spec); without ceilings, FLOPs
-for prefill and bytes for decode (the first-order costs). The prediction error is
+from the time model at each run's shapes when the device was calibrated with curves (GEMM,
+copy and attention times measured at the model's widths, framework overhead per operation:
+analysis/timemodel.py); otherwise from the cost model: per phase, the roofline time
+max(FLOPs / peak, bytes / bandwidth) with the device's ceilings (measured, else spec); without
+ceilings, FLOPs for prefill and bytes for decode (the first-order costs). The prediction error is
 (predicted - actual) / actual speedup.
 
 Two runs of one interleaved sitting (run/interleave.py: the same `interleaved.group`) are
@@ -24,8 +26,11 @@ from __future__ import annotations
 from typing import Any
 
 from infermeter.analysis.costs import total
+from infermeter.analysis.predict import predict_run
 from infermeter.analysis.roofline import phase_costs, run_shapes
+from infermeter.analysis.timemodel import device_model
 from infermeter.measure.ceilings import Ceilings
+from infermeter.measure.curves import curves_of
 from infermeter.measure.stats import compare_paired_samples, compare_samples
 
 PHASES = (("prefill", "ttft_ms"), ("decode", "tpot_ms"))
@@ -57,7 +62,16 @@ def _judged(base: Any, variant: Any, metric: str, paired: bool = False) -> dict[
     return {"metric": metric, "baseline_ms": sb.median, "variant_ms": sv.median, **c}
 
 
+def _curve_ms(run: Any, ceilings: Ceilings) -> dict[str, float]:
+    """Per phase, the curve time model's seconds (measured GEMM, copy and attention curves)."""
+    dev = device_model(ceilings, str(run.model_info.get("dtype", "float32")))
+    return {phase: t.total_s for phase, t in predict_run(run, dev).items()}
+
+
 def _model_ms(run: Any, ceilings: Ceilings | None) -> dict[str, float]:
+    """What the speedup prediction divides: curve times when calibrated, else roofline."""
+    if ceilings is not None and curves_of(ceilings.details):
+        return _curve_ms(run, ceilings)
     shape, work = run_shapes(run)
     costs = phase_costs(shape, work)
     out = {}
@@ -129,7 +143,11 @@ def compare_runs(base: Any, variant: Any, ceilings: Ceilings | None = None) -> d
         + ", 95% bootstrap interval",
         "layers": layers,
         "where": _where(layers),
-        "prediction": "roofline with ceilings" if ceilings else "first-order cost ratio",
+        "prediction": "time model with measured curves"
+        if ceilings is not None and curves_of(ceilings.details)
+        else "roofline with ceilings"
+        if ceilings
+        else "first-order cost ratio",
     }
 
 

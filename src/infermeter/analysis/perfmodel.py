@@ -180,6 +180,10 @@ class LatencyModel:
     coef: dict[str, float]
     fitted_on: list[dict[str, Any]] = field(default_factory=list)
 
+    def title(self) -> str:
+        """The fitted formula, for a table title."""
+        return f"{self.phase}: ms = " + " + ".join(f"{v:.3g} x {k}" for k, v in self.coef.items())
+
     def predict(self, feats: dict[str, float]) -> float:
         """Predicted milliseconds."""
         return sum(self.coef.get(f, 0.0) * feats[f] for f in FEATURES)
@@ -245,7 +249,8 @@ class ModelCheck:
     """Fit on some runs, predict the rest: every point with its error, and the summary."""
 
     phase: str
-    model: LatencyModel
+    #: a LatencyModel, or predict.CurveModel (both have `title()` and `to_dict()`)
+    model: Any
     points: list[dict[str, Any]]
 
     @property

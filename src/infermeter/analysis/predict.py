@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from infermeter.analysis.perfmodel import ModelCheck
 from infermeter.analysis.timemodel import DeviceModel, ForwardTime, Work, forward_time
 from infermeter.models.shape import Shape
 
@@ -334,3 +335,100 @@ def learn_from_stored(runs: list[Any], dev: DeviceModel) -> Learned:
         for phase in points:
             points[phase].append((pred[phase], meas[phase]))
     return learn_from_runs(points, used) if used else Learned()
+
+
+def time_model_of_run(run: Any, dev: DeviceModel, learned: Learned | None = None) -> dict[str, Any]:
+    """The time model's TTFT and TPOT for a stored run beside what was measured.
+
+    `analyze` shows it so a user sees, per phase, how much of the measured time the curves
+    explain (calibration only) or, with `learned` factors from other stored runs, how far this
+    run lies from the device's usual behaviour.
+    """
+    learned = learned or Learned()
+    pred = predict_run(run, dev)
+    meas = measured_seconds(run)
+    rows = []
+    for phase, metric in (("prefill", "ttft_ms"), ("decode", "tpot_ms")):
+        t = pred[phase]
+        p = learned.apply(phase, t, dev.kind == "gpu")
+        m = meas[phase]
+        rows.append(
+            {
+                "phase": phase,
+                "metric": metric,
+                "predicted_ms": p * 1e3,
+                "measured_ms": m * 1e3,
+                "error_pct": 100 * (p - m) / m if m else None,
+                "bound": t.bound,
+                "parts_ms": {
+                    "gemm": t.gemm_s * 1e3,
+                    "attention": t.attention_s * 1e3,
+                    "elementwise": t.elementwise_s * 1e3,
+                    "framework": t.overhead_s * 1e3,
+                    "generate": t.generate_s * 1e3,
+                    "communication": t.comm_s * 1e3,
+                },
+            }
+        )
+    return {
+        "rows": rows,
+        "sources": dev.sources,
+        "learned": {"runs": learned.runs, "factors": learned.factors},
+    }
+
+
+@dataclass
+class CurveModel:
+    """The curve time model of one phase with factors learnt from a sweep's fitted points."""
+
+    phase: str
+    coef: dict[str, float]
+    fitted_on: list[dict[str, Any]] = field(default_factory=list)
+
+    def title(self) -> str:
+        """How the model predicts, for a table title."""
+        c = self.coef
+        return (
+            f"{self.phase}: curves, ms = {c.get('work', 1):.3g} x device work + "
+            f"{c.get('host', 1):.3g} x host overhead"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON."""
+        return {"kind": "curves", **asdict(self)}
+
+
+def curve_check_on_sweep(
+    runs: list[Any], train: list[bool], dev: DeviceModel
+) -> dict[str, ModelCheck]:
+    """`check_on_sweep` for the curve time model: learn factors on the fitted runs, predict all.
+
+    Returns ModelCheck objects per phase (the same shape `fit` prints for the linear model).
+    """
+    preds = [predict_run(r, dev) for r in runs]
+    meas = [measured_seconds(r) for r in runs]
+    fitted = [r for r, t in zip(runs, train, strict=True) if t]
+    points = {
+        phase: [(p[phase], m[phase]) for p, m, t in zip(preds, meas, train, strict=True) if t]
+        for phase in ("prefill", "decode")
+    }
+    learned = learn_from_runs(points, len(fitted))
+    out = {}
+    for phase in ("prefill", "decode"):
+        rows = []
+        for run, p, m, t in zip(runs, preds, meas, train, strict=True):
+            value = learned.apply(phase, p[phase], dev.kind == "gpu") * 1e3
+            ms = m[phase] * 1e3
+            rows.append(
+                {
+                    "config": run.knobs,
+                    "run_id": run.run_id,
+                    "fitted": t,
+                    "measured_ms": ms,
+                    "predicted_ms": value,
+                    "error_pct": 100 * (value - ms) / ms,
+                }
+            )
+        model = CurveModel(phase, dict(learned.factors.get(phase, {})))
+        out[phase] = ModelCheck(phase, model, rows)
+    return out

@@ -292,7 +292,39 @@ def elementwise_bytes(shape: Shape, w: Work, layers: int) -> float:
     else:
         mlp = (5 if shape.gated_mlp else 3) * shape.intermediate
     rotary = 8 * (shape.heads + shape.kv_heads) * shape.head_dim
-    return w.dtype_bytes * n * layers * (30 * shape.hidden + (mlp + rotary) / w.tp)
+    per_block = w.dtype_bytes * n * layers * (30 * shape.hidden + (mlp + rotary) / w.tp)
+    return per_block + cache_append_bytes(shape, w, layers) + logits_bytes(shape, w)
+
+
+def cache_append_bytes(shape: Shape, w: Work, layers: int) -> float:
+    """Bytes transformers' dynamic KV cache moves to append a forward's keys and values.
+
+    `DynamicLayer.update` is `torch.cat([cache, new])` for keys and for values: every step reads
+    the whole cache and writes it again, one position longer (2 x cached + 2 x new positions per
+    tensor). At batch 16 and a few hundred positions this is larger than the step's weights on
+    a small model, and it is why a decode step grows with batch x context faster than its
+    attention does. Sliding-window layers keep at most their window.
+    """
+    kv = w.batch * max(shape.kv_heads // w.tp, 1) * shape.head_dim * w.dtype_bytes
+    census_layers = shape.census.layers if shape.census else []
+    out = 0.0
+    for i in range(layers):
+        lay = census_layers[i] if i < len(census_layers) else None
+        if lay is not None and not lay.score_dims:
+            continue
+        window = lay.window if lay is not None else shape.sliding_window
+        cached = min(w.context, window) if window else w.context
+        out += 2 * kv * (2 * cached + 2 * w.tokens)
+    return out
+
+
+def logits_bytes(shape: Shape, w: Work) -> float:
+    """Bytes generate moves over the logits it picks the next token from.
+
+    It copies the last position's logits to float32 (read and write) and takes their argmax
+    (one read): three passes over batch x vocab float32 values, whatever the model's dtype.
+    """
+    return 3.0 * 4 * w.batch * w.logits_tokens * shape.vocab
 
 
 def _elementwise_seconds(dev: DeviceModel, nbytes: float, ops: float) -> float:

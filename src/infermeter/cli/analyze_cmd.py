@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich import box
@@ -31,7 +32,7 @@ def analyze_command(
     store = Store(db, create=False)
     run = store.get(run_id)
     measured = store.measured_ceilings(str((run.device or {}).get("name")))
-    doc = clean_json(analyze_run(run, measured))
+    doc = clean_json(analyze_run(run, measured, _learned_from_others(store, run, measured)))
     files = []
     if out is not None:
         folder = writable_dir(out)
@@ -45,6 +46,45 @@ def analyze_command(
     Console(soft_wrap=True).print(analysis_card(doc))
     for f in files:
         Console(soft_wrap=True).print(f"wrote {f}", style="dim", markup=False)
+
+
+def _learned_from_others(store: Any, run: Any, measured: Any) -> Any:
+    """Factors learnt from the device's other stored runs (None without curves or runs)."""
+    from infermeter.analysis.predict import learn_from_stored
+    from infermeter.analysis.timemodel import device_model
+    from infermeter.experiments.whatif import stored_runs
+    from infermeter.measure.curves import curves_of
+
+    if measured is None or not curves_of(measured.details):
+        return None
+    spec = str(run.model_info.get("spec"))
+    others = [r for r in stored_runs(store, measured, True, spec) if r.run_id != run.run_id]
+    if not others:
+        return None
+    return learn_from_stored(others, device_model(measured, str(run.model_info.get("dtype"))))
+
+
+def time_model_lines(tm: dict[str, Any]) -> list[Text]:
+    """The time model's predicted vs measured TTFT and TPOT, one line each."""
+    if not tm.get("rows"):
+        return [Text(tm.get("note") or "no time model", style="dim")]
+    learned = tm["learned"]
+    how = (
+        f"curves + factors learnt from {learned['runs']} other stored runs"
+        if learned["runs"]
+        else "calibrated curves only"
+    )
+    out = [Text(f"time model ({how})", style="bold")]
+    for r in tm["rows"]:
+        parts = ", ".join(f"{k} {v:.2f}" for k, v in r["parts_ms"].items() if v)
+        err = "n/a" if r["error_pct"] is None else f"{r['error_pct']:+.1f}%"
+        out.append(
+            Text(
+                f"  {r['metric'][:-3].upper()}: predicted {r['predicted_ms']:.2f} ms, measured "
+                f"{r['measured_ms']:.2f} ms ({err}); parts ms: {parts}"
+            )
+        )
+    return out
 
 
 def analysis_card(doc: dict) -> Group:
@@ -113,4 +153,5 @@ def analysis_card(doc: dict) -> Group:
             parts.append(Text(f"    -> {f['advice']}", style="dim"))
     else:
         parts.append(Text("no bottleneck rule fired", style="dim"))
+    parts.extend(time_model_lines(doc.get("time_model") or {}))
     return Group(*parts)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 from rich import box
 from rich.console import Console
@@ -31,33 +33,59 @@ def fit_command(
             "sweep more values (3 coefficients are fitted, the rest are held out)",
         )
     checks = check_on_sweep(runs, alternate(len(runs)))
-    doc = clean_json({"sweep_id": row["id"], **{p: c.to_dict() for p, c in checks.items()}})
+    curves, why = _curve_checks(store, runs)
+    doc = clean_json(
+        {
+            "sweep_id": row["id"],
+            **{p: c.to_dict() for p, c in checks.items()},
+            "curves": {p: c.to_dict() for p, c in curves.items()} if curves else None,
+            "curves_note": why,
+        }
+    )
     if json_out:
         print_json(doc)
         return
     console = Console(soft_wrap=True)
-    knobs = list(row["knobs"])
-    for phase, chk in checks.items():
-        s = chk.error_summary()
-        t = Table(
-            title=f"{phase}: ms = "
-            + " + ".join(f"{v:.3g} x {k}" for k, v in chk.model.coef.items()),
-            title_justify="left",
-            box=box.SIMPLE_HEAD,
+    for chk in [*checks.values(), *curves.values()]:
+        _print_check(console, chk, list(row["knobs"]))
+    if why:
+        console.print(why, style="dim", markup=False)
+
+
+def _curve_checks(store: Any, runs: list[Any]) -> tuple[dict[str, Any], str | None]:
+    """The curve time model checked like the linear one, when the device has curves."""
+    from infermeter.analysis.perfmodel import alternate
+    from infermeter.analysis.predict import curve_check_on_sweep
+    from infermeter.analysis.timemodel import device_model
+    from infermeter.measure.curves import curves_of
+
+    device = str((runs[0].device or {}).get("name"))
+    measured = store.measured_ceilings(device)
+    if measured is None or not curves_of(measured.details):
+        return {}, (
+            f"no measured curves for {device}: run `infermeter calibrate` on it to also check "
+            "the curve time model (the one `predict` uses)"
         )
-        for col in (*knobs, "fitted", "median ms", "predicted ms", "error"):
-            t.add_column(col, justify="right")
-        for p in chk.points:
-            t.add_row(
-                *(str(p["config"].get(k)) for k in knobs),
-                "yes" if p["fitted"] else "",
-                f"{p['measured_ms']:.2f}",
-                f"{p['predicted_ms']:.2f}",
-                f"{p['error_pct']:+.1f}%",
-            )
-        console.print(t)
-        console.print(
-            f"held-out median |error| {s['median_abs_error_pct']:.1f}%, max "
-            f"{s['max_abs_error_pct']:.1f}% ({s['held_out']} points)",
-            markup=False,
+    dev = device_model(measured, str(runs[0].model_info.get("dtype", "float32")))
+    return curve_check_on_sweep(runs, alternate(len(runs)), dev), None
+
+
+def _print_check(console: Console, chk: Any, knobs: list[str]) -> None:
+    s = chk.error_summary()
+    t = Table(title=chk.model.title(), title_justify="left", box=box.SIMPLE_HEAD)
+    for col in (*knobs, "fitted", "median ms", "predicted ms", "error"):
+        t.add_column(col, justify="right")
+    for p in chk.points:
+        t.add_row(
+            *(str(p["config"].get(k)) for k in knobs),
+            "yes" if p["fitted"] else "",
+            f"{p['measured_ms']:.2f}",
+            f"{p['predicted_ms']:.2f}",
+            f"{p['error_pct']:+.1f}%",
         )
+    console.print(t)
+    console.print(
+        f"held-out median |error| {s['median_abs_error_pct']:.1f}%, max "
+        f"{s['max_abs_error_pct']:.1f}% ({s['held_out']} points)",
+        markup=False,
+    )
