@@ -37,3 +37,25 @@ def tiny_moe():
     from infermeter import load_model
 
     return load_model("tiny-qwen3-moe", device="cpu")
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A real PostgreSQL server for the session (tests/pg_server.py); skipped, with the reason,
+    only where its binaries or the driver are missing."""
+    from tests.pg_server import PostgresServer, missing_reason
+
+    why = missing_reason()
+    if why:
+        pytest.skip(why)
+    server = PostgresServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, tmp_path):
+    """A fresh empty database: a SQLite file, then a database on the real PostgreSQL server."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'r.db'}"
+    return request.getfixturevalue("postgres").new_database()

@@ -17,8 +17,8 @@ def result(tiny_llama):
     )
 
 
-def test_round_trip_keeps_every_number(result, tmp_path):
-    store = Store(tmp_path / "r.db")
+def test_round_trip_keeps_every_number(result, db_url):
+    store = Store(db_url)
     rid = store.save(result)
     back = store.get(rid)
     assert back.status == "finished" and back.run_id == rid
@@ -30,8 +30,8 @@ def test_round_trip_keeps_every_number(result, tmp_path):
     assert back.to_json()["summary"] == result.to_json()["summary"]
 
 
-def test_list_filter_delete_and_prefix(result, tmp_path):
-    store = Store(tmp_path / "r.db")
+def test_list_filter_delete_and_prefix(result, db_url):
+    store = Store(db_url)
     ids = [store.save(result) for _ in range(2)]
     rows = store.list_runs()
     assert {r["id"] for r in rows} == set(ids)
@@ -51,8 +51,8 @@ def test_list_filter_delete_and_prefix(result, tmp_path):
     assert len(store.runs_frame()) == 1
 
 
-def test_run_left_running_by_a_dead_process_is_marked_crashed(result, tmp_path):
-    db = tmp_path / "r.db"
+def test_run_left_running_by_a_dead_process_is_marked_crashed(result, db_url):
+    db = db_url
     store = Store(db)
     rid = store.begin_run(result)
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -156,13 +156,13 @@ def test_a_version_3_database_gets_the_progress_table(tmp_path):
     assert [r["stage"] for r in store.progress_rows()] == ["load"]
 
 
-def test_progress_of_a_profile_from_its_load_to_its_end(tmp_path, monkeypatch):
+def test_progress_of_a_profile_from_its_load_to_its_end(db_url, monkeypatch):
     """The live line exists while the model loads (no run yet), then names the run and counts
     tokens sample by sample, and is gone when the profile ends."""
     from infermeter.run.progress import LiveProgress
 
     monkeypatch.setattr(LiveProgress, "MIN_INTERVAL_S", 0.0)  # every change written
-    store = Store(tmp_path / "r.db")
+    store = Store(db_url)
     seen = []
 
     def look(stage, done, total):
@@ -185,7 +185,7 @@ def test_progress_of_a_profile_from_its_load_to_its_end(tmp_path, monkeypatch):
     assert store.progress_rows() == []
 
 
-def test_nan_and_infinities_round_trip_through_the_store_and_out_as_strict_json(result, tmp_path):
+def test_nan_and_infinities_round_trip_through_the_store_and_out_as_strict_json(result, db_url):
     """A sensor that returned NaN or a step that overflowed must not break storing or export."""
     import json
     import math
@@ -199,7 +199,7 @@ def test_nan_and_infinities_round_trip_through_the_store_and_out_as_strict_json(
         memory={**result.samples[-1].memory, "rss_peak_mb": math.nan},
     )
     run = replace(result, samples=[*result.samples[:-1], odd], phases={"load_ms": math.inf})
-    store = Store(tmp_path / "r.db")
+    store = Store(db_url)
     back = store.get(store.save(run))
     steps = back.samples[-1].step_ms
     assert steps[0] == 1.5 and math.isnan(steps[1]) and steps[2] == math.inf  # packed exactly
