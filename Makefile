@@ -11,7 +11,7 @@ export HF_HUB_OFFLINE = 1
 export HF_DATASETS_OFFLINE = 1
 export TOKENIZERS_PARALLELISM = false
 
-.PHONY: install install-dev demo test lint clean browser
+.PHONY: install install-dev demo test lint clean browser postgres
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -49,7 +49,16 @@ browser:
 	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium ) >/dev/null 2>&1 \
 	  || echo "note: chromium could not be installed here; the browser test will skip"; }
 
-test: install-dev browser
+# The store tests also run against a real PostgreSQL server they start themselves (initdb in a
+# temp folder): install Debian's postgresql where we can; elsewhere those tests skip and say why.
+postgres:
+	@command -v initdb >/dev/null 2>&1 || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo -n"; fi; \
+	  ( $$SUDO apt-get update -qq && \
+	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql ) >/dev/null 2>&1 \
+	  || echo "note: postgresql could not be installed here; the PostgreSQL tests will skip"; }
+
+test: install-dev browser postgres
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q

@@ -27,7 +27,7 @@ from pathlib import Path
 NEW_TOKENS = 8
 
 
-def _profile_cmd(db: Path, samples: int) -> list[str]:
+def _profile_cmd(db: Path | str, samples: int) -> list[str]:
     return [
         sys.executable, "-m", "infermeter", "profile", "--model", "tiny-llama",
         "--prompt-tokens", "16", "--new-tokens", str(NEW_TOKENS), "--samples", str(samples),
@@ -140,12 +140,20 @@ def _free_port() -> int:
 
 
 def writers_and_reader(
-    workdir: Path, writers: int = 4, duration_s: float = 10.0, samples: int = 3
+    workdir: Path,
+    writers: int = 4,
+    duration_s: float = 10.0,
+    samples: int = 3,
+    db: str | Path | None = None,
 ) -> WritersReport:
-    """`writers` processes run profiles in a loop for `duration_s` while the dashboard is read."""
+    """`writers` processes run profiles in a loop for `duration_s` while the dashboard is read.
+
+    `db`: the shared database (a SQLite file in `workdir` by default; a PostgreSQL URL works).
+    """
     from infermeter import Store
 
-    db, report = workdir / "shared.db", WritersReport(writers=writers)
+    db = db or workdir / "shared.db"
+    report = WritersReport(writers=writers)
     Store(db)
     port = _free_port()
     serve = subprocess.Popen(

@@ -223,3 +223,25 @@ def test_the_host_header_is_parsed_with_its_port(stored, host, status):
         create_app(stored[0], Guard(port=8765), poll_s=0.05), base_url="http://localhost:8765"
     )
     assert c.get("/api/runs", headers={"Host": host}).status_code == status
+
+
+def test_the_live_feed_and_the_lists_work_on_postgresql(postgres, tiny_llama):
+    """The same live page over a real PostgreSQL server: a sample written by a profile arrives
+    on the WebSocket, and the run list reads it."""
+    store = Store(postgres.new_database())
+    c = client(store)
+    headers = {"Host": "localhost:8765", "Origin": "http://localhost:8765"}
+    with c.websocket_connect("/ws/live", headers=headers) as ws:
+        assert ws.receive_json()["type"] == "hello"
+        run = profile(
+            RunConfig(new_tokens=3, samples=1, warmup=0, energy="off", mode="standard"),
+            loaded=tiny_llama,
+            sink=store,
+        )
+        seen = {}
+        while not {"sample", "layers"} <= set(seen):
+            ev = ws.receive_json()
+            seen[ev["type"]] = ev
+        assert seen["sample"]["sample"]["run_id"] == run.run_id
+    runs = c.get("/api/runs").json()["runs"]
+    assert [r["id"] for r in runs] == [run.run_id]

@@ -10,8 +10,9 @@ def test_sigkill_at_random_moments_loses_no_committed_sample(tmp_path):
     assert report.killed >= 1  # at least one trial really died mid-run
 
 
-def test_four_writers_and_the_dashboard_at_once(tmp_path):
-    report = writers_and_reader(tmp_path, writers=4, duration_s=5.0, samples=2)
+def test_four_writers_and_the_dashboard_at_once(tmp_path, db_url):
+    """On SQLite and on a real PostgreSQL server: no sample lost, no failed request."""
+    report = writers_and_reader(tmp_path, writers=4, duration_s=5.0, samples=2, db=db_url)
     assert not report.problems, report.problems
     assert report.failed_requests == 0 and report.requests > 0
     assert report.samples_stored == report.samples_expected > 0

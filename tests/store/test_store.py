@@ -275,3 +275,33 @@ def test_a_version_4_database_gains_the_live_steps_column(tmp_path):
     with sqlite3.connect(path) as c:
         version = c.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         assert version == (str(SCHEMA_VERSION),)
+
+
+def test_an_old_postgresql_database_is_upgraded_in_place(postgres, result):
+    """The upgrade path on PostgreSQL: renamed and added columns, a missing table, the version.
+
+    A version-2 shaped database (ceilings' old column names, no progress.steps, no predictions
+    table) with a run in it opens, keeps the run, and gains what it lacks.
+    """
+    from sqlalchemy import create_engine, inspect, text
+
+    url = postgres.new_database()
+    rid = Store(url).save(result)
+    engine = create_engine(url)
+    with engine.begin() as c:
+        c.execute(text("ALTER TABLE ceilings RENAME COLUMN flop_per_s TO flops"))
+        c.execute(text("ALTER TABLE ceilings RENAME COLUMN bandwidth_bytes_per_s TO bandwidth"))
+        c.execute(text("ALTER TABLE progress DROP COLUMN steps"))
+        c.execute(text("DROP TABLE predictions"))
+        c.execute(text("UPDATE meta SET value='2' WHERE key='schema_version'"))
+    store = Store(url)
+    assert store.get(rid).run_id == rid
+    insp = inspect(engine)
+    ceiling_columns = {c["name"] for c in insp.get_columns("ceilings")}
+    assert {"flop_per_s", "bandwidth_bytes_per_s"} <= ceiling_columns
+    assert "steps" in {c["name"] for c in insp.get_columns("progress")}
+    assert "predictions" in insp.get_table_names()
+    with engine.connect() as c:
+        version = c.execute(text("SELECT value FROM meta WHERE key='schema_version'")).scalar()
+    assert version == str(SCHEMA_VERSION)
+    engine.dispose()

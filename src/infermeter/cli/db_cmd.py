@@ -1,4 +1,4 @@
-"""`infermeter db`: the database itself: give deleted space back, adopt a foreign database."""
+"""`infermeter db`: the database itself: vacuum, adopt a foreign one, migrate runs into another."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import typer
 
 from infermeter.cli.guard import err_console, guard
 
-db_app = typer.Typer(help="The database itself: vacuum, adopt.", no_args_is_help=True)
+db_app = typer.Typer(help="The database itself: vacuum, adopt, migrate.", no_args_is_help=True)
 _DB = typer.Option(None, "--db", help="Database URL or SQLite file.")
 
 
@@ -29,3 +29,41 @@ def adopt(db: str = _DB) -> None:
 
     store = Store(db, create=False, adopt=True)
     err_console.print(f"{store.where}: infermeter's tables added", markup=False)
+
+
+@db_app.command("migrate")
+@guard
+def migrate_command(
+    to: str = typer.Option(..., "--to", help="The destination database URL (PostgreSQL)."),
+    db: str = _DB,
+) -> None:
+    """Copy the runs, sweeps, calibrations and predictions of --db into --to (e.g. PostgreSQL).
+
+    --db is by default the local SQLite file; running it again copies only what is new.
+    """
+    from infermeter.errors import UserError
+    from infermeter.store import Store
+    from infermeter.store.engine import normalise_url
+    from infermeter.store.migrate import migrate
+
+    source = Store(db, create=False)
+    if normalise_url(to) == source.url:
+        raise UserError("--to is the database the runs come from", "give another --to")
+    dest = Store(to)
+
+    def on_run(done: int, total: int, run_id: str) -> None:
+        if done == total or done % 25 == 0:
+            err_console.print(f"  {done}/{total} runs looked at", markup=False, style="dim")
+
+    report = migrate(source, dest, on_run)
+    err_console.print(
+        f"{source.where} -> {dest.where}: copied {report.runs} runs ({report.samples} samples), "
+        f"{report.sweeps} sweeps, {report.ceilings} calibrations, {report.predictions} "
+        f"predictions; {report.already_there} runs were already there"
+        + (
+            f", {report.still_running} still running were left (migrate again when they end)"
+            if report.still_running
+            else ""
+        ),
+        markup=False,
+    )
