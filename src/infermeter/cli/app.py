@@ -26,7 +26,7 @@ from infermeter.cli.profile_cmd import profile_command
 from infermeter.cli.report_cmd import report_command
 from infermeter.cli.runs_cmd import runs_app
 from infermeter.cli.serve_cmd import serve_command
-from infermeter.cli.sweep_cmd import sweep_command, sweeps_app
+from infermeter.cli.sweep_cmd import bare_ray_option, sweep_command, sweeps_app
 from infermeter.cli.systems_cmd import systems_analysis_command
 
 app = typer.Typer(
@@ -74,5 +74,5 @@ def _quiet_libraries() -> None:
 def main() -> None:
     """Console-script entry point."""
     _quiet_libraries()
-    sys.argv = spread_list_options(sys.argv)
+    sys.argv = bare_ray_option(spread_list_options(sys.argv))
     app()

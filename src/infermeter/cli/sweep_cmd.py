@@ -75,8 +75,27 @@ def sweep_command(
     db: str = typer.Option(None, help="Database URL or SQLite file."),
     out: Path = typer.Option(None, help="Write DIR/sweep-ID.json there."),
     json_out: bool = typer.Option(False, "--json", help="Print the sweep JSON on stdout."),
+    ray: str = typer.Option(
+        None,
+        "--ray",
+        help="Run each point as a Ray task: --ray alone starts a local Ray instance, --ray auto "
+        "joins this machine's cluster, --ray ADDRESS another one. Workers write to --db (use "
+        "PostgreSQL on a cluster). Needs `pip install 'infermeter[ray]'`.",
+    ),
+    cpus_per_point: float = typer.Option(1.0, help="With --ray: CPUs each point reserves."),
+    gpus_per_point: float = typer.Option(0.0, help="With --ray: GPUs each point reserves."),
+    accelerator_type: str = typer.Option(
+        None, help="With --ray: run points only on this accelerator type (e.g. H100, A100)."
+    ),
+    node_label: list[str] = typer.Option(
+        None, help="With --ray: KEY=VALUE a node must carry to run points (repeatable)."
+    ),
+    ray_cpus: int = typer.Option(
+        None, help="With a local Ray instance: its CPUs (default: all of this machine's)."
+    ),
 ) -> None:
     """Run a grid over knob values; every point is stored, and a rerun resumes."""
+    # Long because typer declares each of the command's options as a parameter.
     from infermeter.run.slo import parse_slos
     from infermeter.run.sweep import SweepSpec
     from infermeter.run.sweep_file import parse_knob_option, read_sweep_file
@@ -112,9 +131,105 @@ def sweep_command(
     )
     spec.points()  # parse every value now: a bad one fails before the model loads
     out_dir = writable_dir(out) if out else None
+    placement = _placement(ray, cpus_per_point, gpus_per_point, accelerator_type, node_label,
+                           ray_cpus)  # fmt: skip
     store = Store(db)
-    result = _run_with_progress(spec, store)
+    if placement is not None:
+        result = _run_on_ray(spec, store, placement)
+    else:
+        result = _run_with_progress(spec, store)
     _print_sweep(spec, result, store.where, out_dir, json_out)
+
+
+def bare_ray_option(argv: list[str]) -> list[str]:
+    """`sweep ... --ray` with no address (last, or before another option) -> `--ray local`."""
+    if len(argv) < 2 or argv[1] != "sweep":
+        return argv
+    out = []
+    for i, token in enumerate(argv):
+        out.append(token)
+        if token == "--ray" and (i + 1 == len(argv) or argv[i + 1].startswith("-")):
+            out.append("local")
+    return out
+
+
+def _placement(
+    ray: str | None,
+    cpus: float,
+    gpus: float,
+    accelerator: str | None,
+    labels: list[str] | None,
+    ray_cpus: int | None,
+) -> Any:
+    """The Ray placement the options ask for; None without --ray (options checked first)."""
+    from infermeter.errors import UserError
+
+    if ray is None:
+        if accelerator or labels or ray_cpus is not None or gpus or cpus != 1.0:
+            raise UserError("--cpus/--gpus-per-point, --accelerator-type, --node-label and "
+                            "--ray-cpus place Ray tasks", "add --ray")  # fmt: skip
+        return None
+    if cpus < 0 or gpus < 0 or (cpus == 0 and gpus == 0):
+        raise UserError(
+            f"--cpus-per-point {cpus} / --gpus-per-point {gpus}: a point needs some resource",
+            "give --cpus-per-point 1 (the default) or --gpus-per-point 1",
+        )
+    if ray_cpus is not None and ray_cpus < 1:
+        raise UserError(f"--ray-cpus {ray_cpus} must be at least 1", "e.g. --ray-cpus 2")
+    pairs = {}
+    for text in labels or []:
+        key, eq, value = text.partition("=")
+        if not eq or not key.strip():
+            raise UserError(f"--node-label {text!r} is not KEY=VALUE", "e.g. --node-label zone=a")
+        pairs[key.strip()] = value.strip()
+    from infermeter.experiments.ray_sweep import RayPlacement, import_ray
+
+    import_ray()  # says how to install it before anything else happens
+    return RayPlacement(
+        address=None if ray == "local" else ray,
+        cpus_per_point=cpus,
+        gpus_per_point=gpus,
+        accelerator_type=accelerator,
+        node_labels=pairs,
+        local_cpus=ray_cpus,
+    )
+
+
+def _run_on_ray(spec: Any, store: Any, placement: Any) -> Any:
+    """The sweep on Ray, each finished point printed as it lands; Ctrl-C cancels the rest."""
+    from infermeter.errors import UserError
+    from infermeter.experiments.ray_sweep import run_sweep_on_ray
+
+    if spec.interleave:
+        raise UserError(
+            "--interleave measures the points together in one process; Ray spreads them out",
+            "drop --ray or --interleave",
+        )
+    console = Console(stderr=True, soft_wrap=True)
+    where = placement.address or "a local Ray instance"
+    console.print(f"sweep {spec.sweep_id} on {where}", style="dim", markup=False)
+    done = [0, 0]
+
+    def progress(i: int, total: int, label: str, skipped: bool) -> None:
+        done[:] = [i, total]
+
+    def point(p: dict[str, Any]) -> None:
+        why = f": {p['error']}" if p.get("error") else ""
+        console.print(
+            f"[{done[0] + 1}/{done[1] or len(spec.points())}] {p['label']}: {p['status']} "
+            f"(run {p.get('run_id')}, {p.get('host', '?')} pid {p.get('pid', '?')}){why}",
+            markup=False,
+        )
+
+    try:
+        return run_sweep_on_ray(spec, store, placement, on_progress=progress, on_point=point)
+    except KeyboardInterrupt:
+        raise fail(
+            f"interrupted: outstanding Ray tasks cancelled; {done[0]} of "
+            f"{done[1] or len(spec.points())} points are stored; run the same command again to "
+            "resume (finished points are skipped)",
+            130,
+        ) from None
 
 
 def _print_sweep(spec: Any, result: Any, where: str, out_dir: Path | None, json_out: bool) -> None:

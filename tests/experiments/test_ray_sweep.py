@@ -1,0 +1,120 @@
+"""Sweeps on a real local Ray instance (2 CPUs): points land in the store from the workers,
+a killed worker is retried and the sweep stays resumable, and the options fail in one line."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from infermeter import RunConfig, Store
+from infermeter.cli.app import app
+from infermeter.run.sweep import SweepSpec
+from tests.helpers import assert_one_line_error
+
+ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'infermeter[ray]'")
+runner = CliRunner()
+
+
+def test_a_four_point_sweep_runs_as_ray_tasks_into_the_store(tmp_path):
+    from infermeter.experiments.ray_sweep import RayPlacement, run_sweep_on_ray
+
+    store = Store(tmp_path / "r.db")
+    spec = SweepSpec(
+        RunConfig(model="tiny-llama", new_tokens=3, samples=2, warmup=0, energy="off"),
+        {"prompt_tokens": ["8", "16"], "batch_size": ["1", "2"]},
+    )
+    seen = []
+    result = run_sweep_on_ray(spec, store, RayPlacement(local_cpus=2), on_point=seen.append)
+    assert not ray.is_initialized()  # the instance it started is shut down
+    assert len(result.runs) == 4 and result.skipped == 0
+    got = sorted((r.knobs["prompt_tokens"], r.knobs["batch_size"]) for r in result.runs)
+    assert got == [(8, 1), (8, 2), (16, 1), (16, 2)]
+    for run in result.runs:
+        back = store.get(run.run_id)
+        assert back.status == "finished" and back.sweep_id == spec.sweep_id
+        s = back.measured[0]
+        assert (s.prompt_tokens, s.batch_size) == (back.knobs["prompt_tokens"],
+                                                   back.knobs["batch_size"])  # fmt: skip
+        assert back.checks  # every knob verified by measurement in the worker
+    workers = {p["pid"] for p in seen}
+    assert os.getpid() not in workers  # the points ran in Ray's worker processes
+    again = run_sweep_on_ray(spec, store, RayPlacement(local_cpus=2))
+    assert again.skipped == 4 and [r.run_id for r in again.runs] == [r.run_id for r in result.runs]
+
+
+def _running_run(url):
+    """(run id, worker pid) of a point mid-run with samples stored, or None."""
+    from infermeter.store.schema import RunRow
+
+    store = Store(url)
+    for row in store.list_runs(status="running", limit=10):
+        if store.get(row["id"]).samples:
+            with store.session("read") as s:
+                return row["id"], s.get(RunRow, row["id"]).pid
+    return None
+
+
+def test_killing_a_worker_mid_point_loses_nothing_and_the_sweep_resumes(postgres, tmp_path):
+    """The shared-store case: workers write to PostgreSQL; one is killed with SIGKILL while
+    its point runs. Ray retries the point once, the sweep ends with every point finished, the
+    killed run is kept as crashed, and running the sweep again has nothing left to do."""
+    url = postgres.new_database()
+    cmd = [sys.executable, "-m", "infermeter", "sweep", "-m", "tiny-llama", "--knob",
+           "prompt_tokens=16,32,48,64", "--new-tokens", "24", "--samples", "12", "--warmup", "0",
+           "--energy", "off", "--ray", "--ray-cpus", "2", "--db", url]  # fmt: skip
+    env = {**os.environ, "INFERMETER_HOME": str(tmp_path / "home")}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)  # fmt: skip
+    killed = None
+    deadline = time.monotonic() + 120
+    while killed is None and time.monotonic() < deadline and proc.poll() is None:
+        found = _running_run(url)
+        if found is not None:
+            killed, pid = found
+            os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
+    out, _ = proc.communicate(timeout=300)
+    assert killed is not None, out
+    assert proc.returncode == 0, out
+    store = Store(url)  # opening it marks the dead worker's run crashed (same host)
+    assert store.get(killed).status == "crashed"
+    assert store.get(killed).samples  # what it measured before dying is kept
+    finished = [store.get(i) for i in store.sweep_run_ids(_sweep_id(out))]
+    assert sorted(r.knobs["prompt_tokens"] for r in finished) == [16, 32, 48, 64]
+    assert all(len(r.measured) == 12 for r in finished)
+    again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and "4 already done" in again.stdout, again.stdout + again.stderr
+
+
+def _sweep_id(out):
+    line = next(x for x in out.splitlines() if x.startswith("sweep ") and " on " in x)
+    return line.split()[1]
+
+
+def test_ray_options_fail_in_one_line(tmp_path, monkeypatch):
+    db = str(tmp_path / "r.db")
+    base = ["sweep", "-m", "tiny-llama", "--knob", "new_tokens=2,3", "--db", db]
+    r = runner.invoke(app, [*base, "--gpus-per-point", "1"])
+    assert_one_line_error(r, "add --ray")
+    r = runner.invoke(app, [*base, "--ray", "local", "--cpus-per-point", "0"])
+    assert_one_line_error(r, "--cpus-per-point 0.0")
+    r = runner.invoke(app, [*base, "--ray", "local", "--node-label", "zone"])
+    assert_one_line_error(r, "KEY=VALUE")
+    r = runner.invoke(app, [*base, "--ray", "local", "--interleave"])
+    assert_one_line_error(r, "drop --ray or --interleave")
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
+    r = runner.invoke(app, [*base, "--ray", "local"])
+    assert_one_line_error(r, "pip install 'infermeter[ray]'")
+
+
+def test_a_bare_ray_flag_means_a_local_instance():
+    from infermeter.cli.sweep_cmd import bare_ray_option
+
+    assert bare_ray_option(["im", "sweep", "--ray"]) == ["im", "sweep", "--ray", "local"]
+    assert bare_ray_option(["im", "sweep", "--ray", "--db", "x"])[3] == "local"
+    assert bare_ray_option(["im", "sweep", "--ray", "auto"]) == ["im", "sweep", "--ray", "auto"]
+    assert bare_ray_option(["im", "profile", "--ray"]) == ["im", "profile", "--ray"]
