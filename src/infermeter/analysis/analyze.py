@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from infermeter.analysis.bottlenecks import evidence_of, find_bottlenecks
+from infermeter.analysis.communication import communication_roofline
 from infermeter.analysis.predict import Learned, time_model_of_run
 from infermeter.analysis.roofline import roofline
 from infermeter.analysis.timemodel import device_model
@@ -52,4 +53,5 @@ def analyze_run(
         "roofline": roof,
         "findings": [f.to_dict() for f in findings],
         "time_model": time_model(run, measured, learned),
+        "communication": communication_roofline(run),
     }

@@ -154,4 +154,27 @@ def analysis_card(doc: dict) -> Group:
     else:
         parts.append(Text("no bottleneck rule fired", style="dim"))
     parts.extend(time_model_lines(doc.get("time_model") or {}))
+    parts.extend(communication_lines(doc.get("communication")))
     return Group(*parts)
+
+
+def communication_lines(comm: dict[str, Any] | None) -> list[Text]:
+    """Per phase: measured communication per forward, and the same calls on each link."""
+    if not comm:
+        return []
+    out = [Text(f"communication over {comm['processes']} processes ({comm['model']})",
+                style="bold")]  # fmt: skip
+    for p in comm["phases"]:
+        links = ", ".join(f"{k} {v:.3f}" for k, v in p["modelled_comm_ms_per_forward"].items())
+        bus = p["attained_bus_bytes_per_s"]
+        out.append(
+            Text(
+                f"  {p['phase']}: {p['collectives_per_forward']:.0f} collectives, "
+                f"{p['bytes_per_forward'] / 1e3:.1f} KB per forward; measured "
+                f"{p['measured_comm_ms_per_forward']:.3f} ms communicating vs "
+                f"{p['measured_compute_ms_per_forward']:.3f} ms computing"
+                + (f" (bus {bus / 1e9:.3g} GB/s)" if bus else "")
+                + f"; on other links, ms: {links}"
+            )
+        )
+    return out

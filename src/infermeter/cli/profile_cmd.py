@@ -116,6 +116,10 @@ def profile_command(
                                   "(repeatable): attainment and goodput over the samples."),
     fail_if_slo_missed: bool = typer.Option(False, "--fail-if-slo-missed",
                                             help="Exit 3 when a sample misses an SLO."),
+    tp: int = typer.Option(
+        1, "--tp", help="Tensor-parallel processes (torchrun; gloo on CPU, NCCL on GPU): every "
+        "collective counted and timed per block and phase. Models with a transformers TP plan."
+    ),
 ) -> None:
     """Load a model, generate, and report load, TTFT, TPOT, throughput and peak memory."""
     from infermeter.run import RunConfig
@@ -150,7 +154,10 @@ def profile_command(
     ).validate()
     if fail_if_slo_missed and not config.slos:
         raise UserError("--fail-if-slo-missed needs an --slo", "add e.g. --slo ttft_ms=500")
-    result = _run_and_show(config, db, out, json_out, show_text)
+    if tp != 1:
+        result = _run_tp(config, tp, db, out, json_out)
+    else:
+        result = _run_and_show(config, db, out, json_out, show_text)
     if fail_if_slo_missed:
         fail_on_miss(result.slo_report())
 
@@ -175,6 +182,48 @@ def _run_and_show(
         print_json(doc)
         return result
     Console(soft_wrap=True).print(run_card(result, where=store.where, show_text=show_text))
-    return result
     if out_dir is not None:
         err_console.print(f"wrote {out_dir / f'run-{result.run_id}.json'}", markup=False)
+    return result
+
+
+def _run_tp(config: RunConfig, tp: int, db: str | None, out: Path | None, json_out: bool) -> Any:
+    """The run over `tp` torchrun processes, then its card and the communication table."""
+    from infermeter.cli.render import run_card
+    from infermeter.experiments.tensor_parallel import check_plan, profile_tp
+    from infermeter.store import Store
+
+    check_plan(config.model, tp)  # before anything is printed or started
+    out_dir = writable_dir(out) if out else None
+    store = Store(db)
+    err_console.print(f"profiling over {tp} tensor-parallel processes ...", markup=False)
+    result = store.get(profile_tp(config, tp, store.url))
+    doc = clean_json(result.to_json())
+    if out_dir is not None:
+        write_json(out_dir / f"run-{result.run_id}.json", doc)
+    if json_out:
+        print_json(doc)
+        return result
+    console = Console(soft_wrap=True)
+    console.print(run_card(result, where=store.where))
+    console.print(communication_table(result.layers.get("communication") or []))
+    return result
+
+
+def communication_table(rows: list[dict[str, Any]]) -> Any:
+    """Per phase: forwards, collectives per forward, bytes, ms communicating vs computing."""
+    from rich import box
+    from rich.table import Table
+
+    t = Table(title="tensor-parallel communication (all ranks in lockstep; rank 0's clock)",
+              title_justify="left", box=box.SIMPLE_HEAD)  # fmt: skip
+    for col in ("phase", "forwards", "collectives/fwd", "KB/fwd", "comm ms", "compute ms",
+                "comm share"):  # fmt: skip
+        t.add_column(col, justify="left" if col == "phase" else "right")
+    for r in rows:
+        n = r["forwards"] or 1
+        share = r["comm_share"]
+        t.add_row(r["phase"], str(r["forwards"]), f"{r['collectives'] / n:.1f}",
+                  f"{r['bytes'] / n / 1e3:.1f}", f"{r['comm_ms']:.1f}", f"{r['compute_ms']:.1f}",
+                  "-" if share is None else f"{share:.0%}")  # fmt: skip
+    return t

@@ -113,6 +113,7 @@ def load_model(
     device: str | None = "auto",
     attn_implementation: str | None = None,
     seed: int = 0,
+    tp_plan: str | None = None,
 ) -> LoadedModel:
     """Load a model and its tokenizer, in eval mode on `device`.
 
@@ -123,6 +124,8 @@ def load_model(
         device: "auto", "cpu", "cuda", "cuda:N" or "mps".
         attn_implementation: "eager", "sdpa", ...; None keeps transformers' default.
         seed: seeds the random weights of presets.
+        tp_plan: "auto" shards a checkpoint folder over the processes `torchrun` started
+            (transformers' tensor-parallel plan; each rank places its shard itself).
 
     Raises:
         UserError: unknown model, bad dtype or device, model too big for the device.
@@ -142,6 +145,9 @@ def load_model(
     t0 = time.perf_counter()
     extra: dict[str, float] = {}
     preset = get_preset(name)
+    if tp_plan is not None:
+        attn_kw = {**attn_kw, "tp_plan": tp_plan}
+        preset = None  # a preset is sharded from the checkpoint the launcher saved
     if preset is not None:
         tokenizer = builtin_tokenizer()
         config = build_config(preset, tokenizer)
@@ -163,7 +169,8 @@ def load_model(
         if why:
             tok_name = f"{BUILTIN_FALLBACK} ({why} in the checkpoint)"
     t1 = time.perf_counter()
-    model = model.to(dev)
+    if tp_plan is None:
+        model = model.to(dev)
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
     t2 = time.perf_counter()
