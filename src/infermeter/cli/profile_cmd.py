@@ -126,6 +126,8 @@ def profile_command(
     from infermeter.run.slo import parse_slos
 
     # Long because typer declares each of the command's options as a parameter.
+    if not 1 <= tp <= MAX_TP:
+        raise UserError(f"--tp {tp} is out of range", f"give 1 (no tensor parallelism) to {MAX_TP}")
     config = RunConfig(
         model=model,
         prompt_tokens=prompt_tokens,
@@ -160,6 +162,10 @@ def profile_command(
         result = _run_and_show(config, db, out, json_out, show_text)
     if fail_if_slo_missed:
         fail_on_miss(result.slo_report())
+
+
+#: the most tensor-parallel processes `--tp` starts (one node's GPUs, or CPU processes)
+MAX_TP = 64
 
 
 def _run_and_show(

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from infermeter.run.config import RunConfig
 
 
+#: the most CPUs a local Ray instance is given (`--ray-cpus`)
+MAX_RAY_CPUS = 4096
+
 sweeps_app = typer.Typer(help="Stored sweeps.", no_args_is_help=True)
 
 
@@ -96,11 +99,14 @@ def sweep_command(
 ) -> None:
     """Run a grid over knob values; every point is stored, and a rerun resumes."""
     # Long because typer declares each of the command's options as a parameter.
+    from infermeter.errors import UserError
     from infermeter.run.slo import parse_slos
     from infermeter.run.sweep import SweepSpec
     from infermeter.run.sweep_file import parse_knob_option, read_sweep_file
     from infermeter.store import Store
 
+    if ray_cpus is not None and not 1 <= ray_cpus <= MAX_RAY_CPUS:
+        raise UserError(f"--ray-cpus {ray_cpus} is out of range", f"give 1 to {MAX_RAY_CPUS}")
     file = read_sweep_file(config) if config else None
     knobs = dict(file.knob_texts()) if file else {}
     for text in knob or []:
@@ -174,8 +180,6 @@ def _placement(
             f"--cpus-per-point {cpus} / --gpus-per-point {gpus}: a point needs some resource",
             "give --cpus-per-point 1 (the default) or --gpus-per-point 1",
         )
-    if ray_cpus is not None and ray_cpus < 1:
-        raise UserError(f"--ray-cpus {ray_cpus} must be at least 1", "e.g. --ray-cpus 2")
     pairs = {}
     for text in labels or []:
         key, eq, value = text.partition("=")
