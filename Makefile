@@ -11,7 +11,7 @@ export HF_HUB_OFFLINE = 1
 export HF_DATASETS_OFFLINE = 1
 export TOKENIZERS_PARALLELISM = false
 
-.PHONY: install install-dev demo test lint clean browser postgres
+.PHONY: install install-dev demo test lint clean browser postgres gpu-check
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -62,6 +62,10 @@ test: install-dev browser postgres
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q
+
+# Validates every CUDA path on a real GPU (benchmarks/gpu_check.py); says why and exits 0 without one.
+gpu-check: install
+	$(PY) benchmarks/gpu_check.py --out gpu-check
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info .pytest_cache .ruff_cache .mypy_cache

@@ -1,0 +1,201 @@
+"""Validate every CUDA path on a real GPU: one table and gpu_check.json (issue 21).
+
+Runs the product as a user would, each step a command whose JSON it reads:
+- `infermeter energy probe` and `infermeter calibrate --device cuda` (matmul FLOP/s per dtype,
+  device-to-device copy bandwidth), each as a fraction of the spec-table figure;
+- `infermeter profile` of shape presets in bfloat16 (llama-3.2-1b and qwen3-4b, batch 1 and 16,
+  512 prompt tokens, 128 new) with NVML energy: TTFT, TPOT, TPOT over the bandwidth-bound
+  minimum (`analyze`: weights + KV cache read per step at the measured bandwidth), allocator
+  peak against the device memory used (`mem_get_info`), J per token;
+- `benchmarks/stopwatch.py --device cuda`: CUDA-event TTFT + decode vs an outside stopwatch
+  (goal within 2%);
+- `infermeter analyze` and `infermeter report` of those runs, PNGs next to the JSON.
+Without CUDA it prints one line saying why and exits 0. A step that fails is a row with its
+error, never the end of the check.
+
+    python benchmarks/gpu_check.py [--out gpu-check/] [--quick]     (also: make gpu-check)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = ("llama-3.2-1b", "qwen3-4b")
+BATCHES = (1, 16)
+GOALS = {"stopwatch_diff_pct": 2.0}
+
+
+def cli(*args: str) -> list[str]:
+    """The infermeter command line in this interpreter."""
+    return [sys.executable, "-m", "infermeter", *args]
+
+
+def run_json(cmd: list[str], timeout_s: float = 1800) -> Any:
+    """Run a command and parse the last JSON document on its stdout."""
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=ROOT)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise RuntimeError(f"{' '.join(cmd[2:5])} exited {done.returncode}: {last}")
+    text = done.stdout.strip()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return json.loads(text.splitlines()[-1])
+
+
+def row(check: str, value: Any, unit: str = "", reference: Any = None, goal: str = "",
+        ok: bool | None = None, note: str = "") -> dict[str, Any]:  # fmt: skip
+    """One line of the table."""
+    return {"check": check, "value": value, "unit": unit, "reference": reference, "goal": goal,
+            "ok": ok, "note": note}  # fmt: skip
+
+
+def calibrate_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Measured peaks and bandwidth as fractions of the datasheet."""
+    measured, spec = doc["measured"], doc.get("spec") or {}
+    out = []
+    for dtype, flops in sorted((measured.get("flop_per_s") or {}).items()):
+        ref = (spec.get("flop_per_s") or {}).get(dtype)
+        note = f"{flops / ref:.0%} of datasheet" if ref else "no datasheet"
+        out.append(row(f"matmul {dtype}", flops / 1e12, "TFLOP/s", ref / 1e12 if ref else None,
+                       note=note))  # fmt: skip
+    bw, ref_bw = measured.get("bandwidth_bytes_per_s"), spec.get("bandwidth_bytes_per_s")
+    if bw:
+        note = f"{bw / ref_bw:.0%} of datasheet" if ref_bw else "no datasheet"
+        out.append(row("copy bandwidth", bw / 1e9, "GB/s", ref_bw / 1e9 if ref_bw else None,
+                       note=note))  # fmt: skip
+    return out
+
+
+def _median(summary: dict[str, Any], metric: str) -> float | None:
+    m = summary.get(metric) or {}
+    return m.get("median", m.get("p50"))
+
+
+def profile_rows(label: str, run: dict[str, Any], analysis: dict[str, Any]) -> list[dict]:
+    """TTFT, TPOT against the bandwidth-bound minimum, memory and energy of one profile."""
+    s = run["summary"]
+    tpot = _median(s, "tpot_ms")
+    roof = analysis.get("roofline") or {}
+    floor = roof.get("decode_min_ms")
+    out = [
+        row(f"{label} TTFT", _median(s, "ttft_ms"), "ms"),
+        row(f"{label} TPOT", tpot, "ms", floor,
+            note=f"{tpot / floor:.2f}x the bandwidth-bound minimum" if tpot and floor else ""),
+    ]  # fmt: skip
+    samples = [x for x in run.get("all_samples", []) if not x.get("warmup")]
+    if samples:
+        mem = samples[-1].get("memory") or {}
+        alloc, free, total = (mem.get("peak_reserved_mb"), mem.get("device_free_mb"),
+                              mem.get("device_total_mb"))  # fmt: skip
+        if alloc is not None and free is not None and total:
+            used = total - free
+            out.append(row(f"{label} memory", alloc, "MiB", used,
+                           note=f"allocator reserved vs device used; {used - alloc:.0f} MiB "
+                           "outside the allocator (CUDA context, other processes)"))  # fmt: skip
+    j = _median(s, "j_per_token") if "j_per_token" in s else None
+    if j is not None:
+        out.append(row(f"{label} energy", j, "J/token", note="NVML"))
+    return out
+
+
+def stopwatch_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """CUDA-event timing against the outside stopwatch."""
+    ratio = doc.get("ratio_p50")
+    if ratio is None:
+        return [row("stopwatch", None, note=f"unexpected output: {sorted(doc)[:6]}")]
+    diff = 100 * (ratio - 1)
+    goal = GOALS["stopwatch_diff_pct"]
+    return [row("CUDA events vs stopwatch", diff, "%", goal=f"|diff| <= {goal}%",
+                ok=abs(diff) <= goal)]  # fmt: skip
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """The rows as a plain-text table (what the check prints and docs/gpu.md holds)."""
+
+    def cell(v: Any) -> str:
+        if v is None:
+            return "-"
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return str(v)
+
+    head = ("check", "value", "unit", "reference", "goal", "ok", "note")
+    lines = [[cell(r[h]) if h != "ok" else {True: "yes", False: "NO", None: ""}[r["ok"]]
+              for h in head] for r in rows]  # fmt: skip
+    widths = [max(len(h), *(len(ln[i]) for ln in lines)) if lines else len(h)
+              for i, h in enumerate(head)]  # fmt: skip
+    fmt_row = "  ".join("{:<%d}" % w for w in widths)
+    return "\n".join([fmt_row.format(*head), *(fmt_row.format(*ln) for ln in lines)])
+
+
+def _step(rows: list[dict[str, Any]], name: str, fn: Any) -> None:
+    try:
+        rows.extend(fn())
+    except Exception as exc:  # noqa: BLE001 - a failed step is a row, the check goes on
+        rows.append(row(name, None, ok=False, note=f"failed: {exc}"))
+
+
+def run_checks(out: Path, quick: bool) -> list[dict[str, Any]]:
+    """Every step on the GPU; the table's rows."""
+    db = str(out / "gpu_check.db")
+    rows: list[dict[str, Any]] = []
+    _step(rows, "energy probe", lambda: [row("energy sources", ", ".join(
+        s.get("source", "?") for s in run_json(cli("energy", "probe", "--json")).get("sources", [])
+        if s.get("available")))])  # fmt: skip
+    _step(rows, "calibrate", lambda: calibrate_rows(
+        run_json(cli("calibrate", "--device", "cuda", "--db", db, "--json"))))  # fmt: skip
+    for model in MODELS[:1] if quick else MODELS:
+        for batch in BATCHES:
+            label = f"{model} b{batch}"
+
+            def prof(model: str = model, batch: int = batch, label: str = label) -> list[dict]:
+                run = run_json(cli("profile", "-m", model, "--dtype", "bfloat16", "--device",
+                                   "cuda", "--batch-size", str(batch), "--prompt-tokens", "512",
+                                   "--new-tokens", "128", "--samples", "3" if quick else "10",
+                                   "--energy", "nvml", "--db", db, "--json"))  # fmt: skip
+                rid = run["meta"]["run_id"]
+                an = run_json(cli("analyze", rid, "--db", db, "--json", "--out", str(out)))
+                subprocess.run(cli("report", rid, "--db", db, "--out", str(out)), cwd=ROOT,
+                               capture_output=True, timeout=600)  # fmt: skip
+                return profile_rows(label, run, an)
+
+            _step(rows, label, prof)
+    _step(rows, "stopwatch", lambda: stopwatch_rows(run_json(
+        [sys.executable, str(ROOT / "benchmarks" / "stopwatch.py"), "--device", "cuda",
+         "--model", MODELS[0], "--rounds", "10" if quick else "40"])))  # fmt: skip
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=Path("gpu-check"))
+    ap.add_argument("--quick", action="store_true", help="One model, fewer samples.")
+    args = ap.parse_args(argv)
+    import torch
+
+    if not torch.cuda.is_available():
+        why = "CUDA_VISIBLE_DEVICES hides every GPU" if os.environ.get(
+            "CUDA_VISIBLE_DEVICES") == "" else f"torch {torch.__version__} sees no CUDA device"
+        print(f"gpu_check: nothing ran: {why}")  # fmt: skip
+        return 0
+    args.out.mkdir(parents=True, exist_ok=True)
+    name = torch.cuda.get_device_name(0)
+    rows = run_checks(args.out, args.quick)
+    doc = {"device": name, "torch": torch.__version__, "cuda": torch.version.cuda, "rows": rows}
+    (args.out / "gpu_check.json").write_text(json.dumps(doc, indent=1))
+    print(f"{name} (torch {torch.__version__}, CUDA {torch.version.cuda})")
+    print(table(rows))
+    print(f"wrote {args.out / 'gpu_check.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
