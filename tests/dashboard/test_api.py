@@ -135,6 +135,20 @@ def test_host_header_must_name_this_server(stored):
     assert exposed.get("/api/runs?token=t", headers={"Host": "rebind.evil"}).status_code == 400
 
 
+def _profile_and_watch(ws, store, tiny_llama):
+    """Profile into `store` while the live socket is open; the run and the events it pushed."""
+    run = profile(
+        RunConfig(new_tokens=3, samples=1, warmup=0, energy="off", mode="standard"),
+        loaded=tiny_llama,
+        sink=store,
+    )
+    seen = {}
+    while not {"sample", "layers"} <= set(seen):
+        ev = ws.receive_json()
+        seen[ev["type"]] = ev
+    return run, seen
+
+
 def test_websocket_checks_origin_and_token_and_pushes_samples(stored, tiny_llama):
     store = stored[0]
     c = client(store)
@@ -153,15 +167,7 @@ def test_websocket_checks_origin_and_token_and_pushes_samples(stored, tiny_llama
             ws.receive_json()
     with c.websocket_connect("/ws/live", headers={**host, "Origin": "http://localhost:8765"}) as ws:
         assert ws.receive_json()["type"] == "hello"
-        run = profile(
-            RunConfig(new_tokens=3, samples=1, warmup=0, energy="off", mode="standard"),
-            loaded=tiny_llama,
-            sink=store,
-        )
-        seen = {}
-        while not {"sample", "layers"} <= set(seen):
-            ev = ws.receive_json()
-            seen[ev["type"]] = ev
+        run, seen = _profile_and_watch(ws, store, tiny_llama)
         assert seen["sample"]["sample"]["run_id"] == run.run_id
         assert seen["layers"]["rows"] and seen["layers"]["run_id"] == run.run_id
 
@@ -233,15 +239,7 @@ def test_the_live_feed_and_the_lists_work_on_postgresql(postgres, tiny_llama):
     headers = {"Host": "localhost:8765", "Origin": "http://localhost:8765"}
     with c.websocket_connect("/ws/live", headers=headers) as ws:
         assert ws.receive_json()["type"] == "hello"
-        run = profile(
-            RunConfig(new_tokens=3, samples=1, warmup=0, energy="off", mode="standard"),
-            loaded=tiny_llama,
-            sink=store,
-        )
-        seen = {}
-        while not {"sample", "layers"} <= set(seen):
-            ev = ws.receive_json()
-            seen[ev["type"]] = ev
+        run, seen = _profile_and_watch(ws, store, tiny_llama)
         assert seen["sample"]["sample"]["run_id"] == run.run_id
     runs = c.get("/api/runs").json()["runs"]
     assert [r["id"] for r in runs] == [run.run_id]
