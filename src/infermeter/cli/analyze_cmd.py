@@ -70,7 +70,8 @@ def time_model_lines(tm: dict[str, Any]) -> list[Text]:
         return [Text(tm.get("note") or "no time model", style="dim")]
     learned = tm["learned"]
     how = (
-        f"curves + factors learnt from {learned['runs']} other stored runs"
+        f"curves + factors learnt from {learned['runs']} other stored "
+        + ("run" if learned["runs"] == 1 else "runs")
         if learned["runs"]
         else "calibrated curves only"
     )

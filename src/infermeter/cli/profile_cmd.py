@@ -223,7 +223,7 @@ def communication_table(rows: list[dict[str, Any]]) -> Any:
 
     t = Table(title="tensor-parallel communication (all ranks in lockstep; rank 0's clock)",
               title_justify="left", box=box.SIMPLE_HEAD)  # fmt: skip
-    for col in ("phase", "forwards", "collectives/fwd", "KB/fwd", "comm ms", "compute ms",
+    for col in ("phase", "forwards", "calls/fwd", "KB/fwd", "comm ms", "compute ms",
                 "comm share"):  # fmt: skip
         t.add_column(col, justify="left" if col == "phase" else "right")
     for r in rows:
