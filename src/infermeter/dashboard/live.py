@@ -3,8 +3,9 @@
 It runs only while at least one page listens, starts after what was already stored (pages load
 that through the API), and pushes four kinds of events: `sample` (a sample just stored, with
 its decode steps), `run` (a run's status changed: running, finished, failed, crashed),
-`layers` (a running run's per-layer table so far) and `progress` (every profile in progress:
-loading, warm-up, sample i of n, tokens so far; sent whenever any of them moves).
+`layers` (a running run's per-layer table so far, or a finished run's final one) and
+`progress` (every profile in progress: loading, warm-up, sample i of n, tokens so far; sent
+whenever any of them moves).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from typing import Any, Protocol
+
+from infermeter.dashboard.cursor import IdCursor
 
 
 class LiveSource(Protocol):
@@ -30,7 +33,7 @@ class LiveSource(Protocol):
         ...
 
     def live_layers_after(self, last_id: int) -> list[dict[str, Any]]:
-        """In-progress per-layer tables stored after a cursor."""
+        """Per-layer tables (in progress or final) stored after a cursor."""
         ...
 
     def progress_rows(self) -> list[dict[str, Any]]:
@@ -87,10 +90,11 @@ class LiveFeed:
             q.put_nowait(event)
 
     async def _run(self, last_sample: int, last_layers: int) -> None:
+        sample_ids, layer_ids = IdCursor(last_sample), IdCursor(last_layers)
         while self._queues:
             try:
-                samples = await asyncio.to_thread(self.store.samples_after, last_sample)
-                layers = await asyncio.to_thread(self.store.live_layers_after, last_layers)
+                samples = await asyncio.to_thread(self.store.samples_after, sample_ids.floor)
+                layers = await asyncio.to_thread(self.store.live_layers_after, layer_ids.floor)
                 runs = await asyncio.to_thread(self.store.run_statuses, 50)
                 progress = await asyncio.to_thread(self.store.progress_rows)
             except Exception as exc:  # a locked or vanished database: say so, keep trying
@@ -101,11 +105,9 @@ class LiveFeed:
                 if self._statuses.get(r["id"]) != r["status"]:
                     self._statuses[r["id"]] = r["status"]
                     self._publish({"type": "run", "run": r})
-            for smp in samples:
-                last_sample = max(last_sample, smp["id"])
+            for smp in sample_ids.fresh(samples):
                 self._publish({"type": "sample", "sample": smp})
-            for lay in layers:
-                last_layers = max(last_layers, lay["id"])
+            for lay in layer_ids.fresh(layers):
                 self._publish({"type": "layers", "run_id": lay["run_id"], "rows": lay["rows"]})
             if progress != self._progress:
                 self._progress = progress

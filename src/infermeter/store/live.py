@@ -1,7 +1,8 @@
 """The live feed: what was stored after a cursor (autoincrement ids), for the dashboard.
 
-A live view remembers the highest sample id and layer-table id it has seen and asks for rows
-after them; ids only grow, so nothing is missed or sent twice.
+A live view asks for rows after a cursor. Ids only grow, but on PostgreSQL they can commit out
+of order (two writers), so the dashboard's cursor (`dashboard/cursor.py`) stays below ids it has
+not seen yet and drops rows it already sent.
 """
 
 from __future__ import annotations
@@ -15,9 +16,12 @@ from infermeter.store.rows import unpack
 from infermeter.store.schema import LayerStatsRow, ProgressRow, RunRow, SampleRow, StepsRow
 from infermeter.store.writes import LIVE_LAYERS
 
+#: The per-layer table a finished run keeps (instrument/tables.py names it so).
+FINAL_LAYERS = "layers"
+
 
 class StoreLiveFeed(StoreCore):
-    """Rows stored after a cursor: samples and in-progress per-layer tables."""
+    """Rows stored after a cursor: samples and per-layer tables."""
 
     def cursors(self) -> tuple[int, int]:
         """(highest sample id, highest layer-table id) now: a live view starts after them."""
@@ -79,11 +83,18 @@ class StoreLiveFeed(StoreCore):
             ]
 
     def live_layers_after(self, last_id: int) -> list[dict[str, Any]]:
-        """In-progress per-layer tables stored after `last_id` (newest per run)."""
+        """Per-layer tables stored after `last_id`, oldest first: in progress, and final ones.
+
+        The in-progress table is dropped when its run finishes, so a run shorter than one poll
+        would otherwise never show its layers live; its final table arrives instead.
+        """
         with self.session("read") as s:
             rows = s.scalars(
                 select(LayerStatsRow)
-                .where(LayerStatsRow.id > last_id, LayerStatsRow.table == LIVE_LAYERS)
+                .where(
+                    LayerStatsRow.id > last_id,
+                    LayerStatsRow.table.in_([LIVE_LAYERS, FINAL_LAYERS]),
+                )
                 .order_by(LayerStatsRow.id)
             ).all()
             return [{"id": r.id, "run_id": r.run_id, "rows": r.rows} for r in rows]
