@@ -127,12 +127,14 @@ def test_models_lists_presets_with_parameters():
         (["--batch-size", "0"], ["batch size 0 is below 1"]),
         (["--model", "mixtral-8x7b", "--dtype", "float32"], ["needs about", "GiB"]),
         (["--prompts", "/nonexistent/p.txt"], ["does not exist"]),
+        (["--nvtx"], ["--nvtx needs a CUDA device", "drop --nvtx"]),
+        (["--compile-mode", "fast"], ["unknown torch.compile mode 'fast'", "reduce-overhead"]),
     ],
 )
 def test_user_errors_are_one_line_exit_2(tmp_path, args, needles):
     import torch
 
-    if "cuda" in args and torch.cuda.is_available():
+    if ("cuda" in args or "--nvtx" in args) and torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     defaults = ["--new-tokens", "2", "--samples", "1", "--db", str(tmp_path / "r.db")]
     r = runner.invoke(app, ["profile", *defaults, *args])  # later options win

@@ -54,7 +54,7 @@ def test_top_k_changes_the_measured_cost(tiny_moe):
         ("experts_implementation", "grouped_mm", "tiny_llama", "is dense"),
         ("dtype", "float16", "tiny_llama", "not supported on CPU"),
         ("dtype", "int4", "tiny_llama", "not one of"),
-        ("compile", "maybe", "tiny_llama", "not on or off"),
+        ("compile", "maybe", "tiny_llama", "not on, off or a torch.compile mode"),
         ("new_tokens", "abc", "tiny_llama", "not a whole number"),
     ],
 )
@@ -63,6 +63,13 @@ def test_invalid_values_fail_before_running(request, name, text, loaded_name, ne
     knob = KNOBS[name]
     with pytest.raises(UserError, match=needle):
         _applied(knob, loaded, text)
+
+
+def test_compile_takes_off_on_and_torch_modes():
+    parse = KNOBS["compile"].parse
+    assert [parse(v) for v in ("off", "on", "Reduce-Overhead", "max-autotune")] == [
+        False, True, "reduce-overhead", "max-autotune"
+    ]  # fmt: skip
 
 
 def test_unknown_knob_lists_the_known_ones():

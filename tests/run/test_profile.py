@@ -113,16 +113,28 @@ def test_failure_mid_run_is_stored_as_failed_with_samples(tiny_llama, tmp_path):
     assert len(run.samples) == 2 and all(len(s.step_ms) == 3 for s in run.samples)
 
 
-def test_compile_reports_cold_first_call_apart(tiny_llama):
-    torch = pytest.importorskip("torch")
-    if not hasattr(torch, "compile"):
-        pytest.skip("no torch.compile")
-    cfg = RunConfig(prompt_tokens=8, new_tokens=3, samples=2, warmup=0, compile=True)
+@pytest.mark.parametrize("compile_value", [True, "reduce-overhead"])
+def test_compile_reports_cold_first_call_apart(tiny_llama, compile_value):
+    cfg = RunConfig(prompt_tokens=8, new_tokens=3, samples=2, warmup=0, compile=compile_value)
     run = profile(cfg, loaded=tiny_llama)
     assert run.samples[0].warmup  # compile forces one warm-up: the cold call
     assert run.phases["compile_first_call_ms"] > run.summary()["total_ms"].mean
     assert run.phases["compile_ms"] > 0
     assert "forward" not in tiny_llama.model.__dict__  # undone after the run
+    graphs = [n for n in run.notes if "CUDA graphs" in n]
+    if compile_value == "reduce-overhead":  # the CUDA-graphs mode, on a CPU: said so
+        assert graphs == [
+            "torch.compile mode reduce-overhead records CUDA graphs only on CUDA devices: on "
+            "cpu it compiled without them"
+        ]
+        assert run.config["compile"] == "reduce-overhead"
+    else:
+        assert graphs == []
+
+
+def test_an_unknown_compile_mode_is_refused():
+    with pytest.raises(UserError, match="unknown torch.compile mode 'fast'"):
+        RunConfig(compile="fast").validate()
 
 
 @pytest.mark.parametrize("mode", ["standard", "deep"])

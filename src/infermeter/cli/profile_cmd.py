@@ -73,6 +73,18 @@ def profile_command(
         "--compile/--no-compile",
         help="torch.compile the forward; first call reported apart.",
     ),
+    compile_mode: str = typer.Option(
+        None,
+        "--compile-mode",
+        help="torch.compile mode (implies --compile): default, "
+        "reduce-overhead (CUDA graphs), max-autotune, max-autotune-no-cudagraphs.",
+    ),
+    nvtx: bool = typer.Option(
+        False,
+        "--nvtx",
+        help="NVTX ranges per sample, phase, block and part, named as the "
+        "tables, for an Nsight Systems timeline (nsys profile --trace=cuda,nvtx). CUDA only.",
+    ),
     attn: str = typer.Option(None, help="Attention implementation: eager, sdpa, ..."),
     decoding: str = typer.Option("greedy", help="greedy or sampling."),
     temperature: float = typer.Option(1.0, help="Sampling temperature."),
@@ -112,13 +124,19 @@ def profile_command(
         False, "--json", help="Print exactly one JSON document on stdout instead of the table."
     ),
     show_text: bool = typer.Option(False, help="Print the last sample's prompt and output."),
-    slo: list[str] = typer.Option(None, help="ttft_ms=500, tpot_ms=80 or e2e_ms=2000 "
-                                  "(repeatable): attainment and goodput over the samples."),
-    fail_if_slo_missed: bool = typer.Option(False, "--fail-if-slo-missed",
-                                            help="Exit 3 when a sample misses an SLO."),
+    slo: list[str] = typer.Option(
+        None,
+        help="ttft_ms=500, tpot_ms=80 or e2e_ms=2000 "
+        "(repeatable): attainment and goodput over the samples.",
+    ),
+    fail_if_slo_missed: bool = typer.Option(
+        False, "--fail-if-slo-missed", help="Exit 3 when a sample misses an SLO."
+    ),
     tp: int = typer.Option(
-        1, "--tp", help="Tensor-parallel processes (torchrun; gloo on CPU, NCCL on GPU): every "
-        "collective counted and timed per block and phase. Models with a transformers TP plan."
+        1,
+        "--tp",
+        help="Tensor-parallel processes (torchrun; gloo on CPU, NCCL on GPU): every "
+        "collective counted and timed per block and phase. Models with a transformers TP plan.",
     ),
 ) -> None:
     """Load a model, generate, and report load, TTFT, TPOT, throughput and peak memory."""
@@ -137,7 +155,8 @@ def profile_command(
         warmup=warmup,
         dtype=dtype,
         device=device,
-        compile=compile,
+        compile=compile_mode.strip().lower() if compile_mode else compile,
+        nvtx=nvtx,
         attn_implementation=attn,
         decoding=decoding,
         temperature=temperature,

@@ -24,9 +24,12 @@ def run_header(run: RunResult, where: str | None = None) -> Text:
         top_k = run.knobs.get("top_k", info.get("top_k"))
         shape += f", {info['experts']} experts top-{top_k}"
     prompt = cfg.get("prompt_tokens") or "natural"
+    from infermeter.measure.gpu_identity import identity_label
+
+    gpu = identity_label(run.device)  # cuda:0 = GPU 3 of 8 (CUDA_VISIBLE_DEVICES=3,5)
     line1 = (
         f"run {run.run_id or '(not stored)'} · {info.get('spec')} ({shape}) · "
-        f"{run.device.get('name')} · {info.get('dtype')}"
+        f"{run.device.get('name')}{f' [{gpu}]' if gpu else ''} · {info.get('dtype')}"
     )
     line2 = (
         f"prompt tokens {prompt} · new tokens {cfg.get('new_tokens')} · batch "
@@ -42,7 +45,12 @@ def run_header(run: RunResult, where: str | None = None) -> Text:
 
     mode = str(cfg.get("mode"))
     cost = f" (costs {MODE_COST[mode]} on smollm2-135m, CPU)" if mode in MODE_COST else ""
-    line3 = f"mode {mode}{cost}" + (" · compiled" if cfg.get("compile") else "")
+    compiled = cfg.get("compile")
+    line3 = f"mode {mode}{cost}"
+    if compiled:
+        line3 += " · compiled" + (f" ({compiled})" if isinstance(compiled, str) else "")
+    if cfg.get("nvtx"):
+        line3 += " · NVTX ranges"
     changed = {k: v for k, v in run.knobs.items() if k not in cfg}  # set on the model
     if changed:
         line3 += " · knobs " + ", ".join(f"{k}={v}" for k, v in changed.items())

@@ -1,15 +1,49 @@
-"""compile: torch.compile the forward; verified by a measured cold first call."""
+"""compile: torch.compile the forward (off, on, or a mode); verified by a measured cold first call.
+
+`reduce-overhead` is the CUDA-graphs value: torch records the decode step's kernels once and
+replays them, removing the per-kernel launch cost that dominates small-batch decode on a GPU.
+CUDA graphs exist only on CUDA devices; elsewhere torch compiles without them, and the record
+says so.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from infermeter.errors import UserError
 from infermeter.knobs.base import Knob, KnobNotApplied, parse_bool
 from infermeter.models.loader import LoadedModel
 
+#: torch.compile's modes ("reduce-overhead" records CUDA graphs; on a CPU it runs without them)
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def parse_compile(text: str) -> bool | str:
+    """off/on (torch's default mode) or a mode name: reduce-overhead, max-autotune, ..."""
+    value = str(text).strip().lower()
+    if value in COMPILE_MODES:
+        return value
+    try:
+        return parse_bool("compile")(value)
+    except UserError:
+        raise UserError(
+            f"compile={text!r} is not on, off or a torch.compile mode",
+            f"use compile=off, on or one of {', '.join(COMPILE_MODES)}",
+        ) from None
+
+
+def cuda_graphs_note(mode: bool | str, device_type: str) -> str | None:
+    """Why a CUDA-graphs mode ran without graphs, or None."""
+    if mode in ("reduce-overhead", "max-autotune") and device_type != "cuda":
+        return (
+            f"torch.compile mode {mode} records CUDA graphs only on CUDA devices: on "
+            f"{device_type} it compiled without them"
+        )
+    return None
+
 
 def _verify_compile(
-    loaded: LoadedModel, value: bool, result: Any, applied: Any = None
+    loaded: LoadedModel, value: bool | str, result: Any, applied: Any = None
 ) -> dict[str, Any]:
     if not value:
         return {"compiled": False}
@@ -19,6 +53,9 @@ def _verify_compile(
     warm = [s.total_ms for s in result.measured]
     return {
         "compiled": True,
+        "mode": "default" if value is True else value,
+        "cuda_graphs": value in ("reduce-overhead", "max-autotune")
+        and result.device.get("type") == "cuda",
         "cold_first_call_ms": cold,
         "warm_call_ms": sum(warm) / len(warm) if warm else None,
         "cold_over_warm": cold / (sum(warm) / len(warm)) if warm else None,
@@ -27,9 +64,10 @@ def _verify_compile(
 
 COMPILE = Knob(
     "compile",
-    "torch.compile the forward: off or on (cold first call and warm calls apart)",
+    "torch.compile the forward: off, on, or a mode (reduce-overhead = CUDA graphs, "
+    "max-autotune); cold first call and warm calls apart",
     "config",
-    parse_bool("compile"),
+    parse_compile,
     verify=_verify_compile,
     field="compile",
 )

@@ -100,6 +100,11 @@ def describe_device(device: Any) -> dict[str, Any]:
             capability=f"{props.major}.{props.minor}",
             multiprocessors=props.multi_processor_count,
         )
+        from infermeter.measure.gpu_identity import cuda_identity
+
+        # which physical GPU this is: nvidia-smi's number, through CUDA_VISIBLE_DEVICES
+        index = dev.index if dev.index is not None else torch.cuda.current_device()
+        info["identity"] = cuda_identity(props, index)
     else:
         info["name"] = _cpu_name() if dev.type == "cpu" else platform.processor() or dev.type
     info["cpu_count"] = os.cpu_count()

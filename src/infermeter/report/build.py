@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from infermeter.analysis.roofline import COLUMNS, all_rows
+from infermeter.measure.gpu_identity import identity_label
 from infermeter.report.figures import breakdown_figure, varied_knobs, write_csv
 from infermeter.report.roofline_figure import roofline_figure
 from infermeter.report.run_figures import RUN_FIGURES
@@ -147,8 +148,9 @@ def run_report(run: Any, out: Path, analysis: dict[str, Any] | None = None) -> l
     files: list[Path] = []
     doc = _Doc(f"infermeter run {run.run_id}: {run.model_info.get('spec')}", out)
     cfg = run.config
+    where = f" [{identity_label(run.device)}]" if identity_label(run.device) else ""
     doc.text(
-        f"{run.device.get('name')} · {run.model_info.get('dtype')} · prompt tokens "
+        f"{run.device.get('name')}{where} · {run.model_info.get('dtype')} · prompt tokens "
         f"{cfg.get('prompt_tokens') or 'natural'} · new tokens {cfg.get('new_tokens')} · batch "
         f"{cfg.get('batch_size')} · mode {cfg.get('mode')} · {len(run.measured)} samples · "
         f"created {run.created} · status {run.status}"

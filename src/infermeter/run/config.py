@@ -8,6 +8,7 @@ from typing import Any
 
 from infermeter.errors import UserError
 from infermeter.instrument.config import MODES
+from infermeter.knobs.compile import COMPILE_MODES
 from infermeter.models.presets import DEFAULT_PRESET
 
 DECODING = ("greedy", "sampling")
@@ -41,7 +42,10 @@ class RunConfig:
             built-in (or file) prompts.
         new_tokens: tokens generated per row, exactly (EOS is suppressed until then).
         samples: measured repetitions; warmup: unmeasured ones before them.
-        compile: wrap the forward in torch.compile (first call cold, reported apart).
+        compile: wrap the forward in torch.compile (first call cold, reported apart): True
+            for torch's default mode, or a mode name ("reduce-overhead": CUDA graphs;
+            "max-autotune"; "default").
+        nvtx: NVTX ranges per sample, phase, block and part for Nsight Systems (CUDA only).
         decoding: "greedy" or "sampling" (with temperature, top_p, sample_top_k).
         chat: use the tokenizer's chat template when it has one.
         mode: profiling mode, "minimal" (no hooks), "standard" or "deep".
@@ -63,7 +67,8 @@ class RunConfig:
     warmup: int = 1
     dtype: str = "auto"
     device: str = "auto"
-    compile: bool = False
+    compile: bool | str = False
+    nvtx: bool = False
     attn_implementation: str | None = None
     decoding: str = "greedy"
     temperature: float = 1.0
@@ -81,15 +86,22 @@ class RunConfig:
     grid_g_per_kwh: float | None = None
     slos: tuple[tuple[str, float], ...] = ()
 
+    def _check_kinds(self) -> None:
+        """Values of the wrong kind: a compile mode torch lacks, a NaN or infinite number."""
+        if not (isinstance(self.compile, bool) or self.compile in COMPILE_MODES):
+            modes = ", ".join(COMPILE_MODES)
+            raise UserError(f"unknown torch.compile mode {self.compile!r}", f"use one of {modes}")
+        for name in ("temperature", "top_p", "power_interval_ms", "grid_g_per_kwh"):
+            value = getattr(self, name)
+            if value is not None and not math.isfinite(value):
+                raise UserError(f"{name} {value} is not a finite number", "give a finite number")
+
     def validate(self) -> RunConfig:
         """Raise UserError for any value that cannot run; return self for chaining."""
         from infermeter.run.slo import check_slos
 
         check_slos(self.slos)
-        for name in ("temperature", "top_p", "power_interval_ms", "grid_g_per_kwh"):
-            value = getattr(self, name)
-            if value is not None and not math.isfinite(value):
-                raise UserError(f"{name} {value} is not a finite number", "give a finite number")
+        self._check_kinds()
         checks = [
             (self.new_tokens >= 1, f"--new-tokens {self.new_tokens} is below 1", "use 1 or more"),
             (
@@ -105,6 +117,7 @@ class RunConfig:
                 "use 1 or more, or leave it out for whole prompts",
             ),
             (self.mode in MODES, f"unknown mode {self.mode!r}", f"use one of {', '.join(MODES)}"),
+
             (
                 0 <= self.seed < 2**32,
                 f"--seed {self.seed} is outside 0..{2**32 - 1}",

@@ -18,11 +18,14 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from typing import Any
 
 from infermeter.errors import GenerationFailed, Terminated, UserError
 from infermeter.instrument import Profiler, ProfilingConfig
+from infermeter.instrument.nvtx import NvtxRanges, cuda_nvtx
+from infermeter.knobs.compile import cuda_graphs_note
 from infermeter.measure.clock import Clock, clock_for
 from infermeter.measure.device import describe_device
 from infermeter.measure.energy.base import Unavailable
@@ -80,6 +83,7 @@ class Session:
     origin: Any = None
     host_origin_ns: int = 0
     original_forward: Any = None
+    nvtx: NvtxRanges | None = None
 
 
 def _vision_input(loaded: LoadedModel) -> VisionInput | None:
@@ -197,6 +201,8 @@ def set_up_session(
     missing) is raised here, before the run is registered.
     """
     config.validate()
+    if config.nvtx:
+        cuda_nvtx()  # no CUDA, no NVTX: say so before the model loads
     if config.prompts is None and config.prompts_file:
         read_prompts_file(config.prompts_file, max_prompts=1)  # a bad file fails before loading
     loaded = _load(config, loaded, progress)
@@ -232,6 +238,9 @@ def set_up_session(
         sweep_id=sweep_id,
     )
     result.notes.extend(_set_up_notes(loaded, result, batches))
+    graphs = cuda_graphs_note(config.compile, device.type)
+    if graphs:
+        result.notes.append(graphs)
     clock = clock_for(device)
     prof_config = _profiler_config(config, info)
     profiler = Profiler(model, prof_config, clock=clock) if prof_config.hooks_needed else None
@@ -250,6 +259,7 @@ def set_up_session(
         missing,
         progress,
         sampler,
+        nvtx=NvtxRanges(model, modules=not config.compile) if config.nvtx else None,
     )
 
 
@@ -276,7 +286,10 @@ def _attach(session: Session) -> None:
     if session.profiler is not None:
         session.profiler.attach()
     if config.compile:
-        model.forward = torch.compile(model.forward)
+        mode = None if config.compile is True else str(config.compile)
+        model.forward = torch.compile(model.forward, mode=mode)
+    if session.nvtx is not None:  # outermost, over the compiled forward
+        session.nvtx.attach()
 
 
 def _step_watch(session: Session) -> Callable[[Any], Any] | None:
@@ -308,15 +321,17 @@ def _measure_sample(session: Session, i: int, batch: PromptBatch) -> SampleResul
     # gc.collect() per sample did the same job at 250 ms a sample.)
     gc.disable()
     try:
-        timed = timed_generate(
-            model,
-            batch.generate_kwargs(param.device, param.dtype),
-            session.gen_config,
-            clock,
-            config.new_tokens,
-            watch=_step_watch(session),
-            on_token=session.profiler.token_chosen if session.profiler is not None else None,
-        )
+        ranges = session.nvtx.sample(i, warm) if session.nvtx is not None else nullcontext()
+        with ranges:
+            timed = timed_generate(
+                model,
+                batch.generate_kwargs(param.device, param.dtype),
+                session.gen_config,
+                clock,
+                config.new_tokens,
+                watch=_step_watch(session),
+                on_token=session.profiler.token_chosen if session.profiler is not None else None,
+            )
     finally:
         gc.enable()
     if sampler is not None:
@@ -409,6 +424,8 @@ def _sample_loop(session: Session, sink: RunSink | None) -> BaseException | None
 def tear_down(session: Session) -> None:
     """Detach hooks (keeping their tables), restore the forward, stop the energy sampler."""
     result, profiler = session.result, session.profiler
+    if session.nvtx is not None:
+        session.nvtx.detach()
     if profiler is not None:
         profiler.detach()
         offset = session.clock.elapsed_ms(session.origin, profiler.origin) + _load_offset(result)
