@@ -9,6 +9,11 @@ Runs the product as a user would, each step a command whose JSON it reads:
   peak against the device memory used (`mem_get_info`), J per token;
 - `benchmarks/stopwatch.py --device cuda`: CUDA-event TTFT + decode vs an outside stopwatch
   (goal within 2%);
+- `benchmarks/nvml_integration.py`: NVML power integrated vs the energy counter on the same
+  windows (goal within 3%), J per token;
+- `benchmarks/overhead.py --device cuda --quick`: minimal / standard / deep and torch.profiler
+  (CPU + CUDA activities) against no instrument, interleaved, with 95% intervals (goals: the
+  interval's top within 1%, 3%, 8%);
 - `infermeter analyze` and `infermeter report` of those runs, PNGs next to the JSON.
 Without CUDA it prints one line saying why and exits 0. A step that fails is a row with its
 error, never the end of the check.
@@ -29,7 +34,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ("llama-3.2-1b", "qwen3-4b")
 BATCHES = (1, 16)
-GOALS = {"stopwatch_diff_pct": 2.0}
+GOALS = {"stopwatch_diff_pct": 2.0, "nvml_diff_pct": 3.0}
+#: most TPOT overhead per profiling mode (percent over no instrument)
+OVERHEAD_GOALS_PCT = {"minimal": 1.0, "standard": 3.0, "deep": 8.0}
 
 
 def cli(*args: str) -> list[str]:
@@ -117,6 +124,36 @@ def stopwatch_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
                 ok=abs(diff) <= goal)]  # fmt: skip
 
 
+def overhead_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each mode's TPOT over no instrument (benchmarks/overhead.py), against its goal."""
+    main = doc["main"]
+    out = []
+    for mode in (*OVERHEAD_GOALS_PCT, "torch.profiler"):
+        r = main[mode]
+        pct = 100 * (r["tpot"] - 1)
+        lo, hi = (100 * (x - 1) for x in r.get("tpot_ci") or (r["tpot"], r["tpot"]))
+        goal = OVERHEAD_GOALS_PCT.get(mode)
+        out.append(row(f"overhead {mode}", pct, "% TPOT", goal=f"<= {goal:g}%" if goal else "",
+                       ok=(hi <= goal if goal else None),
+                       note=f"95% CI {lo:+.2f} to {hi:+.2f}%; TTFT {100 * (r['ttft'] - 1):+.2f}%"
+                       ))  # fmt: skip
+    return out
+
+
+def nvml_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """NVML power integrated against the energy counter (benchmarks/nvml_integration.py)."""
+    diff = doc.get("median_abs_diff_pct")
+    goal = GOALS["nvml_diff_pct"]
+    note = (f"largest {doc.get('max_abs_diff_pct', float('nan')):.2f}% over {doc.get('windows')} "
+            f"windows, polled every {doc.get('interval_ms')} ms")  # fmt: skip
+    out = [row("NVML integrated vs counter", diff, "% (median |diff|)", goal=f"<= {goal}%",
+               ok=diff is not None and diff <= goal, note=note)]  # fmt: skip
+    if doc.get("j_per_token") is not None:
+        out.append(row("energy per token (counter)", doc["j_per_token"], "J/token",
+                       note=doc.get("model", "")))  # fmt: skip
+    return out
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     """The rows as a plain-text table (what the check prints and docs/gpu.md holds)."""
 
@@ -171,6 +208,13 @@ def run_checks(out: Path, quick: bool) -> list[dict[str, Any]]:
     _step(rows, "stopwatch", lambda: stopwatch_rows(run_json(
         [sys.executable, str(ROOT / "benchmarks" / "stopwatch.py"), "--device", "cuda",
          "--model", MODELS[0], "--rounds", "10" if quick else "40"])))  # fmt: skip
+    _step(rows, "NVML integration", lambda: nvml_rows(run_json(
+        [sys.executable, str(ROOT / "benchmarks" / "nvml_integration.py"), "--model", MODELS[0],
+         "--windows", "5" if quick else "20"])))  # fmt: skip
+    _step(rows, "overhead", lambda: overhead_rows(run_json(
+        [sys.executable, str(ROOT / "benchmarks" / "overhead.py"), "--device", "cuda",
+         "--dtype", "bfloat16", "--model", MODELS[0], "--quick", "--rounds",
+         "4" if quick else "12"])))  # fmt: skip
     return rows
 
 

@@ -21,6 +21,7 @@ The last line is one JSON object for machines.
 
     python benchmarks/overhead.py --rounds 8
     python benchmarks/overhead.py --rounds 40 --until 0.01   # until every interval is +-1%
+    python benchmarks/overhead.py --device cuda --model llama-3.2-1b --quick   # on a GPU
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def _one_sample(variant: str, lm: Any, kw: Any, config: RunConfig) -> tuple[floa
     minimal-mode `profile()`.
     """
     if variant == "none":
-        clock = clock_for("cpu")
+        clock = clock_for(next(lm.model.parameters()).device)
         timed = timed_generate(lm.model, kw, generation_config(lm.tokenizer, config.new_tokens),
                                clock, config.new_tokens)  # fmt: skip
         ttft, steps = timed.durations(clock)
@@ -68,7 +69,10 @@ def _one_sample(variant: str, lm: Any, kw: Any, config: RunConfig) -> tuple[floa
     mode = "minimal" if variant == "torch.profiler" else variant
     ctx: Any = contextlib.nullcontext()
     if variant == "torch.profiler":
-        ctx = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+        acts = [torch.profiler.ProfilerActivity.CPU]
+        if next(lm.model.parameters()).is_cuda:  # kernels too, as a GPU user would profile
+            acts.append(torch.profiler.ProfilerActivity.CUDA)
+        ctx = torch.profiler.profile(activities=acts)
     with ctx:
         run = profile(replace(config, mode=mode), loaded=lm)
     (smp,) = run.measured
@@ -76,21 +80,28 @@ def _one_sample(variant: str, lm: Any, kw: Any, config: RunConfig) -> tuple[floa
 
 
 def measure(
-    model_name: str, prompt_tokens: int, new_tokens: int, rounds: int, until: float = 0.0
+    model_name: str,
+    prompt_tokens: int,
+    new_tokens: int,
+    rounds: int,
+    until: float = 0.0,
+    device: str = "cpu",
+    dtype: str = "auto",
 ) -> dict[str, Any]:
     """Interleaved rounds of every variant; per-round TTFT, TPOT and CPU time.
 
     With `until` > 0, rounds go on (up to `rounds`, at least 8) until the 95% interval of
     every variant's TPOT ratio is narrower than +-`until`.
     """
-    lm = load_model(model_name, device="cpu")
+    lm = load_model(model_name, device=device, dtype=dtype)
+    param = next(lm.model.parameters())
     config = RunConfig(
         model=model_name, prompt_tokens=prompt_tokens, new_tokens=new_tokens, samples=1,
-        warmup=0, energy="off", chat=False,
+        warmup=0, energy="off", chat=False, device=str(param.device), dtype=dtype,
     )  # fmt: skip
     spec = WorkloadSpec(prompt_tokens=prompt_tokens, chat=False)
     (batch,) = build_batches(lm.tokenizer, spec, 1)
-    kw = batch.generate_kwargs("cpu", next(lm.model.parameters()).dtype)
+    kw = batch.generate_kwargs(param.device, param.dtype)
     data: dict[str, dict[str, list[float]]] = {
         v: {"ttft": [], "tpot": [], "cpu": []} for v in VARIANTS
     }
@@ -218,7 +229,10 @@ def report(title: str, res: dict[str, Any]) -> dict[str, Any]:
     tp_over = tpot["torch.profiler"][0] - 1
     if tp_over > 0:
         print(f"standard's TPOT overhead is {std_over / tp_over:.2f} of torch.profiler's")
-    return {v: {"ttft": ttft[v][0], "tpot": tpot[v][0], "cpu": cpu[v][0]} for v in VARIANTS} | {
+    return {
+        v: {"ttft": ttft[v][0], "tpot": tpot[v][0], "tpot_ci": list(tpot[v][1:]), "cpu": cpu[v][0]}
+        for v in VARIANTS
+    } | {
         "baseline_tpot_ms": base_tpot,
         "baseline_ttft_ms": base_ttft,
         "calls_per_decode_step": res["calls_per_step"],
@@ -239,10 +253,19 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> N
         help="stop once every TPOT ratio's 95%% interval is within +-UNTIL (e.g. 0.01); "
         "--rounds is then the most",
     )
+    ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    ap.add_argument("--dtype", default="auto")
+    ap.add_argument(
+        "--quick", action="store_true", help="the main model only (no tiny-llama, bytes)"
+    )
     args = ap.parse_args(argv)
 
-    main_res = measure(args.model, args.prompt_tokens, args.new_tokens, args.rounds, args.until)
-    summary = {"model": args.model, "main": report(args.model, main_res)}
+    main_res = measure(args.model, args.prompt_tokens, args.new_tokens, args.rounds, args.until,
+                       args.device, args.dtype)  # fmt: skip
+    summary = {"model": args.model, "device": args.device, "main": report(args.model, main_res)}
+    if args.quick:
+        out(json.dumps(summary))
+        return
     us = hook_pair_us()
     calls = main_res["calls_per_step"]
     tpot = summary["main"]["baseline_tpot_ms"]

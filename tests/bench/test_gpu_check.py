@@ -41,3 +41,29 @@ def test_the_table_from_recorded_outputs():
     assert text.splitlines()[0].split() == ["check", "value", "unit", "reference", "goal", "ok",
                                             "note"]  # fmt: skip
     assert "NO" not in text and "yes" in text and len(text.splitlines()) == 1 + 6
+
+
+def test_overhead_and_nvml_rows_from_recorded_outputs():
+    """The JSON lines of overhead.py --quick (recorded on tiny-llama here) and nvml_integration."""
+
+    def mode(tpot, lo, hi, ttft=1.01):
+        return {"ttft": ttft, "tpot": tpot, "tpot_ci": [lo, hi], "cpu": 1.5}
+
+    doc = {"model": "tiny-llama", "device": "cpu", "main": {
+        "none": mode(1.0, 1.0, 1.0), "minimal": mode(0.9826, 0.9722, 0.9930),
+        "standard": mode(1.0576, 1.0408, 1.0745), "deep": mode(1.0710, 1.0650, 1.0790),
+        "torch.profiler": mode(1.1811, 1.1609, 1.2013)}}  # fmt: skip
+    rows = {r["check"]: r for r in gpu_check.overhead_rows(doc)}
+    assert list(rows) == ["overhead minimal", "overhead standard", "overhead deep",
+                          "overhead torch.profiler"]  # fmt: skip
+    assert rows["overhead minimal"]["ok"] is True  # the interval's top, -0.7%, within 1%
+    assert rows["overhead standard"]["ok"] is False  # 5.8% over 3%
+    assert rows["overhead deep"]["ok"] is True and rows["overhead deep"]["goal"] == "<= 8%"
+    assert rows["overhead torch.profiler"]["ok"] is None
+    assert rows["overhead standard"]["value"] == pytest.approx(5.76)
+    assert rows["overhead standard"]["note"].startswith("95% CI +4.08 to +7.45%")
+    nv = gpu_check.nvml_rows({"median_abs_diff_pct": 1.2, "max_abs_diff_pct": 2.5, "windows": 20,
+                              "interval_ms": 20.0, "j_per_token": 0.41, "model": "llama-3.2-1b"})
+    assert nv[0]["ok"] is True and "largest 2.50% over 20 windows" in nv[0]["note"]
+    assert nv[1]["value"] == 0.41 and nv[1]["unit"] == "J/token"
+    assert gpu_check.nvml_rows({"median_abs_diff_pct": 3.5, "windows": 5})[0]["ok"] is False

@@ -48,16 +48,20 @@ def visible_physical_indices(nvml: Any, env: str | None = None) -> list[int]:
 
 
 class _Gpu:
-    def __init__(self, nvml: Any, physical: int, label: str, now: Callable[[], float]) -> None:
+    def __init__(
+        self, nvml: Any, physical: int, label: str, now: Callable[[], float], integrate: bool
+    ) -> None:
         self.nvml = nvml
         self.label = label
         self.handle = nvml.nvmlDeviceGetHandleByIndex(physical)
         self.now = now
-        try:
-            self.start_mj = nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)
-            self.method = "counter"
-        except nvml.NVMLError:
-            self.method = "power-integration"
+        self.method = "power-integration" if integrate else "counter"
+        if not integrate:
+            try:
+                self.start_mj = nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)
+            except nvml.NVMLError:  # before Volta, or a driver without it
+                self.method = "power-integration"
+        if self.method == "power-integration":
             self.total_j = 0.0
             self.last = (now(), nvml.nvmlDeviceGetPowerUsage(self.handle) / 1e3)
 
@@ -80,6 +84,8 @@ class NvmlSource:
         nvml: the pynvml module (injected by tests); imported when None.
         now: seconds clock for power integration (injected by tests).
         visible: CUDA_VISIBLE_DEVICES value to use instead of the environment.
+        integrate: integrate power even where the counter exists (to check one against the
+            other: benchmarks/nvml_integration.py).
     """
 
     name = "nvml"
@@ -90,6 +96,7 @@ class NvmlSource:
         nvml: Any = None,
         now: Callable[[], float] = time.perf_counter,
         visible: str | None = None,
+        integrate: bool = False,
     ) -> None:
         if nvml is None:
             import pynvml
@@ -98,7 +105,9 @@ class NvmlSource:
         self._nvml = nvml
         nvml.nvmlInit()
         physical = visible_physical_indices(nvml, visible)
-        self._gpus = [_Gpu(nvml, p, f"gpu-{i}", now) for i, p in enumerate(physical)]
+        self._gpus = [
+            _Gpu(nvml, p, f"gpu-{i}", now, integrate) for i, p in enumerate(physical)
+        ]
         self.physical = physical
 
     @property
