@@ -85,3 +85,13 @@ def test_all_devices_when_cuda_visible_devices_is_unset(monkeypatch):
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     gpus = FakeGpus([[10], [20]], [True, True], ["GPU-a", "GPU-b"])
     assert visible_physical_indices(gpus.nvml) == [0, 1]
+
+
+def test_cuda_uuids_decide_the_mapping_whatever_the_order():
+    """CUDA's fastest-first order put physical GPU 3 at cuda:0: the UUIDs say so."""
+    flat = [[100.0] * 4] * 4
+    gpus = FakeGpus(flat, counter=[True] * 4, uuids=["GPU-a", "GPU-b", "GPU-c", "GPU-d"])
+    src = NvmlSource(gpus.nvml, visible="1,3", uuids=["GPU-d", "GPU-b"])
+    assert src.physical == [3, 1] and src.domains() == ["gpu-0", "gpu-1"]
+    unknown = NvmlSource(gpus.nvml, visible="1,3", uuids=["GPU-d", "GPU-zz"])
+    assert unknown.physical == [1, 3]  # a UUID NVML does not know: back to the positions

@@ -13,15 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from infermeter.measure.energy.nvml import visible_physical_indices
-
-
-def _by_uuid(nvml: Any, uuid: str) -> int | None:
-    for i in range(nvml.nvmlDeviceGetCount()):
-        u = nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(i))
-        if (u.decode() if isinstance(u, bytes) else u) == uuid:
-            return i
-    return None
+from infermeter.measure.energy.nvml import physical_by_uuid, visible_physical_indices
 
 
 def gpu_identity(
@@ -52,9 +44,9 @@ def gpu_identity(
     }
     if nvml is not None:
         out["machine_gpus"] = int(nvml.nvmlDeviceGetCount())
-        found = _by_uuid(nvml, uuid) if uuid else None
+        found = physical_by_uuid(nvml, [uuid]) if uuid else None
         if found is not None:
-            out.update(physical_index=found, found_by="NVML UUID")
+            out.update(physical_index=found[0], found_by="NVML UUID")
             return out
         order = (
             list(range(out["machine_gpus"]))

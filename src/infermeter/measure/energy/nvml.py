@@ -5,7 +5,8 @@ Volta and newer) when the driver supports it; otherwise its power draw
 (`nvmlDeviceGetPowerUsage`, milliwatts) is polled and integrated with the trapezoid rule, and the
 method says so. A query that raises NotSupported on one GPU changes the method of that GPU only.
 NVML counts GPUs physically; `CUDA_VISIBLE_DEVICES` (indices or GPU-UUIDs) says which of them
-this process sees and in which order, so cuda:0 maps to the right physical device.
+this process sees. The order is CUDA's (fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID), so
+where torch can tell each GPU's UUID the mapping goes by UUID; else by position.
 Power readings update every ~20-100 ms depending on the GPU, so integration needs polling at
 least that often (the sampler's default is 100 ms; shorter windows are labelled estimates).
 """
@@ -47,6 +48,36 @@ def visible_physical_indices(nvml: Any, env: str | None = None) -> list[int]:
     return out
 
 
+def cuda_uuids() -> list[str] | None:
+    """The UUID of every GPU CUDA numbers in this process ("GPU-..."), or None without CUDA.
+
+    CUDA orders GPUs fastest first unless CUDA_DEVICE_ORDER=PCI_BUS_ID; NVML by PCI bus. The
+    UUIDs say which physical GPU cuda:N is whatever the order.
+    """
+    import sys
+
+    torch = sys.modules.get("torch")  # only where the run has torch loaded already
+    if torch is None or not torch.cuda.is_available():
+        return None
+    try:
+        return [
+            "GPU-" + str(torch.cuda.get_device_properties(i).uuid).removeprefix("GPU-")
+            for i in range(torch.cuda.device_count())
+        ]
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def physical_by_uuid(nvml: Any, uuids: list[str]) -> list[int] | None:
+    """NVML indices of `uuids`, in their order; None when one of them is not found."""
+    index = {}
+    for i in range(nvml.nvmlDeviceGetCount()):
+        u = nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(i))
+        index[u.decode() if isinstance(u, bytes) else u] = i
+    found = [index.get(u) for u in uuids]
+    return None if any(i is None for i in found) else [int(i) for i in found if i is not None]
+
+
 class _Gpu:
     def __init__(
         self, nvml: Any, physical: int, label: str, now: Callable[[], float], integrate: bool
@@ -86,6 +117,8 @@ class NvmlSource:
         visible: CUDA_VISIBLE_DEVICES value to use instead of the environment.
         integrate: integrate power even where the counter exists (to check one against the
             other: benchmarks/nvml_integration.py).
+        uuids: the UUIDs of cuda:0, cuda:1, ... (`cuda_uuids()`): when given and all found,
+            they decide the mapping, else CUDA_VISIBLE_DEVICES does (by position).
     """
 
     name = "nvml"
@@ -97,6 +130,7 @@ class NvmlSource:
         now: Callable[[], float] = time.perf_counter,
         visible: str | None = None,
         integrate: bool = False,
+        uuids: list[str] | None = None,
     ) -> None:
         if nvml is None:
             import pynvml
@@ -104,7 +138,8 @@ class NvmlSource:
             nvml = pynvml
         self._nvml = nvml
         nvml.nvmlInit()
-        physical = visible_physical_indices(nvml, visible)
+        by_uuid = physical_by_uuid(nvml, uuids) if uuids else None
+        physical = by_uuid if by_uuid is not None else visible_physical_indices(nvml, visible)
         self._gpus = [
             _Gpu(nvml, p, f"gpu-{i}", now, integrate) for i, p in enumerate(physical)
         ]

@@ -67,10 +67,10 @@ def _nvml() -> EnergySource | Unavailable:
         import pynvml
     except ImportError:
         return Unavailable("nvml", "nvidia-ml-py is not installed", "pip install nvidia-ml-py")
-    from infermeter.measure.energy.nvml import NvmlSource
+    from infermeter.measure.energy.nvml import NvmlSource, cuda_uuids
 
     try:
-        source = NvmlSource(pynvml)
+        source = NvmlSource(pynvml, uuids=cuda_uuids())
     except pynvml.NVMLError as exc:
         return Unavailable("nvml", f"NVML did not initialise ({exc}): no NVIDIA driver or GPU")
     if not source.domains():
