@@ -44,6 +44,10 @@ def show(knob: Knob, value: Any) -> Any:
     return value
 
 
+#: RunConfig fields added after sweep ids were first stored (as `to_dict` gives their default)
+LATER_FIELDS: dict[str, Any] = {"slos": [], "nvtx": False}
+
+
 @dataclass(frozen=True)
 class SweepSpec:
     """What a sweep runs: the base configuration and, per knob, the values to try (as text)."""
@@ -86,11 +90,12 @@ class SweepSpec:
 
         An interleaved sweep is another sweep (its samples were taken differently): its id
         differs; a sequential one keeps the id it always had. SLOs are part of the definition
-        only when given.
+        only when given, and so is every field added to `RunConfig` after sweeps had ids.
         """
         base = self.base.to_dict()
-        if not base["slos"]:  # a sweep without SLOs keeps the id it had before they existed
-            del base["slos"]
+        for name, default in LATER_FIELDS.items():
+            if base.get(name) == default:  # at its default: the id it had before the field
+                del base[name]
         what: dict[str, Any] = {"base": base, "knobs": self.knobs}
         if self.interleave:
             what["interleave"] = True
