@@ -55,6 +55,8 @@ def gpu_identity(
         )
         if index < len(order):
             out.update(physical_index=order[index], found_by="NVML and CUDA_VISIBLE_DEVICES")
+        if env.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID" and out["machine_gpus"] > 1:
+            out["note"] = "by position: on a machine with mixed GPUs CUDA's order may differ"
         return out
     entries = [e.strip() for e in (visible or "").split(",") if e.strip()]
     if visible is None:
