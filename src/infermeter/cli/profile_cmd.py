@@ -200,15 +200,24 @@ def _run_and_show(
     view = _ProgressView(enabled=err_console.is_terminal)
     with view.progress:
         result = profile(config, sink=store, on_progress=view)
+    card = run_card(result, where=store.where, show_text=show_text)
+    return _emit(result, out_dir, json_out, [card])
+
+
+def _emit(result: Any, out_dir: Path | None, json_out: bool, shown: list[Any]) -> Any:
+    """Write the run's JSON to --out, then print it (--json) or the renderables `shown`."""
     doc = clean_json(result.to_json())
-    if out_dir is not None:
-        write_json(out_dir / f"run-{result.run_id}.json", doc)
+    path = out_dir / f"run-{result.run_id}.json" if out_dir is not None else None
+    if path is not None:
+        write_json(path, doc)
     if json_out:
         print_json(doc)
         return result
-    Console(soft_wrap=True).print(run_card(result, where=store.where, show_text=show_text))
-    if out_dir is not None:
-        err_console.print(f"wrote {out_dir / f'run-{result.run_id}.json'}", markup=False)
+    console = Console(soft_wrap=True)
+    for item in shown:
+        console.print(item)
+    if path is not None:
+        err_console.print(f"wrote {path}", markup=False)
     return result
 
 
@@ -223,16 +232,8 @@ def _run_tp(config: RunConfig, tp: int, db: str | None, out: Path | None, json_o
     store = Store(db)
     err_console.print(f"profiling over {tp} tensor-parallel processes ...", markup=False)
     result = store.get(profile_tp(config, tp, store.url))
-    doc = clean_json(result.to_json())
-    if out_dir is not None:
-        write_json(out_dir / f"run-{result.run_id}.json", doc)
-    if json_out:
-        print_json(doc)
-        return result
-    console = Console(soft_wrap=True)
-    console.print(run_card(result, where=store.where))
-    console.print(communication_table(result.layers.get("communication") or []))
-    return result
+    comm = communication_table(result.layers.get("communication") or [])
+    return _emit(result, out_dir, json_out, [run_card(result, where=store.where), comm])
 
 
 def communication_table(rows: list[dict[str, Any]]) -> Any:
