@@ -88,3 +88,13 @@ def test_the_run_header_names_the_physical_gpu_the_mode_and_nvtx():
     text = run_header(run).plain
     assert "NVIDIA H100 80GB HBM3 [cuda:0 = GPU 5 of 8 (CUDA_VISIBLE_DEVICES=5)]" in text
     assert "compiled (reduce-overhead) · NVTX ranges" in text
+
+
+def test_cuda_identity_reads_torch_properties_and_falls_back_without_a_driver(monkeypatch):
+    from infermeter.measure.gpu_identity import cuda_identity
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")
+    props = SimpleNamespace(uuid="1bd9-77", pci_bus_id=0xA5, pci_domain_id=0, pci_device_id=0)
+    got = cuda_identity(props, 0)  # this machine has no NVIDIA driver: NVML does not start
+    assert got["uuid"] == "GPU-1bd9-77" and got["pci_bus_id"] == "00000000:A5:00.0"
+    assert got["physical_index"] == 2 and got["found_by"] == "CUDA_VISIBLE_DEVICES"

@@ -13,7 +13,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from infermeter.measure.energy.nvml import physical_by_uuid, visible_physical_indices
+from infermeter.measure.energy.nvml import (
+    nvml_uuid,
+    physical_by_uuid,
+    visible_physical_indices,
+)
 
 
 def gpu_identity(
@@ -84,8 +88,7 @@ def _pci_bus_id(props: Any) -> str | None:
 
 def cuda_identity(props: Any, index: int) -> dict[str, Any]:
     """`gpu_identity` for a torch device's properties, asking NVML where it is installed."""
-    uuid = getattr(props, "uuid", None)
-    uuid_text = None if uuid is None else "GPU-" + str(uuid).removeprefix("GPU-")
+    uuid_text = nvml_uuid(props)
     try:
         import pynvml
 

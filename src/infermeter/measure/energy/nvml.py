@@ -48,6 +48,12 @@ def visible_physical_indices(nvml: Any, env: str | None = None) -> list[int]:
     return out
 
 
+def nvml_uuid(props: Any) -> str | None:
+    """The UUID in torch's device properties as NVML spells it ("GPU-..."), or None."""
+    uuid = getattr(props, "uuid", None)
+    return None if uuid is None else "GPU-" + str(uuid).removeprefix("GPU-")
+
+
 def cuda_uuids() -> list[str] | None:
     """The UUID of every GPU CUDA numbers in this process ("GPU-..."), or None without CUDA.
 
@@ -60,12 +66,12 @@ def cuda_uuids() -> list[str] | None:
     if torch is None or not torch.cuda.is_available():
         return None
     try:
-        return [
-            "GPU-" + str(torch.cuda.get_device_properties(i).uuid).removeprefix("GPU-")
-            for i in range(torch.cuda.device_count())
+        uuids = [
+            nvml_uuid(torch.cuda.get_device_properties(i)) for i in range(torch.cuda.device_count())
         ]
-    except (AttributeError, RuntimeError):
+    except RuntimeError:
         return None
+    return None if any(u is None for u in uuids) else [u for u in uuids if u is not None]
 
 
 def physical_by_uuid(nvml: Any, uuids: list[str]) -> list[int] | None:
@@ -140,9 +146,7 @@ class NvmlSource:
         nvml.nvmlInit()
         by_uuid = physical_by_uuid(nvml, uuids) if uuids else None
         physical = by_uuid if by_uuid is not None else visible_physical_indices(nvml, visible)
-        self._gpus = [
-            _Gpu(nvml, p, f"gpu-{i}", now, integrate) for i, p in enumerate(physical)
-        ]
+        self._gpus = [_Gpu(nvml, p, f"gpu-{i}", now, integrate) for i, p in enumerate(physical)]
         self.physical = physical
 
     @property
