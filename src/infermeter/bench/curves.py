@@ -195,6 +195,7 @@ def measure_overhead(curves: Curves, model: Any, device: Any) -> None:
     import torch
 
     from infermeter.models.census import census_of
+    from infermeter.models.forward_args import cache_of, with_cache
     from infermeter.models.opcount import count_ops
 
     census = census_of(model)
@@ -202,13 +203,13 @@ def measure_overhead(curves: Curves, model: Any, device: Any) -> None:
     assert counts is not None, "tiny-llama always runs a text forward"
     ids = torch.arange(1, 9, device=device).unsqueeze(0)
     with torch.no_grad():
-        cache = model(input_ids=ids, use_cache=True).past_key_values
+        cache = cache_of(model(input_ids=ids, use_cache=True))
 
         def prefill(i: int) -> Any:
             return model(input_ids=ids, use_cache=True)
 
         def step(i: int) -> Any:
-            model(input_ids=ids[:, -1:], past_key_values=cache, use_cache=True)
+            model(input_ids=ids[:, -1:], **with_cache(model, cache, use_cache=True))
             cache.crop(-1)
 
         t_prefill = _median_call_s(prefill, device, 20, 7)

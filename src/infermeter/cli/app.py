@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
 import typer
@@ -23,6 +22,7 @@ from infermeter.cli.models_cmd import models_command
 from infermeter.cli.plot_cmd import plot_command
 from infermeter.cli.predict_cmd import predict_command
 from infermeter.cli.profile_cmd import profile_command
+from infermeter.cli.quiet import quiet_libraries, take_verbose
 from infermeter.cli.report_cmd import report_command
 from infermeter.cli.runs_cmd import runs_app
 from infermeter.cli.serve_cmd import serve_command
@@ -60,19 +60,21 @@ app.add_typer(inspect_app, name="inspect")
 app.add_typer(bench_app, name="bench")
 
 
-def _quiet_libraries() -> None:
-    """Transformers' per-tensor progress bars and advice would bury our one-line output.
-
-    Set through the environment, which transformers reads when (and only if) a command
-    imports it: importing it here to call its logging functions cost a second per command.
-    A user's own setting wins.
-    """
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+@app.callback()
+def _global_options(
+    verbose: bool = typer.Option(
+        False,
+        "--verbose",
+        help="Show the libraries' own warnings and logs (hidden by default); "
+        "accepted anywhere on the line.",
+    ),
+) -> None:
+    """Where the time, memory and energy of transformer inference go."""
 
 
 def main() -> None:
     """Console-script entry point."""
-    _quiet_libraries()
-    sys.argv = bare_ray_option(spread_list_options(sys.argv))
+    argv, verbose = take_verbose(sys.argv)
+    quiet_libraries(verbose)
+    sys.argv = bare_ray_option(spread_list_options(argv))
     app()

@@ -56,6 +56,9 @@ def load_command(
     json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
 ) -> None:
     """Serve a stream of requests: queue, TTFT, TPOT, end-to-end latency, throughput, SLOs."""
+    from infermeter.models.spec import check_model_spec
+
+    check_model_spec(model)  # a typo is answered before the heavy imports below
     from infermeter.run.load import Lengths, LoadSpec, parse_slos, run_load
     from infermeter.util.jsonio import print_json, write_json
 

@@ -71,6 +71,9 @@ def predict_command(
     json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
 ) -> None:
     """Memory fit, roofline bounds and predicted TTFT, TPOT and throughput, without weights."""
+    from infermeter.models.spec import check_model_spec
+
+    check_model_spec(model)  # a typo is answered before the heavy imports below
     from infermeter.analysis.predict import Workload
     from infermeter.errors import UserError
     from infermeter.experiments.whatif import what_if

@@ -18,6 +18,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from infermeter.models.forward_args import forward_phase
+
 #: torch.distributed functions wrapped, by the name the tables show
 WRAPPED = {"all_reduce": "all_reduce", "all_gather_into_tensor": "all_gather"}
 
@@ -75,7 +77,7 @@ class CollectiveRecorder:
             if ids is None:
                 ids = kwargs.get("inputs_embeds")
             rows, new = (int(ids.shape[0]), int(ids.shape[1])) if ids is not None else (1, 1)
-            self._phase = "prefill" if new > 1 else "decode"
+            self._phase = forward_phase(kwargs)
             self._layer = -1
             f = self.forwards[self._phase]
             f[0] += 1

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from infermeter.errors import UserError
 from infermeter.models.architecture import discover
+from infermeter.models.forward_args import forward_phase
 from infermeter.models.forward_wrap import ForwardWrap
 
 
@@ -107,9 +108,7 @@ class NvtxRanges:
         return around
 
     def _phase(self, inner: Any, args: Any, kwargs: Any) -> Any:
-        cache = kwargs.get("past_key_values")
-        past = cache.get_seq_length() if hasattr(cache, "get_seq_length") else 0
-        self.backend.range_push("decode" if past else "prefill")
+        self.backend.range_push(forward_phase(kwargs))
         try:
             return inner(*args, **kwargs)
         finally:

@@ -24,6 +24,7 @@ from infermeter.instrument.recorder import TimingRecorder
 from infermeter.instrument.tables import LayerProfile, ModuleInfo, StepInfo
 from infermeter.measure.clock import Clock, clock_for
 from infermeter.models.architecture import Architecture, discover
+from infermeter.models.forward_args import past_tokens
 from infermeter.models.forward_wrap import ForwardWrap
 
 _PHASE_INDEX = {"prefill": 0, "decode": 1}
@@ -272,11 +273,7 @@ class Profiler:
         if not self.enabled:
             self.active = False
             return
-        cache = kwargs.get("past_key_values")
-        past = (
-            cache.get_seq_length() if cache is not None and hasattr(cache, "get_seq_length") else 0
-        )
-        if past:
+        if past_tokens(kwargs):
             phase, decode_index = "decode", self._decode_index
             self._decode_index += 1
             active = decode_index % self.config.sample_every == 0

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from infermeter.models.forward_args import cache_of, with_cache
+
 
 @dataclass
 class ShapeRow:
@@ -74,7 +76,7 @@ def record_shapes(model: Any, input_ids: Any) -> list[ShapeRow]:
             out = model(input_ids=input_ids, use_cache=True)
             phase[0] = "decode"
             next_id = out.logits[:, -1:].argmax(-1)
-            model(input_ids=next_id, past_key_values=out.past_key_values, use_cache=True)
+            model(input_ids=next_id, **with_cache(model, cache_of(out), use_cache=True))
     finally:
         for h in handles:
             h.remove()

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from infermeter.errors import UserError
-from infermeter.models.presets import PRESETS, build_config, get_preset
+from infermeter.models.presets import build_config, get_preset
+from infermeter.models.spec import check_model_spec, closest_names
 from infermeter.models.tokenizer import builtin_tokenizer
 
 
@@ -41,6 +42,7 @@ def config_of(spec: str) -> tuple[Any, str]:
     """
     from infermeter.models import smollm2
 
+    check_model_spec(spec)
     name = spec.strip()
     preset = get_preset(name)
     if preset is not None:
@@ -59,9 +61,10 @@ def config_of(spec: str) -> tuple[Any, str]:
     except (OSError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
         where = "folder" if path.is_dir() else "model"
-        presets = ", ".join(sorted(PRESETS)[:4])
+        close = closest_names(name)
+        presets = f"did you mean {' or '.join(close)}? Or use" if close else "use"
         raise UserError(
             f"unknown {where} {spec!r}: no config found ({first})",
-            f"use a preset ({presets}, ... see `infermeter models`), a folder, a config.json "
+            f"{presets} a preset (see `infermeter models`), a folder, a config.json "
             "or a hub id in the local cache",
         ) from None

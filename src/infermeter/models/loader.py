@@ -7,7 +7,6 @@ instead of swapping the machine to death.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -19,8 +18,9 @@ from infermeter.measure.device import dtype_name, resolve_device, resolve_dtype
 from infermeter.measure.memory import available_memory_mb
 from infermeter.models import smollm2
 from infermeter.models.info import ModelInfo, count_params, model_info
-from infermeter.models.presets import PRESETS, build_config, get_preset
+from infermeter.models.presets import build_config, get_preset
 from infermeter.models.quantize import SCHEMES, check_scheme, quantize_weights, quiet_torchao
+from infermeter.models.spec import check_model_spec, closest_names, looks_like_path
 from infermeter.models.tokenizer import builtin_tokenizer
 
 ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention")
@@ -98,7 +98,8 @@ def check_fits(config: Any, dtype: Any, device: Any, name: str) -> float:
     return need
 
 
-def _check_attn(attn: str | None) -> None:
+def _check_args(spec: str, attn: str | None) -> None:
+    check_model_spec(spec)
     if attn is not None and attn not in ATTN_IMPLEMENTATIONS:
         raise UserError(
             f"unknown attention implementation {attn!r}",
@@ -130,6 +131,7 @@ def load_model(
     Raises:
         UserError: unknown model, bad dtype or device, model too big for the device.
     """
+    _check_args(spec, attn_implementation)  # a typo is answered before torch loads
     import torch
 
     dev = resolve_device(device)
@@ -139,7 +141,6 @@ def load_model(
         check_scheme(scheme, dev)  # before anything is built
         dtype = "auto"  # the compute dtype: float32 on CPU, bfloat16 on GPU
     torch_dtype = resolve_dtype(dtype, dev)
-    _check_attn(attn_implementation)
     attn_kw = {"attn_implementation": attn_implementation} if attn_implementation else {}
     name = spec.strip()
     t0 = time.perf_counter()
@@ -202,17 +203,13 @@ def _quantize(model: Any, tokenizer: Any, scheme: str) -> dict[str, Any]:
     return record
 
 
-def _looks_like_path(name: str) -> bool:
-    return name.startswith((".", "/", "~")) or os.sep in name and name.count("/") != 1
-
-
 def _from_pretrained(
     name: str, dtype: Any, dev: Any, attn_kw: dict[str, Any], shown: str
 ) -> tuple[Any, Any]:
     from transformers import AutoConfig, AutoTokenizer
 
     path = Path(name).expanduser()
-    if _looks_like_path(name) and not path.is_dir():
+    if looks_like_path(name) and not path.is_dir():
         raise UserError(
             f"model folder {name!r} does not exist",
             "check the path, or run `infermeter models` for built-in presets",
@@ -226,12 +223,12 @@ def _from_pretrained(
                 f"folder {name!r} is not a transformers checkpoint ({_first_line(exc)})",
                 "give a folder with config.json and weights (save_pretrained writes one)",
             ) from None
-        presets = ", ".join(sorted(PRESETS)[:4])
+        close = closest_names(name)
+        fix = f"did you mean {' or '.join(close)}? Or use" if close else "use"
         raise UserError(
-            f"unknown model {shown!r}: not a preset, not a folder, and not in the local "
-            "Hugging Face cache (the hub is not reachable offline)",
-            f"use a preset ({presets}, ... see `infermeter models`), smollm2-135m, "
-            "or a local folder",
+            f"unknown model {shown!r}: not a preset, not a folder, and not found on the "
+            f"Hugging Face hub or in its local cache ({_first_line(exc)[:120]})",
+            f"{fix} a preset (see `infermeter models`), smollm2-135m, or a local folder",
         ) from None
     check_fits(config, dtype, dev, shown)
     try:

@@ -52,6 +52,8 @@ def count_ops(model: Any, tokens: int = 8) -> dict[str, dict[str, int]] | None:
     """
     import torch
 
+    from infermeter.models.forward_args import cache_of, with_cache
+
     device = next((p.device for p in model.parameters()), torch.device("cpu"))
     vocab = int(getattr(model.config.get_text_config(), "vocab_size", 2) or 2)
     ids = (torch.arange(tokens, device=device) % max(vocab - 1, 1)).unsqueeze(0) + 1
@@ -62,7 +64,7 @@ def count_ops(model: Any, tokens: int = 8) -> dict[str, dict[str, int]] | None:
                 out = model(input_ids=ids, use_cache=True)
             decode = _counter()
             with decode:
-                model(input_ids=ids[:, -1:], past_key_values=out.past_key_values, use_cache=True)
+                model(input_ids=ids[:, -1:], **with_cache(model, cache_of(out), use_cache=True))
     except Exception:  # noqa: BLE001 - any failure means "not counted", and is said so
         return None
     return {"prefill": prefill.counts, "decode": decode.counts}
