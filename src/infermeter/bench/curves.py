@@ -204,6 +204,7 @@ def measure_overhead(curves: Curves, model: Any, device: Any) -> None:
     ids = torch.arange(1, 9, device=device).unsqueeze(0)
     with torch.no_grad():
         cache = cache_of(model(input_ids=ids, use_cache=True))
+        assert cache is not None, "a causal LM returns its cache with use_cache=True"
 
         def prefill(i: int) -> Any:
             return model(input_ids=ids, use_cache=True)
