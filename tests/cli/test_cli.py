@@ -183,7 +183,7 @@ def test_unreadable_database(tmp_path):
     assert junk.read_bytes() == b"definitely not sqlite" * 64  # no lost data
 
 
-@pytest.mark.slow
+@pytest.mark.smollm2
 def test_smollm2_profile_speaks_english(tmp_path):
     r = cli(
         "profile",

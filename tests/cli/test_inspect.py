@@ -71,6 +71,7 @@ def test_verify_topk_measures_exactly_k_experts_per_token(k):
     assert_one_line_error(r, "top_k=9 is above the 8 experts")
 
 
+@pytest.mark.smollm2
 def test_tokens_counts_words_specials_and_the_chat_template(tmp_path):
     from infermeter import load_model
 

