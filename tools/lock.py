@@ -56,7 +56,7 @@ def write_constraints(venv: Path, path: Path) -> str:
     python = _run(venv, "import platform; print(platform.python_version())")
     torch = _run(venv, "import torch; print(torch.__version__)")
     header = [
-        "# The versions `make test` passed with; `make demo` and `make test` install exactly these.",
+        "# The versions `make test` passed with; `make demo` and `make test` install these.",
         f"# Recorded {datetime.date.today()} by tools/lock.py on Python {python}, torch {torch}",
         "# (torch is pinned by the Makefile's TORCH_SPEC). Newer releases: `make test-latest`,",
         "# then `make lock` when it passes. Without these pins: `make CONSTRAINTS= test`.",

@@ -12,6 +12,7 @@ from infermeter.analysis.costs import (
     total,
     useful_attention_flop_count,
 )
+from infermeter.models.forward_args import cache_of, with_cache
 
 FAMILIES = [
     "tiny-llama",
@@ -55,7 +56,7 @@ def test_flops_match_the_counter_within_1_percent_prefill_and_decode(name):
     mine = total(forward_costs(s, tokens=ids.shape[1], batch=2, images=images)).flop_count
     assert mine == pytest.approx(counted, rel=0.01)
     counted_step, _ = _counted(
-        model, input_ids=ids[:, -1:], past_key_values=out.past_key_values, use_cache=True
+        model, input_ids=ids[:, -1:], **with_cache(model, cache_of(out), use_cache=True)
     )
     step = total(forward_costs(s, tokens=1, context=ids.shape[1], batch=2)).flop_count
     assert step == pytest.approx(counted_step, rel=0.01)

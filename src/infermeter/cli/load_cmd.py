@@ -57,8 +57,6 @@ def load_command(
 ) -> None:
     """Serve a stream of requests: queue, TTFT, TPOT, end-to-end latency, throughput, SLOs."""
     from infermeter.models.spec import check_model_spec
-
-    check_model_spec(model)  # a typo is answered before the heavy imports below
     from infermeter.run.load import Lengths, LoadSpec, parse_slos, run_load
     from infermeter.util.jsonio import print_json, write_json
 
@@ -69,6 +67,7 @@ def load_command(
         new_tokens=Lengths.parse(new_tokens, "--new-tokens"), server=server,
         static_batch=static_batch, slos=parse_slos(slo), seed=seed, device=device, dtype=dtype,
     ).validate()  # fmt: skip
+    check_model_spec(model)  # after the ranges: a bad value is named before the model
     if fail_if_slo_missed and not spec.slos:
         raise UserError("--fail-if-slo-missed needs an --slo", "add e.g. --slo ttft_ms=500")
     from infermeter.store import Store

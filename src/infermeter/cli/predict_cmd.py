@@ -71,13 +71,8 @@ def predict_command(
     json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
 ) -> None:
     """Memory fit, roofline bounds and predicted TTFT, TPOT and throughput, without weights."""
-    from infermeter.models.spec import check_model_spec
-
-    check_model_spec(model)  # a typo is answered before the heavy imports below
-    from infermeter.analysis.predict import Workload
     from infermeter.errors import UserError
-    from infermeter.experiments.whatif import what_if
-    from infermeter.store import Store
+    from infermeter.models.spec import check_model_spec
 
     _within(gpus, "--gpus", 1, MAX_GPUS)
     _within(tp, "--tp", 1, MAX_GPUS)
@@ -90,6 +85,11 @@ def predict_command(
             "give --gpus as tensor-parallel groups x replicas (e.g. --gpus 8 --tp 4)",
         )
     batches = _batches(batch)
+    check_model_spec(model)  # a typo is answered before the heavy imports below
+    from infermeter.analysis.predict import Workload
+    from infermeter.experiments.whatif import what_if
+    from infermeter.store import Store
+
     if out is not None:
         from infermeter.cli.output import writable_dir
 

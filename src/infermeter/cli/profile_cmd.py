@@ -15,6 +15,7 @@ from infermeter.cli.progress import progress_bar
 from infermeter.cli.slo_view import fail_on_miss
 from infermeter.errors import UserError
 from infermeter.models.presets import DEFAULT_PRESET
+from infermeter.models.spec import check_model_spec
 from infermeter.util.jsonio import clean_json, print_json, write_json
 
 if TYPE_CHECKING:
@@ -175,6 +176,7 @@ def profile_command(
     ).validate()
     if fail_if_slo_missed and not config.slos:
         raise UserError("--fail-if-slo-missed needs an --slo", "add e.g. --slo ttft_ms=500")
+    check_model_spec(model)  # after the ranges, before torch: a typo answers in a blink
     if tp != 1:
         result = _run_tp(config, tp, db, out, json_out)
     else:

@@ -100,10 +100,6 @@ def sweep_command(
     """Run a grid over knob values; every point is stored, and a rerun resumes."""
     # Long because typer declares each of the command's options as a parameter.
     from infermeter.errors import UserError
-    from infermeter.models.spec import check_model_spec
-
-    if model:
-        check_model_spec(model)  # a typo is answered before the heavy imports below
     from infermeter.run.slo import parse_slos
     from infermeter.run.sweep import SweepSpec
     from infermeter.run.sweep_file import parse_knob_option, read_sweep_file

@@ -98,10 +98,8 @@ class RunConfig:
 
     def validate(self) -> RunConfig:
         """Raise UserError for any value that cannot run; return self for chaining."""
-        from infermeter.models.spec import check_model_spec
         from infermeter.run.slo import check_slos
 
-        check_model_spec(self.model)
         check_slos(self.slos)
         self._check_kinds()
         checks = [
