@@ -253,6 +253,7 @@ def calibrated(tmp_path_factory):
     return db, ids
 
 
+@pytest.mark.slow
 def test_calibrated_cpu_predicts_from_curves_learns_from_runs_and_draws(tmp_path, calibrated):
     """The whole loop on this machine: calibrate, two stored runs, predict, figures."""
     import json

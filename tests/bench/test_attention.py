@@ -78,6 +78,7 @@ def test_sliding_window_and_causal_masks():
     assert window[7].tolist() == [False] * 5 + [True] * 3
 
 
+@pytest.mark.slow
 def test_compiled_flex_skips_the_tiles_the_mask_drops():
     spec = AttentionSpec(**{**SMALL.to_dict(), "flex_compile": "on"})
     point = run_point("block-sparse", spec, 128)

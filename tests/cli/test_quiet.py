@@ -52,6 +52,7 @@ def test_library_warnings_and_logs_are_hidden_unless_verbose(verbose):
     assert shown == [verbose] * 3, r.stderr
 
 
+@pytest.mark.slow
 def test_profile_and_predict_print_no_library_warning(tmp_path):
     """int8 imports torchao (kernel-library and _pytree notices on a CPU machine)."""
     r = _cli("profile", "-m", "tiny-llama", "--dtype", "int8", "--prompt-tokens", "8",

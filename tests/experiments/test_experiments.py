@@ -15,6 +15,7 @@ from tests.helpers import assert_one_line_error, cli
 runner = CliRunner()
 
 
+@pytest.mark.slow
 def test_experiment_all_quick_writes_every_json_csv_and_png(tmp_path):
     out, db = tmp_path / "exp", tmp_path / "r.db"
     r = cli(

@@ -69,6 +69,7 @@ def test_systems_analysis_needs_a_variant(tmp_path):
     assert_one_line_error(r, "is not NAME=VALUE")
 
 
+@pytest.mark.slow
 def test_systems_analysis_of_routing_shortcuts_predicts_and_measures(tmp_path):
     """The issue-17 command: learned vs shortcut routing with the reference's fields, the
     performance model fed with measured path costs, and its prediction beside the measurement."""

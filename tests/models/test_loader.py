@@ -38,6 +38,7 @@ def test_local_folder_without_tokenizer_falls_back_to_builtin(tmp_path, tiny_lla
     assert lm.info.tokenizer == "infermeter-bpe (no tokenizer in the checkpoint)"
 
 
+@pytest.mark.slow
 def test_cli_profiles_a_folder_without_tokenizer_and_says_so(tmp_path, tiny_llama):
     folder = tmp_path / "ckpt"
     tiny_llama.model.save_pretrained(folder)

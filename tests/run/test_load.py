@@ -64,6 +64,7 @@ def test_lengths_and_slos_parse_or_refuse_in_one_line():
             parse_slos([bad])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("server", ["continuous", "static"])
 def test_each_server_serves_every_request_in_order_of_events(server, tiny_llama):
     spec = LoadSpec(rate=20.0, requests=6, prompt_tokens=Lengths("uniform", 8, 24),

@@ -113,6 +113,7 @@ def test_failure_mid_run_is_stored_as_failed_with_samples(tiny_llama, tmp_path):
     assert len(run.samples) == 2 and all(len(s.step_ms) == 3 for s in run.samples)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("compile_value", [True, "reduce-overhead"])
 def test_compile_reports_cold_first_call_apart(tiny_llama, compile_value):
     cfg = RunConfig(prompt_tokens=8, new_tokens=3, samples=2, warmup=0, compile=compile_value)

@@ -1,8 +1,11 @@
 """Fault tests on real processes (short variants; `benchmarks/faults.py` runs the long ones)."""
 
+import pytest
+
 from tests.faults_kit import kill_trials, writers_and_reader
 
 
+@pytest.mark.slow
 def test_sigkill_at_random_moments_loses_no_committed_sample(tmp_path):
     report = kill_trials(tmp_path, trials=3, seed=1, max_delay_s=6.0)
     assert report.trials == 3 and not report.problems, report.problems
@@ -10,6 +13,7 @@ def test_sigkill_at_random_moments_loses_no_committed_sample(tmp_path):
     assert report.killed >= 1  # at least one trial really died mid-run
 
 
+@pytest.mark.slow
 def test_four_writers_and_the_dashboard_at_once(tmp_path, db_url):
     """On SQLite and on a real PostgreSQL server: no sample lost, no failed request."""
     report = writers_and_reader(tmp_path, writers=4, duration_s=5.0, samples=2, db=db_url)
