@@ -5,7 +5,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from infermeter import RunConfig, Store, profile
+from infermeter import RunConfig, Store, UserError, profile
 from infermeter.cli.app import app
 from infermeter.knobs import KNOBS
 
@@ -51,13 +51,55 @@ def test_compare_top_k_runs_and_fail_if_slower(tiny_moe, tmp_path):
         assert row["statistic"] == "ratio of medians of per-sample totals"
         assert row["ci95_low"] <= row["speedup"] <= row["ci95_high"]
         assert row["verdict"] in ("faster", "slower", "no detectable difference")
-    # the CI gate fails exactly on a significant slowdown beyond the 5% tolerance
+    # the CI gate fails exactly on a significant slowdown beyond the 5% tolerance, judged per
+    # phase and on the total, and names each phase that failed
     for a, b in ((ids[1], ids[8]), (ids[8], ids[1])):
         d = json.loads(runner.invoke(app, ["compare", a, b, "--db", db, "--json"]).stdout)
+        rows = [*d["phases"], {"phase": "total", **d["total"]}]
+        failed = [
+            p["phase"] for p in rows if p["verdict"] == "slower" and p["speedup"] < 1 / 1.05
+        ]
         r = runner.invoke(app, ["compare", a, b, "--db", db, "--fail-if-slower"])
-        gate = d["total_verdict"] == "slower" and d["total_speedup"] < 1 / 1.05
-        assert r.exit_code == (1 if gate else 0), r.output
-        assert ("variant is slower" in r.output) == gate
+        assert r.exit_code == (1 if failed else 0), r.output
+        assert ("variant is slower" in r.output) == bool(failed)
+        for phase in failed:
+            assert f"{phase} " in r.output.split("variant is slower", 1)[1]
+
+
+def _row(phase, speedup, verdict, p=0.5):
+    return {"phase": phase, "speedup": speedup, "verdict": verdict, "p_value": p,
+            "ci95_low": speedup * 0.9, "ci95_high": speedup * 1.1}  # fmt: skip
+
+
+def test_the_gate_judges_each_phase_not_only_the_total():
+    """A significant prefill slowdown (0.686x, p = 0.008) passed when only the total was judged."""
+    from infermeter.analysis.compare import parse_gate_phases, slower_rows
+
+    doc = {
+        "phases": [
+            _row("prefill", 0.686, "slower", 0.008),
+            _row("decode", 1.01, "no detectable difference"),
+        ],
+        "total": _row("total", 0.97, "no detectable difference"),
+    }  # fmt: skip
+    assert [r["phase"] for r in slower_rows(doc, 0.05)] == ["prefill"]
+    assert slower_rows(doc, 0.05, parse_gate_phases("total")) == []  # narrowed on purpose
+    assert slower_rows(doc, 0.5) == []  # within a 50% tolerance
+    doc["total"] = _row("total", 0.9, "slower", 0.01)
+    assert [r["phase"] for r in slower_rows(doc, 0.05)] == ["prefill", "total"]
+    assert parse_gate_phases("all") == ("prefill", "decode", "total")
+    assert parse_gate_phases(" Decode,total ,decode") == ("decode", "total")
+    for bad in ("ttft", ","):
+        with pytest.raises(UserError):
+            parse_gate_phases(bad)
+
+
+def test_a_bad_phases_value_is_one_line(tmp_path):
+    db = str(tmp_path / "r.db")
+    Store(db)
+    args = ["compare", "a", "b", "--db", db, "--fail-if-slower", "--phases", "ttft"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 2 and r.output.startswith("error: unknown phase 'ttft'"), r.output
 
 
 class JitterClock:

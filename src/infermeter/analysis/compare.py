@@ -29,6 +29,7 @@ from infermeter.analysis.costs import total
 from infermeter.analysis.predict import predict_run
 from infermeter.analysis.roofline import phase_costs, run_shapes
 from infermeter.analysis.timemodel import device_model
+from infermeter.errors import UserError
 from infermeter.measure.ceilings import Ceilings
 from infermeter.measure.curves import curves_of
 from infermeter.measure.stats import compare_paired_samples, compare_samples
@@ -221,3 +222,45 @@ def _where(layers: list[dict[str, Any]], top: int = 5) -> list[dict[str, Any]]:
         if not any(inside(row, other) for other in picked):
             add(row, 0)
     return out
+
+
+#: what `compare --fail-if-slower` judges, by the names its table shows
+GATE_PHASES = ("prefill", "decode", "total")
+
+
+def parse_gate_phases(text: str) -> tuple[str, ...]:
+    """`--phases`: "all" (each phase and the total) or a comma list of GATE_PHASES.
+
+    Raises:
+        UserError: an empty list or a name that is not a phase.
+    """
+    names = [p.strip().lower() for p in text.split(",") if p.strip()]
+    if names == ["all"]:
+        return GATE_PHASES
+    unknown = [p for p in names if p not in GATE_PHASES]
+    if unknown or not names:
+        raise UserError(
+            f"--phases {text!r} names no phase" if not names else f"unknown phase {unknown[0]!r}",
+            f"use all, or a comma list of {', '.join(GATE_PHASES)}",
+        )
+    return tuple(dict.fromkeys(names))
+
+
+def slower_rows(
+    doc: dict[str, Any], tolerance: float, phases: tuple[str, ...] = GATE_PHASES
+) -> list[dict[str, Any]]:
+    """The judged rows of a comparison (`compare_runs`) where the variant is slower.
+
+    A row fails when its verdict is "slower" (the interval excludes 1 and the test is
+    significant) and its speedup is below 1 / (1 + tolerance). Each phase is judged on its own:
+    a significant prefill slowdown fails the gate even when the total is within its noise.
+    """
+    rows = [*doc["phases"], {"phase": "total", **doc["total"]}]
+    return [
+        r
+        for r in rows
+        if r["phase"] in phases
+        and r.get("verdict") == "slower"
+        and r.get("speedup")
+        and r["speedup"] < 1 / (1 + tolerance)
+    ]

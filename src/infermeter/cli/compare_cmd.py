@@ -27,6 +27,12 @@ def compare_command(
     tolerance: float = typer.Option(
         0.05, help="Slowdown of the median tolerated by --fail-if-slower (0.05: 5%)."
     ),
+    phases: str = typer.Option(
+        "all",
+        "--phases",
+        help="What --fail-if-slower judges: all (prefill, decode and the total, each on its "
+        "own) or a comma list of prefill, decode, total.",
+    ),
     json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
     slo: list[str] = typer.Option(None, help="ttft_ms=500, tpot_ms=80 or e2e_ms=2000 "
                                   "(repeatable): attainment of both runs; default: each "
@@ -35,10 +41,13 @@ def compare_command(
                                             help="Exit 3 when the variant misses an SLO."),
 ) -> None:
     """Speedup of VARIANT over BASELINE per phase and layer, predicted vs actual."""
-    from infermeter.analysis.compare import compare_runs
+    from infermeter.analysis.compare import compare_runs, parse_gate_phases, slower_rows
     from infermeter.cli.guard import fail
     from infermeter.store import Store
 
+    judged = parse_gate_phases(phases)  # a bad name is refused before the store opens
+    if not 0 <= tolerance < 10:
+        raise fail(f"error: --tolerance {tolerance} is outside 0..10; use e.g. 0.05 for 5%", 2)
     store = Store(db, create=False)
     base, var = store.get(baseline), store.get(variant)
     measured = store.measured_ceilings(str((base.device or {}).get("name")))
@@ -65,12 +74,16 @@ def compare_command(
             raise fail("--fail-if-slo-missed needs an --slo (or runs profiled with --slo)",
                        2)  # fmt: skip
         fail_on_miss(doc["slo"]["variant"], " by the variant")
-    speed, verdict = doc["total_speedup"], doc["total_verdict"]
-    if fail_if_slower and verdict == "slower" and speed < 1 / (1 + tolerance):
+    slower = slower_rows(doc, tolerance, judged) if fail_if_slower else []
+    if slower:
+        which = "; ".join(
+            f"{r['phase']} {r['speedup']:.3f}x [{r['ci95_low']:.3f}, {r['ci95_high']:.3f}]"
+            + (f", p = {r['p_value']:.3g}" if r.get("p_value") is not None else "")
+            for r in slower
+        )
         raise fail(
-            f"variant is slower: total speedup {speed:.3f}x "
-            f"[{doc['total']['ci95_low']:.3f}, {doc['total']['ci95_high']:.3f}], "
-            f"beyond the {tolerance:.0%} tolerance",
+            f"variant is slower: {which}; beyond the {tolerance:.0%} tolerance "
+            f"(judged: {', '.join(judged)})",
             1,
         )
 
