@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from infermeter.analysis.bottlenecks import evidence_of, find_bottlenecks
+from infermeter.analysis.bottlenecks import Finding, evidence_of, find_bottlenecks
 from infermeter.analysis.communication import communication_roofline
 from infermeter.analysis.predict import Learned, time_model_of_run
-from infermeter.analysis.roofline import roofline
+from infermeter.analysis.roofline import roofline, unplaceable
 from infermeter.analysis.timemodel import device_model
 from infermeter.measure.ceilings import Ceilings, spec_ceilings
 from infermeter.measure.curves import curves_of
@@ -37,8 +37,15 @@ def analyze_run(
     """
     device = str((run.device or {}).get("name"))
     ceilings = measured or spec_ceilings(device)
-    roof = roofline(run, ceilings)
-    findings = find_bottlenecks(evidence_of(run, roof))
+    why = unplaceable(run)
+    if why is None:
+        roof = roofline(run, ceilings)
+        findings = find_bottlenecks(evidence_of(run, roof))
+        model = time_model(run, measured, learned)
+    else:  # every stored run is analysable: what cannot exist says why, in one line
+        roof = {"rows": [], "prefill": None, "decode": None, "approximate": [], "unavailable": why}
+        findings = load_findings(run)
+        model = {"rows": [], "note": why}
     return {
         "run_id": run.run_id,
         "model": run.model_info.get("spec"),
@@ -52,6 +59,37 @@ def analyze_run(
         ),
         "roofline": roof,
         "findings": [f.to_dict() for f in findings],
-        "time_model": time_model(run, measured, learned),
+        "time_model": model,
         "communication": communication_roofline(run),
     }
+
+
+#: queueing's share of a load run's median TTFT from which it is a finding, and a severe one
+QUEUE_SHARE_MEDIUM, QUEUE_SHARE_HIGH = 0.5, 0.8
+
+
+def load_findings(run: Any) -> list[Finding]:
+    """A load run's bottleneck: how much of the median TTFT its requests spent waiting."""
+    import statistics
+
+    load = (run.checks or {}).get("load") or {}
+    queue = [q for q in load.get("queue_ms") or [] if q is not None]
+    ttft = [s.ttft_ms for s in run.samples if s.ttft_ms is not None]
+    if (run.config or {}).get("mode") != "load" or not queue or not ttft:
+        return []
+    q_ms, t_ms = statistics.median(queue), statistics.median(ttft)
+    share = q_ms / t_ms if t_ms else 0.0
+    if share < QUEUE_SHARE_MEDIUM:
+        return []
+    return [
+        Finding(
+            id="queueing",
+            severity="high" if share >= QUEUE_SHARE_HIGH else "medium",
+            title=f"requests waited: queueing is {share:.0%} of the median TTFT "
+            f"({q_ms:.0f} of {t_ms:.0f} ms)",
+            evidence={"queue_ms_median": q_ms, "ttft_ms_median": t_ms, "queue_share": share},
+            advice="the server is saturated at this rate: lower --rate, batch more "
+            "(--server continuous, a larger --static-batch) or add replicas; "
+            "`infermeter load --rate a,b,c` finds the knee",
+        )
+    ]

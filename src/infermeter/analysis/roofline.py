@@ -42,6 +42,29 @@ def all_rows(roof: dict[str, Any]) -> list[dict[str, Any]]:
     return [*roof["rows"], roof["prefill"], roof["decode"]]
 
 
+def unplaceable(run: Any) -> str | None:
+    """Why no forward of `run` can be placed on the roofline, in one line; None when one can.
+
+    A load run's samples are requests whose TTFT includes queueing and batching with other
+    requests; a run with no samples measured nothing; a run without a recorded shape (an old
+    one) has no FLOPs or bytes to divide by.
+    """
+    if (run.config or {}).get("mode") == "load":
+        return (
+            "a load run: each sample is one request, its TTFT includes queueing and batching "
+            "with other requests, so no forward can be placed on the roofline; `infermeter "
+            "profile` the same model for isolated forwards"
+        )
+    if not (run.measured or run.samples):
+        return f"run {run.run_id} has no samples ({run.status}): nothing was measured to place"
+    if not run.model_info.get("shape"):
+        return (
+            f"run {run.run_id} has no model shape recorded (made by an older infermeter): "
+            "profile it again to place it"
+        )
+    return None
+
+
 def run_shapes(run: Any) -> tuple[Shape, dict[str, Any]]:
     """The run's model shape and workload (prompt, new tokens, batch, dtype, top-k)."""
     from infermeter.errors import UserError

@@ -100,6 +100,10 @@ def analysis_card(doc: dict) -> Group:
             style="bold",
         )
     ]
+    if roof.get("unavailable"):
+        parts.append(Text(f"roofline: {roof['unavailable']}", style="yellow"))
+        parts.extend(_findings_lines(doc["findings"]))
+        return Group(*parts)
     approx = roof.get("approximate") or []
     t = Table(
         title="roofline: one forward, ms = median over measured samples"
@@ -146,17 +150,21 @@ def analysis_card(doc: dict) -> Group:
         )
     if roof.get("ridge_flop_per_byte"):
         parts.append(Text(f"ridge point: {roof['ridge_flop_per_byte']:.1f} FLOP/byte", style="dim"))
-    if doc["findings"]:
-        parts.append(Text("findings", style="bold"))
-        for f in doc["findings"]:
-            color = {"high": "red", "medium": "yellow"}.get(f["severity"], "white")
-            parts.append(Text(f"[{f['severity']}] {f['id']}: {f['title']}", style=color))
-            parts.append(Text(f"    -> {f['advice']}", style="dim"))
-    else:
-        parts.append(Text("no bottleneck rule fired", style="dim"))
+    parts.extend(_findings_lines(doc["findings"]))
     parts.extend(time_model_lines(doc.get("time_model") or {}))
     parts.extend(communication_lines(doc.get("communication")))
     return Group(*parts)
+
+
+def _findings_lines(findings: list[dict[str, Any]]) -> list[Text]:
+    if not findings:
+        return [Text("no bottleneck rule fired", style="dim")]
+    out = [Text("findings", style="bold")]
+    for f in findings:
+        color = {"high": "red", "medium": "yellow"}.get(f["severity"], "white")
+        out.append(Text(f"[{f['severity']}] {f['id']}: {f['title']}", style=color))
+        out.append(Text(f"    -> {f['advice']}", style="dim"))
+    return out
 
 
 def communication_lines(comm: dict[str, Any] | None) -> list[Text]:

@@ -21,6 +21,8 @@ COLORS = {"prefill": "#4C72B0", "decode": "#DD8452"}
 def roofline_figure(analysis: dict[str, Any], out: Path, stem: str = "roofline") -> list[Path]:
     """PNG of the roofline with one point per (phase, kind), and its CSV; [] without ceilings."""
     roof = analysis["roofline"]
+    if roof.get("unavailable"):
+        return []
     ceil = roof.get("ceilings")
     dtype = roof["workload"]["dtype"]
     rows = [r for r in all_rows(roof) if r["achieved_flop_per_s"]]

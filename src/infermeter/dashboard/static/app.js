@@ -252,6 +252,8 @@ async function runPage(id) {
 }
 
 function analysisHtml(a) {
+  const findings = (a.findings.length ? `<ul data-testid="findings">${a.findings.map((f) => `<li><b class="sev-${esc(f.severity)}">${esc(f.severity)}</b> ${esc(f.title)}<br><span class="muted">${esc(f.advice)}</span></li>`).join("")}</ul>` : `<p class="muted" data-testid="findings">no findings</p>`);
+  if (a.roofline.unavailable) return `<p class="muted" data-testid="roofline-unavailable">roofline: ${esc(a.roofline.unavailable)}</p>` + findings;
   const rows = ["prefill", "decode"].map((p) => a.roofline[p]).filter(Boolean);
   const sci = (v) => (v == null ? "-" : Number(v).toExponential(2));
   const approx = (a.roofline.approximate || []).length ? `<p class="warn">approximate: ${esc(a.roofline.approximate.join("; "))}</p>` : "";
@@ -260,8 +262,7 @@ function analysisHtml(a) {
     { t: "bytes", f: (r) => sci(r.bytes) }, { t: "FLOP/byte", f: (r) => num(r.intensity, 1) },
     { t: "measured ms", f: (r) => num(r.measured_ms) }, { t: "achieved FLOP/s", f: (r) => sci(r.achieved_flop_per_s) },
     { t: "% attainable", f: (r) => num(r.pct_attainable, 1) }, { t: "bound", l: 1, f: (r) => esc(r.bound || "-") },
-  ], rows, 'data-testid="roofline"')) +
-    (a.findings.length ? `<ul data-testid="findings">${a.findings.map((f) => `<li><b class="sev-${esc(f.severity)}">${esc(f.severity)}</b> ${esc(f.title)}<br><span class="muted">${esc(f.advice)}</span></li>`).join("")}</ul>` : `<p class="muted" data-testid="findings">no findings</p>`);
+  ], rows, 'data-testid="roofline"')) + findings;
 }
 
 const COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C"];
