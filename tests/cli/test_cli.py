@@ -408,7 +408,7 @@ def test_runs_show_of_a_knob_point_says_what_it_ran_with(tiny_moe, tmp_path):
     assert row["statistic"] == "median"
     assert row["ttft_ms"] == Store(db).get(run_id).summary()["ttft_ms"].median
     r = runner.invoke(app, ["runs", "list", "--db", db], env={"COLUMNS": "120"})
-    assert "tiny-qwen3-moe (minimal, top_k=1)" in r.stdout
+    assert "tiny-qwen3-moe (minimal, top_k=1 prompt_tokens=16" in r.stdout
     # in 80 columns the row still fits: the model cell is cut, never the id or the numbers
     r = runner.invoke(app, ["runs", "list", "--db", db], env={"COLUMNS": "80"})
     assert max(len(line) for line in r.stdout.splitlines()) <= 80

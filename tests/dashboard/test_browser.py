@@ -215,7 +215,7 @@ def test_run_list_run_page_and_a_live_sample(server, tmp_path):
         try:
             # the profile shows from its start: loading, then warm-up and samples
             page.wait_for_selector("[data-testid=live-progress]", timeout=120_000)
-            assert "tokens so far" in page.inner_text("[data-testid=live-progress]")
+            assert "tokens in finished samples" in page.inner_text("[data-testid=live-progress]")
             # inside a sample, its decode steps as they happen
             page.wait_for_selector("[data-testid=live-running-steps] polyline", timeout=120_000)
             assert "token " in page.inner_text("[data-testid=live-progress]")

@@ -70,6 +70,8 @@ def test_profile_with_int8_says_so_in_its_header(tmp_path):
             env={"COLUMNS": "200"})  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert "weights: 28 linear layers as int8 (torchao Int8WeightOnlyConfig)" in r.stdout
+    # the header's dtype is the weights' real storage, not only the compute dtype (said float32)
+    assert "· int8 weights, float32 compute" in r.stdout.splitlines()[0]
     assert "Failed to load" not in r.stderr and "Enum subclass" not in r.stderr, r.stderr
 
 

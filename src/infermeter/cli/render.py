@@ -27,9 +27,15 @@ def run_header(run: RunResult, where: str | None = None) -> Text:
     from infermeter.measure.gpu_identity import identity_label
 
     gpu = identity_label(run.device)  # cuda:0 = GPU 3 of 8 (CUDA_VISIBLE_DEVICES=3,5)
+    quant = info.get("quantization") or {}
+    dtype = (  # the weights' real storage, not only the compute dtype
+        f"{quant['scheme']} weights, {info.get('dtype')} compute"
+        if quant.get("scheme")
+        else str(info.get("dtype"))
+    )
     line1 = (
         f"run {run.run_id or '(not stored)'} · {info.get('spec')} ({shape}) · "
-        f"{run.device.get('name')}{f' [{gpu}]' if gpu else ''} · {info.get('dtype')}"
+        f"{run.device.get('name')}{f' [{gpu}]' if gpu else ''} · {dtype}"
     )
     line2 = (
         f"prompt tokens {prompt} · new tokens {cfg.get('new_tokens')} · batch "
@@ -228,7 +234,7 @@ def runs_table(rows: list[dict[str, Any]], width: int = 80) -> Table:
     )
     cells = []
     for r in rows:
-        knobs = " ".join(f"{k}={v}" for k, v in (r.get("knobs") or {}).items())
+        knobs = " ".join(f"{k}={v}" for k, v in (r.get("label") or r.get("knobs") or {}).items())
         what = ", ".join(x for x in (str(r.get("mode") or ""), knobs) if x)
         cells.append(
             [

@@ -200,3 +200,30 @@ class RunConfig:
             "decoding": self.decoding,
             "mode": self.mode,
         }
+
+
+#: the settings a run's label names when they differ from RunConfig's defaults (knob values are
+#: named always): what tells two runs of one model apart in a list
+LABEL_SETTINGS = (
+    "prompt_tokens", "new_tokens", "batch_size", "dtype", "compile", "attn_implementation",
+    "decoding",
+)  # fmt: skip
+
+
+def run_label(
+    config: dict[str, Any], knobs: dict[str, Any], swept: tuple[str, ...] | list[str] = ()
+) -> dict[str, Any]:
+    """What tells a run apart: swept knobs, model knobs, each setting off its default.
+
+    `swept`: the knobs the run's sweep turned. A run's stored knobs also repeat its config
+    (prompt_tokens, dtype, ...), so those count only when swept or off their default. Before,
+    two points of a sweep that differed in prompt_tokens both read "(minimal, top_k=8)", and
+    precision, batch and compile points read no knobs at all.
+    """
+    defaults = {f: getattr(RunConfig, f) for f in LABEL_SETTINGS}
+    out = {k: v for k, v in knobs.items() if k in swept or k not in config}
+    for name in LABEL_SETTINGS:
+        value = config.get(name)
+        if name not in out and value is not None and value != defaults[name]:
+            out[name] = value
+    return out

@@ -10,6 +10,7 @@ from sqlalchemy import func, select
 
 from infermeter.errors import UserError
 from infermeter.measure.ceilings import Ceilings
+from infermeter.run.config import run_label
 from infermeter.store.engine import StoreCore
 from infermeter.store.rows import run_from_row
 from infermeter.store.schema import CeilingsRow, PredictionRow, RunRow, SampleRow, SweepRow
@@ -126,7 +127,16 @@ class StoreQueries(StoreCore):
             by_run: dict[str, list[Any]] = {}
             for row in samples:
                 by_run.setdefault(row[0], []).append(row)
-            return [_listed(run, by_run.get(run.id, [])) for run in runs]
+            sweep_ids = {r.sweep_id for r in runs if r.sweep_id}
+            grids = dict(
+                s.execute(select(SweepRow.id, SweepRow.knobs).where(SweepRow.id.in_(sweep_ids)))
+                .tuples()
+                .all()
+            )
+            return [
+                _listed(run, by_run.get(run.id, []), list(grids.get(run.sweep_id) or {}))
+                for run in runs
+            ]
 
     def run_statuses(self, limit: int = 50) -> list[dict[str, Any]]:
         """Newest runs' ids, models and statuses: what the live feed polls (cheap: no samples)."""
@@ -184,7 +194,7 @@ def _median(values: list[float | None]) -> float | None:
     return statistics.median(kept) if kept else None
 
 
-def _listed(run: RunRow, samples: list[Any]) -> dict[str, Any]:
+def _listed(run: RunRow, samples: list[Any], swept: list[str]) -> dict[str, Any]:
     """One `runs list` row: the run, its knobs and the medians of its measured samples."""
     tpot = [d / (n - 1) if d is not None and n and n > 1 else None for _, _, d, n, _, _ in samples]
     tps = [b * n * 1000.0 / t if t else None for _, _, _, n, b, t in samples]
@@ -195,6 +205,8 @@ def _listed(run: RunRow, samples: list[Any]) -> dict[str, Any]:
         "model": run.model_spec,
         "mode": run.mode,
         "knobs": {k: v for k, v in (run.knobs or {}).items() if k not in (run.config or {})},
+        # swept knobs, model knobs and each setting off its default: runs apart in a list
+        "label": run_label(run.config or {}, run.knobs or {}, swept),
         "device": (run.device or {}).get("name"),
         "samples": len(samples),
         "statistic": "median",

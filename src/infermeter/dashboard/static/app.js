@@ -176,7 +176,7 @@ const runCols = [
   { t: "status", l: 1, f: (r) => `<span class="status-${esc(r.status)}">${esc(r.status)}</span>` },
   { t: "model", l: 1, f: (r) => esc(r.model) },
   { t: "mode", l: 1, f: (r) => esc(r.mode || "") },
-  { t: "knobs", l: 1, f: (r) => esc(Object.entries(r.knobs || {}).map(([k, v]) => k + "=" + v).join(" ")) },
+  { t: "knobs", l: 1, f: (r) => esc(Object.entries(r.label || r.knobs || {}).map(([k, v]) => k + "=" + v).join(" ")) },
   { t: "samples", f: (r) => esc(r.samples) },
   { t: "TTFT ms (median)", f: (r) => num(r.ttft_ms) },
   { t: "TPOT ms (median)", f: (r) => num(r.tpot_ms) },
@@ -328,7 +328,7 @@ function progressLine(p) {
     (st && st.in_flight != null ? ` · <span data-testid="live-in-flight">${esc(st.in_flight)} in flight</span>` : "");
   const stepChart = st && st.step_ms && st.step_ms.length
     ? `<div class="muted">decode steps of this sample as they happen (ms${st.first_step ? `, from step ${esc(st.first_step + 1)}` : ""})</div><div data-testid="live-running-steps">` + line(st.step_ms, { height: 120 }) + "</div>" : "";
-  return `<div class="progress" data-testid="live-progress"><b>${esc(p.model)}</b>${run} · ${esc(what)}${inSample} · ${esc(p.tokens)} tokens so far` +
+  return `<div class="progress" data-testid="live-progress"><b>${esc(p.model)}</b>${run} · ${esc(what)}${inSample} · ${esc(p.tokens)} tokens in finished samples` +
     `<div class="bar"><span style="width:${Math.max(2, Math.min(100, pct))}%"></span></div>${stepChart}</div>`;
 }
 
