@@ -242,3 +242,23 @@ def test_sweep_interleave_from_the_cli(tmp_path):
     assert d["paired"] and d["changed"] == {"prompt_tokens": [16, 24]}
     r = runner.invoke(app, [*args[:-2], "--knob", "dtype=float32,bfloat16", "--db", db])
     assert r.exit_code == 2 and "share one loaded model" in r.output
+
+
+def test_where_names_the_part_that_carried_each_blocks_change():
+    """Blocks with near-equal deltas used to fill the top five and hide the MoE inside them."""
+    from infermeter.analysis.compare import _where
+
+    layers = []
+    for i in range(6):
+        layers.append({"name": f"model.layers.{i}", "phase": "prefill", "kind": "block",
+                       "delta_ms": -2.7 + 0.01 * i})  # fmt: skip
+        layers.append({"name": f"model.layers.{i}.mlp", "phase": "prefill", "kind": "moe",
+                       "delta_ms": -2.5 + 0.01 * i})  # fmt: skip
+        layers.append({"name": f"model.layers.{i}.self_attn", "phase": "prefill",
+                       "kind": "attention", "delta_ms": -0.1})  # fmt: skip
+    where = _where(layers)
+    blocks = [w for w in where if w["kind"] == "block"]
+    assert len(blocks) == 5 and all(w["depth"] == 0 for w in blocks)
+    moe = [w for w in where if w["kind"] == "moe"]
+    assert len(moe) == 5 and all(w["depth"] == 1 for w in moe)
+    assert not any(w["kind"] == "attention" for w in where)  # 0.1 of 2.7: not the cause

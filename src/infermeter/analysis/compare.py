@@ -196,9 +196,10 @@ def _where(layers: list[dict[str, Any]], top: int = 5) -> list[dict[str, Any]]:
 
     Each module is followed by the listed modules inside it (by name: model.layers.3 holds
     model.layers.3.self_attn), so a block and its attention read as parent and child, not as
-    two separate causes.
+    two separate causes. A picked module also brings the part inside it that changed most,
+    when that part carries at least half its change: five blocks alone would say where, not
+    what (with near-equal deltas, blocks could fill the list and hide the MoE that changed).
     """
-    picked = sorted(layers, key=lambda r: -abs(r["delta_ms"]))[:top]
 
     def inside(child: dict[str, Any], parent: dict[str, Any]) -> bool:
         return (
@@ -206,6 +207,15 @@ def _where(layers: list[dict[str, Any]], top: int = 5) -> list[dict[str, Any]]:
             and child["phase"] == parent["phase"]
             and str(child["name"]).startswith(str(parent["name"]) + ".")
         )
+
+    picked = sorted(layers, key=lambda r: -abs(r["delta_ms"]))[:top]
+    for row in list(picked):
+        parts = [r for r in layers if inside(r, row)]
+        best = max(parts, key=lambda r: abs(r["delta_ms"]), default=None)
+        if best is not None and best not in picked and abs(best["delta_ms"]) >= abs(
+            row["delta_ms"]
+        ) / 2:
+            picked.append(best)
 
     out: list[dict[str, Any]] = []
 
