@@ -90,7 +90,8 @@ def test_analyze_and_calibrate_from_the_cli(tmp_path, tiny_llama):
         app, ["analyze", run.run_id, "--db", db, "--out", str(out)], terminal_width=80
     )
     assert r.exit_code == 0, r.output
-    assert "measured (infermeter calibrate)" in r.stdout and "roofline" in r.stdout
+    assert "measured (infermeter calibrate of " in r.stdout and " ago)" in r.stdout
+    assert "roofline" in r.stdout
     assert (out / f"roofline-{run.run_id}.png").stat().st_size > 10_000
     assert (out / f"analysis-{run.run_id}.json").exists()
     r = runner.invoke(app, ["analyze", "ffffff", "--db", db])

@@ -40,6 +40,7 @@ def analyze_run(
     why = unplaceable(run)
     if why is None:
         roof = roofline(run, ceilings)
+        roof["above_ceiling"] = flag_above_ceiling(roof, measured)
         findings = find_bottlenecks(evidence_of(run, roof))
         model = time_model(run, measured, learned)
     else:  # every stored run is analysable: what cannot exist says why, in one line
@@ -51,7 +52,7 @@ def analyze_run(
         "model": run.model_info.get("spec"),
         "device": device,
         "ceilings_source": (
-            "measured (infermeter calibrate)"
+            calibration_label(measured)
             if measured
             else "spec sheet"
             if ceilings
@@ -62,6 +63,57 @@ def analyze_run(
         "time_model": model,
         "communication": communication_roofline(run),
     }
+
+
+#: a calibration older than this is called stale where a run lands above its ceilings
+STALE_DAYS = 30
+
+
+def calibration_label(measured: Ceilings) -> str:
+    """Which calibration the analysis used, how old it is, and whether it is to be trusted."""
+    from infermeter.util.timestamps import age_text
+
+    when = measured.details.get("calibrated_at")
+    text = "measured (infermeter calibrate"
+    if when:
+        text += f" of {when[:16].replace('T', ' ')} UTC, {age_text(when)} ago"
+    text += ")"
+    stability = measured.details.get("stability") or {}
+    if stability.get("stable") is False:
+        text += "; UNSTABLE, the only calibration of this device: " + "; ".join(
+            stability.get("reasons") or []
+        )
+    return text
+
+
+def flag_above_ceiling(roof: dict[str, Any], measured: Ceilings | None) -> list[str]:
+    """Flag each roofline point above 100% of attainable with the reason; the flags, in order.
+
+    Nothing measured runs faster than the device attains; a point above it says the ceilings
+    are wrong for this run: an unstable calibration, a stale one, or none (spec sheet figures).
+    """
+    from infermeter.analysis.roofline import all_rows
+    from infermeter.util.timestamps import age_seconds
+
+    when = measured.details.get("calibrated_at") if measured is not None else None
+    if measured is None:
+        why = "the ceilings are spec-sheet figures, not measured: run `infermeter calibrate`"
+    elif (measured.details.get("stability") or {}).get("stable") is False:
+        why = "the calibration is unstable (see the ceilings line): calibrate again when quiet"
+    elif when and age_seconds(when) > STALE_DAYS * 86400:
+        why = "the calibration is stale: calibrate again (the software or the machine changed)"
+    else:
+        why = (
+            "the calibration measured less than this run attains: calibrate again when the "
+            "machine is quiet"
+        )
+    flags = []
+    for row in all_rows(roof):
+        pct = row.get("pct_attainable")
+        if pct is not None and pct > 100:
+            row["flag"] = f"{pct:.0f}% of attainable: {why}"
+            flags.append(f"{row['phase']} {row['kind']}: {row['flag']}")
+    return flags
 
 
 #: queueing's share of a load run's median TTFT from which it is a finding, and a severe one

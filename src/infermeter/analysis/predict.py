@@ -167,6 +167,55 @@ class Learned:
         return work + host
 
 
+    def predicted(self, phase: str, t: ForwardTime, gpu: bool) -> tuple[float, str | None]:
+        """`apply`, never below the forward's own roofline bounds, and the note when it would be.
+
+        Factors learnt on small runs can shrink device work below what its FLOPs at peak or its
+        bytes at full bandwidth allow (a batch-32 TTFT of 2,881 ms under its compute bound of
+        4,430 ms): then the bound is the prediction, and the note says so.
+        """
+        return at_least_bounds(self.apply(phase, t, gpu), t)
+
+    def parts(self, phase: str, t: ForwardTime, gpu: bool) -> dict[str, float]:
+        """Seconds by part after the learnt factors, adding up to `predicted`'s seconds.
+
+        The remainder is a named row: time the GPU's device work hides under host launches
+        (negative), or what the roofline bound adds where the factors went under it.
+        """
+        f = self.factors.get(phase) or {"work": 1.0, "host": 1.0}
+        out = {
+            "gemm": f["work"] * t.gemm_s,
+            "attention": f["work"] * t.attention_s,
+            "elementwise": f["work"] * t.elementwise_s,
+            "communication": f["work"] * t.comm_s,
+            "framework": f["host"] * t.overhead_s,
+            "generate": f["host"] * t.generate_s,
+        }
+        total, note = self.predicted(phase, t, gpu)
+        rest = total - sum(out.values())
+        if abs(rest) > 1e-12 + 1e-9 * total:
+            name = "up to the roofline bound" if note else "hidden under host launches"
+            out[name] = rest
+        return out
+
+
+def at_least_bounds(seconds: float, t: ForwardTime) -> tuple[float, str | None]:
+    """`seconds`, or the largest of `t`'s roofline bounds when it is below it (with why)."""
+    bounds = {
+        "compute": t.compute_bound_s,
+        "memory": t.memory_bound_s,
+        "communication": t.comm_bound_s,
+    }
+    name, floor = max(((k, v) for k, v in bounds.items() if v), key=lambda kv: kv[1],
+                      default=(None, 0.0))  # fmt: skip
+    if seconds >= floor:
+        return seconds, None
+    return floor, (
+        f"the time model gave {seconds * 1e3:.4g} ms, below its {name} bound of "
+        f"{floor * 1e3:.4g} ms: the bound is the prediction"
+    )
+
+
 def _fit_two(points: list[tuple[float, float, float]]) -> dict[str, float]:
     """Non-negative (work, host) factors minimising relative error.
 
@@ -258,8 +307,8 @@ def predict(
             shape, dev, b, w.prompt_tokens, w.new_tokens, w.dtype, w.tp, w.top_k, op_counts
         )
         gpu = dev.kind == "gpu"
-        ttft = learned.apply("prefill", times["prefill"], gpu)
-        tpot = learned.apply("decode", times["decode"], gpu)
+        ttft, ttft_note = learned.predicted("prefill", times["prefill"], gpu)
+        tpot, tpot_note = learned.predicted("decode", times["decode"], gpu)
         total_s = ttft + max(w.new_tokens - 1, 0) * tpot
         rows.append(
             {
@@ -271,6 +320,7 @@ def predict(
                 "tpot_ms": tpot * 1e3,
                 "throughput_tok_s": w.replicas * b * w.new_tokens / total_s if total_s else None,
                 "decode_tok_s": w.replicas * b / tpot if tpot else None,
+                "notes": [f"{k}: {n}" for k, n in (("TTFT", ttft_note), ("TPOT", tpot_note)) if n],
             }
         )
     return {
@@ -350,7 +400,8 @@ def time_model_of_run(run: Any, dev: DeviceModel, learned: Learned | None = None
     rows = []
     for phase, metric in (("prefill", "ttft_ms"), ("decode", "tpot_ms")):
         t = pred[phase]
-        p = learned.apply(phase, t, dev.kind == "gpu")
+        gpu = dev.kind == "gpu"
+        p, note = learned.predicted(phase, t, gpu)
         m = meas[phase]
         rows.append(
             {
@@ -360,14 +411,10 @@ def time_model_of_run(run: Any, dev: DeviceModel, learned: Learned | None = None
                 "measured_ms": m * 1e3,
                 "error_pct": 100 * (p - m) / m if m else None,
                 "bound": t.bound,
-                "parts_ms": {
-                    "gemm": t.gemm_s * 1e3,
-                    "attention": t.attention_s * 1e3,
-                    "elementwise": t.elementwise_s * 1e3,
-                    "framework": t.overhead_s * 1e3,
-                    "generate": t.generate_s * 1e3,
-                    "communication": t.comm_s * 1e3,
-                },
+                # after the learnt factors: the parts add up to predicted_ms (the remainder,
+                # if any, is a named row)
+                "parts_ms": {k: v * 1e3 for k, v in learned.parts(phase, t, gpu).items()},
+                "note": note,
             }
         )
     return {
@@ -417,7 +464,7 @@ def curve_check_on_sweep(
     for phase in ("prefill", "decode"):
         rows = []
         for run, p, m, t in zip(runs, preds, meas, train, strict=True):
-            value = learned.apply(phase, p[phase], dev.kind == "gpu") * 1e3
+            value = learned.predicted(phase, p[phase], dev.kind == "gpu")[0] * 1e3
             ms = m[phase] * 1e3
             rows.append(
                 {

@@ -82,9 +82,12 @@ def time_model_lines(tm: dict[str, Any]) -> list[Text]:
         out.append(
             Text(
                 f"  {r['metric'][:-3].upper()}: predicted {r['predicted_ms']:.2f} ms, measured "
-                f"{r['measured_ms']:.2f} ms ({err}); parts ms: {parts}"
+                f"{r['measured_ms']:.2f} ms ({err}); parts ms (adding up to the prediction): "
+                f"{parts}"
             )
         )
+        if r.get("note"):
+            out.append(Text(f"    {r['note']}", style="yellow"))
     return out
 
 
@@ -133,6 +136,8 @@ def analysis_card(doc: dict) -> Group:
     parts.append(t)
     for why in approx:
         parts.append(Text(f"approximate: {why}", style="yellow"))
+    for flag in roof.get("above_ceiling") or []:
+        parts.append(Text(f"above the ceiling: {flag}", style="yellow"))
     if roof.get("decode_min_ms") is not None:
         parts.append(
             Text(

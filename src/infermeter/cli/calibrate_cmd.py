@@ -87,6 +87,11 @@ def calibrate_command(
     measured = calibrate(dev, quick=quick)
     if curves:
         measured = with_curves(measured, dev, model, quick)
+    measured = with_stability(
+        measured,
+        store.measured_ceilings(measured.device),
+        store.measured_ceilings(measured.device, stable_only=False),
+    )
     store.save_ceilings(measured)
     spec = spec_ceilings(measured.device)
     if json_out:
@@ -111,6 +116,55 @@ def calibrate_command(
     Console(soft_wrap=True).print(table)
     for c in curves_of(measured.details).values():
         _print_curves(c)
-    Console(soft_wrap=True).print(
-        f"stored in {store.where}; `infermeter analyze` uses them", style="dim", markup=False
+    verdict = measured.details["stability"]
+    for note in verdict["notes"]:
+        Console(soft_wrap=True).print(note, style="dim", markup=False)
+    if verdict["stable"]:
+        Console(soft_wrap=True).print(
+            f"stable: {verdict['checked']}; stored in {store.where}; `infermeter analyze` and "
+            "`predict` use it",
+            style="dim",
+            markup=False,
+        )
+        return
+    console = Console(soft_wrap=True, stderr=True)
+    console.print("UNSTABLE calibration:", style="bold yellow", markup=False)
+    for reason in verdict["reasons"]:
+        console.print(f"  {reason}", style="yellow", markup=False)
+    console.print(
+        f"stored in {store.where}, but `analyze` and `predict` keep using the last stable "
+        "calibration while there is one; run `infermeter calibrate` again when the machine is "
+        "quiet",
+        markup=False,
     )
+
+
+def with_stability(measured: Any, previous: Any, latest: Any = None) -> Any:
+    """The ceilings with `details["stability"]`, the verdict of measure/stability.py.
+
+    Judged on their rounds, the last stable calibration of the device (`previous`, or None),
+    the newest one (`latest`, which can confirm a fall) and the curve fits clamped to zero.
+    """
+    from dataclasses import replace
+
+    from infermeter.measure.stability import SPREAD_LIMIT, figures_of, judge
+
+    before = None
+    if previous is not None and (previous.details.get("stability") or {}).get("stable", True):
+        before = figures_of(previous.details, previous.flop_per_s, previous.bandwidth_bytes_per_s)
+    clamped = [n for c in (measured.details.get("curves") or {}).values()
+               for n in (c.get("reference") or {}).get("clamped", [])]  # fmt: skip
+    when = previous.details.get("calibrated_at") if previous is not None else None
+    newest = None
+    if latest is not None and previous is not None and latest.details.get(
+        "calibrated_at"
+    ) != previous.details.get("calibrated_at"):
+        newest = figures_of(latest.details, latest.flop_per_s, latest.bandwidth_bytes_per_s)
+    verdict = judge(measured.details.get("rounds") or {}, before, when, clamped, newest)
+    verdict["checked"] = (
+        f"every figure's rounds within {SPREAD_LIMIT:.0%} of their median"
+        + (f", and none fell beyond its interval from the calibration of "
+           f"{when[:16].replace('T', ' ')}" if before and when
+           else ", no earlier stable calibration to compare with")
+    )  # fmt: skip
+    return replace(measured, details={**measured.details, "stability": verdict})

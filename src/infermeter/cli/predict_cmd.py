@@ -169,6 +169,7 @@ def _print(doc: dict[str, Any], files: list[Path], where: str) -> None:
         say.append(
             f"batch {r['batch']} does not fit: short by {_gb(-r['memory']['free_bytes'])} per GPU"
         )
+    say += [f"batch {r['batch']}: {n}" for r in doc["rows"] for n in r.get("notes") or []]
     say += [f"approximate: {a}" for a in doc["approximate"]]
     say.append(f"stored as prediction {doc['id']} in {where}")
     say += [f"wrote {f}" for f in files]

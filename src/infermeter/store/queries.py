@@ -165,18 +165,29 @@ class StoreQueries(StoreCore):
                 )
             return dict(row.doc)
 
-    def measured_ceilings(self, device: str) -> Ceilings | None:
-        """The newest ceilings measured on this host for `device`, or None."""
+    def measured_ceilings(self, device: str, stable_only: bool = True) -> Ceilings | None:
+        """The newest stable ceilings measured on this host for `device`, or None.
+
+        A calibration judged unstable (measure/stability.py) is passed over while a stable one
+        exists; with none (or `stable_only` False), the newest is returned, its
+        `details["stability"]` saying why it is not to be trusted. `details["calibrated_at"]` is
+        when it was measured.
+        """
         with self.session("read") as s:
-            row = s.scalars(
-                select(CeilingsRow)
-                .where(CeilingsRow.device == device, CeilingsRow.host == socket.gethostname())
-                .order_by(CeilingsRow.id.desc())
-                .limit(1)
-            ).first()
+            rows = list(
+                s.scalars(
+                    select(CeilingsRow)
+                    .where(CeilingsRow.device == device, CeilingsRow.host == socket.gethostname())
+                    .order_by(CeilingsRow.id.desc())
+                    .limit(50)
+                ).all()
+            )
+            stable = [r for r in rows if ((r.details or {}).get("stability") or {}).get(
+                "stable", True)]  # fmt: skip
+            row = stable[0] if stable and stable_only else (rows[0] if rows else None)
             if row is None:
                 return None
-            details = dict(row.details)
+            details = {**dict(row.details), "calibrated_at": row.created}
             return Ceilings(
                 row.device,
                 dict(row.flop_per_s),

@@ -1,0 +1,84 @@
+"""Invariants that every figure must keep, driven over many generated workloads (hypothesis).
+
+- no prediction below its own roofline bounds (a batch-32 TTFT of 2,881 ms was printed under
+  its compute bound of 4,430 ms once factors learnt on small runs shrank the device work);
+- a breakdown's parts add up to its total, or the remainder is a named row (analyze listed
+  parts adding up to ten times its own prediction).
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from infermeter.analysis.predict import Learned, Workload, at_least_bounds, predict
+from infermeter.analysis.timemodel import DeviceModel, ForwardTime
+from infermeter.models.presets import PRESETS, build_config
+from infermeter.models.shape import shape_of
+from infermeter.models.tokenizer import builtin_tokenizer
+
+SHAPES = {
+    name: shape_of(build_config(PRESETS[name], builtin_tokenizer()))
+    for name in ("tiny-llama", "tiny-qwen3-moe", "llama-3.2-1b")
+}
+factor = st.floats(0.02, 20.0)
+
+
+@st.composite
+def cases(draw):
+    gpu = draw(st.booleans())
+    dev = DeviceModel(
+        "generated", "gpu" if gpu else "cpu",
+        draw(st.floats(1e10, 1e15)), draw(st.floats(1e9, 5e12)),
+        op_seconds=draw(st.floats(0, 5e-5)), generate_first_seconds=draw(st.floats(0, 1e-2)),
+        generate_step_seconds=draw(st.floats(0, 1e-3)),
+    )  # fmt: skip
+    learned = Learned(runs=3, factors={
+        p: {"work": draw(factor), "host": draw(factor)}
+        for p in draw(st.sets(st.sampled_from(["prefill", "decode"])))
+    })  # fmt: skip
+    w = Workload(
+        batches=sorted(draw(st.sets(st.integers(1, 256), min_size=1, max_size=4))),
+        prompt_tokens=draw(st.integers(1, 8192)), new_tokens=draw(st.integers(1, 512)),
+        dtype=draw(st.sampled_from(["float32", "bfloat16"])), gpus=1, tp=1, top_k=None,
+    )  # fmt: skip
+    return draw(st.sampled_from(sorted(SHAPES))), dev, learned, w
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_no_prediction_is_below_its_own_bounds_and_parts_add_up(case):
+    name, dev, learned, w = case
+    shape = SHAPES[name]
+    doc = predict(shape, 10**6, dev, w, None, learned)
+    for row in doc["rows"]:
+        for phase, metric in (("prefill", "ttft_ms"), ("decode", "tpot_ms")):
+            t = row[phase]
+            floor = max(v or 0.0 for v in (t["compute_bound_s"], t["memory_bound_s"],
+                                           t["comm_bound_s"]))  # fmt: skip
+            assert row[metric] >= floor * 1e3 * (1 - 1e-9), (phase, row[metric], floor)
+        for note in row["notes"]:  # raised to a bound: the note names the metric
+            assert note.startswith(("TTFT:", "TPOT:")) and "the bound is the prediction" in note
+    for phase in ("prefill", "decode"):
+        t = ForwardTime(**{k: v for k, v in doc["rows"][0][phase].items() if k != "bound"})
+        total, _ = learned.predicted(phase, t, dev.kind == "gpu")
+        assert sum(learned.parts(phase, t, dev.kind == "gpu").values()) == pytest.approx(
+            total, rel=1e-9, abs=1e-15
+        )
+
+
+def test_a_time_under_its_bound_is_raised_to_it_and_says_so():
+    t = ForwardTime(total_s=2.881, compute_bound_s=4.430, memory_bound_s=0.5)
+    assert at_least_bounds(2.881, t) == (
+        4.430,
+        "the time model gave 2881 ms, below its compute bound of 4430 ms: the bound is the "
+        "prediction",
+    )
+    assert at_least_bounds(5.0, t) == (5.0, None)
+    learned = Learned(runs=2, factors={"prefill": {"work": 0.5, "host": 1.0}})
+    t = ForwardTime(gemm_s=6.0, overhead_s=0.1, total_s=6.1, compute_bound_s=4.43)
+    total, note = learned.predicted("prefill", t, gpu=False)
+    assert total == 4.43 and note
+    parts = learned.parts("prefill", t, gpu=False)
+    assert parts["gemm"] == 3.0 and parts["up to the roofline bound"] == pytest.approx(4.43 - 3.1)
