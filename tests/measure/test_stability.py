@@ -132,3 +132,15 @@ def test_ages_read_at_a_glance(iso, text):
 
     now = dt.datetime(2026, 11, 25, 10, 0, 30, tzinfo=dt.timezone.utc)
     assert age_text(iso, now) == text
+
+
+def test_a_calibration_without_curves_keeps_the_curves_of_the_last_one_with_them(tmp_path):
+    store = Store(tmp_path / "r.db")
+    with_curves = _ceilings(205)
+    with_curves.details["curves"] = {"float32": {"dtype": "float32"}}
+    store.save_ceilings(with_curves)
+    store.save_ceilings(_ceilings(210))  # `calibrate --no-curves` later
+    used = store.measured_ceilings("dev-x")
+    assert used.peak("float32") == 210 * G  # the newest ceilings
+    assert used.details["curves"] == {"float32": {"dtype": "float32"}}  # the curves kept
+    assert used.details["curves_from"] <= used.details["calibrated_at"]

@@ -111,6 +111,8 @@ def device_model(ceilings: Ceilings, dtype: str) -> DeviceModel:
         sources["curves"] = f"{other} curves (no {dtype} curves measured): times approximate"
     elif curves is not None:
         sources["curves"] = curves.source
+    if curves is not None and ceilings.details.get("curves_from"):
+        sources["curves"] += f" (from the calibration of {ceilings.details['curves_from'][:16]})"
     if curves is not None:
         return replace(DeviceModel.from_curves(ceilings, curves, sources), peak_flop_per_s=peak)
     sources["efficiency"] = (

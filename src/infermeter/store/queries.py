@@ -171,7 +171,9 @@ class StoreQueries(StoreCore):
         A calibration judged unstable (measure/stability.py) is passed over while a stable one
         exists; with none (or `stable_only` False), the newest is returned, its
         `details["stability"]` saying why it is not to be trusted. `details["calibrated_at"]` is
-        when it was measured.
+        when it was measured. A calibration made with `--no-curves` takes the efficiency curves
+        of the newest stable one that has them (`details["curves_from"]` says which), so a quick
+        recalibration of the ceilings does not take the time model away.
         """
         with self.session("read") as s:
             rows = list(
@@ -188,6 +190,11 @@ class StoreQueries(StoreCore):
             if row is None:
                 return None
             details = {**dict(row.details), "calibrated_at": row.created}
+            donor = next((r for r in stable if (r.details or {}).get("curves")), None)
+            if not details.get("curves") and donor is not None:
+                for key in ("curves", "runtime_bytes", "curves_model"):
+                    details[key] = donor.details.get(key)
+                details["curves_from"] = donor.created
             return Ceilings(
                 row.device,
                 dict(row.flop_per_s),
