@@ -82,3 +82,42 @@ def test_a_time_under_its_bound_is_raised_to_it_and_says_so():
     assert total == 4.43 and note
     parts = learned.parts("prefill", t, gpu=False)
     assert parts["gemm"] == 3.0 and parts["up to the roofline bound"] == pytest.approx(4.43 - 3.1)
+
+
+def test_compare_predicts_every_pair_of_a_sweep_from_one_model(tiny_moe):
+    """Predicted speedups compose (a->b x b->c = a->c) and point the way the work moves.
+
+    Before: 1.000x for prefill when top_k went 1 -> 8, but 0.262x for 2 -> 4 (predictions made
+    under different models). With the calibrated curves of tests/analysis/test_predict.py's
+    synthetic device, and without any ceilings (first-order cost ratios).
+    """
+    from itertools import permutations
+
+    from infermeter import RunConfig, profile
+    from infermeter.analysis.compare import compare_runs
+    from infermeter.knobs import KNOBS
+    from infermeter.measure.ceilings import Ceilings
+    from tests.analysis.test_predict import _synthetic_curves
+
+    cfg = RunConfig(model="tiny-qwen3-moe", prompt_tokens=32, new_tokens=3, samples=1,
+                    energy="off")  # fmt: skip
+    runs = {}
+    for k in (1, 2, 4, 8):
+        with KNOBS["top_k"].apply(tiny_moe, k):
+            runs[k] = profile(cfg, loaded=tiny_moe, knobs={"top_k": k})
+    shape = shape_of(tiny_moe.model.config)
+    curves = _synthetic_curves(shape).to_dict()
+    calibrated = Ceilings("synthetic", {"float32": 1e12}, 1e10, "test", True,
+                          {"curves": {"float32": curves}, "kind": "cpu"})  # fmt: skip
+    for ceilings in (calibrated, None):
+        pred = {}
+        for a, b in permutations(runs, 2):
+            doc = compare_runs(runs[a], runs[b], ceilings)
+            pred[a, b] = {p["phase"]: p["predicted_speedup"] for p in doc["phases"]}
+        for a, b, c in ((1, 2, 4), (1, 4, 8), (2, 4, 8), (8, 2, 1)):
+            for phase in ("prefill", "decode"):
+                assert pred[a, b][phase] * pred[b, c][phase] == pytest.approx(
+                    pred[a, c][phase], rel=1e-9
+                )
+        for a, b in ((1, 2), (2, 4), (4, 8), (1, 8)):  # more experts per token: more work
+            assert pred[a, b]["prefill"] < 1 and pred[b, a]["prefill"] > 1
