@@ -80,7 +80,7 @@ def calibration_label(measured: Ceilings) -> str:
     text += ")"
     stability = measured.details.get("stability") or {}
     if stability.get("stable") is False:
-        text += "; UNSTABLE, the only calibration of this device: " + "; ".join(
+        text += "; UNSTABLE (no stable calibration of this device): " + "; ".join(
             stability.get("reasons") or []
         )
     return text

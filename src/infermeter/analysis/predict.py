@@ -166,7 +166,6 @@ class Learned:
             return max(work, f["host"] * t.overhead_s) + f["host"] * t.generate_s
         return work + host
 
-
     def predicted(self, phase: str, t: ForwardTime, gpu: bool) -> tuple[float, str | None]:
         """`apply`, never below the forward's own roofline bounds, and the note when it would be.
 
@@ -179,7 +178,7 @@ class Learned:
     def parts(self, phase: str, t: ForwardTime, gpu: bool) -> dict[str, float]:
         """Seconds by part after the learnt factors, adding up to `predicted`'s seconds.
 
-        The remainder is a named row: time the GPU's device work hides under host launches
+        The remainder is a named row: on a GPU, the time host launches and device work overlap
         (negative), or what the roofline bound adds where the factors went under it.
         """
         f = self.factors.get(phase) or {"work": 1.0, "host": 1.0}
@@ -194,7 +193,7 @@ class Learned:
         total, note = self.predicted(phase, t, gpu)
         rest = total - sum(out.values())
         if abs(rest) > 1e-12 + 1e-9 * total:
-            name = "up to the roofline bound" if note else "hidden under host launches"
+            name = "up to the roofline bound" if note else "overlapped (host and device at once)"
             out[name] = rest
         return out
 
