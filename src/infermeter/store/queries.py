@@ -128,11 +128,12 @@ class StoreQueries(StoreCore):
             for row in samples:
                 by_run.setdefault(row[0], []).append(row)
             sweep_ids = {r.sweep_id for r in runs if r.sweep_id}
-            grids: dict[str, dict[str, Any]] = dict(
-                s.execute(select(SweepRow.id, SweepRow.knobs).where(SweepRow.id.in_(sweep_ids)))
-                .tuples()
-                .all()
-            )
+            grids: dict[str, dict[str, Any]] = {
+                sid: knobs
+                for sid, knobs in s.execute(
+                    select(SweepRow.id, SweepRow.knobs).where(SweepRow.id.in_(sweep_ids))
+                ).all()
+            }
             return [
                 _listed(run, by_run.get(run.id, []), list(grids.get(run.sweep_id or "") or {}))
                 for run in runs
