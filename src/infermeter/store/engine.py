@@ -46,6 +46,17 @@ def sqlite_path(url: str) -> Path | None:
     return Path(url.removeprefix("sqlite:///"))
 
 
+def shown_url(url: str) -> str:
+    """`url` as it may be shown: SQLAlchemy's rendering with the password as `***`."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return url.split("@", 1)[-1] if "@" in url else url  # not a URL: never its user part
+
+
 def make_engine(url: str, timeout_s: float) -> Engine:
     """An engine; on SQLite every connection gets WAL, NORMAL sync, a busy timeout and FKs."""
     # JSON columns hold strict JSON: NaN and infinities (a sensor's NaN, an overflowed figure)
@@ -114,8 +125,13 @@ class StoreCore:
 
     @property
     def where(self) -> str:
-        """The database file or URL, for messages."""
-        return str(sqlite_path(self.url) or self.url)
+        """The database file or URL for messages, never with its password (`***`).
+
+        Every card, banner, error, migrate summary and dashboard message names the database
+        through this, so a PostgreSQL password in `--db` is printed, logged or sent nowhere.
+        """
+        path = sqlite_path(self.url)
+        return str(path) if path is not None else shown_url(self.url)
 
     @contextmanager
     def _guard(self, action: str) -> Iterator[None]:

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from sqlalchemy import inspect
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
 from infermeter.errors import UserError
 from infermeter.store.engine import default_url
@@ -69,10 +69,8 @@ class Store(StoreWrites, StoreQueries, StoreLiveFeed):
                 with self._sessions() as s, s.begin():
                     check_version(s)
                 return
-            except OperationalError as exc:
-                text = str(exc.orig or exc)
-                raced = "already exists" in text or "duplicate column" in text
-                if not raced or attempt == attempts - 1:
+            except (OperationalError, IntegrityError, ProgrammingError) as exc:
+                if not _raced(exc) or attempt == attempts - 1:
                     raise
                 time.sleep(0.05 * (attempt + 1))
 
@@ -87,6 +85,20 @@ class Store(StoreWrites, StoreQueries, StoreLiveFeed):
         rid = self.resolve(run_id)
         self.delete_many([rid])
         return rid
+
+
+#: what a database says when another process created the same table, type, column or row first:
+#: SQLite "already exists" / "duplicate column"; PostgreSQL also "duplicate key value violates
+#: unique constraint pg_type_typname_nsp_index" (a concurrent CREATE TABLE) and, for the version
+#: row, a unique violation on the meta table's key
+RACE_MARKS = ("already exists", "duplicate column", "duplicate key", "UniqueViolation")
+
+
+def _raced(exc: Exception) -> bool:
+    """Whether `exc` is another process having done the same schema step first."""
+    orig = getattr(exc, "orig", None)
+    text = f"{type(orig).__name__}: {orig or exc}"
+    return any(mark in text for mark in RACE_MARKS)
 
 
 __all__ = ["Store", "default_url"]
