@@ -96,3 +96,30 @@ def test_a_schema_step_another_process_did_first_is_retried_not_refused(
 
     monkeypatch.setattr(Base.metadata, "create_all", create_all)
     assert Store(url).list_runs() == [] and len(calls) == 2
+
+
+def test_a_run_in_progress_is_kept_from_delete_and_cleanup_unless_forced(tiny_llama, db_url):
+    """`runs delete ID` and `runs cleanup --max-age-days 0 --yes` deleted a running run (exit
+    0), and the profile then lost every sample; on SQLite and the real PostgreSQL server."""
+    from infermeter import RunConfig, profile
+
+    store = Store(db_url)
+    done = store.save(profile(RunConfig(prompt_tokens=8, new_tokens=2, samples=1),
+                              loaded=tiny_llama))  # fmt: skip
+    live = store.begin_run(store.get(done))  # this process is alive: a run in flight
+    from infermeter.store.schema import RunRow
+
+    with store.session() as s:  # both a day old, so cleanup --max-age-days 0 reaches them
+        for rid in (done, live):
+            s.get(RunRow, rid).created = "2026-01-01T00:00:00+00:00"
+    r = runner.invoke(app, ["runs", "delete", live[:8], "--db", db_url])
+    assert r.exit_code == 2 and f"run {live} is still running (pid " in r.output, r.output
+    assert "--force" in r.output and Store(db_url).get(live).status == "running"
+    r = runner.invoke(app, ["runs", "cleanup", "--max-age-days", "0", "--yes", "--db", db_url])
+    assert r.exit_code == 0, r.output
+    assert "1 runs still in progress are kept" in r.output and "deleted 1 runs" in r.output
+    assert [x["id"] for x in Store(db_url).list_runs()] == [live]
+    with pytest.raises(UserError, match="still running"):
+        Store(db_url).delete_many([live])
+    r = runner.invoke(app, ["runs", "delete", live, "--db", db_url, "--force"])
+    assert r.exit_code == 0 and Store(db_url).list_runs() == []

@@ -94,12 +94,13 @@ def show_run(
 def delete_run(
     run_id: str = typer.Argument(..., help="Run id or a unique prefix of it."),
     db: str = _DB,
+    force: bool = typer.Option(False, "--force", help="Delete it even while it is running."),
 ) -> None:
-    """Delete a run and all its samples."""
+    """Delete a run and all its samples (a run in progress only with --force)."""
     from infermeter.store import Store
 
     store = Store(db, create=False)
-    rid = store.delete(run_id)
+    rid = store.delete(run_id, force=force)
     freed = store.reclaim()
     err_console.print(
         f"deleted run {rid}" + (f"; {freed / 2**20:.1f} MiB given back" if freed else ""),
@@ -113,15 +114,20 @@ def cleanup_runs(
     max_age_days: float = typer.Option(..., help="Delete runs created more than N days ago."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
     db: str = _DB,
+    force: bool = typer.Option(False, "--force", help="Also delete runs still in progress."),
 ) -> None:
-    """Delete old runs, after saying how many and asking (or with --yes)."""
+    """Delete old runs, after saying how many and asking (or --yes); in-progress ones: --force."""
     from infermeter.store import Store
 
     if max_age_days < 0:
         raise UserError(f"--max-age-days {max_age_days} is negative", "use 0 or more days")
     store = Store(db, create=False)
     cutoff = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=max_age_days)
-    ids = store.older_than(cutoff.isoformat(timespec="seconds"))
+    ids = store.older_than(cutoff.isoformat(timespec="seconds"), running=force)
+    kept = len(store.older_than(cutoff.isoformat(timespec="seconds"), running=True)) - len(ids)
+    if kept:
+        err_console.print(f"{kept} runs still in progress are kept (--force deletes them)",
+                          markup=False)  # fmt: skip
     if not ids:
         err_console.print(
             f"no runs older than {max_age_days:g} days in {store.where}", markup=False
@@ -132,7 +138,7 @@ def cleanup_runs(
         err=True,
     ):
         raise fail("nothing deleted", 1)
-    store.delete_many(ids)
+    store.delete_many(ids, force=force)
     freed = store.vacuum()
     err_console.print(
         f"deleted {len(ids)} runs; {freed / 2**20:.1f} MiB given back to the disk", markup=False

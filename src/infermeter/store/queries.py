@@ -149,10 +149,15 @@ class StoreQueries(StoreCore):
                 for rid, model, status, created in s.execute(q).all()
             ]
 
-    def older_than(self, cutoff: str) -> list[str]:
-        """Ids of runs created before `cutoff` (ISO timestamp), oldest first."""
+    def older_than(self, cutoff: str, running: bool = False) -> list[str]:
+        """Ids of runs created before `cutoff` (ISO timestamp), oldest first.
+
+        Running runs (a live process is writing them) only when `running`.
+        """
         with self.session("read") as s:
             q = select(RunRow.id).where(RunRow.created < cutoff).order_by(RunRow.created)
+            if not running:
+                q = q.where(RunRow.status != "running")
             return list(s.scalars(q).all())
 
     def prediction(self, prediction_id: str) -> dict[str, Any]:

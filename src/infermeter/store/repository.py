@@ -80,10 +80,10 @@ class Store(StoreWrites, StoreQueries, StoreLiveFeed):
 
         return pd.DataFrame(self.list_runs(**filters))
 
-    def delete(self, run_id: str) -> str:
-        """Delete a run and its samples; return the full id deleted."""
+    def delete(self, run_id: str, force: bool = False) -> str:
+        """Delete a run and its samples; return the full id deleted (a running one: `force`)."""
         rid = self.resolve(run_id)
-        self.delete_many([rid])
+        self.delete_many([rid], force=force)
         return rid
 
 

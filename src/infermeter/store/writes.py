@@ -210,14 +210,29 @@ class StoreWrites(StoreCore):
             )
         return pid
 
-    def delete_many(self, run_ids: list[str]) -> int:
-        """Delete these runs (with samples, steps, tables, traces, power) in one transaction."""
+    def delete_many(self, run_ids: list[str], force: bool = False) -> int:
+        """Delete these runs (with samples, steps, tables, traces, power) in one transaction.
+
+        A run still running belongs to a live process (the store marks the runs of dead ones
+        crashed when it opens): deleting it lost every sample the profile then wrote, so it is
+        refused, before anything is deleted, unless `force`.
+
+        Raises:
+            UserError: a run among `run_ids` is running and `force` is False.
+        """
         with self.session("write to") as s:
-            for rid in run_ids:
-                row = s.get(RunRow, rid)
-                if row is not None:
-                    s.delete(row)
-        return len(run_ids)
+            rows = [row for rid in run_ids if (row := s.get(RunRow, rid)) is not None]
+            running = [r for r in rows if r.status == "running"]
+            if running and not force:
+                r = running[0]
+                more = f" (and {len(running) - 1} more)" if len(running) > 1 else ""
+                raise UserError(
+                    f"run {r.id} is still running (pid {r.pid} on {r.host}){more}",
+                    "wait for it to finish or stop it; --force deletes it anyway",
+                )
+            for row in rows:
+                s.delete(row)
+        return len(rows)
 
     def free_share(self) -> float:
         """The share of a SQLite file's pages that are free (0 for other databases)."""
