@@ -11,12 +11,31 @@ from __future__ import annotations
 import sys
 
 
+def interrupted(exc: BaseException) -> bool:
+    """Whether `exc` is Ctrl-C, or an error Python raised around it.
+
+    A Ctrl-C that lands while a class is being created (an import's `__set_name__`) reaches us
+    as `RuntimeError("Error calling __set_name__ ...")` with the KeyboardInterrupt as its cause
+    (Python 3.11), and printed a traceback. The cause and context chain is walked, bounded.
+    """
+    seen: BaseException | None = exc
+    for _ in range(16):
+        if seen is None:
+            return False
+        if isinstance(seen, KeyboardInterrupt):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def main() -> None:
-    """Run the CLI; a KeyboardInterrupt that reaches here is one line and exit status 130."""
+    """Run the CLI; a Ctrl-C that reaches here is one line and exit status 130."""
     try:
         from infermeter.cli.app import main as run_cli
 
         run_cli()
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Exception) as exc:
+        if not interrupted(exc):
+            raise
         sys.stderr.write("interrupted\n")
         raise SystemExit(130) from None
