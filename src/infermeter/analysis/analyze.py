@@ -7,7 +7,7 @@ from typing import Any
 from infermeter.analysis.bottlenecks import Finding, evidence_of, find_bottlenecks
 from infermeter.analysis.communication import communication_roofline
 from infermeter.analysis.predict import Learned, time_model_of_run
-from infermeter.analysis.roofline import roofline, unplaceable
+from infermeter.analysis.roofline import all_rows, roofline, unplaceable
 from infermeter.analysis.timemodel import device_model
 from infermeter.measure.ceilings import Ceilings, spec_ceilings
 from infermeter.measure.curves import curves_of
@@ -92,7 +92,6 @@ def flag_above_ceiling(roof: dict[str, Any], measured: Ceilings | None) -> list[
     Nothing measured runs faster than the device attains; a point above it says the ceilings
     are wrong for this run: an unstable calibration, a stale one, or none (spec sheet figures).
     """
-    from infermeter.analysis.roofline import all_rows
     from infermeter.util.timestamps import age_seconds
 
     when = measured.details.get("calibrated_at") if measured is not None else None

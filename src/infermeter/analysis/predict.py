@@ -155,16 +155,27 @@ class Learned:
     runs: int = 0
     factors: dict[str, dict[str, float]] = field(default_factory=dict)
 
+    def scaled(self, phase: str, t: ForwardTime) -> dict[str, float]:
+        """Seconds by part with the phase's factors: device work x `work`, host x `host`."""
+        f = self.factors.get(phase) or {"work": 1.0, "host": 1.0}
+        return {
+            "gemm": f["work"] * t.gemm_s,
+            "attention": f["work"] * t.attention_s,
+            "elementwise": f["work"] * t.elementwise_s,
+            "communication": f["work"] * t.comm_s,
+            "framework": f["host"] * t.overhead_s,
+            "generate": f["host"] * t.generate_s,
+        }
+
     def apply(self, phase: str, t: ForwardTime, gpu: bool) -> float:
         """The phase's total with the learnt factors (the prediction as is without any)."""
-        f = self.factors.get(phase)
-        if not f:
+        if not self.factors.get(phase):
             return t.total_s
-        work = f["work"] * (t.gemm_s + t.attention_s + t.elementwise_s + t.comm_s)
-        host = f["host"] * (t.overhead_s + t.generate_s)
-        if gpu:
-            return max(work, f["host"] * t.overhead_s) + f["host"] * t.generate_s
-        return work + host
+        p = self.scaled(phase, t)
+        work = p["gemm"] + p["attention"] + p["elementwise"] + p["communication"]
+        if gpu:  # the host enqueues while the device works: the slower of the two
+            return max(work, p["framework"]) + p["generate"]
+        return work + p["framework"] + p["generate"]
 
     def predicted(self, phase: str, t: ForwardTime, gpu: bool) -> tuple[float, str | None]:
         """`apply`, never below the forward's own roofline bounds, and the note when it would be.
@@ -181,15 +192,7 @@ class Learned:
         The remainder is a named row: on a GPU, the time host launches and device work overlap
         (negative), or what the roofline bound adds where the factors went under it.
         """
-        f = self.factors.get(phase) or {"work": 1.0, "host": 1.0}
-        out = {
-            "gemm": f["work"] * t.gemm_s,
-            "attention": f["work"] * t.attention_s,
-            "elementwise": f["work"] * t.elementwise_s,
-            "communication": f["work"] * t.comm_s,
-            "framework": f["host"] * t.overhead_s,
-            "generate": f["host"] * t.generate_s,
-        }
+        out = self.scaled(phase, t)
         total, note = self.predicted(phase, t, gpu)
         rest = total - sum(out.values())
         if abs(rest) > 1e-12 + 1e-9 * total:

@@ -18,6 +18,7 @@ An unstable calibration is stored with its reasons; analysis uses the newest sta
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from infermeter.measure.stats import median_ci
@@ -30,9 +31,7 @@ DRIFT_LIMIT = 0.15
 
 def figure_of(rounds: list[float]) -> dict[str, Any]:
     """One figure's rounds, best (the ceiling), median and the median's 95% interval."""
-    ordered = sorted(rounds)
-    mid = ordered[len(ordered) // 2] if len(ordered) % 2 else (
-        ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2  # fmt: skip
+    mid = statistics.median(rounds)
     lo, hi = median_ci(rounds) if len(rounds) > 1 else (mid, mid)
     return {"rounds": list(rounds), "best": max(rounds), "median": mid, "ci95": [lo, hi]}
 
