@@ -62,8 +62,8 @@ def test_no_prediction_is_below_its_own_bounds_and_parts_add_up(case):
             assert note.startswith(("TTFT:", "TPOT:")) and "the bound is the prediction" in note
     for phase in ("prefill", "decode"):
         t = ForwardTime(**{k: v for k, v in doc["rows"][0][phase].items() if k != "bound"})
-        total, _ = learned.predicted(phase, t, dev.kind == "gpu")
-        assert sum(learned.parts(phase, t, dev.kind == "gpu").values()) == pytest.approx(
+        total, _ = learned.predicted(phase, t)
+        assert sum(learned.parts(phase, t).values()) == pytest.approx(
             total, rel=1e-9, abs=1e-15
         )
 
@@ -78,9 +78,9 @@ def test_a_time_under_its_bound_is_raised_to_it_and_says_so():
     assert at_least_bounds(5.0, t) == (5.0, None)
     learned = Learned(runs=2, factors={"prefill": {"work": 0.5, "host": 1.0}})
     t = ForwardTime(gemm_s=6.0, overhead_s=0.1, total_s=6.1, compute_bound_s=4.43)
-    total, note = learned.predicted("prefill", t, gpu=False)
+    total, note = learned.predicted("prefill", t)
     assert total == 4.43 and note
-    parts = learned.parts("prefill", t, gpu=False)
+    parts = learned.parts("prefill", t)
     assert parts["gemm"] == 3.0 and parts["up to the roofline bound"] == pytest.approx(4.43 - 3.1)
 
 

@@ -10,7 +10,8 @@ the device's work and one for its host overhead, and the prediction says how man
 learnt from.
 
 Memory (per GPU with tensor parallelism `tp`):
-- weights: parameters x dtype bytes / tp (exact for the count given);
+- weights: parameters x bytes per weight / tp (exact for the count given; weight-only and W8A8
+  schemes count every weight at 8 bits, though the output head often stays 16-bit);
 - KV cache: 2 (keys and values) x kv heads x head dim x dtype bytes per token per attention
   block, at the final length (prompt + new tokens), capped at a sliding window; heads split
   over tp GPUs (a KV head is never split: at least one per GPU);
@@ -29,10 +30,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from infermeter.analysis.perfmodel import ModelCheck
+from infermeter.analysis.precision import PRECISIONS, Precision, precision_of
 from infermeter.analysis.timemodel import DeviceModel, ForwardTime, Work, forward_time
 from infermeter.models.shape import Shape
 
-DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int8": 1, "fp8": 1}
+#: the dtypes predict knows (analysis/precision.py says what each stores and computes in)
+DTYPE_BYTES = {k: p.weight_bytes for k, p in PRECISIONS.items()}
 #: a CUDA context, cuBLAS workspace and the allocator's slack: assumed, not measured
 GPU_RUNTIME_BYTES = 0.6e9
 
@@ -122,26 +125,38 @@ def memory_fit(
     tp: int,
     capacity: float | None,
     runtime: float,
+    cpu: bool = False,
 ) -> MemoryFit:
     """Weights, KV cache at the final length, prefill activations and runtime, per GPU."""
-    e = DTYPE_BYTES[dtype]
+    p = _precision(dtype, cpu)
+    e = p.act_bytes
     return MemoryFit(
-        weights=params * e / tp,
-        kv_cache=batch * kv_bytes_per_token(shape, e, tp, prompt + new),
+        weights=params * p.weight_bytes / tp,
+        kv_cache=batch * kv_bytes_per_token(shape, p.kv_bytes_each, tp, prompt + new),
         activations=batch * activation_bytes(shape, e, prompt, tp),
         runtime=runtime,
         capacity=capacity,
     )
 
 
+def _precision(dtype: str, cpu: bool) -> Precision:
+    """The precision of a dtype name; an unknown one (an old run's) as float32."""
+    return precision_of(dtype if dtype in PRECISIONS else "float32", cpu)
+
+
 def largest_batch(
-    shape: Shape, params: int, w: Workload, capacity: float | None, runtime: float
+    shape: Shape,
+    params: int,
+    w: Workload,
+    capacity: float | None,
+    runtime: float,
+    cpu: bool = False,
 ) -> int | None:
     """The most sequences per replica that fit (0 when not even the weights do)."""
     if capacity is None:
         return None
     one = memory_fit(
-        shape, params, w.dtype, 1, w.prompt_tokens, w.new_tokens, w.tp, capacity, runtime
+        shape, params, w.dtype, 1, w.prompt_tokens, w.new_tokens, w.tp, capacity, runtime, cpu
     )
     per_seq = one.kv_cache + one.activations
     room = capacity - one.weights - runtime
@@ -167,33 +182,31 @@ class Learned:
             "generate": f["host"] * t.generate_s,
         }
 
-    def apply(self, phase: str, t: ForwardTime, gpu: bool) -> float:
+    def apply(self, phase: str, t: ForwardTime) -> float:
         """The phase's total with the learnt factors (the prediction as is without any)."""
         if not self.factors.get(phase):
             return t.total_s
         p = self.scaled(phase, t)
         work = p["gemm"] + p["attention"] + p["elementwise"] + p["communication"]
-        if gpu:  # the host enqueues while the device works: the slower of the two
-            return max(work, p["framework"]) + p["generate"]
-        return work + p["framework"] + p["generate"]
+        return t.combine(work, p["framework"], p["generate"])
 
-    def predicted(self, phase: str, t: ForwardTime, gpu: bool) -> tuple[float, str | None]:
+    def predicted(self, phase: str, t: ForwardTime) -> tuple[float, str | None]:
         """`apply`, never below the forward's own roofline bounds, and the note when it would be.
 
         Factors learnt on small runs can shrink device work below what its FLOPs at peak or its
         bytes at full bandwidth allow (a batch-32 TTFT of 2,881 ms under its compute bound of
         4,430 ms): then the bound is the prediction, and the note says so.
         """
-        return at_least_bounds(self.apply(phase, t, gpu), t)
+        return at_least_bounds(self.apply(phase, t), t)
 
-    def parts(self, phase: str, t: ForwardTime, gpu: bool) -> dict[str, float]:
+    def parts(self, phase: str, t: ForwardTime) -> dict[str, float]:
         """Seconds by part after the learnt factors, adding up to `predicted`'s seconds.
 
         The remainder is a named row: on a GPU, the time host launches and device work overlap
         (negative), or what the roofline bound adds where the factors went under it.
         """
         out = self.scaled(phase, t)
-        total, note = self.predicted(phase, t, gpu)
+        total, note = self.predicted(phase, t)
         rest = total - sum(out.values())
         if abs(rest) > 1e-12 + 1e-9 * total:
             name = "up to the roofline bound" if note else "overlapped (host and device at once)"
@@ -267,10 +280,11 @@ def phase_times(
     active_layers: int | None = None,
 ) -> dict[str, ForwardTime]:
     """Predicted prefill (the whole prompt) and mean decode step (at the mid context)."""
-    e = DTYPE_BYTES.get(dtype, 4)
-    pre = Work(batch, prompt, 0, 1, e, top_k, active_layers, images, tp)
+    p = _precision(dtype, dev.kind == "cpu")
+    e, we, kv = p.act_bytes, (p.weight_bytes if p.quantized else None), p.kv_bytes
+    pre = Work(batch, prompt, 0, 1, e, top_k, active_layers, images, tp, we, kv)
     mid = prompt + max(0, new - 1) // 2
-    dec = Work(batch, 1, mid, 1, e, top_k, active_layers, 0, tp)
+    dec = Work(batch, 1, mid, 1, e, top_k, active_layers, 0, tp, we, kv)
     prefill = forward_time(shape, dev, pre, "prefill", op_counts)
     decode = forward_time(shape, dev, dec, "decode", op_counts)
     return {"prefill": prefill, "decode": decode}
@@ -304,13 +318,13 @@ def predict(
             w.tp,
             dev.memory_bytes,
             runtime,
+            dev.kind == "cpu",
         )
         times = phase_times(
             shape, dev, b, w.prompt_tokens, w.new_tokens, w.dtype, w.tp, w.top_k, op_counts
         )
-        gpu = dev.kind == "gpu"
-        ttft, ttft_note = learned.predicted("prefill", times["prefill"], gpu)
-        tpot, tpot_note = learned.predicted("decode", times["decode"], gpu)
+        ttft, ttft_note = learned.predicted("prefill", times["prefill"])
+        tpot, tpot_note = learned.predicted("decode", times["decode"])
         total_s = ttft + max(w.new_tokens - 1, 0) * tpot
         rows.append(
             {
@@ -327,21 +341,29 @@ def predict(
         )
     return {
         "rows": rows,
-        "largest_batch": largest_batch(shape, params, w, dev.memory_bytes, runtime),
+        "largest_batch": largest_batch(
+            shape, params, w, dev.memory_bytes, runtime, dev.kind == "cpu"
+        ),
         "runtime_bytes": runtime,
         "learned": {"runs": learned.runs, "factors": learned.factors},
     }
 
 
 def memory_by_context(
-    shape: Shape, params: int, w: Workload, batch: int, capacity: float | None, runtime: float
+    shape: Shape,
+    params: int,
+    w: Workload,
+    batch: int,
+    capacity: float | None,
+    runtime: float,
+    cpu: bool = False,
 ) -> list[dict[str, Any]]:
     """Memory of `batch` sequences at context lengths up to 4x the workload's (the figure)."""
     end = max(4 * (w.prompt_tokens + w.new_tokens), 1024)
     lengths = sorted({int(end * f) for f in (1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1)})
     out = []
     for n in lengths:
-        m = memory_fit(shape, params, w.dtype, batch, n, 0, w.tp, capacity, runtime)
+        m = memory_fit(shape, params, w.dtype, batch, n, 0, w.tp, capacity, runtime, cpu)
         out.append({"context_tokens": n, **m.to_dict()})
     return out
 
@@ -402,8 +424,7 @@ def time_model_of_run(run: Any, dev: DeviceModel, learned: Learned | None = None
     rows = []
     for phase, metric in (("prefill", "ttft_ms"), ("decode", "tpot_ms")):
         t = pred[phase]
-        gpu = dev.kind == "gpu"
-        p, note = learned.predicted(phase, t, gpu)
+        p, note = learned.predicted(phase, t)
         m = meas[phase]
         rows.append(
             {
@@ -415,7 +436,7 @@ def time_model_of_run(run: Any, dev: DeviceModel, learned: Learned | None = None
                 "bound": t.bound,
                 # after the learnt factors: the parts add up to predicted_ms (the remainder,
                 # if any, is a named row)
-                "parts_ms": {k: v * 1e3 for k, v in learned.parts(phase, t, gpu).items()},
+                "parts_ms": {k: v * 1e3 for k, v in learned.parts(phase, t).items()},
                 "note": note,
             }
         )
@@ -466,7 +487,7 @@ def curve_check_on_sweep(
     for phase in ("prefill", "decode"):
         rows = []
         for run, p, m, t in zip(runs, preds, meas, train, strict=True):
-            value = learned.predicted(phase, p[phase], dev.kind == "gpu")[0] * 1e3
+            value = learned.predicted(phase, p[phase])[0] * 1e3
             ms = m[phase] * 1e3
             rows.append(
                 {

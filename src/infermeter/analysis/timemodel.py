@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infermeter.analysis.costs import Cost, _vision, forward_costs, total
 from infermeter.measure.ceilings import Ceilings
 from infermeter.measure.curves import Curves, curves_of
 from infermeter.models.shape import Shape
+
+if TYPE_CHECKING:
+    from infermeter.analysis.stacks import Stack
 
 #: Defaults for a device nobody measured, from published measurements of eager PyTorch:
 #: cuBLAS GEMMs at large shapes reach 60-75% of dense tensor peak on A100/H100; streaming
@@ -69,6 +72,17 @@ class DeviceModel:
     memory_bytes: float | None = None
     interconnect_bytes_per_s: float | None = None
     sources: dict[str, str] = field(default_factory=dict)
+    #: the serving stack predicted for (analysis/stacks.py); None: as `profile` runs the model
+    stack: str | None = None
+    #: share of the host's launch time hidden under device work (1: the slower of the two)
+    overlap: float | None = None
+    #: kernels per block where the stack fuses them (None: the model's own count)
+    ops_per_block: int | None = None
+    #: passes over the whole KV cache per step beyond attention's read (transformers' dynamic
+    #: cache: 2, torch.cat reading it and writing it again; 0 where it is written in place)
+    cache_passes: float = 2.0
+    #: share of eager element-wise bytes left after the stack's fusion
+    elementwise_factor: float = 1.0
 
     @classmethod
     def from_curves(
@@ -95,11 +109,13 @@ class DeviceModel:
         return self.curves is not None
 
 
-def device_model(ceilings: Ceilings, dtype: str) -> DeviceModel:
+def device_model(ceilings: Ceilings, dtype: str, stack: str | None = None) -> DeviceModel:
     """The device model of a spec row or of measured ceilings (with curves when calibrated).
 
     Curves of another dtype are used when this one was not measured, scaled by the two dtypes'
-    measured peaks, and the sources say so.
+    measured peaks, and the sources say so. `dtype` is the GEMMs' rate (a precision's
+    `compute`). `stack` (analysis/stacks.py) sets a spec device's efficiencies and host costs;
+    measured curves are what `profile` runs, so they are used as they are.
     """
     peak = ceilings.peak(dtype)
     curves_by_dtype = curves_of(ceilings.details)
@@ -115,19 +131,47 @@ def device_model(ceilings: Ceilings, dtype: str) -> DeviceModel:
         sources["curves"] += f" (from the calibration of {ceilings.details['curves_from'][:16]})"
     if curves is not None:
         return replace(DeviceModel.from_curves(ceilings, curves, sources), peak_flop_per_s=peak)
-    sources["efficiency"] = (
-        f"datasheet peak x default efficiencies (compute {DEFAULT_COMPUTE_EFFICIENCY:.0%}, "
-        f"bandwidth {DEFAULT_BANDWIDTH_EFFICIENCY:.0%}, attention "
-        f"{DEFAULT_ATTENTION_EFFICIENCY:.0%}); host overhead {DEFAULT_OP_SECONDS * 1e6:.0f} us "
-        "per operation, assumed"
-    )
-    return DeviceModel(
+    base = DeviceModel(
         ceilings.device,
         ceilings.kind,
         peak,
         ceilings.bandwidth_bytes_per_s,
         memory_bytes=ceilings.memory_bytes,
         interconnect_bytes_per_s=ceilings.interconnect_bytes_per_s,
+        sources=sources,
+    )
+    if stack is None:
+        sources["efficiency"] = (
+            f"datasheet peak x default efficiencies (compute {DEFAULT_COMPUTE_EFFICIENCY:.0%}, "
+            f"bandwidth {DEFAULT_BANDWIDTH_EFFICIENCY:.0%}, attention "
+            f"{DEFAULT_ATTENTION_EFFICIENCY:.0%}); host overhead "
+            f"{DEFAULT_OP_SECONDS * 1e6:.0f} us per operation, assumed"
+        )
+        return base
+    return with_stack(base, stack)
+
+
+def with_stack(dev: DeviceModel, stack: Stack | str) -> DeviceModel:
+    """`dev` as a stack runs on it: its efficiencies, host costs, fusion and cache."""
+    from infermeter.analysis.stacks import STACKS
+
+    s = STACKS[stack] if isinstance(stack, str) else stack
+    sources = dict(dev.sources)
+    sources["stack"] = s.summary()
+    sources.update({f"{s.key} {k}": v for k, v in s.sources.items()})
+    return replace(
+        dev,
+        stack=s.key,
+        compute_efficiency=s.compute_efficiency,
+        bandwidth_efficiency=s.bandwidth_efficiency,
+        attention_efficiency=s.attention_efficiency,
+        op_seconds=s.op_seconds,
+        generate_first_seconds=s.first_seconds,
+        generate_step_seconds=s.step_seconds,
+        overlap=s.overlap,
+        ops_per_block=s.ops_per_block,
+        cache_passes=s.cache_passes,
+        elementwise_factor=s.elementwise_factor,
         sources=sources,
     )
 
@@ -150,7 +194,19 @@ class ForwardTime:
     compute_bound_s: float | None = None
     memory_bound_s: float | None = None
     comm_bound_s: float | None = None
+    #: share of host time hidden under device work (0 on a CPU: one processor does both)
+    overlap: float = 0.0
     notes: list[str] = field(default_factory=list)
+
+    def combine(self, work_s: float, host_s: float, generate_s: float) -> float:
+        """Seconds of a forward from its device work, its host launches and generate's share.
+
+        Host and device run at once only in part: with `overlap` 1 the slower of the two sets
+        the time (a GPU whose queue never empties), with 0 they add (a CPU). Between the two, a
+        launch-bound step still grows with its device work, as published decode times do
+        with context (issue 32).
+        """
+        return work_s + host_s - self.overlap * min(work_s, host_s) + generate_s
 
     @property
     def bound(self) -> str | None:
@@ -183,13 +239,35 @@ class Work:
     active_layers: int | None = None
     images: int = 0
     tp: int = 1
+    #: bytes per weight when weights are stored smaller than activations (None: dtype_bytes)
+    weight_bytes: float | None = None
+    #: bytes per KV-cache element when the cache is stored smaller (None: dtype_bytes)
+    kv_bytes: float | None = None
+
+    @property
+    def weight_bytes_each(self) -> float:
+        """Bytes per stored weight."""
+        return self.dtype_bytes if self.weight_bytes is None else self.weight_bytes
+
+    @property
+    def kv_bytes_each(self) -> float:
+        """Bytes per KV-cache element."""
+        return self.dtype_bytes if self.kv_bytes is None else self.kv_bytes
 
 
-def _gemm(dev: DeviceModel, rows: float, k: int, n: int, e: int) -> float:
+def _gemm(dev: DeviceModel, rows: float, k: int, n: int, e: int, we: float | None = None) -> float:
     if dev.curves is not None:
-        return dev.curves.gemm_seconds(rows, k, n)
+        t = dev.curves.gemm_seconds(rows, k, n)
+        if we is not None and we < e:  # weight-only, approximate: by the bytes the GEMM moves
+            t *= (we * k * n + e * rows * (k + n)) / (e * (k * n + rows * (k + n)))
+        return t
+    return _gemm_bound(dev, rows, k, n, e, e if we is None else we)
+
+
+def _gemm_bound(dev: DeviceModel, rows: float, k: int, n: int, e: int, we: float) -> float:
+    """A GEMM at the device's efficiencies: the slower of its FLOPs and its bytes."""
     flops = 2 * rows * k * n
-    nbytes = e * (k * n + rows * (k + n))
+    nbytes = we * k * n + e * rows * (k + n)
     t = 0.0
     if dev.peak_flop_per_s:
         t = flops / (dev.peak_flop_per_s * dev.compute_efficiency)
@@ -218,15 +296,15 @@ def _layer_gemms(shape: Shape, index: int) -> tuple[list[list[int]], list[list[i
 
 def _gemm_seconds(shape: Shape, dev: DeviceModel, w: Work, layers: int, k_top: int) -> float:
     rows = w.batch * w.tokens
-    e, tp = w.dtype_bytes, w.tp
+    e, tp, we = w.dtype_bytes, w.tp, w.weight_bytes
     t = 0.0
     for i in range(layers):
         dense, expert, n_experts = _layer_gemms(shape, i)
-        t += sum(_gemm(dev, rows, k, max(n // tp, 1), e) for k, n in dense)
+        t += sum(_gemm(dev, rows, k, max(n // tp, 1), e, we) for k, n in dense)
         if expert and n_experts:
             hit = min(n_experts, rows * k_top)
             per = rows * k_top / hit
-            t += hit * sum(_gemm(dev, per, k, max(n // tp, 1), e) for k, n in expert)
+            t += hit * sum(_gemm(dev, per, k, max(n // tp, 1), e, we) for k, n in expert)
     head = shape.census.lm_head_macs if shape.census and shape.census.lm_head_macs else 0
     head = head or shape.hidden * shape.vocab
     if head and shape.hidden:
@@ -267,7 +345,7 @@ def _attention_seconds(shape: Shape, dev: DeviceModel, w: Work, layers: int) -> 
             t += measured
             continue
         flops = 4 * w.batch * heads * w.tokens * keys * shape.head_dim
-        kv = 2 * w.batch * keys * max(shape.kv_heads // w.tp, 1) * shape.head_dim * w.dtype_bytes
+        kv = 2 * w.batch * keys * max(shape.kv_heads // w.tp, 1) * shape.head_dim * w.kv_bytes_each
         part = 0.0
         if dev.peak_flop_per_s:
             part = flops / (dev.peak_flop_per_s * dev.attention_efficiency)
@@ -277,7 +355,7 @@ def _attention_seconds(shape: Shape, dev: DeviceModel, w: Work, layers: int) -> 
     return t
 
 
-def elementwise_bytes(shape: Shape, w: Work, layers: int) -> float:
+def elementwise_bytes(shape: Shape, w: Work, layers: int, cache_passes: float = 2.0) -> float:
     """Bytes the element-wise operations of a forward move (approximate, per GPU).
 
     Per block, counted as passes that read and write a tensor: two RMS norms of about six
@@ -295,10 +373,11 @@ def elementwise_bytes(shape: Shape, w: Work, layers: int) -> float:
         mlp = (5 if shape.gated_mlp else 3) * shape.intermediate
     rotary = 8 * (shape.heads + shape.kv_heads) * shape.head_dim
     per_block = w.dtype_bytes * n * layers * (30 * shape.hidden + (mlp + rotary) / w.tp)
-    return per_block + cache_append_bytes(shape, w, layers) + logits_bytes(shape, w)
+    cache = cache_append_bytes(shape, w, layers, cache_passes)
+    return per_block + cache + logits_bytes(shape, w)
 
 
-def cache_append_bytes(shape: Shape, w: Work, layers: int) -> float:
+def cache_append_bytes(shape: Shape, w: Work, layers: int, passes: float = 2.0) -> float:
     """Bytes transformers' dynamic KV cache moves to append a forward's keys and values.
 
     `DynamicLayer.update` is `torch.cat([cache, new])` for keys and for values: every step reads
@@ -306,8 +385,14 @@ def cache_append_bytes(shape: Shape, w: Work, layers: int) -> float:
     tensor). At batch 16 and a few hundred positions this is larger than the step's weights on
     a small model, and it is why a decode step grows with batch x context faster than its
     attention does. Sliding-window layers keep at most their window.
+
+    `passes` counts the whole cache's reads and writes per step (2 for torch.cat; a stack that
+    also copies it elsewhere, as flash-attn's unpadding gather does, more; 0: written in place,
+    where only the new positions are written).
     """
-    kv = w.batch * max(shape.kv_heads // w.tp, 1) * shape.head_dim * w.dtype_bytes
+    if passes <= 0:
+        return 0.0
+    kv = w.batch * max(shape.kv_heads // w.tp, 1) * shape.head_dim * w.kv_bytes_each
     census_layers = shape.census.layers if shape.census else []
     out = 0.0
     for i in range(layers):
@@ -316,7 +401,7 @@ def cache_append_bytes(shape: Shape, w: Work, layers: int) -> float:
             continue
         window = lay.window if lay is not None else shape.sliding_window
         cached = min(w.context, window) if window else w.context
-        out += 2 * kv * (2 * cached + 2 * w.tokens)
+        out += 2 * kv * (passes * cached + 2 * w.tokens)
     return out
 
 
@@ -344,14 +429,22 @@ def _elementwise_seconds(dev: DeviceModel, nbytes: float, ops: float) -> float:
 
 
 def other_ops(
-    shape: Shape, phase: str, layers: int, op_counts: dict[str, Any] | None, launches: bool
+    shape: Shape,
+    phase: str,
+    layers: int,
+    op_counts: dict[str, Any] | None,
+    launches: bool,
+    per_block: int | None = None,
 ) -> tuple[float, str | None]:
     """Framework operations a forward pays overhead on, and a note when the count is guessed.
 
     On a CPU the GEMM and attention curves include their own calls' fixed cost, so only the
     other operations count; on a GPU every operation is a kernel the host launches
-    (`launches`).
+    (`launches`). A stack that fuses its kernels (`per_block`) runs that many per block, and
+    the embedding, final norm, head and sampling besides (4).
     """
+    if per_block:
+        return float(per_block * layers + 4), None
     counted = (op_counts or {}).get(phase)
     total_layers = shape.layers or layers
     if counted:
@@ -396,10 +489,14 @@ def forward_time(
     out = ForwardTime()
     out.gemm_s = _gemm_seconds(shape, dev, w, layers, k_top) + _vision_seconds(shape, dev, w)
     out.attention_s = _attention_seconds(shape, dev, w, layers)
-    ops, note = other_ops(shape, phase, layers, op_counts, launches=dev.kind == "gpu")
+    ops, note = other_ops(
+        shape, phase, layers, op_counts, launches=dev.kind == "gpu", per_block=dev.ops_per_block
+    )
     if note:
         out.notes.append(note)
-    out.elementwise_s = _elementwise_seconds(dev, elementwise_bytes(shape, w, layers), ops)
+    moved = elementwise_bytes(shape, w, layers, 0.0) * dev.elementwise_factor
+    moved += cache_append_bytes(shape, w, layers, dev.cache_passes)
+    out.elementwise_s = _elementwise_seconds(dev, moved, ops)
     out.overhead_s = ops * dev.op_seconds
     out.generate_s = dev.generate_first_seconds if phase == "prefill" else dev.generate_step_seconds
     out.comm_s, out.comm_bytes = comm_seconds(shape, dev, w, layers)
@@ -416,7 +513,11 @@ def forward_time(
     )
     t = total(costs)
     out.flop_count = t.flop_count / w.tp
-    out.bytes = t.bytes / w.tp
+    # weights or the KV cache stored smaller than activations: their bytes shrink by that ratio
+    shrink = t.weight_bytes * (1 - w.weight_bytes_each / w.dtype_bytes) + (
+        t.kv_read_bytes + t.kv_write_bytes
+    ) * (1 - w.kv_bytes_each / w.dtype_bytes)
+    out.bytes = (t.bytes - shrink) / w.tp
     if dev.peak_flop_per_s:
         out.compute_bound_s = out.flop_count / dev.peak_flop_per_s
     if dev.bandwidth_bytes_per_s:
@@ -424,9 +525,7 @@ def forward_time(
     if w.tp > 1 and dev.interconnect_bytes_per_s:
         out.comm_bound_s = out.comm_bytes / dev.interconnect_bytes_per_s
     work = out.gemm_s + out.attention_s + out.elementwise_s + out.comm_s
-    if dev.kind == "gpu":
-        # the host enqueues kernels while the device runs earlier ones: the slower of the two
-        out.total_s = max(work, out.overhead_s) + out.generate_s
-    else:
-        out.total_s = work + out.overhead_s + out.generate_s
+    # on a GPU the host enqueues kernels while the device runs earlier ones
+    out.overlap = (1.0 if dev.overlap is None else dev.overlap) if dev.kind == "gpu" else 0.0
+    out.total_s = out.combine(work, out.overhead_s, out.generate_s)
     return out

@@ -60,7 +60,19 @@ def predict_command(
     ),
     gpus: int = typer.Option(1, help="GPUs in all: tensor-parallel groups x replicas."),
     tp: int = typer.Option(1, help="Tensor-parallel degree (GPUs sharing one copy)."),
-    dtype: str = typer.Option("auto", help="auto, float32, bfloat16, float16, int8 or fp8."),
+    dtype: str = typer.Option(
+        "auto",
+        help="auto, float32, bfloat16, float16; int8 or fp8 (8-bit weights, 16-bit compute); "
+        "int8-w8a8 or fp8-w8a8 (8-bit GEMMs: GPUs with that tensor rate).",
+    ),
+    stack: str = typer.Option(
+        "hf",
+        help="What runs the model: hf (transformers' eager generate with SDPA, as profiled), "
+        "hf-fa2 (the same with flash_attention_2), hf-compile (static cache + torch.compile), "
+        "vllm, sglang, tensorrt-llm, lmdeploy, tgi, llama.cpp. "
+        "Each is a documented profile (CUDA graphs, fused kernels, paged KV, scheduler cost) "
+        "fitted to published measurements: docs/analysis.md.",
+    ),
     batch: str = typer.Option("1,8,32", help="Sequences per replica, comma-separated."),
     prompt_tokens: int = typer.Option(2048, help="Prompt tokens per sequence."),
     new_tokens: int = typer.Option(256, help="Generated tokens per sequence."),
@@ -70,7 +82,11 @@ def predict_command(
     db: str = typer.Option(None, help="Database URL or SQLite file."),
     json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
 ) -> None:
-    """Memory fit, roofline bounds and predicted TTFT, TPOT and throughput, without weights."""
+    """Memory fit, roofline bounds and predicted TTFT, TPOT and throughput, without weights.
+
+    The times are for the serving stack --stack names; every answer says which, and where its
+    constants come from (published measurements: benchmarks/published/).
+    """
     from infermeter.errors import UserError
     from infermeter.models.spec import check_model_spec
 
@@ -96,7 +112,7 @@ def predict_command(
         out = writable_dir(out)
     store = Store(db)
     w = Workload(batches, prompt_tokens, new_tokens, dtype.strip().lower(), gpus, tp, top_k)
-    doc = clean_json(what_if(model, hardware, w, store, learn=learn))
+    doc = clean_json(what_if(model, hardware, w, store, learn=learn, stack=stack.strip().lower()))
     doc["id"] = store.save_prediction(doc)
     files: list[Path] = []
     if out is not None:
@@ -131,7 +147,8 @@ def _print(doc: dict[str, Any], files: list[Path], where: str) -> None:
     par = f", {w['gpus']} GPUs (TP {w['tp']} x {w['replicas']} replicas)" if w["gpus"] > 1 else ""
     t = Table(
         title=f"{doc['model']} ({fmt.count(doc['params'])} parameters) on {hw['name']}{par}, "
-        f"{doc['dtype']}, prompt {w['prompt_tokens']} + {w['new_tokens']} new tokens",
+        f"{doc['dtype']}, prompt {w['prompt_tokens']} + {w['new_tokens']} new tokens, "
+        f"served by {doc['stack']['key']}",
         title_justify="left",
         box=box.SIMPLE_HEAD,
     )
@@ -160,6 +177,8 @@ def _print(doc: dict[str, Any], files: list[Path], where: str) -> None:
         f"per {'GPU' if hw['kind'] == 'gpu' else 'device'}: weights "
         f"{_gb(first['weights_bytes'])}, runtime {_gb(first['runtime_bytes'])}, "
         f"capacity {_gb(hw['memory_bytes'])}; largest batch that fits: {doc['largest_batch']}",
+        f"stack: {doc['stack']['title']}: {doc['stack']['what']}",
+        f"precision: {doc['precision']}",
         f"efficiency: {hw['efficiency']}; "
         + "; ".join(f"{k}: {v}" for k, v in hw["sources"].items()),
         f"learnt from {doc['learned']['runs']} stored runs ({doc['learned']['from']})",

@@ -11,8 +11,8 @@ from dataclasses import asdict
 from typing import Any
 
 from infermeter.analysis.costs import approximate
+from infermeter.analysis.precision import PRECISIONS, precision_of
 from infermeter.analysis.predict import (
-    DTYPE_BYTES,
     Learned,
     Workload,
     learn_from_stored,
@@ -67,10 +67,10 @@ def resolve_hardware(key: str, store: Any) -> Ceilings:
 def pick_dtype(dtype: str, ceilings: Ceilings) -> str:
     """--dtype, or for "auto" the fastest the device has a peak for (float32 on a CPU)."""
     if dtype != "auto":
-        if dtype not in DTYPE_BYTES:
+        if dtype not in PRECISIONS:
             raise UserError(
                 f"--dtype {dtype!r} is not one predict knows",
-                f"use auto or one of: {', '.join(DTYPE_BYTES)}",
+                f"use auto or one of: {', '.join(PRECISIONS)}",
             )
         return dtype
     if ceilings.kind == "cpu":
@@ -102,12 +102,42 @@ def stored_runs(store: Any, ceilings: Ceilings, local: bool, model: str) -> list
     return [store.get(r["id"]) for r in chosen]
 
 
+def check_stack(stack: str, ceilings: Ceilings, local: bool) -> None:
+    """Refuse a stack predict has no profile of, or one on a device it does not describe."""
+    from infermeter.analysis.stacks import DEFAULT_STACK, STACKS
+
+    if stack not in STACKS:
+        raise UserError(f"unknown stack {stack!r}", f"use one of: {', '.join(STACKS)}")
+    if (local or ceilings.kind != "gpu") and stack != DEFAULT_STACK:
+        raise UserError(
+            f"--stack {stack} is profiled on GPUs only; {ceilings.device} is predicted as "
+            "infermeter runs it (transformers' eager generate)",
+            f"drop --stack, or pick a GPU (--hardware h100-sxm --stack {stack})",
+        )
+
+
+def check_rate(hardware: str, ceilings: Ceilings, dtype: str) -> str:
+    """The dtype whose peak the GEMMs run at; a W8A8 dtype the device has no rate for refused."""
+    p = precision_of(dtype, ceilings.kind == "cpu")
+    if ceilings.kind == "cpu":
+        return p.compute
+    if not ceilings.peak(p.compute):
+        have = [d for d in PRECISIONS if precision_of(d).compute in ceilings.flop_per_s]
+        raise UserError(
+            f"{hardware} has no {p.compute} peak in its datasheet ({ceilings.source}), "
+            f"so --dtype {dtype} cannot run there",
+            f"use --dtype {' or '.join(have) or next(iter(ceilings.flop_per_s))}",
+        )
+    return p.compute
+
+
 def what_if(
     model: str,
     hardware: str,
     workload: Workload,
     store: Any,
     learn: bool = True,
+    stack: str = "hf",
 ) -> dict[str, Any]:
     """The whole prediction document (see analysis/predict.py for what each figure means).
 
@@ -123,11 +153,8 @@ def what_if(
     ceilings = resolve_hardware(hardware, store)
     local = hardware.strip().lower() == LOCAL_HARDWARE
     dtype = pick_dtype(workload.dtype, ceilings)
-    if ceilings.kind != "cpu" and not ceilings.peak(dtype):
-        raise UserError(
-            f"{hardware} has no {dtype} peak in its datasheet ({ceilings.source})",
-            f"use --dtype {next(iter(ceilings.flop_per_s))}",
-        )
+    compute = check_rate(hardware, ceilings, dtype)
+    check_stack(stack, ceilings, local)
     if local and workload.gpus > 1:
         raise UserError(
             f"{LOCAL_HARDWARE} is one machine; --gpus {workload.gpus} needs a GPU from the table",
@@ -138,9 +165,11 @@ def what_if(
     shape = shape_of(config)
     _check_top_k(shape, w.top_k)
     params = estimate_params(config)
-    op_counts = count_ops_of_config(config, dtype)
-    dev = device_model(ceilings, dtype)
-    runs = stored_runs(store, ceilings, local, shown) if learn else []
+    precision = precision_of(dtype, ceilings.kind == "cpu")
+    op_counts = count_ops_of_config(config, "float32" if precision.act_bytes == 4 else "bfloat16")
+    dev = device_model(ceilings, compute, None if local else stack)
+    # stored runs are transformers' eager generate: they teach the hf stack only
+    runs = stored_runs(store, ceilings, local, shown) if learn and stack == "hf" else []
     learned = learn_from_stored(runs, dev) if runs else Learned()
     runtime = (ceilings.details or {}).get("runtime_bytes") if local else None
     pred = predict(shape, params, dev, w, op_counts, learned, runtime)
@@ -152,9 +181,17 @@ def what_if(
         "hardware": _hardware_doc(hardware, ceilings, dev),
         "workload": asdict(w) | {"replicas": w.replicas},
         "dtype": dtype,
+        "precision": precision.what,
+        "stack": _stack_doc(stack),
         **pred,
         "memory_by_context": memory_by_context(
-            shape, params, w, first_batch, dev.memory_bytes, pred["runtime_bytes"]
+            shape,
+            params,
+            w,
+            first_batch,
+            dev.memory_bytes,
+            pred["runtime_bytes"],
+            ceilings.kind == "cpu",
         ),
         "approximate": _approximate(shape, op_counts, dev),
         "learned": {
@@ -162,6 +199,15 @@ def what_if(
             "from": _learnt_from(runs, shown),
         },
     }
+
+
+def _stack_doc(key: str) -> dict[str, Any]:
+    """The stack predicted for: its name, what it does, its constants and their sources."""
+    from infermeter.analysis.stacks import STACKS
+
+    s = STACKS[key]
+    return {"key": key, "title": s.title, "what": s.what, "summary": s.summary(),
+            "sources": dict(s.sources)}  # fmt: skip
 
 
 def _learnt_from(runs: list[Any], model: str) -> str:
@@ -198,7 +244,9 @@ def _hardware_doc(key: str, ceilings: Ceilings, dev: DeviceModel) -> dict[str, A
         "interconnect_bytes_per_s": dev.interconnect_bytes_per_s,
         "measured": dev.measured,
         "sources": dev.sources,
-        "efficiency": "measured curves" if dev.measured else "datasheet peak x default efficiency",
+        "efficiency": "measured curves"
+        if dev.measured
+        else f"datasheet peak x the {dev.stack or 'default'} stack's efficiencies",
         "op_us": dev.op_seconds * 1e6,
     }
 
@@ -212,5 +260,8 @@ def _approximate(shape: Any, op_counts: dict[str, Any] | None, dev: DeviceModel)
         notes.append("framework operations counted on 1 and 2 blocks and extrapolated")
     notes.append("activation memory approximate (one block's transients and the last logits)")
     if not dev.measured:
-        notes.append("efficiencies are defaults, not measured on this device")
+        notes.append(
+            f"efficiencies and host costs are the {dev.stack or 'default'} stack's, fitted to "
+            "published measurements, not measured on this device"
+        )
     return notes

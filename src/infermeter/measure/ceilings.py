@@ -65,14 +65,17 @@ PCIE4 = 32 * G  # PCIe 4.0 x16, per direction
 PCIE5 = 64 * G  # PCIe 5.0 x16, per direction
 
 #: (key users type after --hardware, device-name pattern, ceilings). float32 is the
-#: non-tensor-core FP32 rate; bfloat16/float16 dense tensor-core rates with FP32 accumulation.
+#: non-tensor-core FP32 rate; bfloat16/float16 dense tensor-core rates with FP32 accumulation;
+#: fp8 (FP32 accumulation) and int8 the dense 8-bit tensor rates of the same datasheets (half
+#: the "with sparsity" figure), only where the chip has them (no fp8 before Ada and Hopper).
 SPECS: list[tuple[str, str, Ceilings]] = [
     (
         "h100-sxm",
         r"H100.*(SXM|HBM3)",
         Ceilings(
             "NVIDIA H100 SXM5 80GB",
-            {"float32": 67 * T, "tf32": 494.7 * T, "bfloat16": 989.4 * T, "float16": 989.4 * T},
+            {"float32": 67 * T, "tf32": 494.7 * T, "bfloat16": 989.4 * T, "float16": 989.4 * T,
+             "fp8": 1978.9 * T, "int8": 1978.9 * T},  # fmt: skip
             3.35e12,
             "NVIDIA H100 Tensor Core GPU datasheet (dense; sparsity doubles tensor rates)",
             memory_bytes=80e9,
@@ -84,7 +87,8 @@ SPECS: list[tuple[str, str, Ceilings]] = [
         r"H100.*(PCIe|HBM2e)",
         Ceilings(
             "NVIDIA H100 PCIe 80GB",
-            {"float32": 51 * T, "tf32": 378 * T, "bfloat16": 756 * T, "float16": 756 * T},
+            {"float32": 51 * T, "tf32": 378 * T, "bfloat16": 756 * T, "float16": 756 * T,
+             "fp8": 1513 * T, "int8": 1513 * T},  # fmt: skip
             2.0e12,
             "NVIDIA H100 Tensor Core GPU datasheet, PCIe column (dense)",
             memory_bytes=80e9,
@@ -96,7 +100,8 @@ SPECS: list[tuple[str, str, Ceilings]] = [
         r"H200",
         Ceilings(
             "NVIDIA H200 SXM 141GB",
-            {"float32": 67 * T, "tf32": 494.7 * T, "bfloat16": 989.4 * T, "float16": 989.4 * T},
+            {"float32": 67 * T, "tf32": 494.7 * T, "bfloat16": 989.4 * T, "float16": 989.4 * T,
+             "fp8": 1978.9 * T, "int8": 1978.9 * T},  # fmt: skip
             4.8e12,
             "NVIDIA H200 Tensor Core GPU datasheet (dense)",
             memory_bytes=141e9,
@@ -104,11 +109,25 @@ SPECS: list[tuple[str, str, Ceilings]] = [
         ),
     ),
     (
+        "a100-80gb-pcie",
+        r"A100.*80GB PCIe",
+        Ceilings(
+            "NVIDIA A100 PCIe 80GB",
+            {"float32": 19.5 * T, "tf32": 156 * T, "bfloat16": 312 * T, "float16": 312 * T,
+             "int8": 624 * T},  # fmt: skip
+            1.935e12,
+            "NVIDIA A100 Tensor Core GPU datasheet, 80GB PCIe column (dense)",
+            memory_bytes=80e9,
+            interconnect_bytes_per_s=PCIE4,
+        ),
+    ),
+    (
         "a100-80gb",
         r"A100.*80",
         Ceilings(
             "NVIDIA A100 SXM 80GB",
-            {"float32": 19.5 * T, "tf32": 156 * T, "bfloat16": 312 * T, "float16": 312 * T},
+            {"float32": 19.5 * T, "tf32": 156 * T, "bfloat16": 312 * T, "float16": 312 * T,
+             "int8": 624 * T},  # fmt: skip
             2.039e12,
             "NVIDIA A100 Tensor Core GPU datasheet (dense)",
             memory_bytes=80e9,
@@ -120,7 +139,8 @@ SPECS: list[tuple[str, str, Ceilings]] = [
         r"A100",
         Ceilings(
             "NVIDIA A100 40GB",
-            {"float32": 19.5 * T, "tf32": 156 * T, "bfloat16": 312 * T, "float16": 312 * T},
+            {"float32": 19.5 * T, "tf32": 156 * T, "bfloat16": 312 * T, "float16": 312 * T,
+             "int8": 624 * T},  # fmt: skip
             1.555e12,
             "NVIDIA A100 Tensor Core GPU datasheet, 40GB (dense)",
             memory_bytes=40e9,
@@ -132,7 +152,8 @@ SPECS: list[tuple[str, str, Ceilings]] = [
         r"L40S",
         Ceilings(
             "NVIDIA L40S",
-            {"float32": 91.6 * T, "tf32": 183 * T, "bfloat16": 362.05 * T, "float16": 362.05 * T},
+            {"float32": 91.6 * T, "tf32": 183 * T, "bfloat16": 362.05 * T, "float16": 362.05 * T,
+             "fp8": 733 * T, "int8": 733 * T},  # fmt: skip
             864 * G,
             "NVIDIA L40S datasheet (dense)",
             memory_bytes=48e9,
@@ -144,7 +165,8 @@ SPECS: list[tuple[str, str, Ceilings]] = [
         r"\bL4\b",
         Ceilings(
             "NVIDIA L4",
-            {"float32": 30.3 * T, "tf32": 60 * T, "bfloat16": 121 * T, "float16": 121 * T},
+            {"float32": 30.3 * T, "tf32": 60 * T, "bfloat16": 121 * T, "float16": 121 * T,
+             "fp8": 242.5 * T, "int8": 242.5 * T},  # fmt: skip
             300 * G,
             "NVIDIA L4 datasheet (dense)",
             memory_bytes=24e9,
@@ -156,7 +178,8 @@ SPECS: list[tuple[str, str, Ceilings]] = [
         r"A10G|\bA10\b",
         Ceilings(
             "NVIDIA A10 / A10G",
-            {"float32": 31.2 * T, "tf32": 62.5 * T, "bfloat16": 125 * T, "float16": 125 * T},
+            {"float32": 31.2 * T, "tf32": 62.5 * T, "bfloat16": 125 * T, "float16": 125 * T,
+             "int8": 250 * T},  # fmt: skip
             600 * G,
             "NVIDIA A10 datasheet (dense); AWS's A10G is listed with the same memory bandwidth",
             memory_bytes=24e9,
@@ -168,7 +191,7 @@ SPECS: list[tuple[str, str, Ceilings]] = [
         r"\bT4\b",
         Ceilings(
             "NVIDIA T4",
-            {"float32": 8.1 * T, "float16": 65 * T},
+            {"float32": 8.1 * T, "float16": 65 * T, "int8": 130 * T},
             320 * G,
             "NVIDIA T4 datasheet (mixed-precision FP16/FP32; no bfloat16)",
             memory_bytes=16e9,
@@ -180,7 +203,8 @@ SPECS: list[tuple[str, str, Ceilings]] = [
         r"4090",
         Ceilings(
             "NVIDIA GeForce RTX 4090",
-            {"float32": 82.6 * T, "bfloat16": 165.2 * T, "float16": 165.2 * T},
+            {"float32": 82.6 * T, "bfloat16": 165.2 * T, "float16": 165.2 * T, "fp8": 330.3 * T,
+             "int8": 660.6 * T},  # fmt: skip
             1008 * G,
             "NVIDIA Ada Lovelace architecture whitepaper (FP16/BF16 tensor, FP32 accumulate)",
             memory_bytes=24 * GIB,

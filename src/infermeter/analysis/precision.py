@@ -1,0 +1,87 @@
+"""What a `--dtype` means for a prediction: bytes per weight, per activation, and the GEMM rate.
+
+Why a table and not one byte count: quantised serving stores weights in fewer bytes than it
+computes in. Weight-only int8 or fp8 (what `profile --dtype int8` runs: models/quantize.py)
+halves the bytes a decode step reads but multiplies at the 16-bit rate after dequantising;
+W8A8 (SmoothQuant int8, fp8 with dynamic activation scales: what vLLM and TensorRT-LLM call an
+fp8 model) also runs the GEMMs at the 8-bit tensor-core rate. In both the KV cache and the
+element-wise work stay in the 16-bit activation dtype, as the engines' defaults do, unless the
+scheme says otherwise (`fp8-kv8`: TensorRT-LLM's FP8 recipe also stores the KV cache in fp8).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Precision:
+    """Bytes per weight and per activation element, and whose peak the GEMMs run at."""
+
+    name: str
+    weight_bytes: float
+    act_bytes: int
+    #: the ceilings' dtype key of the GEMM rate ("int8", "fp8", or a 16/32-bit dtype)
+    compute: str
+    what: str
+    #: bytes per KV-cache element (None: act_bytes, the engines' default)
+    kv_bytes: int | None = None
+
+    @property
+    def kv_bytes_each(self) -> int:
+        """Bytes per KV-cache element."""
+        return self.act_bytes if self.kv_bytes is None else self.kv_bytes
+
+    @property
+    def quantized(self) -> bool:
+        """True when weights are stored in fewer bytes than activations."""
+        return self.weight_bytes < self.act_bytes
+
+    @property
+    def needs_8bit_rate(self) -> bool:
+        """W8A8: the device must have a tensor rate for the 8-bit type."""
+        return self.compute in ("int8", "fp8")
+
+
+PRECISIONS: dict[str, Precision] = {
+    p.name: p
+    for p in (
+        Precision("float32", 4, 4, "float32", "float32 weights and activations"),
+        Precision("bfloat16", 2, 2, "bfloat16", "bfloat16 weights and activations"),
+        Precision("float16", 2, 2, "float16", "float16 weights and activations"),
+        Precision(
+            "int8", 1, 2, "bfloat16",
+            "int8 weights (weight-only), dequantised to bfloat16 for the GEMMs",
+        ),
+        Precision(
+            "fp8", 1, 2, "bfloat16",
+            "fp8 weights (weight-only), dequantised to bfloat16 for the GEMMs",
+        ),
+        Precision(
+            "int8-w8a8", 1, 2, "int8",
+            "int8 weights and activations (SmoothQuant W8A8): GEMMs at the int8 tensor rate",
+        ),
+        Precision(
+            "fp8-w8a8", 1, 2, "fp8",
+            "fp8 weights and activations (dynamic scales): GEMMs at the fp8 tensor rate",
+        ),
+        Precision(
+            "fp8-kv8", 1, 2, "fp8",
+            "fp8 weights, activations and KV cache (TensorRT-LLM's FP8 with an FP8 KV cache)",
+            kv_bytes=1,
+        ),
+    )
+}  # fmt: skip
+
+
+def precision_of(dtype: str, cpu: bool = False) -> Precision:
+    """The precision `dtype` names; on a CPU weight-only schemes compute in float32.
+
+    Raises KeyError for a name not in PRECISIONS (the CLI checks first).
+    """
+    p = PRECISIONS[dtype]
+    if cpu and p.quantized and not p.needs_8bit_rate:
+        return Precision(
+            p.name, p.weight_bytes, 4, "float32", p.what.replace("bfloat16", "float32"), p.kv_bytes
+        )
+    return p

@@ -1,0 +1,271 @@
+"""The serving stacks `predict --stack` knows: what each does differently to the same forward.
+
+Why: the device work of a decode step is much the same whoever runs it (the weights and the
+KV cache are read once), but what surrounds it is not. Eager transformers launches every
+operation from Python (tens of microseconds of host time per kernel, about 70 kernels per
+block) and copies the whole KV cache every step (`torch.cat` in its dynamic cache); engines
+replay the step as one CUDA graph of a few fused kernels per block, write the KV cache in place
+(paged), and pay instead a scheduler's cost per step. Applying eager HF's host floor to vLLM
+made every engine prediction too slow (issue 32: 1,916 ms predicted against 998 measured).
+
+Each profile states, and cites, the constants the time model uses for it:
+- `op_seconds`: host time per launched kernel (eager), or the device's gap between kernels of
+  a CUDA graph (graphs);
+- `ops_per_block`: kernels per decoder block where the stack fuses them (None: the model's
+  own count, as transformers runs it);
+- `overlap`: how much of the host's launching hides under device work (1: the slower of the
+  two; 0: they add, as when every kernel waits on the host);
+- `step_seconds` / `first_seconds`: what the stack adds per decode step (scheduler, sampling,
+  detokenisation) and before the first token;
+- `cache_passes`: reads and writes of the whole KV cache per step beyond attention's own read
+  (2: torch.cat re-copies it; 0: written in place);
+- `elementwise_factor`: the share of eager element-wise bytes left after fusion;
+- efficiencies of GEMMs, attention and streaming kernels against the datasheet peaks.
+
+The constants of `hf` and the engines are fitted to published measurements listed in
+`benchmarks/published/` (its README names the fitted and the held-out sources), and
+`benchmarks/predict_published.py` prints how far each stack's predictions are from them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: the default: what `infermeter profile` measures
+DEFAULT_STACK = "hf"
+
+
+@dataclass(frozen=True)
+class Stack:
+    """One serving stack's profile (see the module docstring for each field)."""
+
+    key: str
+    title: str
+    what: str
+    op_seconds: float
+    overlap: float
+    step_seconds: float
+    first_seconds: float
+    cache_passes: float
+    elementwise_factor: float
+    compute_efficiency: float
+    bandwidth_efficiency: float
+    attention_efficiency: float
+    ops_per_block: int | None = None
+    graphs: bool = False
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        """One line: the stack and the constants it predicts with."""
+        per_op = f"{self.op_seconds * 1e6:.3g} us per kernel"
+        kernels = f"{self.ops_per_block} kernels per block" if self.ops_per_block else (
+            "the model's own kernels"
+        )
+        return (
+            f"{self.title}: {per_op} ({'graph replay' if self.graphs else 'eager launch'}), "
+            f"{kernels}, {self.step_seconds * 1e3:.3g} ms per step, overlap {self.overlap:.2g}, "
+            f"KV cache moved {self.cache_passes:.3g}x per step, "
+            f"efficiency compute {self.compute_efficiency:.0%} / bandwidth "
+            f"{self.bandwidth_efficiency:.0%} / attention {self.attention_efficiency:.0%}"
+        )
+
+
+_FIT = "fitted to the training sources in benchmarks/published/ (README there)"
+
+STACKS: dict[str, Stack] = {
+    s.key: s
+    for s in (
+        Stack(
+            key="hf",
+            title="Hugging Face transformers, eager generate (what infermeter profiles)",
+            what=(
+                "every operation launched from Python, dynamic KV cache concatenated each step, "
+                "SDPA attention, greedy generate with its per-step logits processing"
+            ),
+            op_seconds=11e-6,
+            overlap=1.0,
+            step_seconds=0.15e-3,
+            first_seconds=0.5e-3,
+            cache_passes=2.0,
+            elementwise_factor=1.0,
+            compute_efficiency=0.65,
+            bandwidth_efficiency=0.8,
+            attention_efficiency=0.4,
+            sources={
+                "op_seconds, overlap, bandwidth_efficiency": "hf-fa2's, fitted to the training "
+                "sources in benchmarks/published/ (the same generate loop; only attention differs)",
+                "cache_passes": "torch.cat in DynamicLayer.update reads the cache and writes it "
+                "again: 2 passes (transformers source)",
+                "compute and attention efficiency": "cuBLAS 60-75% of dense peak at large shapes, "
+                "FlashAttention-2 35-50% of peak forward (Dao 2023)",
+            },
+        ),
+        Stack(
+            key="hf-fa2",
+            title="transformers' eager generate with flash_attention_2 (transformers 4.4x)",
+            what=(
+                "as hf, with attn_implementation='flash_attention_2': each block unpads its keys "
+                "and values through flash-attn's index gather (an int64 index per element) "
+                "besides torch.cat, so the KV cache is moved many times per step and long "
+                "contexts slow decode far more than under SDPA"
+            ),
+            op_seconds=11e-6,
+            overlap=1.0,
+            step_seconds=0.15e-3,
+            first_seconds=0.5e-3,
+            cache_passes=25.0,
+            elementwise_factor=1.0,
+            compute_efficiency=0.65,
+            bandwidth_efficiency=0.65,
+            attention_efficiency=0.4,
+            sources={
+                "op_seconds, overlap, cache_passes, bandwidth_efficiency": _FIT,
+            },
+        ),
+        Stack(
+            key="hf-compile",
+            title="transformers with a static cache and torch.compile (CUDA graphs)",
+            what=(
+                "static KV cache written in place, the decode step compiled by inductor "
+                "(element-wise work fused into few Triton kernels) and replayed as a CUDA graph"
+            ),
+            op_seconds=2e-6,
+            overlap=1.0,
+            step_seconds=0.3e-3,
+            first_seconds=1e-3,
+            cache_passes=0.0,
+            elementwise_factor=0.35,
+            compute_efficiency=0.65,
+            bandwidth_efficiency=0.75,
+            attention_efficiency=0.4,
+            ops_per_block=14,
+            graphs=True,
+            sources={"op_seconds": _FIT, "step_seconds": _FIT},
+        ),
+        Stack(
+            key="vllm",
+            title="vLLM (V1 engine, CUDA graphs, paged attention)",
+            what=(
+                "continuous batching, decode replayed as CUDA graphs of fused kernels (QKV and "
+                "gate-up merged, fused RMSNorm+residual, SiLU-and-mul, rotary), KV cache "
+                "paged and written in place, a scheduler step per iteration"
+            ),
+            op_seconds=2e-6,
+            overlap=1.0,
+            step_seconds=2e-3,
+            first_seconds=0.5e-3,
+            cache_passes=0.0,
+            elementwise_factor=0.3,
+            compute_efficiency=0.7,
+            bandwidth_efficiency=0.7,
+            attention_efficiency=0.5,
+            ops_per_block=9,
+            graphs=True,
+            sources={"step_seconds": _FIT, "bandwidth_efficiency": _FIT},
+        ),
+        Stack(
+            key="sglang",
+            title="SGLang (RadixAttention, CUDA graphs, overlapped scheduler)",
+            what=(
+                "like vLLM (CUDA graphs, fused kernels, paged KV), with the scheduler's CPU "
+                "work overlapped with the previous step's GPU work"
+            ),
+            op_seconds=2e-6,
+            overlap=1.0,
+            step_seconds=0.0,
+            first_seconds=3e-3,
+            cache_passes=0.0,
+            elementwise_factor=0.3,
+            compute_efficiency=0.7,
+            bandwidth_efficiency=0.65,
+            attention_efficiency=0.5,
+            ops_per_block=9,
+            graphs=True,
+            sources={"step_seconds": _FIT},
+        ),
+        Stack(
+            key="tensorrt-llm",
+            title="TensorRT-LLM (compiled engine, in-flight batching)",
+            what=(
+                "an ahead-of-time compiled engine with fused attention and GEMM plugins, paged "
+                "KV written in place, C++ batch manager; no Python on the step's path"
+            ),
+            op_seconds=2e-6,
+            overlap=1.0,
+            step_seconds=0.0,
+            first_seconds=3e-3,
+            cache_passes=0.0,
+            elementwise_factor=0.25,
+            compute_efficiency=0.75,
+            bandwidth_efficiency=0.6,
+            attention_efficiency=0.55,
+            ops_per_block=8,
+            graphs=True,
+            sources={"step_seconds": _FIT, "bandwidth_efficiency": _FIT},
+        ),
+        Stack(
+            key="lmdeploy",
+            title="LMDeploy (TurboMind engine)",
+            what=(
+                "a C++/CUDA engine with fused kernels and a blocked KV cache, persistent batch"
+            ),
+            op_seconds=2e-6,
+            overlap=1.0,
+            step_seconds=1e-3,
+            first_seconds=0.5e-3,
+            cache_passes=0.0,
+            elementwise_factor=0.25,
+            compute_efficiency=0.7,
+            bandwidth_efficiency=0.75,
+            attention_efficiency=0.5,
+            ops_per_block=8,
+            graphs=True,
+            sources={"step_seconds": _FIT},
+        ),
+        Stack(
+            key="tgi",
+            title="Text Generation Inference (TGI v2+, CUDA graphs, flash/paged attention)",
+            what=(
+                "a Rust router over a Python model server with flash/paged attention and CUDA "
+                "graphs for small decode batches"
+            ),
+            op_seconds=2e-6,
+            overlap=1.0,
+            step_seconds=0.0,
+            first_seconds=3e-3,
+            cache_passes=0.0,
+            elementwise_factor=0.35,
+            compute_efficiency=0.7,
+            bandwidth_efficiency=0.65,
+            attention_efficiency=0.5,
+            ops_per_block=10,
+            graphs=True,
+            sources={"step_seconds": _FIT},
+        ),
+        Stack(
+            key="llama.cpp",
+            title="llama.cpp (CUDA backend, GGUF weights)",
+            what=(
+                "a C/C++ engine with its own CUDA kernels (quantised matrix-vector products, "
+                "flash attention) and CUDA graphs at batch 1"
+            ),
+            op_seconds=2e-6,
+            overlap=1.0,
+            step_seconds=0.0,
+            first_seconds=3e-3,
+            cache_passes=0.0,
+            elementwise_factor=0.4,
+            compute_efficiency=0.5,
+            bandwidth_efficiency=0.65,
+            attention_efficiency=0.4,
+            ops_per_block=14,
+            graphs=True,
+            sources={"bandwidth_efficiency": _FIT},
+        ),
+    )
+}
+
+
+def stack_keys() -> list[str]:
+    """The stacks `--stack` accepts, the default first."""
+    return list(STACKS)
