@@ -24,8 +24,10 @@ GB = 1e9
 def _title(doc: dict[str, Any]) -> str:
     w = doc["workload"]
     tp = f", TP {w['tp']}" if w["tp"] > 1 else ""
+    stack = (doc.get("stack") or {}).get("key")  # predictions stored before stacks have none
+    served = f", {stack}" if stack else ""
     return (
-        f"{doc['model']} on {doc['hardware']['name']} ({doc['dtype']}{tp}), "
+        f"{doc['model']} on {doc['hardware']['name']} ({doc['dtype']}{tp}{served}), "
         f"prompt {w['prompt_tokens']}, {w['new_tokens']} new tokens"
     )
 
