@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{name}: factors learnt from {sum(train)} runs: {learned.factors}")
         for ph, key in phases:
             for p, t in zip(mine, train, strict=True):
-                e = _err(learned.apply(ph, p["pred"][ph], False), p[key])
+                e = _err(learned.apply(ph, p["pred"][ph]), p[key])
                 p.setdefault("held_out_err", {})[ph] = None if t else e
                 if not t:
                     errs[ph].append(e)

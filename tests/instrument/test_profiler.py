@@ -1,5 +1,6 @@
 import math
 import time
+from typing import Any
 
 import pytest
 import torch
@@ -325,3 +326,40 @@ def test_reattach_keeps_one_set_of_rows_and_adds_the_calls():
     qk = layers[(layers["kind"] == "qk") & (layers["phase"] == "decode")]
     assert len(qk) == 4 and (qk["calls"] == 4).all()
 
+
+
+def test_two_deep_profiles_in_two_threads_each_time_their_own_attention():
+    """Deep mode's attention function is global to transformers; which profiler a call belongs
+    to comes from the module it is called with. With one module-wide "active profiler", one of
+    two runs lost every attention operation and was stored as finished (issue 35)."""
+    import threading
+
+    models = [load_model("tiny-llama", device="cpu", seed=s) for s in (1, 2)]
+    both_attached = threading.Barrier(2, timeout=60)
+    results: dict[int, Any] = {}
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            lm = models[i]
+            kw = _inputs(lm)
+            with Profiler(lm.model, ProfilingConfig.deep()) as prof:
+                both_attached.wait()  # both profilers installed before either model runs
+                _generate(lm, kw, n=3)
+                both_attached.wait()  # and neither detaches while the other still runs
+            results[i] = prof.result()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    for i in (0, 1):
+        layers = results[i].layers()
+        for kind in ("qk", "softmax", "av"):
+            got = layers[(layers["kind"] == kind) & (layers["phase"] == "decode")]
+            assert sorted(got["layer"]) == [0, 1, 2, 3], (i, kind)
+            assert (got["calls"] == 2).all(), (i, kind)

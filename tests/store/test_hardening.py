@@ -123,3 +123,86 @@ def test_a_run_in_progress_is_kept_from_delete_and_cleanup_unless_forced(tiny_ll
         Store(db_url).delete_many([live])
     r = runner.invoke(app, ["runs", "delete", live, "--db", db_url, "--force"])
     assert r.exit_code == 0 and Store(db_url).list_runs() == []
+
+
+def _sqlite_state(path) -> tuple[bytes, str, bool]:
+    """A SQLite file's bytes, journal mode (read without changing it) and whether a WAL exists."""
+    import sqlite3
+
+    data = path.read_bytes()
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    mode = con.execute("PRAGMA journal_mode").fetchone()[0]
+    con.close()
+    return data, mode, path.with_name(path.name + "-wal").exists()
+
+
+def test_a_foreign_sqlite_file_is_refused_untouched(tmp_path):
+    """It was switched to WAL before the refusal (issue 35, item 4)."""
+    import sqlite3
+
+    path = tmp_path / "theirs.db"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+    con.execute("INSERT INTO users (name) VALUES ('ada')")
+    con.commit()
+    con.close()
+    before = _sqlite_state(path)
+    assert before[1] == "delete"
+    r = runner.invoke(app, ["runs", "list", "--db", str(path)])
+    assert r.exit_code == 2 and "not infermeter's (users)" in r.output
+    with pytest.raises(UserError):
+        Store(path)
+    assert _sqlite_state(path) == before
+
+
+@pytest.mark.parametrize("db_url", ["sqlite", "postgresql"], indirect=True)
+def test_a_newer_schema_is_refused_before_any_table_is_created(db_url):
+    from sqlalchemy import create_engine, inspect, text
+
+    from infermeter.store.schema import SCHEMA_VERSION
+
+    Store(db_url)
+    engine = create_engine(db_url)
+    with engine.begin() as c:
+        c.execute(text("DROP TABLE predictions"))
+        c.execute(text("UPDATE meta SET value = :v WHERE key = 'schema_version'"),
+                  {"v": str(SCHEMA_VERSION + 1)})  # fmt: skip
+    r = runner.invoke(app, ["runs", "list", "--db", db_url])
+    assert r.exit_code == 2 and "newer than this infermeter" in r.output
+    with pytest.raises(UserError, match="newer"):
+        Store(db_url)
+    assert "predictions" not in inspect(engine).get_table_names()
+    engine.dispose()
+
+
+@pytest.mark.parametrize("db_url", ["sqlite", "postgresql"], indirect=True)
+def test_reading_an_empty_database_creates_nothing(db_url, tmp_path):
+    """`runs list` on an empty PostgreSQL database created the whole schema."""
+    from sqlalchemy import create_engine, inspect
+
+    if db_url.startswith("sqlite"):
+        (tmp_path / "r.db").write_bytes(b"")  # an empty file: SQLite's empty database
+    r = runner.invoke(app, ["runs", "list", "--db", db_url])
+    assert r.exit_code == 2 and "holds no infermeter runs" in r.output, r.output
+    engine = create_engine(db_url)
+    assert inspect(engine).get_table_names() == []
+    engine.dispose()
+    if db_url.startswith("sqlite"):
+        assert (tmp_path / "r.db").read_bytes() == b""
+    assert Store(db_url).list_runs() == []  # a command that writes still makes it ours
+
+
+def test_a_database_opened_read_only_can_be_listed(tmp_path):
+    """A read-only database could not even be listed (the open wrote WAL mode and the
+    schema check). SQLite's read-only URI opens it as one a user may not change."""
+    path = tmp_path / "r.db"
+    r = runner.invoke(app, ["profile", "-m", "tiny-llama", "--new-tokens", "2", "--samples", "1",
+                            "--warmup", "0", "--db", str(path), "--json"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    run_id = Store(path).list_runs()[0]["id"]
+    before = path.read_bytes()
+    url = f"sqlite:///file:{path}?mode=ro&uri=true"
+    r = runner.invoke(app, ["runs", "list", "--db", url], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert run_id[:8] in r.output
+    assert path.read_bytes() == before

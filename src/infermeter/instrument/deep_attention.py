@@ -10,12 +10,28 @@ config's `_attn_implementation` to that name for its duration and restores it af
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 NAME = "infermeter_deep"
 _registered = False
-#: The profiler currently in deep mode (one at a time; the function is global to transformers).
-ACTIVE: Any = None
+#: Which profiler times each attention module: the function is global to transformers, so the
+#: profiler is found from the module it is called with. A module-wide "active profiler" lost
+#: every attention operation of one of two deep profiles run in two threads (issue 35).
+PROFILERS: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def attach(modules: Any, profiler: Any) -> None:
+    """Time the attention calls of `modules` (a model's) for `profiler`."""
+    for m in modules:
+        PROFILERS[m] = profiler
+
+
+def detach(modules: Any, profiler: Any) -> None:
+    """Stop timing `modules` for `profiler` (another profiler's entries are left alone)."""
+    for m in modules:
+        if PROFILERS.get(m) is profiler:
+            del PROFILERS[m]
 
 
 def register() -> None:
@@ -44,7 +60,7 @@ def deep_attention_forward(
     """Eager attention, instrumented; shapes as transformers' `eager_attention_forward`."""
     import torch
 
-    prof = ACTIVE
+    prof = PROFILERS.get(module)
     b, heads, q_len, dim = query.shape
     kv_heads, k_len = key.shape[1], key.shape[-2]
     groups = heads // kv_heads

@@ -240,7 +240,7 @@ class Profiler:
         before = getattr(text, "_attn_implementation", None)
         self._saved_attn = (text, before)
         text._attn_implementation = deep_attention.NAME
-        deep_attention.ACTIVE = self
+        deep_attention.attach(self.model.modules(), self)
         note = (
             f"deep mode: attention ran through infermeter's eager path (was {before}) so its "
             "operations could be timed; absolute attention times differ from the fused kernel"
@@ -257,8 +257,8 @@ class Profiler:
             text, before = self._saved_attn
             text._attn_implementation = before
             self._saved_attn = None
-        if deep_attention.ACTIVE is self:
-            deep_attention.ACTIVE = None
+        if hasattr(self.model, "modules"):
+            deep_attention.detach(self.model.modules(), self)
         self.active = self.probing = False
         self._attached = False
 

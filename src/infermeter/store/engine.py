@@ -8,11 +8,13 @@ file and the fix.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
@@ -40,10 +42,16 @@ def normalise_url(url: str | os.PathLike[str]) -> str:
 
 
 def sqlite_path(url: str) -> Path | None:
-    """The file behind a SQLite URL; None for other databases and in-memory SQLite."""
+    """The file behind a SQLite URL; None for other databases and in-memory SQLite.
+
+    Also SQLite's URI form, `sqlite:///file:/path/x.db?mode=ro&uri=true` (a read-only open).
+    """
     if not url.startswith("sqlite:///") or url == "sqlite:///:memory:":
         return None
-    return Path(url.removeprefix("sqlite:///"))
+    rest = url.removeprefix("sqlite:///")
+    if rest.startswith("file:"):
+        return Path(urlsplit(rest.split("?", 1)[0].removeprefix("file:")).path)
+    return Path(rest)
 
 
 def shown_url(url: str) -> str:
@@ -71,10 +79,8 @@ def make_engine(url: str, timeout_s: float) -> Engine:
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn: Any, _record: Any) -> None:
             cur = dbapi_conn.cursor()
-            # Set before any table exists, a new database frees deleted pages incrementally
-            # (`Store.reclaim`); on an older file it takes effect at its next VACUUM.
-            cur.execute("PRAGMA auto_vacuum=INCREMENTAL")
-            cur.execute("PRAGMA journal_mode=WAL")
+            # auto_vacuum and WAL mode are written into the file: `StoreCore._sqlite_modes`
+            # sets them once the database is known to be ours, never on one about to be refused
             # WAL + NORMAL: commits skip the fsync (the WAL is synced at checkpoints); a power
             # cut can lose the last commits, never corrupt the file. A sweep commits per point,
             # and the fsync was most of its time outside model calls.
@@ -122,6 +128,28 @@ class StoreCore:
                 ) from None
         self.engine = make_engine(self.url, timeout_s)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    def _sqlite_modes(self, new: bool) -> None:
+        """A SQLite database's file modes, set once it is known to be ours.
+
+        `new` (no table yet): incremental auto-vacuum, so deleted pages are given back
+        (`Store.reclaim`); it can only be chosen before the first table. Then WAL mode (a
+        reader never blocks a writer), read first: a database already in WAL is left alone,
+        so a read-only open (`sqlite:///file:x.db?mode=ro&uri=true`) of one works; one that
+        cannot be switched (read-only, not in WAL) stays as it is, readable.
+        """
+        if not self.url.startswith("sqlite"):
+            return
+        if new:
+            with self.engine.connect() as conn:
+                conn.exec_driver_sql("PRAGMA auto_vacuum=INCREMENTAL")
+        with self.engine.connect() as conn:
+            mode = str(conn.exec_driver_sql("PRAGMA journal_mode").scalar() or "").lower()
+            if mode in ("wal", "memory"):
+                return
+            # read-only: the file keeps its journal mode, reads still work
+            with contextlib.suppress(OperationalError):
+                conn.exec_driver_sql("PRAGMA journal_mode=WAL")
 
     @property
     def where(self) -> str:

@@ -4,6 +4,9 @@ The store is assembled from one part per job: `engine.py` (connection, pragmas, 
 `upgrade.py` (schema versions), `writes.py`, `queries.py`, `live.py` (the dashboard's feed)
 and `rows.py` (row mapping). Opening a store creates missing tables, upgrades an older schema,
 and marks runs of this host whose process is gone as `crashed`.
+
+A database it refuses (somebody else's tables, a newer schema, nothing at all for a command that
+only reads) is refused before anything is written to it: not the tables, not SQLite's WAL mode.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from infermeter.store.engine import default_url
 from infermeter.store.live import StoreLiveFeed
 from infermeter.store.queries import StoreQueries
 from infermeter.store.schema import Base
-from infermeter.store.upgrade import check_version
+from infermeter.store.upgrade import check_version, refuse_newer
 from infermeter.store.writes import StoreWrites
 
 
@@ -54,6 +57,16 @@ class Store(StoreWrites, StoreQueries, StoreLiveFeed):
                     "use another --db, or add infermeter's tables to it with "
                     "`infermeter db adopt --db ...`",
                 )
+            if not tables and not create and not adopt:
+                # a command that only reads must not turn an empty database into ours
+                raise UserError(
+                    f"database {self.where!r} holds no infermeter runs (it is empty)",
+                    "run `infermeter profile` with this --db first, or point --db at another",
+                )
+            if "meta" in tables:
+                with self._sessions() as s:
+                    refuse_newer(s)
+            self._sqlite_modes(new=not tables)
             self._create_and_upgrade()
         self.recover_crashed()
 

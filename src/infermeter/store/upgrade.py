@@ -14,6 +14,16 @@ from infermeter.errors import UserError
 from infermeter.store.schema import ADDED_COLUMNS, RENAMED_COLUMNS, SCHEMA_VERSION, Meta
 
 
+def refuse_newer(s: Session) -> None:
+    """Refuse a database whose schema is newer than this infermeter's, reading only."""
+    row = s.get(Meta, "schema_version")
+    if row is not None and int(row.value) > SCHEMA_VERSION:
+        raise UserError(
+            f"database schema version {row.value} is newer than this infermeter ({SCHEMA_VERSION})",
+            "upgrade infermeter or use another --db",
+        )
+
+
 def check_version(s: Session) -> None:
     """Record the version in a new database, upgrade an older one, refuse a newer one."""
     row = s.get(Meta, "schema_version")

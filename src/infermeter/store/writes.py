@@ -286,6 +286,8 @@ class StoreWrites(StoreCore):
             if path is not None:
                 before = _file_bytes(path)
                 conn.execute(text("PRAGMA wal_checkpoint(TRUNCATE)"))
+                # an older file without auto-vacuum switches to it here (only VACUUM can)
+                conn.execute(text("PRAGMA auto_vacuum=INCREMENTAL"))
                 conn.execute(text("VACUUM"))
                 conn.execute(text("PRAGMA wal_checkpoint(TRUNCATE)"))
                 return max(0, before - _file_bytes(path))
@@ -298,6 +300,12 @@ class StoreWrites(StoreCore):
         """Mark `crashed` the runs of this host left `running` by a process that is gone."""
         host = socket.gethostname()
         changed = 0
+        with self.session("read") as s:  # most opens find none: write only when there are some
+            running = s.scalars(
+                select(RunRow.id).where(RunRow.status == "running", RunRow.host == host)
+            ).all()
+        if not running:
+            return 0
         with self.session("write to") as s:
             rows = s.scalars(
                 select(RunRow).where(RunRow.status == "running", RunRow.host == host)
