@@ -60,7 +60,7 @@ def deep_attention_forward(
     """Eager attention, instrumented; shapes as transformers' `eager_attention_forward`."""
     import torch
 
-    prof = PROFILERS.get(module)
+    prof: Any = PROFILERS.get(module)
     b, heads, q_len, dim = query.shape
     kv_heads, k_len = key.shape[1], key.shape[-2]
     groups = heads // kv_heads
