@@ -15,6 +15,8 @@ from infermeter.util.jsonio import print_json
 runs_app = typer.Typer(help="List, show and delete stored runs.", no_args_is_help=True)
 _DB = typer.Option(None, help="Database URL or SQLite file (default: user data folder).")
 STATUSES = ("running", "finished", "failed", "crashed", "terminated")
+#: the furthest back --since and --max-age-days reach (a century: a larger one overflowed)
+MAX_DAYS = 36_500
 
 
 def parse_since(value: str | None) -> str | None:
@@ -25,6 +27,9 @@ def parse_since(value: str | None) -> str | None:
     now = dt.datetime.now(dt.timezone.utc)
     if m:
         n, unit = int(m.group(1)), m.group(2)
+        per_day = {"d": 1, "h": 24, "m": 24 * 60}[unit]
+        if n > MAX_DAYS * per_day:  # past year 1: every run is newer
+            raise UserError(f"--since {value!r} is too far back", f"use at most {MAX_DAYS}d")
         delta = {
             "d": dt.timedelta(days=n),
             "h": dt.timedelta(hours=n),
@@ -119,8 +124,10 @@ def cleanup_runs(
     """Delete old runs, after saying how many and asking (or --yes); in-progress ones: --force."""
     from infermeter.store import Store
 
-    if max_age_days < 0:
-        raise UserError(f"--max-age-days {max_age_days} is negative", "use 0 or more days")
+    if not 0 <= max_age_days <= MAX_DAYS:  # NaN fails both
+        raise UserError(
+            f"--max-age-days {max_age_days:g} is out of range", f"use 0..{MAX_DAYS} days"
+        )
     store = Store(db, create=False)
     cutoff = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=max_age_days)
     ids = store.older_than(cutoff.isoformat(timespec="seconds"), running=force)

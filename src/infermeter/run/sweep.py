@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import itertools
 import json
+import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -44,6 +45,12 @@ def show(knob: Knob, value: Any) -> Any:
     return value
 
 
+#: the most points a sweep may have: 10,000 points of a second each is three hours; an 8 KB file
+#: expanding to 10^8 points ran out of memory after 49 s before the limit (issue 35)
+MAX_POINTS = 10_000
+#: the longest sweep name the store keeps (its column: PostgreSQL refuses longer, SQLite not)
+MAX_NAME_CHARS = 200
+
 #: RunConfig fields added after sweep ids were first stored (as `to_dict` gives their default)
 LATER_FIELDS: dict[str, Any] = {"slos": [], "nvtx": False}
 
@@ -62,6 +69,18 @@ class SweepSpec:
         """(knob, parsed values) per knob, in the given order; UserError on any bad value."""
         if not self.knobs:
             raise UserError("a sweep needs at least one --knob", "e.g. --knob top_k=1,2,4")
+        if len(self.name) > MAX_NAME_CHARS:
+            raise UserError(
+                f"the sweep name is {len(self.name)} characters long",
+                f"use at most {MAX_NAME_CHARS}",
+            )
+        total = math.prod(len(v) for v in self.knobs.values())
+        if total > MAX_POINTS:
+            counts = " x ".join(f"{len(v)} {k}" for k, v in self.knobs.items())
+            raise UserError(
+                f"the sweep has {total:,} points ({counts})",
+                f"use at most {MAX_POINTS:,}: fewer values per knob, or split it into sweeps",
+            )
         out = []
         for name, values in self.knobs.items():
             knob = get_knob(name)

@@ -19,11 +19,36 @@ from typing import Any
 
 import tomllib
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from infermeter.errors import UserError
 
 Scalar = str | int | float | bool
+#: a sweep file is a few lines; a larger one is a mistake (or a hostile file), refused unread
+MAX_FILE_BYTES = 1_000_000
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader refusing a key given twice (the last one silently won)."""
+
+
+def _unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+    seen = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise UserError(
+                f"sweep config key {key!r} is given twice (line {key_node.start_mark.line + 1})",
+                "keep one of them",
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep)
+
+
+_UniqueKeyLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+    _unique_mapping,
+)
 
 
 class SweepFile(BaseModel):
@@ -32,19 +57,20 @@ class SweepFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     model: str | None = None
-    name: str | None = None
+    name: str | None = Field(default=None, max_length=200)
     interleave: bool = False
     knobs: dict[str, list[Scalar] | Scalar] = Field(default_factory=dict)
-    prompt_tokens: int | None = None
-    new_tokens: int | None = None
-    batch_size: int | None = None
-    samples: int | None = None
-    warmup: int | None = None
+    # strict: `samples: true` is not 1 sample
+    prompt_tokens: StrictInt | None = None
+    new_tokens: StrictInt | None = None
+    batch_size: StrictInt | None = None
+    samples: StrictInt | None = None
+    warmup: StrictInt | None = None
     dtype: str | None = None
     device: str | None = None
     mode: str | None = None
     energy: str | None = None
-    seed: int | None = None
+    seed: StrictInt | None = None
     prompts_file: str | None = None
 
     def knob_texts(self) -> dict[str, list[str]]:
@@ -67,22 +93,43 @@ class SweepFile(BaseModel):
 def read_sweep_file(path: Path) -> SweepFile:
     """Parse and validate a .yaml/.yml/.toml sweep file; UserError naming the bad key."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise UserError(f"sweep config {str(path)!r} does not exist", "check the --config path")
-    text = path.read_text()
+    if not path.is_file():
+        raise UserError(
+            f"sweep config {str(path)!r} is not a regular file (a folder, FIFO or device)",
+            "give a .yaml or .toml file",
+        )
+    if path.suffix not in (".toml", ".yaml", ".yml"):
+        raise UserError(
+            f"sweep config {path.name!r} is neither YAML nor TOML", "use .yaml, .yml or .toml"
+        )
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise UserError(
+            f"sweep config {path.name} is {size:,} bytes",
+            f"a sweep file is at most {MAX_FILE_BYTES:,}",
+        )
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"sweep config {path.name} is not UTF-8 text (byte {exc.start})", "save it as UTF-8"
+        ) from None
     try:
         if path.suffix == ".toml":
             data = tomllib.loads(text)
-        elif path.suffix in (".yaml", ".yml"):
-            data = yaml.safe_load(text) or {}
         else:
-            raise UserError(
-                f"sweep config {path.name!r} is neither YAML nor TOML", "use .yaml, .yml or .toml"
-            )
+            data = yaml.load(text, Loader=_UniqueKeyLoader) or {}  # noqa: S506 - a safe loader
     except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
         first = str(exc).splitlines()[0]
         raise UserError(
             f"sweep config {path.name} is not valid: {first}", "fix its syntax"
+        ) from None
+    except RecursionError:
+        raise UserError(
+            f"sweep config {path.name} is nested too deeply to read",
+            "a sweep file is flat: keys, and knobs with lists of values",
         ) from None
     if not isinstance(data, dict):
         raise UserError(f"sweep config {path.name} is not a mapping", "write key: value lines")
