@@ -124,7 +124,9 @@ def cleanup_runs(
     """Delete old runs, after saying how many and asking (or --yes); in-progress ones: --force."""
     from infermeter.store import Store
 
-    if not 0 <= max_age_days <= MAX_DAYS:  # NaN fails both
+    if max_age_days < 0:
+        raise UserError(f"--max-age-days {max_age_days:g} is negative", "use 0 or more days")
+    if not max_age_days <= MAX_DAYS:  # NaN too
         raise UserError(
             f"--max-age-days {max_age_days:g} is out of range", f"use 0..{MAX_DAYS} days"
         )
