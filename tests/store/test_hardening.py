@@ -206,3 +206,42 @@ def test_a_database_opened_read_only_can_be_listed(tmp_path):
     assert r.exit_code == 0, r.output
     assert run_id[:8] in r.output
     assert path.read_bytes() == before
+
+
+#: writes a progress line (the live page's "in progress"), says so, then waits to be killed
+PROGRESS = (
+    "import sys, time; from infermeter.store import Store\n"
+    "Store(sys.argv[1]).progress('k-' + sys.argv[2], {'model': 'm', 'stage': 'sample', "
+    "'done': 1, 'total': 3, 'tokens': 4})\n"
+    "print('written', flush=True); time.sleep(600)"
+)
+
+
+@pytest.mark.parametrize("db_url", ["sqlite", "postgresql"], indirect=True)
+def test_a_killed_profile_leaves_no_in_progress_line(db_url):
+    """SIGKILL, a double SIGTERM, disk full: 23 stale lines pushed to the live page after 24
+    kills (issue 35, item 7). A line names its process; one whose process is gone is not
+    shown, and the next open on its host deletes it."""
+    import signal
+
+    from sqlalchemy import create_engine, text
+
+    Store(db_url)
+    procs = [subprocess.Popen([sys.executable, "-c", PROGRESS, db_url, str(i)],
+                              stdout=subprocess.PIPE, text=True) for i in range(2)]  # fmt: skip
+    for p in procs:
+        assert p.stdout.readline().strip() == "written"
+    store = Store(db_url)
+    assert sorted(r["key"] for r in store.progress_rows()) == ["k-0", "k-1"]  # both alive
+    procs[0].send_signal(signal.SIGKILL)
+    procs[0].wait(30)
+    assert [r["key"] for r in store.progress_rows()] == ["k-1"]  # not shown at once
+    Store(db_url)  # the next open deletes the dead line, keeps the live one
+    engine = create_engine(db_url)
+    with engine.connect() as c:
+        keys = [k for (k,) in c.execute(text("SELECT key FROM progress"))]
+    engine.dispose()
+    assert keys == ["k-1"]
+    procs[1].kill()
+    procs[1].wait(30)
+    assert store.progress_rows() == []

@@ -7,6 +7,7 @@ not seen yet and drops rows it already sent.
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 from sqlalchemy import func, select
@@ -14,7 +15,29 @@ from sqlalchemy import func, select
 from infermeter.store.engine import StoreCore
 from infermeter.store.rows import unpack
 from infermeter.store.schema import LayerStatsRow, ProgressRow, RunRow, SampleRow, StepsRow
-from infermeter.store.writes import LIVE_LAYERS
+from infermeter.store.writes import LIVE_LAYERS, _alive
+from infermeter.util.timestamps import age_seconds
+
+#: a progress line from another host (whose process cannot be checked) not updated for this
+#: long is taken as gone; a profile writes at least at each sample and its model's load
+STALE_OTHER_HOST_S = 3600.0
+
+
+def _stale(row: ProgressRow, status: str | None) -> bool:
+    """Whether a progress line belongs to no profile in progress.
+
+    Its run ended (finished, failed, crashed); or its process, on this host, is gone; or,
+    from another host or an older infermeter (no process recorded), it has not been updated
+    for `STALE_OTHER_HOST_S`.
+    """
+    if status is not None and status != "running":
+        return True
+    if row.host == socket.gethostname() and row.pid is not None:
+        return not _alive(row.pid, row.pid_started or 0)
+    try:
+        return age_seconds(row.updated) > STALE_OTHER_HOST_S
+    except ValueError:
+        return True
 
 #: The per-layer table a finished run keeps (instrument/tables.py names it so).
 FINAL_LAYERS = "layers"
@@ -64,9 +87,18 @@ class StoreLiveFeed(StoreCore):
             ]
 
     def progress_rows(self) -> list[dict[str, Any]]:
-        """Every profile in progress, where it is (stage, done of total, tokens so far)."""
+        """Every profile in progress, where it is (stage, done of total, tokens so far).
+
+        Lines whose profile cannot be in progress are left out (`_stale`): a reader does not
+        delete them (it may have no right to write); the next open on their host does.
+        """
         with self.session("read") as s:
-            rows = s.scalars(select(ProgressRow).order_by(ProgressRow.updated)).all()
+            found = s.execute(
+                select(ProgressRow, RunRow.status)
+                .outerjoin(RunRow, RunRow.id == ProgressRow.run_id)
+                .order_by(ProgressRow.updated)
+            ).all()
+            rows = [r for r, status in found if not _stale(r, status)]
             return [
                 {
                     "key": r.key,

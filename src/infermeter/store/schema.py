@@ -20,7 +20,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 #: Bumped whenever a table or column changes; a newer database is refused, not misread.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 #: Columns added since version 1, so an older database is upgraded in place (no data lost).
 ADDED_COLUMNS = {
@@ -31,6 +31,11 @@ ADDED_COLUMNS = {
         ("sweeps", "spec", "JSON"),
     ],
     5: [("progress", "steps", "JSON")],
+    7: [
+        ("progress", "host", "VARCHAR(255)"),
+        ("progress", "pid", "INTEGER"),
+        ("progress", "pid_started", "FLOAT"),
+    ],
 }
 
 #: Columns renamed since version 1 (table, old name, new name): units in the names from v3.
@@ -243,3 +248,8 @@ class ProgressRow(Base):
     #: the sample being generated, as it goes (schema 5): {"tokens", "of", "ttft_ms",
     #: "step_ms" (its latest steps)}; None between samples
     steps: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    #: the process writing it (schema 7): a row whose process is gone is stale (SIGKILL, disk
+    #: full, a double SIGTERM left 23 of them on the live page after 24 kills)
+    host: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    pid_started: Mapped[float | None] = mapped_column(Float, nullable=True)

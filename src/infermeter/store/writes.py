@@ -13,7 +13,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 import psutil
-from sqlalchemy import select
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from infermeter.errors import UserError
@@ -116,7 +116,9 @@ class StoreWrites(StoreCore):
                     s.delete(row)
                 return
             if row is None:
-                row = ProgressRow(key=key)
+                me = psutil.Process()
+                row = ProgressRow(key=key, host=socket.gethostname(), pid=me.pid,
+                                  pid_started=me.create_time())  # fmt: skip
                 s.add(row)
             for name in ("run_id", "model", "stage", "done", "total", "tokens", "steps"):
                 setattr(row, name, state.get(name))
@@ -297,13 +299,26 @@ class StoreWrites(StoreCore):
             return max(0, before - int(conn.execute(size).scalar() or 0))
 
     def recover_crashed(self) -> int:
-        """Mark `crashed` the runs of this host left `running` by a process that is gone."""
+        """Mark `crashed` the runs of this host left `running` by a process that is gone.
+
+        The progress rows of this host's gone processes are deleted too (the live page's
+        "in progress" lines). Returns the runs marked.
+        """
         host = socket.gethostname()
         changed = 0
         with self.session("read") as s:  # most opens find none: write only when there are some
             running = s.scalars(
                 select(RunRow.id).where(RunRow.status == "running", RunRow.host == host)
             ).all()
+            lines = s.execute(
+                select(ProgressRow.key, ProgressRow.pid, ProgressRow.pid_started).where(
+                    ProgressRow.host == host
+                )
+            ).all()
+        stale = [k for k, pid, started in lines if pid is None or not _alive(pid, started or 0)]
+        if stale:
+            with self.session("write to") as s:
+                s.execute(delete(ProgressRow).where(ProgressRow.key.in_(stale)))
         if not running:
             return 0
         with self.session("write to") as s:
