@@ -111,6 +111,9 @@ def test_fail_if_slo_missed_exits_3_naming_the_miss(tmp_path):
     (["--prompt-tokens", "lots"], "not a length distribution"),
     (["--server", "magic"], "--server"),
     (["--fail-if-slo-missed"], "needs an --slo"),
+    # a length beyond the model's context is refused as asked, not cut to 4096 (issue 35)
+    (["--prompt-tokens", "5000", "--requests", "2"], "--prompt-tokens 5000 does not fit"),
+    (["--prompt-tokens", "uniform:64-9000", "--requests", "2"], "--prompt-tokens 9000"),
 ])  # fmt: skip
 def test_bad_options_are_one_line(args, needle):
     r = runner.invoke(app, ["load", *args])

@@ -245,3 +245,23 @@ def test_a_killed_profile_leaves_no_in_progress_line(db_url):
     procs[1].kill()
     procs[1].wait(30)
     assert store.progress_rows() == []
+
+
+def test_cleanup_never_claims_more_than_the_database_held(tmp_path):
+    """`cleanup` said "129.2 MiB given back" from a 67.6 MB file: it counted from after the
+    delete, whose own WAL growth the vacuum then truncated (issue 35, item 12)."""
+    import re
+
+    db = tmp_path / "r.db"
+    for _ in range(3):
+        r = runner.invoke(app, ["profile", "-m", "tiny-llama", "--new-tokens", "4", "--samples",
+                                "2", "--mode", "standard", "--db", str(db)])  # fmt: skip
+        assert r.exit_code == 0, r.output
+    wal = db.with_name(db.name + "-wal")
+    held = db.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+    r = runner.invoke(app, ["runs", "cleanup", "--max-age-days", "0", "--yes", "--db", str(db)])
+    assert r.exit_code == 0, r.output
+    freed_mib = float(re.search(r"([\d.]+) MiB given back", r.output).group(1))
+    assert freed_mib * 2**20 <= held + 0.05 * 2**20, (freed_mib, held)
+    now = db.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+    assert freed_mib * 2**20 == pytest.approx(held - now, abs=0.05 * 2**20)

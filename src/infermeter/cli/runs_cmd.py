@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -94,6 +95,12 @@ def show_run(
         Console(soft_wrap=True).print(run_card(run, where=store.where, show_text=show_text))
 
 
+def _given_back(store: Any, before: int | None, freed: int) -> int:
+    """Bytes the disk got back: the file and WAL before the delete less after (SQLite)."""
+    after = store.disk_bytes()
+    return freed if before is None or after is None else max(0, before - after)
+
+
 @runs_app.command("delete")
 @guard
 def delete_run(
@@ -105,8 +112,10 @@ def delete_run(
     from infermeter.store import Store
 
     store = Store(db, create=False)
+    before = store.disk_bytes()
     rid = store.delete(run_id, force=force)
     freed = store.reclaim()
+    freed = _given_back(store, before, freed)
     err_console.print(
         f"deleted run {rid}" + (f"; {freed / 2**20:.1f} MiB given back" if freed else ""),
         markup=False,
@@ -147,8 +156,9 @@ def cleanup_runs(
         err=True,
     ):
         raise fail("nothing deleted", 1)
+    before = store.disk_bytes()
     store.delete_many(ids, force=force)
-    freed = store.vacuum()
+    freed = _given_back(store, before, store.vacuum())
     err_console.print(
         f"deleted {len(ids)} runs; {freed / 2**20:.1f} MiB given back to the disk", markup=False
     )

@@ -48,9 +48,15 @@ def serve_command(
                 f"cannot listen on {host}:{port} ({exc.strerror})",
                 "pick another --port, or stop what is using it",
             ) from None
-    guard_ = Guard(host=host, token=token, extra_hosts=list(allow_host or []), port=port)
-    app = create_app(store, guard_, poll_s=poll_ms / 1000)
+    extra = list(allow_host or [])
     shown = "localhost" if is_loopback(host) else host
+    if host in ("0.0.0.0", "::"):
+        # every interface: the URL names this machine, which the guard must then accept (the
+        # printed http://0.0.0.0:PORT/ was answered "400 unknown host")
+        shown = socket.gethostname().lower()
+        extra.append(shown)
+    guard_ = Guard(host=host, token=token, extra_hosts=extra, port=port)
+    app = create_app(store, guard_, poll_s=poll_ms / 1000)
     url = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
     console = Console(stderr=True, soft_wrap=True)
     console.print(
@@ -60,6 +66,13 @@ def serve_command(
         console.print(
             "anyone with this URL can read your runs: share it like a password",
             style="yellow",
+            markup=False,
+        )
+    if host in ("0.0.0.0", "::"):
+        console.print(
+            f"clients must name this machine {shown!r} or localhost; add the names or addresses "
+            "they use with --allow-host",
+            style="dim",
             markup=False,
         )
     uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)

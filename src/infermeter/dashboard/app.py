@@ -250,5 +250,10 @@ def _add_live(app: FastAPI, guard: Guard, feed: LiveFeed, poll_s: float) -> None
                 await ws.send_json(clean_json(event))
         except (WebSocketDisconnect, RuntimeError):
             pass
+        except asyncio.CancelledError:
+            # the server is stopping (Ctrl-C) with this page still open: uvicorn cancels the
+            # handler after its grace period; end it quietly, not with a traceback on stderr
+            with contextlib.suppress(Exception):
+                await ws.close(code=1001)
         finally:
             feed.unsubscribe(queue)

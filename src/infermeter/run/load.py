@@ -158,6 +158,15 @@ def make_requests(spec: LoadSpec, tokenizer: Any, limit: int) -> list[Request]:
 
     from infermeter.workloads.prompts import WorkloadSpec, build_batches
 
+    asked = (("--prompt-tokens", spec.prompt_tokens), ("--new-tokens", spec.new_tokens))
+    for option, lens in asked:
+        # a normal distribution's tail is clamped; a length asked for is never silently cut
+        # (5000 prompt tokens were reported as "a request of 4096 prompt")
+        if lens.kind != "normal" and lens.most() >= limit:
+            raise UserError(
+                f"{option} {lens.most()} does not fit the context of {limit} positions",
+                f"keep prompt + new tokens <= {limit}",
+            )
     rng = np.random.default_rng(spec.seed)
     prompt_lens = spec.prompt_tokens.sample(spec.requests, rng, limit)
     new_lens = spec.new_tokens.sample(spec.requests, rng, limit)
