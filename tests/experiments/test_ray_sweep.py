@@ -118,3 +118,39 @@ def test_a_bare_ray_flag_means_a_local_instance():
     assert bare_ray_option(["im", "sweep", "--ray", "--db", "x"])[3] == "local"
     assert bare_ray_option(["im", "sweep", "--ray", "auto"]) == ["im", "sweep", "--ray", "auto"]
     assert bare_ray_option(["im", "profile", "--ray"]) == ["im", "profile", "--ray"]
+
+
+def test_a_point_no_node_can_run_is_refused_not_left_waiting(tmp_path):
+    """`sweep --ray --cpus-per-point 1000` hung in silence: Ray queues an infeasible task
+    forever (issue 35, item 9). Checked against the real local instance's nodes."""
+    db = str(tmp_path / "r.db")
+    base = ["sweep", "-m", "tiny-llama", "--knob", "new_tokens=2", "--db", db, "--ray", "local",
+            "--ray-cpus", "2"]  # fmt: skip
+    start = time.monotonic()
+    for option, needles in (("--cpus-per-point=1000", ("--cpus-per-point 1000", "has 2")),
+                            ("--gpus-per-point=1", ("--gpus-per-point 1", "has 0"))):  # fmt: skip
+        r = runner.invoke(app, [*base, option])
+        # the sweep's banner and Ray's own start-up notice come first; the error is one line
+        last = r.output.strip().splitlines()[-1]
+        assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+        assert last.startswith("error: ") and all(n in last for n in needles), last
+    assert time.monotonic() - start < 120
+    assert not ray.is_initialized()  # the instance it started is shut down
+    assert Store(db).list_runs() == []
+
+
+def test_feasibility_is_judged_per_node():
+    from infermeter import UserError
+    from infermeter.experiments.ray_sweep import RayPlacement, check_feasible
+
+    nodes = [{"Alive": True, "Resources": {"CPU": 8.0, "GPU": 1.0, "accelerator_type:A10G": 1.0}},
+             {"Alive": True, "Resources": {"CPU": 16.0}},
+             {"Alive": False, "Resources": {"CPU": 64.0, "GPU": 8.0}}]  # fmt: skip
+    check_feasible(nodes, RayPlacement(cpus_per_point=16))
+    check_feasible(nodes, RayPlacement(gpus_per_point=1, accelerator_type="A10G"))
+    with pytest.raises(UserError, match="the largest has 16"):  # 8 + 16 is not one node
+        check_feasible(nodes, RayPlacement(cpus_per_point=24))
+    with pytest.raises(UserError, match="the largest has 1"):  # the dead node does not count
+        check_feasible(nodes, RayPlacement(gpus_per_point=2))
+    with pytest.raises(UserError, match="H100"):
+        check_feasible(nodes, RayPlacement(gpus_per_point=1, accelerator_type="H100"))

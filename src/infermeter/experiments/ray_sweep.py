@@ -157,6 +157,34 @@ def failed_point(spec: SweepSpec, point: dict[str, Any], reason: str) -> RunResu
     )
 
 
+def check_feasible(nodes: list[dict[str, Any]], placement: RayPlacement) -> None:
+    """Refuse a point no live node can run: Ray would queue its task forever, in silence.
+
+    `sweep --ray --cpus-per-point 1000` hung with no word (issue 35). Checked per node, since a
+    task runs on one: the largest node's CPUs and GPUs, and whether any node has the
+    accelerator type asked for.
+    """
+    alive = [n.get("Resources", {}) for n in nodes if n.get("Alive", True)]
+    asks = (("CPU", placement.cpus_per_point, "--cpus-per-point"),
+            ("GPU", placement.gpus_per_point, "--gpus-per-point"))  # fmt: skip
+    for key, wanted, option in asks:
+        most = max((float(r.get(key, 0)) for r in alive), default=0.0)
+        if wanted and wanted > most:
+            raise UserError(
+                f"{option} {wanted:g}: no node of the Ray cluster has that many {key}s "
+                f"(the largest has {most:g})",
+                f"use {option} {most:g} or less, or add a node that large",
+            )
+    if placement.accelerator_type:
+        key = f"accelerator_type:{placement.accelerator_type}"
+        if not any(key in r for r in alive):
+            raise UserError(
+                f"--accelerator-type {placement.accelerator_type}: no node of the Ray cluster "
+                "has it",
+                "drop --accelerator-type, or name one its nodes have (`ray status`)",
+            )
+
+
 def _start(ray: Any, placement: RayPlacement, url: str) -> bool:
     """Connect to (or start) Ray; True when this call started it (and must shut it down)."""
     from infermeter.store.engine import sqlite_path
@@ -170,9 +198,19 @@ def _start(ray: Any, placement: RayPlacement, url: str) -> bool:
     }
     if placement.address is None:
         ray.init(num_cpus=placement.local_cpus, **kwargs)
+        try:
+            check_feasible(ray.nodes(), placement)
+        except UserError:
+            ray.shutdown()
+            raise
         return True
     ray.init(address=placement.address, **kwargs)
     nodes = [n for n in ray.nodes() if n.get("Alive")]
+    try:
+        check_feasible(nodes, placement)
+    except UserError:
+        ray.shutdown()
+        raise
     if sqlite_path(url) is not None and len({n.get("NodeManagerAddress") for n in nodes}) > 1:
         ray.shutdown()
         raise UserError(
