@@ -32,6 +32,7 @@ def export_command(
     """Write a run as a Chrome/Perfetto trace (open in ui.perfetto.dev) or as its JSON."""
     from infermeter.report.trace import DETAIL, write_chrome_trace
     from infermeter.store import Store
+    from infermeter.util.atomic import atomic_path
 
     if format not in FORMATS:
         raise UserError(f"unknown format {format!r}", f"use one of {', '.join(FORMATS)}")
@@ -46,10 +47,11 @@ def export_command(
     elif format in ("csv", "parquet"):
         frame = samples_frame(run)
         path = folder / f"run-{run.run_id}.{format}"
-        if format == "csv":
-            frame.to_csv(path, index=False)
-        else:
-            frame.to_parquet(path, index=False)
+        with atomic_path(path) as tmp:
+            if format == "csv":
+                frame.to_csv(tmp, index=False)
+            else:
+                frame.to_parquet(tmp, index=False)
         size = path.stat().st_size
     else:
         path = folder / f"run-{run.run_id}.trace.json"

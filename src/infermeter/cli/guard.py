@@ -7,6 +7,7 @@ traceback only when INFERMETER_DEBUG=1.
 
 from __future__ import annotations
 
+import errno
 import functools
 import math
 import os
@@ -77,13 +78,45 @@ def guard(fn: F) -> F:
             raise fail("interrupted; what was measured so far is stored", 130) from None
         except (typer.Exit, typer.Abort):
             raise
+        except OSError as exc:
+            line = os_error_line(exc)
+            if line is None:
+                raise fail(_internal(exc), 1) from None
+            raise fail(f"error: {line}", 2) from None
         except Exception as exc:  # noqa: BLE001 - last line of defence, reported as a bug
-            if os.environ.get("INFERMETER_DEBUG"):
-                traceback.print_exc()
-            raise fail(
-                f"internal error: {type(exc).__name__}: {exc} "
-                "(a bug in infermeter; set INFERMETER_DEBUG=1 for the traceback)",
-                1,
-            ) from None
+            raise fail(_internal(exc), 1) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _internal(exc: BaseException) -> str:
+    """The line for an error nobody foresaw: a bug, with how to see its traceback."""
+    if os.environ.get("INFERMETER_DEBUG"):
+        traceback.print_exc()
+    return (
+        f"internal error: {type(exc).__name__}: {exc} "
+        "(a bug in infermeter; set INFERMETER_DEBUG=1 for the traceback)"
+    )
+
+
+#: what the machine, not infermeter, refused: (problem, fix) by errno
+_OS_ERRORS = {
+    errno.ENOSPC: ("no space left on the device", "free some space, or write elsewhere (--out)"),
+    errno.EDQUOT: ("the disk quota is used up", "free some space, or write elsewhere (--out)"),
+    errno.EROFS: ("the file system is read-only", "write elsewhere (--out)"),
+    errno.EACCES: ("permission denied", "write elsewhere (--out), or fix the permissions"),
+}
+
+
+def os_error_line(exc: OSError) -> str | None:
+    """One line for a full disk, a quota, a read-only or forbidden place; None for the rest.
+
+    A full disk gave "internal error" and left 0-byte files (issue 35); files are now written
+    whole or not at all (util/atomic.py), and the error names the file and what to do.
+    """
+    known = _OS_ERRORS.get(exc.errno or -1)
+    if known is None:
+        return None
+    problem, fix = known
+    where = exc.filename or exc.filename2
+    return f"{problem}{f' (writing {where})' if where else ''}; {fix}"

@@ -20,6 +20,7 @@ from infermeter.report.roofline_figure import roofline_figure
 from infermeter.report.run_figures import RUN_FIGURES
 from infermeter.run.components import part_tree, with_generate_calls
 from infermeter.util import fmt
+from infermeter.util.atomic import write_text_atomic
 from infermeter.util.jsonio import write_json
 
 CSS = """
@@ -94,7 +95,7 @@ class _Doc:
 
     def write(self) -> list[Path]:
         md = self.out / "report.md"
-        md.write_text("\n".join(self.md))
+        write_text_atomic(md, "\n".join(self.md))
         page = (
             "<!doctype html><html><head><meta charset='utf-8'>"
             f"<title>{html.escape(self.title)}</title><style>{CSS}</style></head><body>"
@@ -102,7 +103,7 @@ class _Doc:
             + "</body></html>"
         )
         path = self.out / "report.html"
-        path.write_text(page)
+        write_text_atomic(path, page)
         return [md, path]
 
 

@@ -18,6 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from infermeter.run.components import COMPONENTS  # noqa: E402
+from infermeter.util.atomic import atomic_path  # noqa: E402
 
 DPI = 300
 PHASE_COLORS = {"prefill (TTFT)": "#4C72B0", "decode": "#DD8452"}
@@ -85,8 +86,11 @@ def save_figure(fig: Any, out: Path, stem: str, rows: list[dict[str, Any]]) -> l
     """OUT/STEM.png at 300 DPI and OUT/STEM.csv (the numbers it was drawn from); closes it."""
     out.mkdir(parents=True, exist_ok=True)
     png = out / f"{stem}.png"
-    fig.savefig(png, dpi=DPI, bbox_inches="tight")
-    plt.close(fig)
+    try:
+        with atomic_path(png) as tmp:
+            fig.savefig(tmp, dpi=DPI, bbox_inches="tight")
+    finally:
+        plt.close(fig)
     return [png, write_csv(out / f"{stem}.csv", rows)]
 
 
@@ -95,7 +99,7 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
     cols: list[str] = []
     for r in rows:
         cols.extend(k for k in r if k not in cols)
-    with path.open("w", newline="") as f:
+    with atomic_path(path) as tmp, tmp.open("x", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols)
         w.writeheader()
         w.writerows(rows)

@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from infermeter.analysis.roofline import COLUMNS, all_rows  # noqa: E402
 from infermeter.report.figures import DPI, write_csv  # noqa: E402
+from infermeter.util.atomic import atomic_path  # noqa: E402
 
 MARKERS = {"attention": "o", "mlp": "s", "moe": "D", "lm_head": "^", "forward": "*"}
 COLORS = {"prefill": "#4C72B0", "decode": "#DD8452"}
@@ -64,7 +65,10 @@ def roofline_figure(analysis: dict[str, Any], out: Path, stem: str = "roofline")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
     out.mkdir(parents=True, exist_ok=True)
     png = out / f"{stem}.png"
-    fig.savefig(png, dpi=DPI, bbox_inches="tight")
-    plt.close(fig)
+    try:
+        with atomic_path(png) as tmp:
+            fig.savefig(tmp, dpi=DPI, bbox_inches="tight")
+    finally:
+        plt.close(fig)
     table = [{k: r[k] for k in COLUMNS} for r in rows]
     return [png, write_csv(out / f"{stem}.csv", table)]

@@ -105,7 +105,8 @@ def chrome_trace(run: RunResult, detail: str = "parts") -> dict[str, Any]:
 
 def write_chrome_trace(run: RunResult, path: Any, detail: str = "parts") -> int:
     """Write the trace as compact JSON; return its size in bytes."""
+    from infermeter.util.atomic import write_text_atomic
+
     text = json.dumps(chrome_trace(run, detail), separators=(",", ":"))
-    with open(path, "w") as fh:
-        fh.write(text)
+    write_text_atomic(path, text)
     return len(text)

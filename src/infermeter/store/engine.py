@@ -173,6 +173,11 @@ class StoreCore:
                     f"database {self.where!r} is locked by another process ({action})",
                     "wait for it to finish, or use another --db",
                 ) from None
+            if "disk is full" in text or "No space left" in text:
+                raise UserError(
+                    f"the disk holding database {self.where!r} is full ({action})",
+                    "free some space (what was stored before is kept), or use another --db",
+                ) from None
             raise UserError(
                 f"cannot {action} database {self.where!r}: {text}",
                 "check the path and permissions, or use another --db",

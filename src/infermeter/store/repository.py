@@ -11,6 +11,7 @@ only reads) is refused before anything is written to it: not the tables, not SQL
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from typing import Any
@@ -68,7 +69,10 @@ class Store(StoreWrites, StoreQueries, StoreLiveFeed):
                     refuse_newer(s)
             self._sqlite_modes(new=not tables)
             self._create_and_upgrade()
-        self.recover_crashed()
+        # housekeeping, not the command's job: a full disk must not stop `runs list` from
+        # reading what is there; the next open with room marks them
+        with contextlib.suppress(UserError):
+            self.recover_crashed()
 
     def _create_and_upgrade(self, attempts: int = 5) -> None:
         """Create missing tables and upgrade the schema, safe against a process doing the same.

@@ -11,7 +11,6 @@ import json
 import math
 import os
 import sys
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -34,17 +33,9 @@ def to_json_text(doc: Any, *, indent: int | None = None) -> str:
 
 def write_json(path: str | os.PathLike[str], doc: Any) -> Path:
     """Write `doc` to `path` as indented strict JSON, atomically; return the path."""
-    target = Path(path)
-    text = to_json_text(doc, indent=1) + "\n"
-    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(tmp, "x", encoding="utf-8") as fh:  # the user's umask, like any file
-            fh.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return target
+    from infermeter.util.atomic import write_text_atomic
+
+    return write_text_atomic(path, to_json_text(doc, indent=1) + "\n")
 
 
 def print_json(doc: Any) -> None:

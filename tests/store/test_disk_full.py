@@ -1,0 +1,100 @@
+"""A full disk (issue 35, item 11), on a real tmpfs of a few hundred KB mounted by the test
+(root only: skipped with the reason elsewhere). Files appear whole or not at all, every error is
+one line naming the file and the fix, and what was stored before stays readable."""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from infermeter.cli.app import app
+from infermeter.store import Store
+from tests.helpers import assert_one_line_error
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 512 KiB tmpfs, unmounted afterwards."""
+    mnt = tmp_path / f"disk-{uuid.uuid4().hex[:6]}"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mnt)],
+                       capture_output=True, text=True)  # fmt: skip
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {r.stderr.strip()[:120]}")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def _fill(disk: Path, leave_bytes: int) -> Path:
+    """Fill the disk but `leave_bytes`; return the filler file."""
+    import os
+
+    filler = disk / "filler"
+    st = os.statvfs(disk)
+    free = st.f_bavail * st.f_frsize
+    filler.write_bytes(b"\0" * max(0, free - leave_bytes))
+    return filler
+
+
+def _no_partial_files(folder: Path) -> None:
+    for f in folder.rglob("*"):
+        if f.is_file():
+            assert ".tmp" not in f.name, f
+            assert f.stat().st_size > 0, f
+
+
+@pytest.fixture(scope="module")
+def stored_run(tmp_path_factory):
+    db = tmp_path_factory.mktemp("db") / "r.db"
+    r = runner.invoke(app, ["profile", "-m", "tiny-llama", "--new-tokens", "4", "--samples", "2",
+                            "--mode", "standard", "--db", str(db)])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    return str(db), Store(db).list_runs()[0]["id"]
+
+
+def test_report_and_export_to_a_full_disk_are_one_line_and_leave_no_partial_file(
+    small_disk, stored_run
+):
+    db, run_id = stored_run
+    out = small_disk / "out"
+    out.mkdir()
+    filler = _fill(small_disk, 20_000)  # room for a small file, not for the figures
+    r = runner.invoke(app, ["report", run_id, "--out", str(out), "--db", db])
+    assert_one_line_error(r, "no space left on the device", str(out), "--out")
+    _no_partial_files(out)
+    for fmt in ("csv", "json", "chrome-trace"):
+        filler.write_bytes(b"")
+        _fill(small_disk, 0)
+        r = runner.invoke(app, ["export", run_id, "--format", fmt, "--out", str(out), "--db", db])
+        assert_one_line_error(r, "no space left on the device", "--out")
+        _no_partial_files(out)
+    filler.unlink()
+    r = runner.invoke(app, ["export", run_id, "--format", "json", "--out", str(out), "--db", db])
+    assert r.exit_code == 0, r.output  # with room again it works
+
+
+def test_a_profile_whose_database_fills_the_disk_is_one_line_and_the_store_stays_readable(
+    small_disk,
+):
+    db = small_disk / "r.db"
+    r = runner.invoke(app, ["profile", "-m", "tiny-llama", "--new-tokens", "2", "--samples", "1",
+                            "--db", str(db)])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    filler = _fill(small_disk, 0)
+    r = runner.invoke(app, ["profile", "-m", "tiny-llama", "--new-tokens", "4", "--samples", "3",
+                            "--mode", "standard", "--db", str(db)])  # fmt: skip
+    assert r.exit_code != 0 and "Traceback" not in r.output
+    assert "internal error" not in r.output, r.output
+    assert "full" in r.output.strip().splitlines()[-1], r.output
+    r = runner.invoke(app, ["runs", "list", "--db", str(db)])  # the disk is still full
+    assert r.exit_code == 0, r.output
+    filler.unlink()
+    runs = Store(db).list_runs()
+    assert runs[-1]["status"] == "finished"  # the run stored before is whole
+    assert all(x["status"] != "running" for x in runs), runs  # none left "running"
