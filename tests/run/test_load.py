@@ -2,6 +2,10 @@
 
 import json
 import math
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 from typer.testing import CliRunner
@@ -190,3 +194,39 @@ def test_the_live_page_hears_of_every_request(tiny_llama):
     assert all(s["stage"] == "requests" and s["total"] == 4 for s in states)
     assert states[-1]["tokens"] == 12 and states[-1]["steps"] == {"in_flight": 0}
     assert max(s["steps"]["in_flight"] for s in states) >= 1
+
+
+@pytest.mark.parametrize(("sig", "code", "said"), [
+    (signal.SIGINT, 130, "interrupted; what was measured so far is stored"),
+    (signal.SIGTERM, 143, "terminated by SIGTERM; what was measured so far is stored"),
+])  # fmt: skip
+def test_an_interrupted_load_stores_the_requests_that_finished(tmp_path, sig, code, said):
+    """Ctrl-C said "what was measured so far is stored" and stored nothing; SIGTERM killed it
+    with no word (issue 35, item 8)."""
+    from infermeter import Store
+
+    db = tmp_path / "r.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "infermeter", "load", "-m", "tiny-llama", "--rate", "4",
+         "--requests", "200", "--new-tokens", "4", "--db", str(db)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    done = 0
+    while time.monotonic() < deadline and done < 3:
+        time.sleep(0.3)
+        if db.exists():
+            rows = Store(db).progress_rows()
+            done = max((r["done"] for r in rows), default=0)
+    assert done >= 3, proc.stderr.read() if proc.poll() is not None else "no progress"
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == said, err
+    (run,) = Store(db).list_runs()
+    assert run["status"] == "terminated"
+    stored = Store(db).get(run["id"])
+    assert 3 <= len(stored.samples) < 200
+    assert all(s.ttft_ms > 0 for s in stored.samples)
+    assert any("interrupted" in n for n in stored.notes)

@@ -78,9 +78,13 @@ def load_command(
         _sweep(spec, rates, folder, json_out, fail_if_slo_missed, store)
         return
     doc = run_load(spec, sink=store)  # the live page follows it
-    stored = _store(doc, store)
+    interrupted = _take_interrupt(doc["meta"])
+    stored = _store(doc, store, interrupted)
     if folder is not None:
         write_json(folder / "load.json", doc)
+    if interrupted is not None:  # stored: now end as Ctrl-C or the signal does
+        Console(stderr=True, soft_wrap=True).print(stored, style="dim", markup=False)
+        raise interrupted
     if json_out:
         print_json(doc)
     else:
@@ -99,8 +103,11 @@ def _sweep(
     from infermeter.util.jsonio import print_json, write_json
 
     doc = run_rate_sweep(spec, rates, sink=store)
+    interrupted = doc.pop("interrupted", None)
     for run in doc["runs"]:
-        _store(run, store)
+        _store(run, store, _take_interrupt(run["meta"]))
+    if interrupted is not None:  # the rates measured are stored: end as the interrupt does
+        raise interrupted
     if folder is not None:
         write_json(folder / "load_sweep.json", doc)
         load_sweep_figures(doc, folder)
@@ -130,11 +137,20 @@ def _sweep(
             fail_on_miss(run["summary"]["slo"], f" at rate {run['meta']['spec']['rate']:g}")
 
 
-def _store(doc: dict[str, Any], store: Any) -> str:
+def _take_interrupt(meta: dict[str, Any]) -> Any:
+    """The run's interrupt (None if it ran to the end), left in `meta` as its name only."""
+    interrupted = meta.pop("interrupted", None)
+    if interrupted is not None:
+        meta["interrupted"] = str(getattr(interrupted, "signal_name", "Ctrl-C"))
+    return interrupted
+
+
+def _store(doc: dict[str, Any], store: Any, interrupted: Any = None) -> str:
     """Keep the load run in the store (one sample per request); say where."""
     from infermeter.run.load import as_run
 
-    run_id = store.save(as_run(doc, doc["meta"]["model_info"]))
+    meta = {**doc["meta"], "interrupted": interrupted}
+    run_id = store.save(as_run({**doc, "meta": meta}, doc["meta"]["model_info"]))
     doc["meta"]["run_id"] = run_id
     return f"stored as run {run_id} in {store.where}"
 

@@ -374,11 +374,17 @@ def run_load(spec: LoadSpec, loaded: Any = None, sink: Any = None) -> dict[str, 
 
     Shape: {"meta": {kind, spec, model, device}, "summary": {throughput, latencies, slo},
     "timeline": in-flight requests over time, "all_samples": one row per request}.
+
+    Ctrl-C, SIGTERM or SIGHUP mid-run end it as a profile's do: the requests that finished are
+    the document, `meta["interrupted"]` holds the KeyboardInterrupt (`Terminated` for a signal)
+    for the caller to store the run and then raise; nothing finished re-raises at once. An
+    interrupted load stored nothing before (issue 35).
     """
     import torch
 
     from infermeter.measure.device import describe_device
     from infermeter.models.loader import load_model
+    from infermeter.run.signals import stop_on_signals
 
     spec.validate()
     lm = loaded or load_model(spec.model, dtype=spec.dtype, device=spec.device, seed=spec.seed)
@@ -389,18 +395,25 @@ def run_load(spec: LoadSpec, loaded: Any = None, sink: Any = None) -> dict[str, 
     live = LiveProgress(sink, lm.info.spec) if sink is not None else None
     arrivals = _Arrivals(reqs, arrival_offsets_s(spec.rate, spec.requests, spec.seed),
                          spec.concurrency, live)  # fmt: skip
+    interrupted: KeyboardInterrupt | None = None
     try:
         if live is not None:
             live.state["steps"] = {"in_flight": 0}
             live("requests", 0, len(reqs))
-        with torch.inference_mode():
+        with stop_on_signals(), torch.inference_mode():
             if spec.server == "continuous":
                 serve_continuous(lm, arrivals)
             else:
                 serve_static(lm, arrivals, spec.static_batch)
+    except KeyboardInterrupt as exc:  # Terminated too (SIGTERM, SIGHUP)
+        interrupted = exc
     finally:
         if live is not None:
             live.end()
+    if interrupted is not None:
+        reqs = [r for r in reqs if math.isfinite(r.end_s)]
+        if not reqs:
+            raise interrupted
     origin = min(r.arrival_s for r in reqs)
     wall_s = max(r.end_s for r in reqs) - origin
     rows = [r.row(origin) for r in reqs]
@@ -415,6 +428,8 @@ def run_load(spec: LoadSpec, loaded: Any = None, sink: Any = None) -> dict[str, 
         "device": describe_device(next(lm.model.parameters()).device),
         "versions": {"torch": torch.__version__},
     }  # fmt: skip
+    if interrupted is not None:
+        meta["interrupted"] = interrupted
     return {"meta": meta, "summary": summary, "timeline": _timeline(rows), "all_samples": rows}
 
 
@@ -441,13 +456,30 @@ def knee(points: list[dict[str, Any]], factor: float = 2.0) -> float | None:
 def run_rate_sweep(
     spec: LoadSpec, rates: list[float], loaded: Any = None, sink: Any = None
 ) -> dict[str, Any]:
-    """The same seeded requests at each rate: the throughput-latency curve, goodput, knee."""
+    """The same seeded requests at each rate: the throughput-latency curve, goodput, knee.
+
+    Interrupted, it stops at that rate: the rates measured so far are the document, and
+    `"interrupted"` holds the KeyboardInterrupt for the caller to raise once they are stored.
+    """
     from dataclasses import replace
 
     from infermeter.models.loader import load_model
 
     lm = loaded or load_model(spec.model, dtype=spec.dtype, device=spec.device, seed=spec.seed)
-    runs = [run_load(replace(spec, rate=r), loaded=lm, sink=sink) for r in rates]
+    runs: list[dict[str, Any]] = []
+    interrupted: KeyboardInterrupt | None = None
+    for r in rates:
+        try:
+            runs.append(run_load(replace(spec, rate=r), loaded=lm, sink=sink))
+        except KeyboardInterrupt as exc:  # nothing finished at this rate
+            interrupted = exc
+            break
+        if runs[-1]["meta"].get("interrupted") is not None:
+            interrupted = runs[-1]["meta"]["interrupted"]
+            break
+    if interrupted is not None and not runs:
+        raise interrupted
+    rates = rates[: len(runs)]
     points = []
     for rate, doc in zip(rates, runs, strict=True):
         s = doc["summary"]
@@ -461,7 +493,14 @@ def run_rate_sweep(
             "slo_all_met_pct": (s["slo"] or {}).get("all_met_pct"),
         })  # fmt: skip
     meta = {**runs[0]["meta"], "kind": "load-sweep", "rates": rates}
-    return {"meta": meta, "summary": points, "knee_rate": knee(points), "runs": runs}
+    meta.pop("interrupted", None)
+    return {"meta": meta, "summary": points, "knee_rate": knee(points), "runs": runs,
+            "interrupted": interrupted}  # fmt: skip
+
+
+def _interrupt_name(exc: Any) -> str:
+    """"SIGTERM" for a signal, "Ctrl-C" for a KeyboardInterrupt."""
+    return str(getattr(exc, "signal_name", "Ctrl-C"))
 
 
 def as_run(doc: dict[str, Any], model_info: dict[str, Any]) -> Any:
@@ -492,9 +531,12 @@ def as_run(doc: dict[str, Any], model_info: dict[str, Any]) -> Any:
         knobs={"rate": spec["rate"] if math.isfinite(spec["rate"]) else "inf",
                "server": spec["server"]},
         model_info=model_info, device=meta["device"], versions=meta["versions"],
-        created=now_iso(), samples=samples, status="finished",
+        created=now_iso(), samples=samples,
+        status="terminated" if meta.get("interrupted") is not None else "finished",
         notes=[f"load run: {len(rows)} requests, {spec['server']} batching; each sample is one "
-               "request (TTFT from its arrival)"],
+               "request (TTFT from its arrival)"]
+        + ([f"interrupted ({_interrupt_name(meta['interrupted'])}): the {len(rows)} of "
+            f"{spec['requests']} requests that finished"] if meta.get("interrupted") else []),
         checks={"load": {"summary": doc["summary"], "timeline": doc["timeline"],
                          "queue_ms": [r["queue_ms"] for r in rows]}},
     )  # fmt: skip
