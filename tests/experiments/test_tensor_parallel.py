@@ -87,3 +87,66 @@ def test_models_without_a_plan_or_heads_that_do_not_split_are_refused(tmp_path):
     assert_one_line_error(r, "no tensor-parallel plan", "without --tp")
     r = runner.invoke(app, ["profile", "-m", "tiny-llama", "--tp", "3", "--db", db])
     assert_one_line_error(r, "--tp 3 does not divide", "attention heads")
+
+
+def _tp_processes(job_marker: str) -> list:
+    import psutil
+
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if any(job_marker in part for part in (p.info["cmdline"] or [])):
+                out.append(p)
+        except psutil.Error:
+            continue
+    return out
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGKILL"])
+def test_no_process_outlives_an_interrupted_or_killed_profile(tmp_path, sig):
+    """`profile --tp 2` orphaned its launcher and ranks (they kept writing; the run stayed
+    running; the temporary folder stayed) on SIGINT or SIGKILL of the parent (issue 35)."""
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+    import time
+    from pathlib import Path
+
+    from infermeter import Store
+    from infermeter.experiments.tensor_parallel import TMP_PREFIX, remove_orphaned_folders
+
+    db = tmp_path / "r.db"
+    before = set(Path(tempfile.gettempdir()).glob(f"{TMP_PREFIX}*"))
+    parent = subprocess.Popen(
+        [sys.executable, "-m", "infermeter", "profile", "-m", "tiny-llama", "--tp", "2",
+         "--prompt-tokens", "16", "--new-tokens", "8", "--samples", "400", "--warmup", "0",
+         "--db", str(db)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 180
+    folder = None
+    while time.monotonic() < deadline:  # until the ranks are measuring
+        time.sleep(0.5)
+        new = set(Path(tempfile.gettempdir()).glob(f"{TMP_PREFIX}*")) - before
+        if new and db.exists() and any(r["status"] == "running" for r in Store(db).list_runs()):
+            folder = new.pop()
+            break
+    assert folder is not None, parent.stderr.read() if parent.poll() is not None else "no run"
+    marker = str(folder / "job.json")
+    assert len(_tp_processes(marker)) >= 3  # torchrun and two ranks
+    parent.send_signal(getattr(signal, sig))
+    parent.wait(60)
+    deadline = time.monotonic() + 60
+    while _tp_processes(marker) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _tp_processes(marker) == []  # every child ended with its parent
+    if sig == "SIGINT":
+        assert parent.returncode == 130
+        assert not folder.exists()
+    else:
+        assert str(folder) in remove_orphaned_folders()  # the next --tp run cleans it up
+        assert not folder.exists()
+    # rank 0 stored what it measured (terminated), or the next open marks it crashed
+    (run,) = Store(db).list_runs()
+    assert run["status"] in ("terminated", "crashed"), run

@@ -9,6 +9,14 @@ backend). Every rank runs the same profile in lockstep (the collectives need all
 0 stores the run with two layer tables: `collectives` (per phase, block and operation) and
 `communication` (per phase: forwards, collectives, bytes, time communicating, time computing
 and the share).
+
+Every process ends with its parent (`profile --tp 2` orphaned its launcher and ranks, which kept
+writing, on Ctrl-C or SIGKILL of the parent: issue 35). torchrun is started through a trampoline
+that asks Linux for SIGTERM when its parent dies (`PR_SET_PDEATHSIG`) and then execs it, in its
+own process group; each rank asks the same of torchrun. Ctrl-C or SIGTERM of `profile` sends
+SIGTERM to the group (rank 0 stores what was measured as `terminated`), then SIGKILL after a
+grace period. The job's temporary folder names its owner: one left by a killed owner is removed
+by the next `--tp` run.
 """
 
 from __future__ import annotations
@@ -16,6 +24,8 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -25,6 +35,7 @@ from typing import Any
 
 from infermeter.errors import UserError
 from infermeter.run.config import RunConfig
+from infermeter.run.signals import stop_on_signals
 
 
 def check_plan(model: str, tp: int) -> Any:
@@ -68,10 +79,69 @@ def _checkpoint(config: RunConfig, folder: Path) -> str:
     return config.model
 
 
+#: the temporary folders of `--tp` jobs, each with the file naming its owner
+TMP_PREFIX = "infermeter-tp-"
+OWNER_FILE = "owner"
+#: seconds the processes get to store what they measured after SIGTERM, before SIGKILL
+STOP_GRACE_S = 20.0
+
+
+def die_with_parent(parent: int | None = None) -> None:
+    """Ask Linux for SIGTERM when this process's parent dies; exit if it already has.
+
+    A no-op elsewhere (no `prctl`): there, a killed parent still leaves its children.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0)
+    if parent is not None and os.getppid() != parent:  # it died before we asked
+        os._exit(128 + int(signal.SIGTERM))
+
+
+def remove_orphaned_folders(root: str | None = None) -> list[str]:
+    """Remove the job folders whose owner process is gone (killed before it cleaned up)."""
+    import psutil
+
+    gone = []
+    for folder in Path(root or tempfile.gettempdir()).glob(f"{TMP_PREFIX}*"):
+        try:
+            pid, started = (folder / OWNER_FILE).read_text().split()
+            proc = psutil.Process(int(pid))
+            alive = abs(proc.create_time() - float(started)) < 1.0
+        except (OSError, ValueError, psutil.Error):
+            alive = False
+        if not alive:
+            shutil.rmtree(folder, ignore_errors=True)
+            gone.append(str(folder))
+    return gone
+
+
+def _stop_group(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM to the launcher's process group (it and its ranks), SIGKILL after the grace."""
+    for sig, wait_s in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
 def profile_tp(config: RunConfig, tp: int, db_url: str) -> str:
     """Run `config` over `tp` processes; the stored run's id."""
+    import psutil
+
     check_plan(config.model, tp)
-    with tempfile.TemporaryDirectory(prefix="infermeter-tp-") as tmp:
+    remove_orphaned_folders()
+    with tempfile.TemporaryDirectory(prefix=TMP_PREFIX) as tmp:
+        me = psutil.Process()
+        (Path(tmp) / OWNER_FILE).write_text(f"{me.pid} {me.create_time()}")
         # the configuration as it is (its prompts included), for our own processes only
         (Path(tmp) / "config.pickle").write_bytes(pickle.dumps(config))
         job = {
@@ -82,18 +152,25 @@ def profile_tp(config: RunConfig, tp: int, db_url: str) -> str:
         }
         job_file = Path(tmp) / "job.json"
         job_file.write_text(json.dumps(job))
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-               f"--nproc-per-node={tp}", "-m", "infermeter.experiments.tensor_parallel",
-               str(job_file)]  # fmt: skip
+        cmd = [sys.executable, "-m", "infermeter.experiments.tensor_parallel", "--launch",
+               str(os.getpid()), "--standalone", f"--nproc-per-node={tp}", "-m",
+               "infermeter.experiments.tensor_parallel", str(job_file)]  # fmt: skip
         threads = max(1, (os.cpu_count() or 1) // tp)
         env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True)  # fmt: skip
+        try:
+            with stop_on_signals():
+                _, stderr = proc.communicate()
+        except BaseException:  # Ctrl-C, SIGTERM (Terminated): the group stops with us
+            _stop_group(proc)
+            raise
         result = Path(job["result"])
-        if done.returncode != 0 or not result.exists():
-            lines = [ln for ln in done.stderr.splitlines() if "Error" in ln or "error:" in ln]
+        if proc.returncode != 0 or not result.exists():
+            lines = [ln for ln in stderr.splitlines() if "Error" in ln or "error:" in ln]
             raise UserError(
                 f"the {tp} tensor-parallel processes failed: "
-                f"{(lines or done.stderr.splitlines() or ['no output'])[-1].strip()}",
+                f"{(lines or stderr.splitlines() or ['no output'])[-1].strip()}",
                 "run it again with INFERMETER_DEBUG=1 to see every process's output",
             )
         return str(json.loads(result.read_text())["run_id"])
@@ -108,6 +185,7 @@ def worker(job_file: str) -> None:
     from infermeter.run.profiling import profile
     from infermeter.store import Store
 
+    die_with_parent()  # torchrun: a rank never outlives it
     job = json.loads(Path(job_file).read_text())
     config = pickle.loads(Path(job["config"]).read_bytes()).validate()
     loaded = load_model(job["folder"], dtype=config.dtype, device="cpu", tp_plan="auto")
@@ -139,8 +217,17 @@ def worker(job_file: str) -> None:
     dist.destroy_process_group()
 
 
+def launch(argv: list[str]) -> None:
+    """`--launch PARENT TORCHRUN-ARGS...`: die with PARENT, then become torchrun (exec)."""
+    die_with_parent(int(argv[0]))
+    os.execv(sys.executable, [sys.executable, "-m", "torch.distributed.run", *argv[1:]])
+
+
 def main() -> None:
     """The program torchrun starts: `python -m infermeter.experiments.tensor_parallel JOB`."""
+    if len(sys.argv) > 1 and sys.argv[1] == "--launch":
+        launch(sys.argv[2:])
+        return
     if os.environ.get("INFERMETER_DEBUG") is None:
         import logging
 
