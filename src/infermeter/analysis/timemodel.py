@@ -114,8 +114,9 @@ def device_model(ceilings: Ceilings, dtype: str, stack: str | None = None) -> De
 
     Curves of another dtype are used when this one was not measured, scaled by the two dtypes'
     measured peaks, and the sources say so. `dtype` is the GEMMs' rate (a precision's
-    `compute`). `stack` (analysis/stacks.py) sets a spec device's efficiencies and host costs;
-    measured curves are what `profile` runs, so they are used as they are.
+    `compute`). `stack` (analysis/stacks.py; default `hf`) sets the efficiencies and host
+    costs of a device without curves; measured curves are what `profile` runs, so they are
+    used as they are.
     """
     peak = ceilings.peak(dtype)
     curves_by_dtype = curves_of(ceilings.details)
@@ -140,15 +141,9 @@ def device_model(ceilings: Ceilings, dtype: str, stack: str | None = None) -> De
         interconnect_bytes_per_s=ceilings.interconnect_bytes_per_s,
         sources=sources,
     )
-    if stack is None:
-        sources["efficiency"] = (
-            f"datasheet peak x default efficiencies (compute {DEFAULT_COMPUTE_EFFICIENCY:.0%}, "
-            f"bandwidth {DEFAULT_BANDWIDTH_EFFICIENCY:.0%}, attention "
-            f"{DEFAULT_ATTENTION_EFFICIENCY:.0%}); host overhead "
-            f"{DEFAULT_OP_SECONDS * 1e6:.0f} us per operation, assumed"
-        )
-        return base
-    return with_stack(base, stack)
+    # nobody measured it: the stack's published-fit constants, transformers' eager generate
+    # (what `profile` runs) unless another stack is named
+    return with_stack(base, stack or "hf")
 
 
 def with_stack(dev: DeviceModel, stack: Stack | str) -> DeviceModel:
