@@ -283,6 +283,14 @@ def test_calibrated_cpu_predicts_from_curves_learns_from_runs_and_draws(tmp_path
     for stem in ("predict_latency", "predict_memory"):
         assert (out / f"{stem}.png").stat().st_size > 10_000
         assert (out / f"{stem}.csv").read_text().count("\n") >= 2
+    # a CPU has no 8-bit tensor rate measured: W8A8 is refused, weight-only int8 predicted
+    r = runner.invoke(app, ["predict", "--hardware", "cpu-this", "--dtype", "fp8-w8a8", "--db", db])
+    assert_one_line_error(r, "no fp8 peak")
+    r = runner.invoke(app, ["predict", "-m", "tiny-llama", "--hardware", "cpu-this", "--dtype",
+                            "int8", "--batch", "1", "--json", "--db", db])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    int8 = json.loads(r.stdout)["rows"][0]["memory"]
+    assert int8["weights_bytes"] == pytest.approx(doc["rows"][0]["memory"]["weights_bytes"] / 4)
     assert store.prediction(doc["id"])["model"] == "tiny-llama"
 
 

@@ -118,11 +118,12 @@ def check_stack(stack: str, ceilings: Ceilings, local: bool) -> None:
 
 def check_rate(hardware: str, ceilings: Ceilings, dtype: str) -> str:
     """The dtype whose peak the GEMMs run at; a W8A8 dtype the device has no rate for refused."""
-    p = precision_of(dtype, ceilings.kind == "cpu")
-    if ceilings.kind == "cpu":
+    cpu = ceilings.kind == "cpu"
+    p = precision_of(dtype, cpu)
+    if cpu and not p.needs_8bit_rate:  # a CPU's curves time every float dtype it runs
         return p.compute
     if not ceilings.peak(p.compute):
-        have = [d for d in PRECISIONS if precision_of(d).compute in ceilings.flop_per_s]
+        have = [d for d in PRECISIONS if ceilings.peak(precision_of(d, cpu).compute)]
         raise UserError(
             f"{hardware} has no {p.compute} peak in its datasheet ({ceilings.source}), "
             f"so --dtype {dtype} cannot run there",
