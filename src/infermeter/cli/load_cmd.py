@@ -54,10 +54,23 @@ def load_command(
     out: Path = typer.Option(None, help="Also write DIR/load.json."),
     db: str = typer.Option(None, help="Database URL or SQLite file (the run is stored there)."),
     json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
+    endpoint: str = typer.Option(None, help="Load an OpenAI-compatible server instead (vLLM, "
+                                 "SGLang, TGI, llama.cpp, Ollama, transformers serve): its URL, "
+                                 "e.g. http://127.0.0.1:8000; --model then names the tokenizer."),
+    endpoint_model: str = typer.Option(None, "--endpoint-model",
+                                       help="The model name the server knows (default: the "
+                                       "first it lists)."),
+    api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="Environment "
+                                    "variable holding the endpoint's API key (never stored)."),
+    timeout: float = typer.Option(300.0, help="Seconds before an endpoint request fails."),
 ) -> None:
-    """Serve a stream of requests: queue, TTFT, TPOT, end-to-end latency, throughput, SLOs."""
+    """Serve a stream of requests: queue, TTFT, TPOT, end-to-end latency, throughput, SLOs.
+
+    In-process on --model, or against a running server with --endpoint: the same seeded
+    requests and arrivals either way, so the two can be set side by side.
+    """
     from infermeter.models.spec import check_model_spec
-    from infermeter.run.load import Lengths, LoadSpec, parse_slos, run_load
+    from infermeter.run.load import Endpoint, Lengths, LoadSpec, parse_slos, run_load
     from infermeter.util.jsonio import print_json, write_json
 
     rates = [_rate(r) for r in rate.split(",") if r.strip()] or [_rate(rate)]
@@ -68,6 +81,14 @@ def load_command(
         static_batch=static_batch, slos=parse_slos(slo), seed=seed, device=device, dtype=dtype,
     ).validate()  # fmt: skip
     check_model_spec(model)  # after the ranges: a bad value is named before the model
+    target = None
+    if endpoint is not None:
+        from infermeter.run.endpoint import base_url
+
+        if not 0 < timeout <= 86_400:
+            raise UserError(f"--timeout {timeout:g} is out of range", "use 1..86400 seconds")
+        base_url(endpoint)  # a malformed URL is one line before anything starts
+        target = Endpoint(endpoint, endpoint_model, api_key_env, timeout)
     if fail_if_slo_missed and not spec.slos:
         raise UserError("--fail-if-slo-missed needs an --slo", "add e.g. --slo ttft_ms=500")
     from infermeter.store import Store
@@ -75,9 +96,10 @@ def load_command(
     folder = writable_dir(out) if out is not None else None
     store = Store(db)  # opened first: a locked or unreadable database fails before the work
     if len(rates) > 1:
-        _sweep(spec, rates, folder, json_out, fail_if_slo_missed, store)
+        _sweep(spec, rates, folder, json_out, fail_if_slo_missed, store, target)
         return
-    doc = run_load(spec, sink=store)  # the live page follows it
+    doc = run_load(spec, sink=store, endpoint=target)  # the live page follows it
+    _check_some_served(doc)
     interrupted = _take_interrupt(doc["meta"])
     stored = _store(doc, store, interrupted)
     if folder is not None:
@@ -95,14 +117,20 @@ def load_command(
 
 
 def _sweep(
-    spec: Any, rates: list[float], folder: Path | None, json_out: bool, gate: bool, store: Any
+    spec: Any,
+    rates: list[float],
+    folder: Path | None,
+    json_out: bool,
+    gate: bool,
+    store: Any,
+    endpoint: Any = None,
 ) -> None:
     """The same requests at every rate: a table, the knee, and with --out the figures."""
     from infermeter.report.load_figures import load_sweep_figures
     from infermeter.run.load import run_rate_sweep
     from infermeter.util.jsonio import print_json, write_json
 
-    doc = run_rate_sweep(spec, rates, sink=store)
+    doc = run_rate_sweep(spec, rates, sink=store, endpoint=endpoint)
     interrupted = doc.pop("interrupted", None)
     for run in doc["runs"]:
         _store(run, store, _take_interrupt(run["meta"]))
@@ -137,6 +165,17 @@ def _sweep(
             fail_on_miss(run["summary"]["slo"], f" at rate {run['meta']['spec']['rate']:g}")
 
 
+def _check_some_served(doc: dict[str, Any]) -> None:
+    """Every request failed (a server down, a model it does not know): one line, exit 2."""
+    rows = doc["all_samples"]
+    if rows and all(r["error"] for r in rows):
+        where = (doc["meta"].get("endpoint") or {}).get("url", "the model")
+        raise UserError(
+            f"all {len(rows)} requests to {where} failed (first: {rows[0]['error']})",
+            "check the server is up and serves that model (--endpoint-model)",
+        )
+
+
 def _take_interrupt(meta: dict[str, Any]) -> Any:
     """The run's interrupt (None if it ran to the end), left in `meta` as its name only."""
     interrupted = meta.pop("interrupted", None)
@@ -161,8 +200,9 @@ def _print(doc: dict[str, Any]) -> None:
     arrivals = "all at once" if math.isinf(spec["rate"]) else f"{spec['rate']:g}/s"
     if spec["concurrency"] is not None:
         arrivals = f"a closed loop of {spec['concurrency']} in flight"
+    serving = "endpoint" if doc["meta"].get("endpoint") else f"{spec['server']} batching"
     console.print(
-        f"{doc['meta']['model']} · {spec['server']} batching · {s['requests']} requests, "
+        f"{doc['meta']['model']} · {serving} · {s['requests']} requests, "
         f"{arrivals} · {s['throughput_rps']:.2f} req/s, {s['output_tokens_per_s']:.1f} output "
         f"tokens/s over {s['wall_s']:.2f} s",
         markup=False,
@@ -179,3 +219,13 @@ def _print(doc: dict[str, Any]) -> None:
     line = slo_line(s["slo"])
     if line:
         console.print(line, markup=False)
+    ep = doc["meta"].get("endpoint")
+    if ep:
+        failed = [r for r in doc["all_samples"] if r["error"]]
+        said = f"; {len(failed)} failed (first: {failed[0]['error']})" if failed else ""
+        console.print(
+            f"endpoint {ep['url']} serving {ep['model']}: {ep['multi_token_chunks']} streamed "
+            f"chunks carried several tokens (counted with {doc['meta']['model_info']['tokenizer']}"
+            f"'s tokenizer, their gaps 0){said}",
+            style="dim", markup=False,
+        )

@@ -72,3 +72,30 @@ def builtin_tokenizer(vocab_size: int = VOCAB_SIZE) -> Any:
     )
     fast.padding_side = "left"  # decoder-only generation pads on the left
     return fast
+
+
+def tokenizer_of(spec: str) -> Any:
+    """The tokenizer of a model spec without loading its weights (a preset: the built-in one).
+
+    What `load --endpoint` builds its prompts and counts streamed tokens with.
+    """
+    from pathlib import Path
+
+    from infermeter.errors import UserError
+    from infermeter.models import smollm2
+    from infermeter.models.presets import get_preset
+
+    name = spec.strip()
+    if get_preset(name) is not None:
+        return builtin_tokenizer()
+    where = str(smollm2.ensure_converted()[0]) if name.lower() == smollm2.NAME else name
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(where)
+    except (OSError, ValueError) as exc:
+        kind = "folder" if Path(where).expanduser().is_dir() else "model"
+        raise UserError(
+            f"no tokenizer for {kind} {spec!r} ({str(exc).splitlines()[0][:120]})",
+            "give --model a preset, a folder with a tokenizer, or a hub id in the local cache",
+        ) from None

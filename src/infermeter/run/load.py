@@ -132,6 +132,8 @@ class Request:
     token_s: list[float] = field(default_factory=list)
     end_s: float = math.nan
     error: str | None = None
+    #: output tokens the server counted (an endpoint's usage), when it says
+    server_tokens: int | None = None
 
     def row(self, origin: float) -> dict[str, Any]:
         """The request's sample row: latencies in ms, times from the run's start."""
@@ -148,6 +150,7 @@ class Request:
             "prompt_tokens": len(self.prompt_ids),
             "new_tokens_asked": self.new_tokens,
             "output_tokens": len(self.token_s),
+            "server_output_tokens": self.server_tokens,
             "error": self.error,
         }
 
@@ -369,7 +372,20 @@ def summarize_load(rows: list[dict[str, Any]], wall_s: float) -> dict[str, Any]:
     return out
 
 
-def run_load(spec: LoadSpec, loaded: Any = None, sink: Any = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Endpoint:
+    """An OpenAI-compatible server to load instead of the in-process model (run/endpoint.py)."""
+
+    url: str
+    #: the model name the server knows (None: the first it lists)
+    model: str | None = None
+    key_env: str = "OPENAI_API_KEY"
+    timeout_s: float = 300.0
+
+
+def run_load(
+    spec: LoadSpec, loaded: Any = None, sink: Any = None, endpoint: Endpoint | None = None
+) -> dict[str, Any]:
     """Drive the requests through the chosen server: the run's document.
 
     Shape: {"meta": {kind, spec, model, device}, "summary": {throughput, latencies, slo},
@@ -379,7 +395,12 @@ def run_load(spec: LoadSpec, loaded: Any = None, sink: Any = None) -> dict[str, 
     the document, `meta["interrupted"]` holds the KeyboardInterrupt (`Terminated` for a signal)
     for the caller to store the run and then raise; nothing finished re-raises at once. An
     interrupted load stored nothing before (issue 35).
+
+    With `endpoint`, the same requests go to that server (run/endpoint.py); `spec.model` then
+    only names the tokenizer that builds the prompts and counts streamed tokens.
     """
+    if endpoint is not None:
+        return _endpoint_load(spec, endpoint, sink)
     import torch
 
     from infermeter.measure.device import describe_device
@@ -410,27 +431,88 @@ def run_load(spec: LoadSpec, loaded: Any = None, sink: Any = None) -> dict[str, 
     finally:
         if live is not None:
             live.end()
+    meta = {
+        "kind": "load",
+        "model": lm.info.spec,
+        "model_info": lm.info.to_dict(),
+        "device": describe_device(next(lm.model.parameters()).device),
+        "versions": {"torch": torch.__version__},
+    }
+    return _document(spec, reqs, meta, interrupted)
+
+
+def _document(
+    spec: LoadSpec, reqs: list[Request], meta: dict[str, Any], interrupted: Any
+) -> dict[str, Any]:
+    """A load run's document from its requests (only the finished ones when interrupted)."""
+    from infermeter.run.endpoint import failed_latencies
+
     if interrupted is not None:
         reqs = [r for r in reqs if math.isfinite(r.end_s)]
         if not reqs:
             raise interrupted
     origin = min(r.arrival_s for r in reqs)
     wall_s = max(r.end_s for r in reqs) - origin
-    rows = [r.row(origin) for r in reqs]
+    rows = [failed_latencies(r.row(origin)) for r in reqs]
     summary = summarize_load(rows, wall_s)
     summary["slo"] = slo_report(rows, spec.slos, wall_s)
-    meta = {
-        "kind": "load",
-        "model": lm.info.spec,
-        "model_info": lm.info.to_dict(),
-        "spec": {**asdict(spec), "prompt_tokens": asdict(spec.prompt_tokens),
-                 "new_tokens": asdict(spec.new_tokens), "slos": dict(spec.slos)},
-        "device": describe_device(next(lm.model.parameters()).device),
-        "versions": {"torch": torch.__version__},
-    }  # fmt: skip
+    asked = {**asdict(spec), "prompt_tokens": asdict(spec.prompt_tokens),
+             "new_tokens": asdict(spec.new_tokens), "slos": dict(spec.slos)}  # fmt: skip
+    meta = {**meta, "spec": asked}
     if interrupted is not None:
         meta["interrupted"] = interrupted
     return {"meta": meta, "summary": summary, "timeline": _timeline(rows), "all_samples": rows}
+
+
+def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any) -> dict[str, Any]:
+    """`run_load` against an OpenAI-compatible server."""
+    from infermeter.models.tokenizer import tokenizer_of
+    from infermeter.run.endpoint import base_url, serve_endpoint
+    from infermeter.run.progress import LiveProgress
+    from infermeter.run.signals import stop_on_signals
+
+    spec.validate()
+    tokenizer = tokenizer_of(spec.model)
+    reqs = make_requests(spec, tokenizer, 10**9)  # the server says what fits (HTTP 400)
+    texts = [tokenizer.decode(r.prompt_ids, skip_special_tokens=True) for r in reqs]
+    live = LiveProgress(sink, endpoint.model or endpoint.url) if sink is not None else None
+    served: list[int] = []
+
+    def finished(tokens: int) -> None:
+        served.append(tokens)
+        if live is not None:
+            live.state["tokens"] += tokens
+            live("requests", len(served), len(reqs))
+
+    interrupted: KeyboardInterrupt | None = None
+    info: dict[str, Any] = {"model": endpoint.model, "multi_token_chunks": 0}
+    try:
+        if live is not None:
+            live("requests", 0, len(reqs))
+        with stop_on_signals():
+            info = serve_endpoint(
+                reqs, texts, arrival_offsets_s(spec.rate, spec.requests, spec.seed),
+                spec.concurrency, endpoint.url, endpoint.model, tokenizer, endpoint.key_env,
+                endpoint.timeout_s, on_finished=finished,
+            )  # fmt: skip
+    except KeyboardInterrupt as exc:
+        interrupted = exc
+    finally:
+        if live is not None:
+            live.end()
+    url = base_url(endpoint.url)
+    name = str(info["model"] or "?")
+    meta = {
+        "kind": "load",
+        "model": name,
+        "model_info": {"spec": f"{name} @ {url}", "name": name, "endpoint": url,
+                       "tokenizer": spec.model},  # fmt: skip
+        "device": {"name": f"endpoint {url}", "kind": "endpoint"},
+        "versions": {},
+        "endpoint": {"url": url, "model": name,
+                     "multi_token_chunks": info["multi_token_chunks"]},  # fmt: skip
+    }
+    return _document(spec, reqs, meta, interrupted)
 
 
 def knee(points: list[dict[str, Any]], factor: float = 2.0) -> float | None:
@@ -454,7 +536,11 @@ def knee(points: list[dict[str, Any]], factor: float = 2.0) -> float | None:
 
 
 def run_rate_sweep(
-    spec: LoadSpec, rates: list[float], loaded: Any = None, sink: Any = None
+    spec: LoadSpec,
+    rates: list[float],
+    loaded: Any = None,
+    sink: Any = None,
+    endpoint: Endpoint | None = None,
 ) -> dict[str, Any]:
     """The same seeded requests at each rate: the throughput-latency curve, goodput, knee.
 
@@ -465,12 +551,14 @@ def run_rate_sweep(
 
     from infermeter.models.loader import load_model
 
-    lm = loaded or load_model(spec.model, dtype=spec.dtype, device=spec.device, seed=spec.seed)
+    lm = loaded
+    if lm is None and endpoint is None:
+        lm = load_model(spec.model, dtype=spec.dtype, device=spec.device, seed=spec.seed)
     runs: list[dict[str, Any]] = []
     interrupted: KeyboardInterrupt | None = None
     for r in rates:
         try:
-            runs.append(run_load(replace(spec, rate=r), loaded=lm, sink=sink))
+            runs.append(run_load(replace(spec, rate=r), loaded=lm, sink=sink, endpoint=endpoint))
         except KeyboardInterrupt as exc:  # nothing finished at this rate
             interrupted = exc
             break

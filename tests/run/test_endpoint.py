@@ -1,0 +1,116 @@
+"""`load --endpoint` against a real OpenAI-compatible server nobody here wrote: `transformers
+serve` (shipped with transformers), started on 127.0.0.1 with a tiny checkpoint this test saves
+(issue 33, items 1-2)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from infermeter import Store
+from infermeter.cli.app import app
+from tests.helpers import assert_one_line_error
+
+pytest.importorskip("openai", reason="--endpoint needs the openai client: infermeter[endpoint]")
+runner = CliRunner()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """`transformers serve CHECKPOINT` on a free port; (base URL, checkpoint folder)."""
+    from infermeter import load_model
+
+    folder = tmp_path_factory.mktemp("ckpt") / "tiny-llama"
+    lm = load_model("tiny-llama", device="cpu", seed=0)
+    lm.model.save_pretrained(folder)
+    lm.tokenizer.save_pretrained(folder)
+    exe = Path(sys.executable).with_name("transformers")
+    if not exe.exists():
+        pytest.skip("the transformers command is not installed beside this Python")
+    port = _free_port()
+    proc = subprocess.Popen(
+        [str(exe), "serve", str(folder), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"transformers serve exited: {proc.stdout.read()[-2000:]}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            time.sleep(0.3)
+    yield f"http://127.0.0.1:{port}", str(folder)
+    proc.terminate()
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def test_a_load_against_transformers_serve_is_measured_and_stored(server, tmp_path):
+    url, folder = server
+    db = str(tmp_path / "r.db")
+    r = runner.invoke(app, ["load", "--endpoint", url, "-m", "tiny-llama", "--requests", "6",
+                            "--rate", "20", "--new-tokens", "8", "--prompt-tokens", "24",
+                            "--slo", "e2e_ms=60000", "--out", str(tmp_path / "o"), "--db", db],
+                      env={"COLUMNS": "200"})  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert f"endpoint {url}/v1 serving {folder}" in r.output
+    doc = json.loads((tmp_path / "o" / "load.json").read_text())
+    rows = doc["all_samples"]
+    assert len(rows) == 6 and not any(x["error"] for x in rows)
+    for x in rows:  # streamed token by token: a first token, then gaps, then the end
+        assert 0 < x["ttft_ms"] <= x["e2e_ms"]
+        assert x["output_tokens"] >= 1 and x["server_output_tokens"] == x["output_tokens"]
+        assert len(x["itl_ms"]) == x["output_tokens"] - 1
+    assert doc["summary"]["slo"]["all_met_pct"] == 100.0
+    (run,) = Store(db).list_runs()
+    stored = Store(db).get(run["id"])
+    assert run["status"] == "finished" and len(stored.samples) == 6
+    assert stored.device["name"] == f"endpoint {url}/v1"
+
+
+def test_a_closed_loop_and_a_model_the_server_lacks(server, tmp_path):
+    url, _ = server
+    db = str(tmp_path / "r.db")
+    r = runner.invoke(app, ["load", "--endpoint", url, "-m", "tiny-llama", "--requests", "4",
+                            "--concurrency", "2", "--new-tokens", "4", "--json",
+                            "--db", db])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["meta"]["spec"]["concurrency"] == 2 and len(doc["all_samples"]) == 4
+    # every request failed (a model it cannot load): one line with the server's reason
+    r = runner.invoke(app, ["load", "--endpoint", url, "--endpoint-model", "no/such-model",
+                            "-m", "tiny-llama", "--requests", "2", "--db", db])  # fmt: skip
+    assert_one_line_error(r, "all 2 requests", "failed (first: HTTP")
+
+
+def test_a_server_that_is_down_or_a_bad_url_is_one_line(tmp_path):
+    db = str(tmp_path / "r.db")
+    port = _free_port()  # nothing listens there
+    r = runner.invoke(app, ["load", "--endpoint", f"http://127.0.0.1:{port}", "-m", "tiny-llama",
+                            "--requests", "2", "--db", db])  # fmt: skip
+    assert_one_line_error(r, "cannot list the models", "connection failed")
+    r = runner.invoke(app, ["load", "--endpoint", f"http://127.0.0.1:{port}", "--endpoint-model",
+                            "m", "-m", "tiny-llama", "--requests", "2", "--timeout", "5",
+                            "--db", db])  # fmt: skip
+    assert_one_line_error(r, "all 2 requests", "connection failed")
+    r = runner.invoke(app, ["load", "--endpoint", "ftp://x", "--db", db])
+    assert_one_line_error(r, "is not an http(s) URL")
