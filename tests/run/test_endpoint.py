@@ -114,3 +114,23 @@ def test_a_server_that_is_down_or_a_bad_url_is_one_line(tmp_path):
     assert_one_line_error(r, "all 2 requests", "connection failed")
     r = runner.invoke(app, ["load", "--endpoint", "ftp://x", "--db", db])
     assert_one_line_error(r, "is not an http(s) URL")
+
+
+def test_reference_sets_the_endpoint_beside_the_same_requests_in_process(server, tmp_path):
+    """`--reference`: what the serving stack adds, per percentile (issue 33, item 3)."""
+    import math
+
+    url, _ = server
+    r = runner.invoke(app, ["load", "--endpoint", url, "-m", "tiny-llama", "--requests", "6",
+                            "--rate", "10", "--new-tokens", "6", "--reference", "--json",
+                            "--db", str(tmp_path / "r.db")])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    rows = doc["reference"]["stack_cost"]
+    assert [(x["metric"], x["percentile"]) for x in rows][:3] == [
+        ("ttft_ms", "p50"), ("ttft_ms", "p90"), ("ttft_ms", "p99")]
+    for x in rows:
+        assert math.isfinite(x["endpoint_ms"]) and math.isfinite(x["in_process_ms"])
+        assert x["stack_ms"] == pytest.approx(x["endpoint_ms"] - x["in_process_ms"])
+    r = runner.invoke(app, ["load", "--reference", "--db", str(tmp_path / "r.db")])
+    assert_one_line_error(r, "--reference compares an endpoint")

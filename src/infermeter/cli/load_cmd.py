@@ -63,6 +63,9 @@ def load_command(
     api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="Environment "
                                     "variable holding the endpoint's API key (never stored)."),
     timeout: float = typer.Option(300.0, help="Seconds before an endpoint request fails."),
+    reference: bool = typer.Option(False, "--reference", help="With --endpoint: also run the "
+                                   "same requests in-process on --model (the same weights) and "
+                                   "show what the serving stack adds to TTFT, TPOT and e2e."),
 ) -> None:
     """Serve a stream of requests: queue, TTFT, TPOT, end-to-end latency, throughput, SLOs.
 
@@ -89,6 +92,11 @@ def load_command(
             raise UserError(f"--timeout {timeout:g} is out of range", "use 1..86400 seconds")
         base_url(endpoint)  # a malformed URL is one line before anything starts
         target = Endpoint(endpoint, endpoint_model, api_key_env, timeout)
+    if reference and target is None:
+        raise UserError("--reference compares an endpoint with the model in-process",
+                        "add --endpoint URL, or drop --reference")  # fmt: skip
+    if reference and len(rates) > 1:
+        raise UserError("--reference takes one --rate", "give one rate, or drop --reference")
     if fail_if_slo_missed and not spec.slos:
         raise UserError("--fail-if-slo-missed needs an --slo", "add e.g. --slo ttft_ms=500")
     from infermeter.store import Store
@@ -100,6 +108,12 @@ def load_command(
         return
     doc = run_load(spec, sink=store, endpoint=target)  # the live page follows it
     _check_some_served(doc)
+    if reference:
+        from infermeter.run.load import stack_cost
+
+        ref = run_load(spec)  # the same requests, in this process, on --model
+        doc["reference"] = {"model": ref["meta"]["model"], "summary": ref["summary"],
+                            "stack_cost": stack_cost(doc["summary"], ref["summary"])}  # fmt: skip
     interrupted = _take_interrupt(doc["meta"])
     stored = _store(doc, store, interrupted)
     if folder is not None:
@@ -111,9 +125,26 @@ def load_command(
         print_json(doc)
     else:
         _print(doc)
+        if "reference" in doc:
+            _print_reference(doc)
         Console(soft_wrap=True).print(stored, style="dim", markup=False)
     if fail_if_slo_missed:
         fail_on_miss(doc["summary"]["slo"])
+
+
+def _print_reference(doc: dict[str, Any]) -> None:
+    """Per percentile: the endpoint's latency, the in-process one, and the difference."""
+    ref = doc["reference"]
+    t = Table(title=f"what the serving stack adds: endpoint vs {ref['model']} in this process "
+              "(same requests, same arrivals)", title_justify="left")  # fmt: skip
+    for c in ("metric", "pct", "endpoint ms", "in-process ms", "stack adds ms", "share"):
+        t.add_column(c, justify="left" if c in ("metric", "pct") else "right")
+    for row in ref["stack_cost"]:
+        t.add_row(row["metric"], row["percentile"], fmt.fixed(row["endpoint_ms"], 1),
+                  fmt.fixed(row["in_process_ms"], 1), fmt.fixed(row["stack_ms"], 1),
+                  f"{row['stack_share'] * 100:.0f}%" if row["stack_share"] == row["stack_share"]
+                  else "-")  # fmt: skip
+    Console(soft_wrap=True).print(t)
 
 
 def _sweep(

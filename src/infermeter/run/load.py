@@ -515,6 +515,24 @@ def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any) -> dict[str, A
     return _document(spec, reqs, meta, interrupted)
 
 
+def stack_cost(endpoint: dict[str, Any], in_process: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per metric and percentile: the endpoint's latency less the in-process one's.
+
+    What the serving stack (HTTP, tokenisation, its scheduler, streaming) adds to what the
+    model costs on its own, for the same requests at the same arrivals; its share of the
+    endpoint's figure. Percentiles of two runs, not request by request: each run's own
+    distribution, so a difference is the stack's at that percentile.
+    """
+    out = []
+    for metric in ("ttft_ms", "tpot_ms", "e2e_ms"):
+        for q in ("p50", "p90", "p99"):
+            e, i = endpoint[metric].get(q, math.nan), in_process[metric].get(q, math.nan)
+            out.append({"metric": metric, "percentile": q, "endpoint_ms": e,
+                        "in_process_ms": i, "stack_ms": e - i,
+                        "stack_share": (e - i) / e if e else math.nan})  # fmt: skip
+    return out
+
+
 def knee(points: list[dict[str, Any]], factor: float = 2.0) -> float | None:
     """The highest offered rate whose p99 end-to-end latency stays within `factor` of the lowest.
 
