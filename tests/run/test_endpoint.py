@@ -134,3 +134,23 @@ def test_reference_sets_the_endpoint_beside_the_same_requests_in_process(server,
         assert x["stack_ms"] == pytest.approx(x["endpoint_ms"] - x["in_process_ms"])
     r = runner.invoke(app, ["load", "--reference", "--db", str(tmp_path / "r.db")])
     assert_one_line_error(r, "--reference compares an endpoint")
+
+
+def test_a_failed_request_is_stored_beside_the_served_ones():
+    """A request with no latencies (the server returned no token) broke the store's NOT NULL
+    TTFT and lost the run; it is kept with its reason instead."""
+    from infermeter.run.load import as_run
+
+    ok = {"sample_id": 0, "arrival_ms": 0.0, "queue_ms": 0.1, "ttft_ms": 5.0, "tpot_ms": 1.0,
+          "e2e_ms": 7.0, "itl_ms": [1.0, 1.0], "prompt_tokens": 4, "new_tokens_asked": 3,
+          "output_tokens": 3, "error": None}  # fmt: skip
+    bad = {**ok, "sample_id": 1, "ttft_ms": float("nan"), "tpot_ms": float("nan"),
+           "e2e_ms": float("nan"), "itl_ms": [], "output_tokens": 0,
+           "error": "the server returned no token"}  # fmt: skip
+    spec = {"model": "m", "rate": 1.0, "server": "continuous", "slos": {}, "requests": 2}
+    doc = {"meta": {"spec": spec, "device": {}, "versions": {}}, "summary": {}, "timeline": [],
+           "all_samples": [ok, bad]}  # fmt: skip
+    run = as_run(doc, {"spec": "m"})
+    assert [s.index for s in run.samples] == [0]
+    assert run.checks["load"]["failed"] == [{"sample_id": 1,
+                                              "error": "the server returned no token"}]

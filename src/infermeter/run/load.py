@@ -620,8 +620,13 @@ def as_run(doc: dict[str, Any], model_info: dict[str, Any]) -> Any:
     from infermeter.run.results import RunResult, SampleResult
     from infermeter.util.timestamps import now_iso
 
-    meta, rows = doc["meta"], doc["all_samples"]
+    meta, all_rows = doc["meta"], doc["all_samples"]
     spec = meta["spec"]
+    # a failed request (an endpoint's timeout, HTTP error) has no latencies to store: it is
+    # kept in `checks["load"]["failed"]` with its reason, and in the summary's count
+    rows = [r for r in all_rows if r.get("error") is None]
+    failed = [{"sample_id": r["sample_id"], "error": r["error"]} for r in all_rows
+              if r.get("error") is not None]  # fmt: skip
     samples = [
         SampleResult(
             index=r["sample_id"], warmup=False, batch_size=1, prompt_tokens=r["prompt_tokens"],
@@ -644,5 +649,5 @@ def as_run(doc: dict[str, Any], model_info: dict[str, Any]) -> Any:
         + ([f"interrupted ({_interrupt_name(meta['interrupted'])}): the {len(rows)} of "
             f"{spec['requests']} requests that finished"] if meta.get("interrupted") else []),
         checks={"load": {"summary": doc["summary"], "timeline": doc["timeline"],
-                         "queue_ms": [r["queue_ms"] for r in rows]}},
+                         "queue_ms": [r["queue_ms"] for r in rows], "failed": failed}},
     )  # fmt: skip
