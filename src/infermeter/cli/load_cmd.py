@@ -67,13 +67,9 @@ def load_command(
                                    "same requests in-process on --model (the same weights) and "
                                    "show what the serving stack adds to TTFT, TPOT and e2e."),
 ) -> None:
-    """Serve a stream of requests: queue, TTFT, TPOT, end-to-end latency, throughput, SLOs.
-
-    In-process on --model, or against a running server with --endpoint: the same seeded
-    requests and arrivals either way, so the two can be set side by side.
-    """
+    """Serve a stream of requests (in-process, or to --endpoint): TTFT, TPOT, e2e, SLOs."""
     from infermeter.models.spec import check_model_spec
-    from infermeter.run.load import Endpoint, Lengths, LoadSpec, parse_slos, run_load
+    from infermeter.run.load import Lengths, LoadSpec, parse_slos, run_load
     from infermeter.util.jsonio import print_json, write_json
 
     rates = [_rate(r) for r in rate.split(",") if r.strip()] or [_rate(rate)]
@@ -84,19 +80,7 @@ def load_command(
         static_batch=static_batch, slos=parse_slos(slo), seed=seed, device=device, dtype=dtype,
     ).validate()  # fmt: skip
     check_model_spec(model)  # after the ranges: a bad value is named before the model
-    target = None
-    if endpoint is not None:
-        from infermeter.run.endpoint import base_url
-
-        if not 0 < timeout <= 86_400:
-            raise UserError(f"--timeout {timeout:g} is out of range", "use 1..86400 seconds")
-        base_url(endpoint)  # a malformed URL is one line before anything starts
-        target = Endpoint(endpoint, endpoint_model, api_key_env, timeout)
-    if reference and target is None:
-        raise UserError("--reference compares an endpoint with the model in-process",
-                        "add --endpoint URL, or drop --reference")  # fmt: skip
-    if reference and len(rates) > 1:
-        raise UserError("--reference takes one --rate", "give one rate, or drop --reference")
+    target = _target(endpoint, endpoint_model, api_key_env, timeout, reference, len(rates))
     if fail_if_slo_missed and not spec.slos:
         raise UserError("--fail-if-slo-missed needs an --slo", "add e.g. --slo ttft_ms=500")
     from infermeter.store import Store
@@ -109,11 +93,7 @@ def load_command(
     doc = run_load(spec, sink=store, endpoint=target)  # the live page follows it
     _check_some_served(doc)
     if reference:
-        from infermeter.run.load import stack_cost
-
-        ref = run_load(spec)  # the same requests, in this process, on --model
-        doc["reference"] = {"model": ref["meta"]["model"], "summary": ref["summary"],
-                            "stack_cost": stack_cost(doc["summary"], ref["summary"])}  # fmt: skip
+        _add_reference(doc, spec)
     interrupted = _take_interrupt(doc["meta"])
     stored = _store(doc, store, interrupted)
     if folder is not None:
@@ -130,6 +110,41 @@ def load_command(
         Console(soft_wrap=True).print(stored, style="dim", markup=False)
     if fail_if_slo_missed:
         fail_on_miss(doc["summary"]["slo"])
+
+
+def _target(
+    endpoint: str | None,
+    model: str | None,
+    key_env: str,
+    timeout: float,
+    reference: bool,
+    n_rates: int,
+) -> Any:
+    """The endpoint to load (None: the model in-process); its options checked in one line."""
+    from infermeter.run.load import Endpoint
+
+    if endpoint is None:
+        if reference:
+            raise UserError("--reference compares an endpoint with the model in-process",
+                            "add --endpoint URL, or drop --reference")  # fmt: skip
+        return None
+    from infermeter.run.endpoint import base_url
+
+    if not 0 < timeout <= 86_400:
+        raise UserError(f"--timeout {timeout:g} is out of range", "use 1..86400 seconds")
+    if reference and n_rates > 1:
+        raise UserError("--reference takes one --rate", "give one rate, or drop --reference")
+    base_url(endpoint)  # a malformed URL is one line before anything starts
+    return Endpoint(endpoint, model, key_env, timeout)
+
+
+def _add_reference(doc: dict[str, Any], spec: Any) -> None:
+    """The same requests in this process on --model, and what the serving stack adds."""
+    from infermeter.run.load import run_load, stack_cost
+
+    ref = run_load(spec)
+    doc["reference"] = {"model": ref["meta"]["model"], "summary": ref["summary"],
+                        "stack_cost": stack_cost(doc["summary"], ref["summary"])}  # fmt: skip
 
 
 def _print_reference(doc: dict[str, Any]) -> None:
