@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from infermeter.analysis.precision import precision_of  # noqa: E402
 from infermeter.analysis.predict import Learned, Workload, predict  # noqa: E402
 from infermeter.analysis.stacks import STACKS, Stack  # noqa: E402
-from infermeter.analysis.timemodel import device_model, with_stack  # noqa: E402
+from infermeter.analysis.timemodel import device_model  # noqa: E402
 from infermeter.measure.ceilings import spec_by_key  # noqa: E402
 
 HERE = Path(__file__).resolve().parent / "published"
@@ -109,7 +109,7 @@ def _times(e: dict[str, Any], stack: Stack, dtype: str) -> dict[str, float]:
     ceilings = spec_by_key(e["hardware"])
     if ceilings is None:
         raise SystemExit(f"{e['id']}: unknown hardware {e['hardware']!r}")
-    dev = with_stack(device_model(ceilings, precision_of(dtype).compute), stack)
+    dev = device_model(ceilings, precision_of(dtype).compute, stack)
     tp = int(e.get("tp") or 1)
     new = max(int(e["new_tokens"]), 1)
     batches = (1, int(e["batch"])) if e.get("concurrency") else (int(e["batch"]),)

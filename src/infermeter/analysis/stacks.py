@@ -53,6 +53,9 @@ class Stack:
     attention_efficiency: float
     ops_per_block: int | None = None
     graphs: bool = False
+    #: float16 GEMMs accumulate in float16 (full rate on GeForce chips, which halve the rate
+    #: with float32 accumulation; the same rate elsewhere)
+    fp16_accumulate: bool = False
     sources: dict[str, str] = field(default_factory=dict)
 
     def summary(self) -> str:
@@ -269,7 +272,14 @@ STACKS: dict[str, Stack] = {
             attention_efficiency=0.4,
             ops_per_block=14,
             graphs=True,
-            sources={"step_seconds, first_seconds, bandwidth_efficiency": _POOLED},
+            fp16_accumulate=True,
+            sources={
+                "step_seconds, first_seconds, bandwidth_efficiency": _POOLED,
+                "fp16_accumulate": (
+                    "ggml-cuda.cu ggml_cuda_op_mul_mat_cublas: F16 weights are multiplied with "
+                    "cublasGemmEx(..., CUBLAS_COMPUTE_16F) unless a graph asks for F32 precision"
+                ),
+            },
         ),
     )
 }

@@ -109,7 +109,9 @@ class DeviceModel:
         return self.curves is not None
 
 
-def device_model(ceilings: Ceilings, dtype: str, stack: str | None = None) -> DeviceModel:
+def device_model(
+    ceilings: Ceilings, dtype: str, stack: Stack | str | None = None
+) -> DeviceModel:
     """The device model of a spec row or of measured ceilings (with curves when calibrated).
 
     Curves of another dtype are used when this one was not measured, scaled by the two dtypes'
@@ -119,9 +121,15 @@ def device_model(ceilings: Ceilings, dtype: str, stack: str | None = None) -> De
     used as they are.
     """
     peak = ceilings.peak(dtype)
+    sources = {"peaks": ceilings.source}
+    acc16 = ceilings.details.get("float16_fp16_accumulate_flop_per_s")
+    if acc16 and dtype == "float16" and stack and _stack(stack).fp16_accumulate:
+        peak = acc16
+        sources["peaks"] += (
+            f"; float16 with float16 accumulation ({_stack(stack).key}): {acc16 / 1e12:.4g} T"
+        )
     curves_by_dtype = curves_of(ceilings.details)
     curves = curves_by_dtype.get(dtype)
-    sources = {"peaks": ceilings.source}
     if curves is None and curves_by_dtype:
         other = next(iter(curves_by_dtype))
         curves = curves_by_dtype[other]
@@ -146,11 +154,15 @@ def device_model(ceilings: Ceilings, dtype: str, stack: str | None = None) -> De
     return with_stack(base, stack or "hf")
 
 
-def with_stack(dev: DeviceModel, stack: Stack | str) -> DeviceModel:
-    """`dev` as a stack runs on it: its efficiencies, host costs, fusion and cache."""
+def _stack(stack: Stack | str) -> Stack:
     from infermeter.analysis.stacks import STACKS
 
-    s = STACKS[stack] if isinstance(stack, str) else stack
+    return STACKS[stack] if isinstance(stack, str) else stack
+
+
+def with_stack(dev: DeviceModel, stack: Stack | str) -> DeviceModel:
+    """`dev` as a stack runs on it: its efficiencies, host costs, fusion and cache."""
+    s = _stack(stack)
     sources = dict(dev.sources)
     sources["stack"] = s.summary()
     sources.update({f"{s.key} {k}": v for k, v in s.sources.items()})

@@ -207,6 +207,9 @@ SPECS: list[tuple[str, str, Ceilings]] = [
              "int8": 660.6 * T},  # fmt: skip
             1008 * G,
             "NVIDIA Ada Lovelace architecture whitepaper (FP16/BF16 tensor, FP32 accumulate)",
+            # GeForce halves the tensor rate with FP32 accumulation; FP16 accumulation (what
+            # llama.cpp's cuBLAS path asks for) runs at the full rate, same whitepaper
+            details={"float16_fp16_accumulate_flop_per_s": 330.3 * T},
             memory_bytes=24 * GIB,
             interconnect_bytes_per_s=PCIE4,
         ),
