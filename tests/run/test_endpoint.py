@@ -136,6 +136,43 @@ def test_reference_sets_the_endpoint_beside_the_same_requests_in_process(server,
     assert_one_line_error(r, "--reference compares an endpoint")
 
 
+def test_multi_turn_sessions_and_a_trace_against_the_server(server, tmp_path):
+    """Issue 33, item 4 against a real server: each turn of a session is sent once the answer
+    before it has streamed in, with its history; a trace's rows at their own times."""
+    url, _ = server
+    chat = tmp_path / "chat.jsonl"
+    turns = [{"role": "user", "content": "Name a colour."}, {"role": "assistant", "content":
+             "Blue."}, {"role": "user", "content": "Another?"}, {"role": "assistant",
+             "content": "Green, then red."}]  # fmt: skip
+    chat.write_text("".join(json.dumps({"messages": turns}) + "\n" for _ in range(2)))
+    r = runner.invoke(app, ["load", "--endpoint", url, "-m", "tiny-llama", "--workload",
+                            f"chat:{chat}", "--rate", "50", "--json",
+                            "--db", str(tmp_path / "r.db")])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    rows = doc["all_samples"]
+    assert len(rows) == 4 and not any(x["error"] for x in rows)
+    for x in rows:
+        if x["turn"] == 1:
+            (first,) = [p for p in rows if p["session"] == x["session"] and p["turn"] == 0]
+            assert x["arrival_ms"] >= first["arrival_ms"] + first["e2e_ms"] - 1e-6
+            assert x["prompt_tokens"] > first["prompt_tokens"]  # its history came with it
+    assert doc["meta"]["workload"]["multi_turn_sessions"] == 2
+    r = runner.invoke(app, ["load", "--endpoint", url, "-m", "tiny-llama", "--workload",
+                            "azure-sample", "--requests", "3", "--trace-speed", "10", "--json",
+                            "--db", str(tmp_path / "r.db")])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    stamps = [x["arrival_ms"] for x in sorted(doc["all_samples"], key=lambda x: x["sample_id"])]
+    import pandas as pd
+
+    from infermeter.workloads.traffic import resolve
+
+    frame = pd.to_datetime(pd.read_csv(resolve("azure-sample")[1])["TIMESTAMP"])[:3]
+    expected = ((frame - frame.iloc[0]).dt.total_seconds() * 1e3 / 10).tolist()
+    assert stamps == pytest.approx(expected)
+
+
 def test_a_failed_request_is_stored_beside_the_served_ones():
     """A request with no latencies (the server returned no token) broke the store's NOT NULL
     TTFT and lost the run; it is kept with its reason instead."""

@@ -34,13 +34,23 @@ def _rate(text: str) -> float:
 @guard
 def load_command(
     model: str = typer.Option("tiny-llama", "--model", "-m", help="Any --model spec."),
-    rate: str = typer.Option("4", help="Poisson arrivals per second, or inf (all at once); "
-                             "several (0.5,1,2,4) sweep the rate: latency vs throughput, knee."),
+    rate: str = typer.Option(None, help="Poisson arrivals per second (default 4), or inf (all "
+                             "at once); several (0.5,1,2,4) sweep the rate: latency vs "
+                             "throughput, knee."),
     requests: int = typer.Option(16, help="Requests to send."),
     concurrency: int = typer.Option(None, help="Closed loop: this many in flight (no --rate)."),
-    prompt_tokens: str = typer.Option("64", "--prompt-tokens",
-                                      help="Prompt lengths: 64, uniform:32-128, normal:64,16."),
-    new_tokens: str = typer.Option("16", "--new-tokens", help="Output lengths, as above."),
+    prompt_tokens: str = typer.Option(None, "--prompt-tokens", help="Prompt lengths (default "
+                                      "64): 64, uniform:32-128, normal:64,16."),
+    new_tokens: str = typer.Option(None, "--new-tokens", help="Output lengths (default 16), "
+                                   "as above."),
+    workload: str = typer.Option(None, help="Real traffic instead of --prompt-tokens and "
+                                 "--new-tokens: sharegpt:FILE (ShareGPT JSON), chat:FILE "
+                                 "(multi-turn sessions, JSONL), azure:FILE (Azure or BurstGPT "
+                                 "trace CSV, replayed at its times), mooncake:FILE (trace JSONL "
+                                 "with shared prefixes), or a shipped sample: sharegpt-sample, "
+                                 "chat-sample, azure-sample, mooncake-sample."),
+    trace_speed: float = typer.Option(1.0, "--trace-speed", help="Replay a trace this many "
+                                      "times faster than recorded."),
     server: str = typer.Option("continuous", help="continuous (transformers' continuous "
                                "batching) or static (padded generate batches)."),
     static_batch: int = typer.Option(8, "--static-batch", help="Largest static batch."),
@@ -69,15 +79,17 @@ def load_command(
 ) -> None:
     """Serve a stream of requests (in-process, or to --endpoint): TTFT, TPOT, e2e, SLOs."""
     from infermeter.models.spec import check_model_spec
-    from infermeter.run.load import Lengths, LoadSpec, parse_slos, run_load
-    from infermeter.util.jsonio import print_json, write_json
+    from infermeter.run.load import Lengths, LoadSpec, parse_slos
 
+    _check_workload_options(workload, rate, prompt_tokens, new_tokens, trace_speed)
+    rate = rate or "4"
     rates = [_rate(r) for r in rate.split(",") if r.strip()] or [_rate(rate)]
     spec = LoadSpec(
         model=model, rate=rates[0], requests=requests, concurrency=concurrency,
-        prompt_tokens=Lengths.parse(prompt_tokens, "--prompt-tokens"),
-        new_tokens=Lengths.parse(new_tokens, "--new-tokens"), server=server,
+        prompt_tokens=Lengths.parse(prompt_tokens or "64", "--prompt-tokens"),
+        new_tokens=Lengths.parse(new_tokens or "16", "--new-tokens"), server=server,
         static_batch=static_batch, slos=parse_slos(slo), seed=seed, device=device, dtype=dtype,
+        workload=workload, trace_speed=trace_speed,
     ).validate()  # fmt: skip
     check_model_spec(model)  # after the ranges: a bad value is named before the model
     target = _target(endpoint, endpoint_model, api_key_env, timeout, reference, len(rates))
@@ -90,6 +102,22 @@ def load_command(
     if len(rates) > 1:
         _sweep(spec, rates, folder, json_out, fail_if_slo_missed, store, target)
         return
+    _run_once(spec, store, target, reference, folder, json_out, fail_if_slo_missed)
+
+
+def _run_once(
+    spec: Any,
+    store: Any,
+    target: Any,
+    reference: bool,
+    folder: Path | None,
+    json_out: bool,
+    gate: bool,
+) -> None:
+    """One load run: measured, stored (also when interrupted), written and printed."""
+    from infermeter.run.load import run_load
+    from infermeter.util.jsonio import print_json, write_json
+
     doc = run_load(spec, sink=store, endpoint=target)  # the live page follows it
     _check_some_served(doc)
     if reference:
@@ -108,8 +136,38 @@ def load_command(
         if "reference" in doc:
             _print_reference(doc)
         Console(soft_wrap=True).print(stored, style="dim", markup=False)
-    if fail_if_slo_missed:
+    if gate:
         fail_on_miss(doc["summary"]["slo"])
+
+
+def _check_workload_options(
+    workload: str | None,
+    rate: str | None,
+    prompt_tokens: str | None,
+    new_tokens: str | None,
+    trace_speed: float,
+) -> None:
+    """A workload gives lengths (and a trace its times): options that would be ignored, refused."""
+    if workload is None:
+        if trace_speed != 1.0:
+            raise UserError("--trace-speed replays a trace", "add --workload azure:FILE or "
+                            "mooncake:FILE, or drop --trace-speed")  # fmt: skip
+        return
+    given = [o for o, v in (("--prompt-tokens", prompt_tokens), ("--new-tokens", new_tokens))
+             if v is not None]  # fmt: skip
+    if given:
+        raise UserError(f"--workload gives each request's lengths; {' and '.join(given)} would "
+                        "be ignored", f"drop {' and '.join(given)}")  # fmt: skip
+    from infermeter.workloads.traffic import resolve
+
+    kind, _ = resolve(workload)  # a missing file is one line before the model loads
+    timed = kind in ("azure", "mooncake")
+    if timed and rate is not None:
+        raise UserError(f"a {kind} trace arrives at its own times; --rate would be ignored",
+                        "drop --rate (--trace-speed 2 replays it twice as fast)")  # fmt: skip
+    if not timed and trace_speed != 1.0:
+        raise UserError(f"--trace-speed replays a trace; a {kind} workload has no times",
+                        "drop --trace-speed (--rate sets its sessions' arrivals)")  # fmt: skip
 
 
 def _target(
@@ -265,6 +323,8 @@ def _print(doc: dict[str, Any]) -> None:
     line = slo_line(s["slo"])
     if line:
         console.print(line, markup=False)
+    if doc["meta"].get("workload"):
+        console.print(workload_line(doc["meta"]["workload"]), style="dim", markup=False)
     ep = doc["meta"].get("endpoint")
     if ep:
         failed = [r for r in doc["all_samples"] if r["error"]]
@@ -275,3 +335,20 @@ def _print(doc: dict[str, Any]) -> None:
             f"'s tokenizer, their gaps 0){said}",
             style="dim", markup=False,
         )
+
+
+def workload_line(w: dict[str, Any]) -> str:
+    """One line on the workload: its requests, sessions, lengths, prefix reuse, trace rate."""
+    p, o = w["prompt_tokens"], w["output_tokens"]
+    sessions = (f" in {w['sessions']} sessions ({w['multi_turn_sessions']} multi-turn)"
+                if w["multi_turn_sessions"] else "")  # fmt: skip
+    trace = (f"; trace of {w['duration_s']:.1f} s at {w['speed']:g}x, {w['mean_rate_rps']:.2f} "
+             "req/s mean" if "duration_s" in w else "")  # fmt: skip
+    skipped = "; left out: " + ", ".join(f"{n} {why}" for why, n in w["skipped"].items()) if (
+        w["skipped"]) else ""
+    return (
+        f"workload {w['kind']} ({w['source']}): {w['requests']} requests{sessions}; prompt "
+        f"tokens p50 {p['p50']:.0f} p90 {p['p90']:.0f} max {p['max']:.0f}; output tokens p50 "
+        f"{o['p50']:.0f} p90 {o['p90']:.0f} max {o['max']:.0f}; prefix reuse "
+        f"{w['prefix_reuse']:.0%} (16-token blocks){trace}{skipped}"
+    )

@@ -137,6 +137,8 @@ def serve_endpoint(
 ) -> dict[str, Any]:
     """Send every request at its arrival (open loop) or as slots free (closed loop).
 
+    A request that `follows` another (a session's later turn) is sent when that one ends.
+
     Returns {"model": the served model, "multi_token_chunks": chunks that carried several}.
     """
 
@@ -147,8 +149,10 @@ def serve_endpoint(
             slots = asyncio.Semaphore(concurrency) if concurrency else None
             t0 = time.perf_counter()
             multi = 0
+            next_turn = {r.follows: i for i, r in enumerate(requests)
+                         if getattr(r, "follows", None) is not None}  # fmt: skip
 
-            async def one(i: int) -> None:
+            async def one(i: int, after_s: float | None = None) -> None:
                 nonlocal multi
                 r = requests[i]
                 if slots is not None:
@@ -156,13 +160,16 @@ def serve_endpoint(
                         r.arrival_s = time.perf_counter()
                         multi += await send(client, name, r, texts[i], tokenizer)
                 else:
-                    r.arrival_s = t0 + offsets_s[i]
+                    r.arrival_s = t0 + offsets_s[i] if after_s is None else after_s
                     await asyncio.sleep(max(0.0, r.arrival_s - time.perf_counter()))
                     multi += await send(client, name, r, texts[i], tokenizer)
                 if on_finished is not None:
                     on_finished(len(r.token_s))
+                if i in next_turn:  # a session's next turn: sent once this answer is in
+                    await one(next_turn[i], time.perf_counter())
 
-            await asyncio.gather(*(one(i) for i in range(len(requests))))
+            roots = [i for i, r in enumerate(requests) if getattr(r, "follows", None) is None]
+            await asyncio.gather(*(one(i) for i in roots))
         return {"model": name, "multi_token_chunks": multi}
 
     return asyncio.run(main())

@@ -11,7 +11,10 @@ arrived, left the queue, got its first token and every later one, and finished. 
   is its own `new_tokens`-th, though the call runs to the longest one in the batch.
 Arrivals are Poisson at `rate` requests per second (seeded exponential gaps; `inf` = all at
 once), or a closed loop of `concurrency` requests in flight. Prompt and output lengths are
-`fixed:N`, `uniform:A-B` or `normal:MEAN,STD` (seeded, clipped to 1 or more).
+`fixed:N`, `uniform:A-B` or `normal:MEAN,STD` (seeded, clipped to 1 or more). Or a `workload`
+(workloads/traffic.py) gives the requests: a trace's at its own times (`trace_speed` faster),
+conversations' first turns at `rate`, and each later turn of a session the moment the turn
+before it ends.
 
 SLOs (`ttft_ms`, `tpot_ms`, `e2e_ms`, upper bounds) give each request a pass or fail, each SLO
 its attainment, and the run its goodput: requests per second that met every SLO, over the
@@ -89,6 +92,10 @@ class LoadSpec:
     seed: int = 0
     device: str = "cpu"
     dtype: str = "auto"
+    #: a workload file or shipped sample (workloads/traffic.py); None: the lengths above
+    workload: str | None = None
+    #: a trace's replay speed (2: twice as fast as it was recorded)
+    trace_speed: float = 1.0
 
     def validate(self) -> LoadSpec:
         """Every setting in range, before the model loads."""
@@ -102,6 +109,7 @@ class LoadSpec:
             (0 <= self.seed < 2**31, "--seed must be within 0..2147483647"),
             (self.prompt_tokens.most() <= 65536 and self.new_tokens.most() <= 65536,
              "lengths must stay within 65536 tokens"),
+            (0 < self.trace_speed <= 1e6, "--trace-speed must be above 0 (and at most 1e6)"),
         ]  # fmt: skip
         for ok, message in checks:
             if not ok:
@@ -134,6 +142,10 @@ class Request:
     error: str | None = None
     #: output tokens the server counted (an endpoint's usage), when it says
     server_tokens: int | None = None
+    #: the request this one is sent after (its session's previous turn); None: by arrival
+    follows: int | None = None
+    session: int | None = None
+    turn: int = 0
 
     def row(self, origin: float) -> dict[str, Any]:
         """The request's sample row: latencies in ms, times from the run's start."""
@@ -152,7 +164,47 @@ class Request:
             "output_tokens": len(self.token_s),
             "server_output_tokens": self.server_tokens,
             "error": self.error,
+            "session": self.session,
+            "turn": self.turn,
         }
+
+
+@dataclass
+class Plan:
+    """The requests of a run, when each arrives, and the workload they came from."""
+
+    requests: list[Request]
+    #: arrival from the start (s) of each request; NaN for a turn sent after the one before
+    offsets_s: list[float]
+    #: the workload's description (workloads/traffic.py), None for the length distributions
+    workload: dict[str, Any] | None = None
+
+
+def plan_requests(spec: LoadSpec, tokenizer: Any, limit: int) -> Plan:
+    """The run's requests and arrivals: from `spec.workload`, or the asked lengths at `rate`."""
+    if spec.workload is None:
+        made = make_requests(spec, tokenizer, limit)
+        return Plan(made, arrival_offsets_s(spec.rate, len(made), spec.seed))
+    from infermeter.workloads.traffic import load_traffic
+
+    traffic = load_traffic(spec.workload, tokenizer, limit, spec.requests, spec.seed,
+                           spec.trace_speed)  # fmt: skip
+    reqs: list[Request] = []
+    last_of: dict[int, int] = {}
+    for i, t in enumerate(traffic.turns):
+        follows = last_of.get(t.session) if t.turn > 0 else None
+        reqs.append(Request(i, t.prompt_ids, t.new_tokens, follows=follows, session=t.session,
+                            turn=t.turn))  # fmt: skip
+        last_of[t.session] = i
+    if traffic.timed:
+        offsets = [t.offset_s or 0.0 for t in traffic.turns]
+    else:
+        firsts = [i for i, r in enumerate(reqs) if r.follows is None]
+        poisson = arrival_offsets_s(spec.rate, len(firsts), spec.seed)
+        offsets = [math.nan] * len(reqs)
+        for i, at in zip(firsts, poisson, strict=True):
+            offsets[i] = at
+    return Plan(reqs, offsets, traffic.describe())
 
 
 def make_requests(spec: LoadSpec, tokenizer: Any, limit: int) -> list[Request]:
@@ -187,11 +239,11 @@ def make_requests(spec: LoadSpec, tokenizer: Any, limit: int) -> list[Request]:
 
 
 class _Arrivals:
-    """Which requests have arrived by now: open loop (Poisson offsets) or closed loop.
+    """Which requests have arrived by now: open loop (offsets) or closed loop.
 
-    `finished(tokens)` is told as each request ends; it keeps the live page's line (a
-    `run.progress.LiveProgress`, when a store was given) up to date: requests served of
-    the total, tokens so far, requests in flight.
+    `finished(request)` is told as each request ends: a session's next turn arrives then, and
+    the live page's line (a `run.progress.LiveProgress`, when a store was given) is kept up to
+    date: requests served of the total, tokens so far, requests in flight.
     """
 
     def __init__(
@@ -199,34 +251,45 @@ class _Arrivals:
         live: Any = None,
     ) -> None:  # fmt: skip
         self.reqs, self.offsets, self.concurrency = reqs, offsets, concurrency
+        #: requests that arrive on their own (not after an earlier turn), in arrival order
+        self.order = [i for i, r in enumerate(reqs) if r.follows is None]
+        self.next_turn = {r.follows: i for i, r in enumerate(reqs) if r.follows is not None}
+        #: later turns whose previous turn has ended, waiting to be sent
+        self.ready: list[Request] = []
         self.next = 0
         self.in_flight = 0
         self.served = 0
         self.live = live
 
-    def finished(self, tokens: int) -> None:
-        """One request ended with `tokens` output tokens."""
+    def finished(self, request: Request) -> None:
+        """`request` ended: its session's next turn arrives now."""
         self.in_flight -= 1
         self.served += 1
+        nxt = self.next_turn.get(request.index)
+        if nxt is not None:
+            self.reqs[nxt].arrival_s = request.end_s if math.isfinite(request.end_s) else (
+                time.perf_counter())
+            self.ready.append(self.reqs[nxt])
         if self.live is not None:  # the progress row's `steps` holds a load's in-flight count
             self.live.state["steps"] = {"in_flight": self.in_flight}
-            self.live.state["tokens"] += tokens
+            self.live.state["tokens"] += len(request.token_s)
             self.live("requests", self.served, len(self.reqs))
+
+    def _room(self) -> bool:
+        return self.concurrency is None or self.in_flight < self.concurrency
 
     def due(self, t0: float) -> list[Request]:
         """Requests arriving now (their arrival time set); none once all have come."""
         out = []
+        while self.ready and self._room():
+            out.append(self.ready.pop(0))
+            self.in_flight += 1
         now = time.perf_counter()
-        while self.next < len(self.reqs):
-            if self.concurrency is not None:
-                if self.in_flight >= self.concurrency:
-                    break
-                arrival = now
-            else:
-                arrival = t0 + self.offsets[self.next]
-                if arrival > now:
-                    break
-            r = self.reqs[self.next]
+        while self.next < len(self.order) and self._room():
+            r = self.reqs[self.order[self.next]]
+            arrival = now if self.concurrency is not None else t0 + self.offsets[r.index]
+            if arrival > now:
+                break
             r.arrival_s = arrival
             out.append(r)
             self.next += 1
@@ -235,9 +298,11 @@ class _Arrivals:
 
     def wait_s(self, t0: float) -> float:
         """How long until the next open-loop arrival (a short poll in a closed loop)."""
-        if self.concurrency is not None or self.next >= len(self.reqs):
+        if self.ready:
+            return 0.0
+        if self.concurrency is not None or self.next >= len(self.order):
             return 0.02
-        return max(0.0, t0 + self.offsets[self.next] - time.perf_counter())
+        return max(0.0, t0 + self.offsets[self.order[self.next]] - time.perf_counter())
 
 
 def serve_continuous(loaded: Any, arrivals: _Arrivals) -> None:
@@ -294,9 +359,9 @@ def _collect(manager: Any, pending: dict[str, Any], arrivals: _Arrivals, timeout
                 r.start_s, r.end_s = result.lifespan
                 r.token_s = list(result.timestamps or [])
                 r.error = result.error
-                arrivals.finished(len(r.token_s))
+                arrivals.finished(r)
             done += 1
-        if left <= 0 or not pending:
+        if left <= 0 or not pending or arrivals.ready:
             return done
 
 
@@ -338,7 +403,7 @@ def serve_static(loaded: Any, arrivals: _Arrivals, batch: int) -> None:
         for r in take:
             r.start_s, r.token_s = start_s, marks_s[: r.new_tokens]
             r.end_s = r.token_s[-1] if r.token_s else start_s
-            arrivals.finished(len(r.token_s))
+            arrivals.finished(r)
         served += len(take)
 
 
@@ -410,12 +475,12 @@ def run_load(
     spec.validate()
     lm = loaded or load_model(spec.model, dtype=spec.dtype, device=spec.device, seed=spec.seed)
     limit = lm.info.max_positions or 10**9
-    reqs = make_requests(spec, lm.tokenizer, limit)
+    plan = plan_requests(spec, lm.tokenizer, limit)
+    reqs = plan.requests
     from infermeter.run.progress import LiveProgress
 
     live = LiveProgress(sink, lm.info.spec) if sink is not None else None
-    arrivals = _Arrivals(reqs, arrival_offsets_s(spec.rate, spec.requests, spec.seed),
-                         spec.concurrency, live)  # fmt: skip
+    arrivals = _Arrivals(reqs, plan.offsets_s, spec.concurrency, live)
     interrupted: KeyboardInterrupt | None = None
     try:
         if live is not None:
@@ -437,6 +502,7 @@ def run_load(
         "model_info": lm.info.to_dict(),
         "device": describe_device(next(lm.model.parameters()).device),
         "versions": {"torch": torch.__version__},
+        "workload": plan.workload,
     }
     return _document(spec, reqs, meta, interrupted)
 
@@ -473,7 +539,8 @@ def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any) -> dict[str, A
 
     spec.validate()
     tokenizer = tokenizer_of(spec.model)
-    reqs = make_requests(spec, tokenizer, 10**9)  # the server says what fits (HTTP 400)
+    plan = plan_requests(spec, tokenizer, 10**9)  # the server says what fits (HTTP 400)
+    reqs = plan.requests
     texts = [tokenizer.decode(r.prompt_ids, skip_special_tokens=True) for r in reqs]
     live = LiveProgress(sink, endpoint.model or endpoint.url) if sink is not None else None
     served: list[int] = []
@@ -491,9 +558,8 @@ def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any) -> dict[str, A
             live("requests", 0, len(reqs))
         with stop_on_signals():
             info = serve_endpoint(
-                reqs, texts, arrival_offsets_s(spec.rate, spec.requests, spec.seed),
-                spec.concurrency, endpoint.url, endpoint.model, tokenizer, endpoint.key_env,
-                endpoint.timeout_s, on_finished=finished,
+                reqs, texts, plan.offsets_s, spec.concurrency, endpoint.url, endpoint.model,
+                tokenizer, endpoint.key_env, endpoint.timeout_s, on_finished=finished,
             )  # fmt: skip
     except KeyboardInterrupt as exc:
         interrupted = exc
@@ -511,6 +577,7 @@ def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any) -> dict[str, A
         "versions": {},
         "endpoint": {"url": url, "model": name,
                      "multi_token_chunks": info["multi_token_chunks"]},  # fmt: skip
+        "workload": plan.workload,
     }
     return _document(spec, reqs, meta, interrupted)
 
@@ -649,5 +716,6 @@ def as_run(doc: dict[str, Any], model_info: dict[str, Any]) -> Any:
         + ([f"interrupted ({_interrupt_name(meta['interrupted'])}): the {len(rows)} of "
             f"{spec['requests']} requests that finished"] if meta.get("interrupted") else []),
         checks={"load": {"summary": doc["summary"], "timeline": doc["timeline"],
-                         "queue_ms": [r["queue_ms"] for r in rows], "failed": failed}},
+                         "queue_ms": [r["queue_ms"] for r in rows], "failed": failed,
+                         "workload": meta.get("workload")}},
     )  # fmt: skip
