@@ -173,6 +173,19 @@ def test_multi_turn_sessions_and_a_trace_against_the_server(server, tmp_path):
     assert stamps == pytest.approx(expected)
 
 
+def test_capacity_search_against_the_server(server, tmp_path):
+    """Issue 33, item 5 at an endpoint: every step is a load of the server, stored."""
+    url, _ = server
+    r = runner.invoke(app, ["load", "--endpoint", url, "-m", "tiny-llama", "--find-max-rate",
+                            "--slo", "e2e_ms=60000", "--slo-target", "0.6", "--requests", "8",
+                            "--rate", "64", "--bisect", "0", "--new-tokens", "2",
+                            "--prompt-tokens", "16", "--json", "--db", str(tmp_path / "r.db")])
+    assert r.exit_code == 0, r.output
+    result = json.loads(r.stdout)
+    assert result["steps"] and result["max_rate"] >= 64
+    assert all(s["requests"] >= 8 for s in result["steps"])
+
+
 def test_a_failed_request_is_stored_beside_the_served_ones():
     """A request with no latencies (the server returned no token) broke the store's NOT NULL
     TTFT and lost the run; it is kept with its reason instead."""

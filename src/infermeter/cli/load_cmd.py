@@ -76,8 +76,20 @@ def load_command(
     reference: bool = typer.Option(False, "--reference", help="With --endpoint: also run the "
                                    "same requests in-process on --model (the same weights) and "
                                    "show what the serving stack adds to TTFT, TPOT and e2e."),
+    find_max_rate: bool = typer.Option(False, "--find-max-rate", help="Search for the highest "
+                                       "rate whose SLO attainment stays above --slo-target "
+                                       "(ramp from --rate, then bisect); needs --slo."),
+    slo_target: float = typer.Option(0.99, "--slo-target", help="With --find-max-rate: the "
+                                     "share of requests that must meet every SLO."),
+    max_requests_per_step: int = typer.Option(512, "--max-requests-per-step", help="With "
+                                              "--find-max-rate: a rate is run again (counts "
+                                              "pooled) while undecided, up to this many."),
+    bisect: int = typer.Option(4, help="With --find-max-rate: bisections after the ramp."),
 ) -> None:
-    """Serve a stream of requests (in-process, or to --endpoint): TTFT, TPOT, e2e, SLOs."""
+    """Serve a stream of requests (in-process, or to --endpoint): TTFT, TPOT, e2e, SLOs.
+
+    Long because the options are the signature; the work is in the helpers below.
+    """
     from infermeter.models.spec import check_model_spec
     from infermeter.run.load import Lengths, LoadSpec, parse_slos
 
@@ -99,6 +111,13 @@ def load_command(
 
     folder = writable_dir(out) if out is not None else None
     store = Store(db)  # opened first: a locked or unreadable database fails before the work
+    if find_max_rate:
+        from infermeter.cli.capacity_view import run_capacity
+
+        cap = _capacity_spec(spec, rate, rates, slo_target, max_requests_per_step, bisect)
+        run_capacity(spec, cap, store, target, folder, json_out,
+                     lambda d, i: _store(d, store, i))  # fmt: skip
+        return
     if len(rates) > 1:
         _sweep(spec, rates, folder, json_out, fail_if_slo_missed, store, target)
         return
@@ -138,6 +157,34 @@ def _run_once(
         Console(soft_wrap=True).print(stored, style="dim", markup=False)
     if gate:
         fail_on_miss(doc["summary"]["slo"])
+
+
+def _capacity_spec(
+    spec: Any, rate: str, rates: list[float], target: float, most: int, bisect: int
+) -> Any:
+    """The capacity search's settings, checked in one line each."""
+    from infermeter.run.capacity import CapacitySpec
+
+    if not spec.slos:
+        raise UserError("--find-max-rate searches under SLOs", "add e.g. --slo e2e_ms=2000")
+    if spec.concurrency is not None:
+        raise UserError("--find-max-rate searches over arrival rates; --concurrency is a "
+                        "closed loop", "drop --concurrency")  # fmt: skip
+    if len(rates) > 1 or math.isinf(rates[0]):
+        raise UserError(f"--find-max-rate starts from one finite --rate, not {rate}",
+                        "give one start rate, e.g. --rate 1")  # fmt: skip
+    if spec.workload is not None:
+        from infermeter.workloads.traffic import resolve
+
+        if resolve(spec.workload)[0] in ("azure", "mooncake"):
+            raise UserError(
+                "a trace arrives at its own times: --find-max-rate cannot set them",
+                "use a sharegpt or chat workload, or --trace-speed by hand",
+            )
+    return CapacitySpec(
+        target=target, start_rate=rates[0], requests=spec.requests,
+        max_requests=max(most, spec.requests), bisect=bisect,
+    ).validate()  # fmt: skip
 
 
 def _check_workload_options(

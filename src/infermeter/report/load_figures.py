@@ -57,3 +57,49 @@ def load_sweep_figures(doc: dict[str, Any], out: Path) -> list[Path]:
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     return files + save_figure(fig, out, "goodput_vs_rate", points)
+
+
+def capacity_figure(result: dict[str, Any], out: Path, title: str) -> list[Path]:
+    """SLO attainment (with its interval) and goodput against the offered rate.
+
+    The answer marked: the target as a line, each step's verdict as its marker.
+    """
+    rows = sorted(result["steps"], key=lambda r: r["rate"])
+    fig, (ax, ax2) = plt.subplots(2, 1, figsize=(7, 5.6), sharex=True)
+    rates = [r["rate"] for r in rows]
+    att = [100 * r["attainment"] for r in rows]
+    err = [[100 * (r["attainment"] - r["ci_low"]) for r in rows],
+           [100 * (r["ci_high"] - r["attainment"]) for r in rows]]  # fmt: skip
+    ax.errorbar(rates, att, yerr=err, fmt="-", color="#4C72B0", capsize=3, zorder=1,
+                label=f"attainment ({result['confidence']:.0%} interval)")  # fmt: skip
+    kinds = (("pass", "o", "#55A868", lambda r: r["verdict"] == "pass"),
+             ("fail", "X", "#C44E52", lambda r: r["verdict"] == "fail" and not r["saturated"]),
+             ("fail: queue growing", "P", "#DD8452", lambda r: r["saturated"]))  # fmt: skip
+    for label, marker, color, which in kinds:
+        pts = [(r["rate"], 100 * r["attainment"]) for r in rows if which(r)]
+        if pts:
+            ax.scatter(*zip(*pts, strict=True), marker=marker, color=color, zorder=2,
+                       label=label)  # fmt: skip
+    ax.axhline(100 * result["target"], color="#8C8C8C", linestyle=":",
+               label=f"target {100 * result['target']:.3g}%")  # fmt: skip
+    ax.set_ylabel("requests meeting every SLO (%)")
+    ax2.plot(rates, [r["goodput_rps"] for r in rows], "s-", color="#8172B3", label="goodput")
+    ax2.plot(rates, rates, ":", color="#8C8C8C", label="offered")
+    ax2.set_ylabel("requests/s")
+    ax2.set_xlabel("offered rate (requests/s, log)")
+    from matplotlib.ticker import FuncFormatter
+
+    for a in (ax, ax2):
+        a.set_xscale("log")
+        a.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        a.grid(True, alpha=0.3)
+        if result["max_rate"] is not None:
+            a.axvline(result["max_rate"], color="#55A868", linestyle="--", linewidth=1)
+    if result["max_rate"] is not None:
+        ax2.annotate(f"capacity {result['max_rate']:.3g} req/s", (result["max_rate"], 0),
+                     xycoords=("data", "axes fraction"), xytext=(4, 6),
+                     textcoords="offset points", fontsize=8, color="#55A868")  # fmt: skip
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax2.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax.set_title(title, fontsize=10)
+    return save_figure(fig, out, "capacity", rows)

@@ -1,0 +1,79 @@
+"""`infermeter load --find-max-rate`: run the capacity search, store its runs, print its steps.
+
+The search itself is `run/capacity.py`; this only wires it to `load`'s runs, the store, the
+files and the console.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from infermeter.util import fmt
+
+
+def run_capacity(
+    spec: Any, cap: Any, store: Any, target: Any, folder: Path | None, json_out: bool,
+    store_run: Any,
+) -> dict[str, Any]:  # fmt: skip
+    """The search with `load` runs as its steps, each stored as it ends; the result."""
+    from infermeter.models.loader import load_model
+    from infermeter.run.capacity import answer_line, find_capacity
+    from infermeter.run.load import run_load
+    from infermeter.util.jsonio import print_json, write_json
+
+    lm = None
+    if target is None:
+        lm = load_model(spec.model, dtype=spec.dtype, device=spec.device, seed=spec.seed)
+    console = Console(soft_wrap=True, stderr=json_out)
+    tries = 0
+
+    def measure(rate: float, n: int) -> dict[str, Any]:
+        nonlocal tries
+        tries += 1  # a step run again takes fresh requests (another seed)
+        doc = run_load(replace(spec, rate=rate, requests=n, seed=spec.seed + tries),
+                       loaded=lm, sink=store, endpoint=target)  # fmt: skip
+        interrupted = doc["meta"].pop("interrupted", None)
+        store_run(doc, interrupted)
+        if interrupted is not None:
+            raise interrupted
+        return doc
+
+    def said(step: Any) -> None:
+        sat = ", queue growing at its end" if step.saturated else ""
+        console.print(f"  {step.rate:.3g} req/s: {step.met}/{step.requests} met every SLO "
+                      f"({step.low:.1%}-{step.high:.1%}) -> {step.verdict}"
+                      f"{'' if step.decided else ' (undecided)'}{sat}", markup=False)  # fmt: skip
+
+    result = find_capacity(cap, measure, said)
+    model = result["runs"][0]["meta"]["model"]
+    result["meta"] = {"model": model, "spec": result["runs"][0]["meta"]["spec"],
+                      "slos": dict(spec.slos)}  # fmt: skip
+    result["run_ids"] = [d["meta"].get("run_id") for d in result.pop("runs")]
+    if folder is not None:
+        from infermeter.report.load_figures import capacity_figure
+
+        write_json(folder / "capacity.json", result)
+        capacity_figure(result, folder, f"{model}: capacity under {_slos(spec.slos)}")
+    if json_out:
+        print_json(result)
+        return result
+    t = Table(title=f"capacity search: {model}, {_slos(spec.slos)}", title_justify="left")
+    for c in ("rate/s", "requests", "met", "interval", "goodput/s", "verdict"):
+        t.add_column(c, justify="right")
+    for r in sorted(result["steps"], key=lambda r: r["rate"]):
+        t.add_row(f"{r['rate']:.3g}", str(r["requests"]), f"{r['attainment']:.1%}",
+                  f"{r['ci_low']:.1%}-{r['ci_high']:.1%}", fmt.fixed(r["goodput_rps"]),
+                  r["verdict"] + ("" if r["decided"] else "?") + (" sat" if r["saturated"]
+                                                                  else ""))  # fmt: skip
+    console.print(t)
+    console.print(answer_line(result), markup=False)
+    return result
+
+
+def _slos(slos: Any) -> str:
+    return ", ".join(f"{m} <= {b:g}" for m, b in slos)
