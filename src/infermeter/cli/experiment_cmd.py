@@ -12,6 +12,13 @@ from rich.console import Console
 from infermeter.cli.guard import fail, guard
 from infermeter.cli.output import writable_dir
 from infermeter.cli.progress import SweepProgressView
+from infermeter.cli.prompt_source import (
+    DATASET,
+    DATASET_FIELD,
+    DATASET_SPLIT,
+    WORKLOAD,
+    prompt_fields,
+)
 from infermeter.models.presets import DEFAULT_PRESET
 
 
@@ -28,6 +35,10 @@ def experiment_command(
     energy: str = typer.Option("auto", help="Energy sources (see `infermeter profile`)."),
     db: str = typer.Option(None, help="Database URL or SQLite file."),
     out: Path = typer.Option(Path("experiments"), help="Folder for JSON, CSV and PNG files."),
+    workload: str = WORKLOAD,
+    dataset: str = DATASET,
+    dataset_split: str = DATASET_SPLIT,
+    dataset_field: str = DATASET_FIELD,
 ) -> None:
     """Run a named experiment (a sweep recipe) and write its JSON, figure and CSV."""
     from infermeter.experiments import EXPERIMENTS, get_experiment, run_experiment
@@ -37,7 +48,8 @@ def experiment_command(
 
     names = list(EXPERIMENTS) if name == "all" else [get_experiment(name).name]
     out_dir = writable_dir(out)
-    base = RunConfig(model=model, device=device, energy=energy).validate()
+    prompts = prompt_fields(None, workload, dataset, dataset_split, dataset_field)
+    base = RunConfig(model=model, device=device, energy=energy, **prompts).validate()
     if samples is not None:  # refused now, not after the model has loaded
         dataclasses.replace(base, samples=samples).validate()
     store = Store(db)

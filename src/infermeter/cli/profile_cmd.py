@@ -12,6 +12,13 @@ from rich.progress import TaskID
 from infermeter.cli.guard import err_console, guard
 from infermeter.cli.output import writable_dir
 from infermeter.cli.progress import progress_bar
+from infermeter.cli.prompt_source import (
+    DATASET,
+    DATASET_FIELD,
+    DATASET_SPLIT,
+    WORKLOAD,
+    prompt_fields,
+)
 from infermeter.cli.slo_view import fail_on_miss
 from infermeter.errors import UserError
 from infermeter.models.presets import DEFAULT_PRESET
@@ -94,6 +101,10 @@ def profile_command(
     prompts: Path = typer.Option(
         None, help="Prompts file: .txt one per line or .jsonl with a 'prompt' field."
     ),
+    workload: str = WORKLOAD,
+    dataset: str = DATASET,
+    dataset_split: str = DATASET_SPLIT,
+    dataset_field: str = DATASET_FIELD,
     chat: bool = typer.Option(
         True, "--chat/--no-chat", help="Use the tokenizer's chat template when it has one."
     ),
@@ -165,6 +176,7 @@ def profile_command(
         sample_top_k=sample_top_k,
         chat=chat,
         prompts_file=str(prompts) if prompts else None,
+        **prompt_fields(prompts, workload, dataset, dataset_split, dataset_field),
         seed=seed,
         mode=mode,
         sample_every=sample_every,

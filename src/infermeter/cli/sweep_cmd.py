@@ -12,6 +12,13 @@ from rich.table import Table
 from infermeter.cli.guard import fail, guard
 from infermeter.cli.output import writable_dir
 from infermeter.cli.progress import SweepProgressView
+from infermeter.cli.prompt_source import (
+    DATASET,
+    DATASET_FIELD,
+    DATASET_SPLIT,
+    WORKLOAD,
+    prompt_fields,
+)
 from infermeter.util import fmt
 from infermeter.util.jsonio import clean_json, print_json, write_json
 
@@ -66,6 +73,10 @@ def sweep_command(
     prompts: Path = typer.Option(
         None, help="Prompts file (.txt or .jsonl) instead of the built-in corpus."
     ),
+    workload: str = WORKLOAD,
+    dataset: str = DATASET,
+    dataset_split: str = DATASET_SPLIT,
+    dataset_field: str = DATASET_FIELD,
     interleave: bool = typer.Option(
         False,
         "--interleave",
@@ -126,6 +137,7 @@ def sweep_command(
             "mode": mode,
             "energy": energy,
             "prompts_file": str(prompts) if prompts else None,
+            **prompt_fields(prompts, workload, dataset, dataset_split, dataset_field),
             "slos": parse_slos(slo) or None,
         },
     )

@@ -9,6 +9,13 @@ from rich.console import Console
 
 from infermeter.cli.guard import guard
 from infermeter.cli.output import writable_dir
+from infermeter.cli.prompt_source import (
+    DATASET,
+    DATASET_FIELD,
+    DATASET_SPLIT,
+    WORKLOAD,
+    prompt_fields,
+)
 
 
 def _knob_pairs(items: list[str] | None) -> dict[str, str]:
@@ -37,6 +44,10 @@ def systems_analysis_command(
         "shortcuts:key=v,... or a JSON config (the reference's VAR config)."
     ),
     target_speedup: float = typer.Option(1.2, help="Speedup the break-even distribution aims at."),
+    workload: str = WORKLOAD,
+    dataset: str = DATASET,
+    dataset_split: str = DATASET_SPLIT,
+    dataset_field: str = DATASET_FIELD,
 ) -> None:
     """Baseline vs variant: runs, scaling over 64-512 tokens, roofline, bottlenecks, comparison."""
     from infermeter.errors import UserError
@@ -64,6 +75,7 @@ def systems_analysis_command(
         samples=2 if quick else 5,
         mode="standard",
         energy="off" if quick else "auto",
+        **prompt_fields(None, workload, dataset, dataset_split, dataset_field),
     ).validate()
     loaded = load_model(model, device=device)
     doc = systems_analysis(base, b, v, loaded, Store(db), folder, routing=routing,

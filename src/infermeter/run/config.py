@@ -77,6 +77,8 @@ class RunConfig:
     chat: bool = True
     prompts_file: str | None = None
     prompts: tuple[str, ...] | None = field(default=None, repr=False)
+    #: where `prompts` came from when not a file ("workload sharegpt:...", "dataset wikitext")
+    prompts_source: str | None = None
     seed: int = 0
     mode: str = "minimal"
     sample_every: int = 1
