@@ -73,6 +73,9 @@ def load_command(
     api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="Environment "
                                     "variable holding the endpoint's API key (never stored)."),
     timeout: float = typer.Option(300.0, help="Seconds before an endpoint request fails."),
+    endpoint_api: str = typer.Option("completions", "--endpoint-api", help="completions "
+                                     "(/v1/completions) or chat (/v1/chat/completions: "
+                                     "sessions' messages, the server's chat template)."),
     reference: bool = typer.Option(False, "--reference", help="With --endpoint: also run the "
                                    "same requests in-process on --model (the same weights) and "
                                    "show what the serving stack adds to TTFT, TPOT and e2e."),
@@ -104,7 +107,8 @@ def load_command(
         workload=workload, trace_speed=trace_speed,
     ).validate()  # fmt: skip
     check_model_spec(model)  # after the ranges: a bad value is named before the model
-    target = _target(endpoint, endpoint_model, api_key_env, timeout, reference, len(rates))
+    target = _target(endpoint, endpoint_model, api_key_env, timeout, reference, len(rates),
+                     endpoint_api)  # fmt: skip
     if fail_if_slo_missed and not spec.slos:
         raise UserError("--fail-if-slo-missed needs an --slo", "add e.g. --slo ttft_ms=500")
     from infermeter.store import Store
@@ -224,6 +228,7 @@ def _target(
     timeout: float,
     reference: bool,
     n_rates: int,
+    api: str = "completions",
 ) -> Any:
     """The endpoint to load (None: the model in-process); its options checked in one line."""
     from infermeter.run.load import Endpoint
@@ -240,7 +245,9 @@ def _target(
     if reference and n_rates > 1:
         raise UserError("--reference takes one --rate", "give one rate, or drop --reference")
     base_url(endpoint)  # a malformed URL is one line before anything starts
-    return Endpoint(endpoint, model, key_env, timeout)
+    if api not in ("completions", "chat"):
+        raise UserError(f"--endpoint-api {api!r} is not an API", "use completions or chat")
+    return Endpoint(endpoint, model, key_env, timeout, api)
 
 
 def _add_reference(doc: dict[str, Any], spec: Any) -> None:

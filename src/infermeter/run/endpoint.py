@@ -7,12 +7,14 @@ an in-process `load` makes (the same seeded prompts from the built-in corpus, de
 with `--model`'s tokenizer, the same arrivals), so the two can be set side by side.
 
 How: the official `openai` client (httpx underneath; it parses the server-sent events), one
-streamed `/v1/completions` call per request, greedy, with `stream_options.include_usage` so the
-server's own token counts come back. A chunk can carry several tokens: each chunk's text is
-counted with the model's tokenizer and its tokens are taken to arrive together (their gaps are
-0); the run says how many chunks did. A timeout, an HTTP error, a refused connection or a stream
-that ends before its last chunk is a failed request with its reason, never a crash. The API key
-is read from the environment variable `--api-key-env` names, never stored or printed.
+streamed `/v1/completions` call per request (or `/v1/chat/completions` with `api="chat"`: a
+session's messages, or the prompt as one user message, in the server's own chat template),
+greedy, with `stream_options.include_usage` so the server's own token counts come back. A
+chunk can carry several tokens: each chunk's text is counted with the model's tokenizer and its
+tokens are taken to arrive together (their gaps are 0); the run says how many chunks did. A
+timeout, an HTTP error, a refused connection or a stream that ends before its last chunk is a
+failed request with its reason, never a crash. The API key is read from the environment
+variable `--api-key-env` names, never stored or printed.
 """
 
 from __future__ import annotations
@@ -88,7 +90,24 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
 
 
-async def send(client: Any, model: str, request: Any, text: str, tokenizer: Any) -> int:
+async def _open_stream(client: Any, model: str, request: Any, text: str, api: str) -> Any:
+    common = {"model": model, "max_tokens": request.new_tokens, "temperature": 0.0,
+              "stream": True, "stream_options": {"include_usage": True}}  # fmt: skip
+    if api == "chat":
+        messages = getattr(request, "messages", None) or [{"role": "user", "content": text}]
+        return await client.chat.completions.create(messages=messages, **common)
+    return await client.completions.create(prompt=text, **common)
+
+
+def _piece(choice: Any) -> str | None:
+    """A streamed choice's text: `text` (completions) or `delta.content` (chat)."""
+    delta = getattr(choice, "delta", None)
+    return delta.content if delta is not None else getattr(choice, "text", None)
+
+
+async def send(
+    client: Any, model: str, request: Any, text: str, tokenizer: Any, api: str = "completions"
+) -> int:
     """Stream one request's completion into `request` (its token times, end, error).
 
     Returns how many of its chunks carried more than one token.
@@ -99,17 +118,15 @@ async def send(client: Any, model: str, request: Any, text: str, tokenizer: Any)
     multi = 0
     finished = False
     try:
-        stream = await client.completions.create(
-            model=model, prompt=text, max_tokens=request.new_tokens, temperature=0.0,
-            stream=True, stream_options={"include_usage": True},
-        )  # fmt: skip
+        stream = await _open_stream(client, model, request, text, api)
         async for chunk in stream:
             now = time.perf_counter()
             if getattr(chunk, "usage", None) is not None:
                 request.server_tokens = chunk.usage.completion_tokens
             for choice in chunk.choices or []:
-                if choice.text:
-                    n = max(1, len(tokenizer.encode(choice.text, add_special_tokens=False)))
+                piece = _piece(choice)
+                if piece:
+                    n = max(1, len(tokenizer.encode(piece, add_special_tokens=False)))
                     multi += n > 1
                     request.token_s.extend([now] * n)
                 finished = finished or choice.finish_reason is not None
@@ -134,6 +151,7 @@ def serve_endpoint(
     key_env: str = DEFAULT_KEY_ENV,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     on_finished: Any = None,
+    api: str = "completions",
 ) -> dict[str, Any]:
     """Send every request at its arrival (open loop) or as slots free (closed loop).
 
@@ -158,11 +176,11 @@ def serve_endpoint(
                 if slots is not None:
                     async with slots:
                         r.arrival_s = time.perf_counter()
-                        multi += await send(client, name, r, texts[i], tokenizer)
+                        multi += await send(client, name, r, texts[i], tokenizer, api)
                 else:
                     r.arrival_s = t0 + offsets_s[i] if after_s is None else after_s
                     await asyncio.sleep(max(0.0, r.arrival_s - time.perf_counter()))
-                    multi += await send(client, name, r, texts[i], tokenizer)
+                    multi += await send(client, name, r, texts[i], tokenizer, api)
                 if on_finished is not None:
                     on_finished(len(r.token_s))
                 if i in next_turn:  # a session's next turn: sent once this answer is in

@@ -146,6 +146,8 @@ class Request:
     follows: int | None = None
     session: int | None = None
     turn: int = 0
+    #: a session's messages up to this turn (sent as they are to a chat endpoint)
+    messages: list[dict[str, str]] | None = None
 
     def row(self, origin: float) -> dict[str, Any]:
         """The request's sample row: latencies in ms, times from the run's start."""
@@ -194,7 +196,7 @@ def plan_requests(spec: LoadSpec, tokenizer: Any, limit: int) -> Plan:
     for i, t in enumerate(traffic.turns):
         follows = last_of.get(t.session) if t.turn > 0 else None
         reqs.append(Request(i, t.prompt_ids, t.new_tokens, follows=follows, session=t.session,
-                            turn=t.turn))  # fmt: skip
+                            turn=t.turn, messages=t.messages))  # fmt: skip
         last_of[t.session] = i
     if traffic.timed:
         offsets = [t.offset_s or 0.0 for t in traffic.turns]
@@ -446,6 +448,8 @@ class Endpoint:
     model: str | None = None
     key_env: str = "OPENAI_API_KEY"
     timeout_s: float = 300.0
+    #: "completions" (/v1/completions, the prompt as text) or "chat" (/v1/chat/completions)
+    api: str = "completions"
 
 
 def run_load(
@@ -560,6 +564,7 @@ def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any) -> dict[str, A
             info = serve_endpoint(
                 reqs, texts, plan.offsets_s, spec.concurrency, endpoint.url, endpoint.model,
                 tokenizer, endpoint.key_env, endpoint.timeout_s, on_finished=finished,
+                api=endpoint.api,
             )  # fmt: skip
     except KeyboardInterrupt as exc:
         interrupted = exc
@@ -575,7 +580,7 @@ def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any) -> dict[str, A
                        "tokenizer": spec.model},  # fmt: skip
         "device": {"name": f"endpoint {url}", "kind": "endpoint"},
         "versions": {},
-        "endpoint": {"url": url, "model": name,
+        "endpoint": {"url": url, "model": name, "api": endpoint.api,
                      "multi_token_chunks": info["multi_token_chunks"]},  # fmt: skip
         "workload": plan.workload,
     }

@@ -60,6 +60,8 @@ class Turn:
     session: int = 0
     #: 0 for a session's first request; later turns follow the one before
     turn: int = 0
+    #: the conversation up to this user turn (what a chat endpoint is sent)
+    messages: list[dict[str, str]] | None = None
 
 
 @dataclass
@@ -286,7 +288,7 @@ def _turns_of_conversations(
             if len(prompt) + new > limit:
                 _skip(traffic, f"turns over the context of {limit} positions")
                 break  # later turns are longer still
-            traffic.turns.append(Turn(prompt, new, None, session, turn))
+            traffic.turns.append(Turn(prompt, new, None, session, turn, messages[: i + 1]))
             turn += 1
             if not multi:
                 break
