@@ -118,7 +118,7 @@ def test_the_command_on_a_real_model(tmp_path):
     (["--find-max-rate", "--slo", "e2e_ms=9", "--rate", "1,2"], "starts from one finite"),
     (["--find-max-rate", "--slo", "e2e_ms=9", "--workload", "azure-sample"],
      "arrives at its own times"),
-    (["--find-max-rate", "--slo", "e2e_ms=9", "--slo-target", "1.5"], "--slo-target must be"),
+    (["--find-max-rate", "--slo", "e2e_ms=9", "--slo-target", "1.5"], "--slo-target 1.5 must be"),
 ])  # fmt: skip
 def test_bad_capacity_options_are_one_line(args, needle, tmp_path):
     r = runner.invoke(app, ["load", *args, "--db", str(tmp_path / "r.db")])

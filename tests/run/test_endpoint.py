@@ -204,3 +204,55 @@ def test_a_failed_request_is_stored_beside_the_served_ones():
     assert [s.index for s in run.samples] == [0]
     assert run.checks["load"]["failed"] == [{"sample_id": 1,
                                               "error": "the server returned no token"}]
+
+
+def test_smollm2_served_by_transformers_agrees_with_it_in_process(smollm2, tmp_path):
+    """The real trained model behind a real server: the server's greedy text for a prompt is
+    the text `generate` gives in this process (same weights, float32), and a load of it counts
+    every streamed token."""
+    import torch
+
+    folder = tmp_path / "smollm2-135m"
+    smollm2.model.save_pretrained(folder)  # writes `architectures`, which serve needs
+    smollm2.tokenizer.save_pretrained(folder)
+    exe = Path(sys.executable).with_name("transformers")
+    port = _free_port()
+    proc = subprocess.Popen([str(exe), "serve", str(folder), "--host", "127.0.0.1", "--port",
+                             str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"})  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.3)
+        import openai
+
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none")
+        prompt = "The capital of France is"
+        served = client.completions.create(model=str(folder), prompt=prompt, max_tokens=8,
+                                           temperature=0.0).choices[0].text  # fmt: skip
+        ids = smollm2.tokenizer(prompt, return_tensors="pt")
+        with torch.inference_mode():
+            out = smollm2.model.generate(**ids, max_new_tokens=8, do_sample=False)
+        here = smollm2.tokenizer.decode(out[0, ids["input_ids"].shape[1]:],
+                                        skip_special_tokens=True)  # fmt: skip
+        assert served.strip() == here.strip() and "Paris" in here
+        r = runner.invoke(app, ["load", "--endpoint", f"http://127.0.0.1:{port}", "-m",
+                                "smollm2-135m", "--requests", "3", "--rate", "20",
+                                "--new-tokens", "6", "--prompt-tokens", "32", "--json",
+                                "--db", str(tmp_path / "r.db")])  # fmt: skip
+        assert r.exit_code == 0, r.output
+        rows = json.loads(r.stdout)["all_samples"]
+        assert [x["error"] for x in rows] == [None] * 3
+        for x in rows:  # our count of the streamed tokens is the server's own
+            assert x["server_output_tokens"] in (None, x["output_tokens"])
+            assert 0 < x["ttft_ms"] <= x["e2e_ms"]
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()

@@ -110,3 +110,5 @@ def test_sweep_ids_survive_the_slo_field():
     assert SweepSpec(with_slo, {"top_k": ["1", "2"]}).sweep_id != "182425994b3d"
     with_nvtx = replace(base, nvtx=True)  # added later still: the same rule
     assert SweepSpec(with_nvtx, {"top_k": ["1", "2"]}).sweep_id != "182425994b3d"
+    from_dataset = replace(base, prompts=("a text",), prompts_source="dataset wikitext")
+    assert SweepSpec(from_dataset, {"top_k": ["1", "2"]}).sweep_id != "182425994b3d"

@@ -106,6 +106,7 @@ def load_command(
         static_batch=static_batch, slos=parse_slos(slo), seed=seed, device=device, dtype=dtype,
         workload=workload, trace_speed=trace_speed,
     ).validate()  # fmt: skip
+    _check_capacity_ranges(slo_target, max_requests_per_step, bisect)
     check_model_spec(model)  # after the ranges: a bad value is named before the model
     target = _target(endpoint, endpoint_model, api_key_env, timeout, reference, len(rates),
                      endpoint_api)  # fmt: skip
@@ -162,6 +163,15 @@ def _run_once(
     if gate:
         fail_on_miss(doc["summary"]["slo"])
 
+
+def _check_capacity_ranges(target: float, most: int, bisect: int) -> None:
+    """The capacity options in range, searched for or not (a typo is named before the model)."""
+    if not 0 < target < 1:
+        raise UserError(f"--slo-target {target:g} must be between 0 and 1", "e.g. 0.99")
+    if not 1 <= most <= 100_000:
+        raise UserError(f"--max-requests-per-step {most} is out of range", "use 1..100000")
+    if not 0 <= bisect <= 20:
+        raise UserError(f"--bisect {bisect} is out of range", "use 0..20")
 
 def _capacity_spec(
     spec: Any, rate: str, rates: list[float], target: float, most: int, bisect: int

@@ -52,7 +52,7 @@ MAX_POINTS = 10_000
 MAX_NAME_CHARS = 200
 
 #: RunConfig fields added after sweep ids were first stored (as `to_dict` gives their default)
-LATER_FIELDS: dict[str, Any] = {"slos": [], "nvtx": False}
+LATER_FIELDS: dict[str, Any] = {"slos": [], "nvtx": False, "prompts_source": None}
 
 
 @dataclass(frozen=True)
