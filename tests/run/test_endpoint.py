@@ -247,9 +247,16 @@ def test_smollm2_served_by_transformers_agrees_with_it_in_process(smollm2, tmp_p
         assert r.exit_code == 0, r.output
         rows = json.loads(r.stdout)["all_samples"]
         assert [x["error"] for x in rows] == [None] * 3
-        for x in rows:  # our count of the streamed tokens is the server's own
-            assert x["server_output_tokens"] in (None, x["output_tokens"])
+        for x in rows:  # our count of the streamed text's tokens is the server's own, but
+            # the server also counts the EOS it stopped at, which streams no text
+            stopped = x["output_tokens"] < x["new_tokens_asked"]
+            assert x["server_output_tokens"] in (None, x["output_tokens"] + stopped)
             assert 0 < x["ttft_ms"] <= x["e2e_ms"]
+        # transformers serve knows no `ignore_eos`: every request fails, in one line
+        r = runner.invoke(app, ["load", "--endpoint", f"http://127.0.0.1:{port}", "-m",
+                                "smollm2-135m", "--requests", "2", "--ignore-eos",
+                                "--db", str(tmp_path / "r.db")])  # fmt: skip
+        assert_one_line_error(r, "all 2 requests", "HTTP 422")
     finally:
         proc.terminate()
         try:

@@ -154,7 +154,7 @@ def test_a_multi_turn_load_sends_each_turn_after_the_one_before(tiny_llama, tmp_
 
 def test_a_trace_load_replays_its_arrival_times(tiny_llama, tmp_path):
     doc = run_load(LoadSpec(model="tiny-llama", requests=4, workload="azure-sample",
-                            trace_speed=4.0), loaded=tiny_llama)  # fmt: skip
+                            trace_speed=4.0, server="static"), loaded=tiny_llama)  # fmt: skip
     trace = load_traffic("azure-sample", tiny_llama.tokenizer, 4096, 4, speed=4.0)
     arrivals = [r["arrival_ms"] for r in sorted(doc["all_samples"], key=lambda r: r["sample_id"])]
     assert arrivals == pytest.approx([t.offset_s * 1e3 for t in trace.turns])

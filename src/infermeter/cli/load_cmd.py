@@ -76,6 +76,9 @@ def load_command(
     endpoint_api: str = typer.Option("completions", "--endpoint-api", help="completions "
                                      "(/v1/completions) or chat (/v1/chat/completions: "
                                      "sessions' messages, the server's chat template)."),
+    ignore_eos: bool = typer.Option(False, "--ignore-eos", help="Ask the endpoint to generate "
+                                    "every asked token (vLLM, SGLang, llama.cpp; transformers "
+                                    "serve refuses it); otherwise requests stop at its EOS."),
     reference: bool = typer.Option(False, "--reference", help="With --endpoint: also run the "
                                    "same requests in-process on --model (the same weights) and "
                                    "show what the serving stack adds to TTFT, TPOT and e2e."),
@@ -109,7 +112,7 @@ def load_command(
     _check_capacity_ranges(slo_target, max_requests_per_step, bisect)
     check_model_spec(model)  # after the ranges: a bad value is named before the model
     target = _target(endpoint, endpoint_model, api_key_env, timeout, reference, len(rates),
-                     endpoint_api)  # fmt: skip
+                     endpoint_api, ignore_eos)  # fmt: skip
     if fail_if_slo_missed and not spec.slos:
         raise UserError("--fail-if-slo-missed needs an --slo", "add e.g. --slo ttft_ms=500")
     from infermeter.store import Store
@@ -239,11 +242,15 @@ def _target(
     reference: bool,
     n_rates: int,
     api: str = "completions",
+    ignore_eos: bool = False,
 ) -> Any:
     """The endpoint to load (None: the model in-process); its options checked in one line."""
     from infermeter.run.load import Endpoint
 
     if endpoint is None:
+        if ignore_eos:
+            raise UserError("--ignore-eos is sent to an endpoint (in-process runs never stop "
+                            "at EOS)", "add --endpoint URL, or drop --ignore-eos")  # fmt: skip
         if reference:
             raise UserError("--reference compares an endpoint with the model in-process",
                             "add --endpoint URL, or drop --reference")  # fmt: skip
@@ -257,7 +264,7 @@ def _target(
     base_url(endpoint)  # a malformed URL is one line before anything starts
     if api not in ("completions", "chat"):
         raise UserError(f"--endpoint-api {api!r} is not an API", "use completions or chat")
-    return Endpoint(endpoint, model, key_env, timeout, api)
+    return Endpoint(endpoint, model, key_env, timeout, api, ignore_eos)
 
 
 def _add_reference(doc: dict[str, Any], spec: Any) -> None:
@@ -393,6 +400,11 @@ def _print(doc: dict[str, Any]) -> None:
     if ep:
         failed = [r for r in doc["all_samples"] if r["error"]]
         said = f"; {len(failed)} failed (first: {failed[0]['error']})" if failed else ""
+        short = sum(1 for r in doc["all_samples"] if not r["error"]
+                    and r["output_tokens"] < r["new_tokens_asked"])  # fmt: skip
+        if short:
+            said += (f"; {short} stopped at the server's EOS before their asked length "
+                     "(--ignore-eos asks servers that know it not to)")
         console.print(
             f"endpoint {ep['url']} serving {ep['model']}: {ep['multi_token_chunks']} streamed "
             f"chunks carried several tokens (counted with {doc['meta']['model_info']['tokenizer']}"

@@ -90,9 +90,14 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
 
 
-async def _open_stream(client: Any, model: str, request: Any, text: str, api: str) -> Any:
-    common = {"model": model, "max_tokens": request.new_tokens, "temperature": 0.0,
-              "stream": True, "stream_options": {"include_usage": True}}  # fmt: skip
+async def _open_stream(
+    client: Any, model: str, request: Any, text: str, api: str, ignore_eos: bool = False
+) -> Any:
+    common: dict[str, Any] = {"model": model, "max_tokens": request.new_tokens,
+                              "temperature": 0.0, "stream": True,
+                              "stream_options": {"include_usage": True}}  # fmt: skip
+    if ignore_eos:  # vLLM, SGLang and llama.cpp's server know it; others may refuse (HTTP 4xx)
+        common["extra_body"] = {"ignore_eos": True}
     if api == "chat":
         messages = getattr(request, "messages", None) or [{"role": "user", "content": text}]
         return await client.chat.completions.create(messages=messages, **common)
@@ -106,8 +111,9 @@ def _piece(choice: Any) -> str | None:
 
 
 async def send(
-    client: Any, model: str, request: Any, text: str, tokenizer: Any, api: str = "completions"
-) -> int:
+    client: Any, model: str, request: Any, text: str, tokenizer: Any, api: str = "completions",
+    ignore_eos: bool = False,
+) -> int:  # fmt: skip
     """Stream one request's completion into `request` (its token times, end, error).
 
     Returns how many of its chunks carried more than one token.
@@ -118,7 +124,7 @@ async def send(
     multi = 0
     finished = False
     try:
-        stream = await _open_stream(client, model, request, text, api)
+        stream = await _open_stream(client, model, request, text, api, ignore_eos)
         async for chunk in stream:
             now = time.perf_counter()
             if getattr(chunk, "usage", None) is not None:
@@ -152,6 +158,7 @@ def serve_endpoint(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     on_finished: Any = None,
     api: str = "completions",
+    ignore_eos: bool = False,
 ) -> dict[str, Any]:
     """Send every request at its arrival (open loop) or as slots free (closed loop).
 
@@ -176,11 +183,12 @@ def serve_endpoint(
                 if slots is not None:
                     async with slots:
                         r.arrival_s = time.perf_counter()
-                        multi += await send(client, name, r, texts[i], tokenizer, api)
+                        multi += await send(client, name, r, texts[i], tokenizer, api,
+                                            ignore_eos)  # fmt: skip
                 else:
                     r.arrival_s = t0 + offsets_s[i] if after_s is None else after_s
                     await asyncio.sleep(max(0.0, r.arrival_s - time.perf_counter()))
-                    multi += await send(client, name, r, texts[i], tokenizer, api)
+                    multi += await send(client, name, r, texts[i], tokenizer, api, ignore_eos)
                 if on_finished is not None:
                     on_finished(len(r.token_s))
                 if i in next_turn:  # a session's next turn: sent once this answer is in

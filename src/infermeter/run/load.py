@@ -450,6 +450,8 @@ class Endpoint:
     timeout_s: float = 300.0
     #: "completions" (/v1/completions, the prompt as text) or "chat" (/v1/chat/completions)
     api: str = "completions"
+    #: ask the server to run every request to its length (`ignore_eos`, not every server's)
+    ignore_eos: bool = False
 
 
 def run_load(
@@ -564,7 +566,7 @@ def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any) -> dict[str, A
             info = serve_endpoint(
                 reqs, texts, plan.offsets_s, spec.concurrency, endpoint.url, endpoint.model,
                 tokenizer, endpoint.key_env, endpoint.timeout_s, on_finished=finished,
-                api=endpoint.api,
+                api=endpoint.api, ignore_eos=endpoint.ignore_eos,
             )  # fmt: skip
     except KeyboardInterrupt as exc:
         interrupted = exc
