@@ -96,8 +96,8 @@ def capacity_figure(result: dict[str, Any], out: Path, title: str) -> list[Path]
         if result["max_rate"] is not None:
             a.axvline(result["max_rate"], color="#55A868", linestyle="--", linewidth=1)
     if result["max_rate"] is not None:
-        ax2.annotate(f"capacity {result['max_rate']:.3g} req/s", (result["max_rate"], 0),
-                     xycoords=("data", "axes fraction"), xytext=(4, 6),
+        ax2.annotate(f"capacity {result['max_rate']:.3g} req/s", (result["max_rate"], 1),
+                     xycoords=("data", "axes fraction"), xytext=(4, -12),
                      textcoords="offset points", fontsize=8, color="#55A868")  # fmt: skip
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax2.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
