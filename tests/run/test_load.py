@@ -230,3 +230,46 @@ def test_an_interrupted_load_stores_the_requests_that_finished(tmp_path, sig, co
     assert 3 <= len(stored.samples) < 200
     assert all(s.ttft_ms > 0 for s in stored.samples)
     assert any("interrupted" in n for n in stored.notes)
+
+
+def test_the_batch_over_time_adds_up_to_the_requests(tiny_llama):
+    """Every scheduler step of transformers' manager, read while it runs (issue 34, item 1):
+    the steps' prefill tokens are the requests' prompts, their decode tokens the outputs less
+    each request's first token (its prefill step gives it)."""
+    doc = run_load(LoadSpec(rate=math.inf, requests=6, prompt_tokens=Lengths("fixed", 24),
+                            new_tokens=Lengths("fixed", 5)), loaded=tiny_llama)  # fmt: skip
+    rows, steps, batch = doc["all_samples"], doc["steps"], doc["summary"]["batch"]
+    assert doc["meta"]["step_state"]["missing"] == []
+    assert batch["prefill_tokens"] == sum(r["prompt_tokens"] for r in rows) == 6 * 24
+    assert batch["decode_tokens"] == sum(r["output_tokens"] - 1 for r in rows) == 6 * 4
+    assert batch["steps"] == len(steps) and all(s["t_ms"] >= 0 for s in steps)
+    assert max(s["batch_requests"] for s in steps) <= 6 and batch["offloads"] == 0
+    assert all(0 <= s["kv_used_pct"] <= 100 for s in steps)
+
+
+def test_a_small_kv_cache_is_full_and_found(tmp_path):
+    """Four 64-token blocks for twelve 100-token prompts: two requests fit at a time, the rest
+    wait; the run says so, the finding names it, the report draws it."""
+    from infermeter import Store
+    from infermeter.analysis.analyze import analyze_run
+
+    db = str(tmp_path / "r.db")
+    r = runner.invoke(app, ["load", "--rate", "inf", "--requests", "8", "--prompt-tokens",
+                            "100", "--new-tokens", "4", "--kv-blocks", "4", "--kv-page-tokens",
+                            "64", "--db", db], env={"COLUMNS": "300"})  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "KV cache of 4 blocks x 64 tokens" in r.output
+    (row,) = Store(db).list_runs()
+    run = Store(db).get(row["id"])
+    steps = run.checks["load"]["steps"]
+    assert max(s["running"] for s in steps) == 2  # 100 + 4 tokens: two 64-token blocks each
+    assert max(s["waiting"] for s in steps) >= 5
+    assert max(s["kv_used_pct"] for s in steps) == 100
+    ids = [f["id"] for f in analyze_run(run)["findings"]]
+    assert "kv-cache-full" in ids
+    from infermeter.report.run_figures import batch_state_figure
+
+    files = batch_state_figure(run, tmp_path / "fig")
+    assert files and files[0].stat().st_size > 10_000
+    r = runner.invoke(app, ["load", "--server", "static", "--kv-blocks", "4", "--db", db])
+    assert_one_line_error(r, "--kv-blocks and --kv-page-tokens size continuous batching")

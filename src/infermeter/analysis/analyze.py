@@ -119,8 +119,12 @@ def flag_above_ceiling(roof: dict[str, Any], measured: Ceilings | None) -> list[
 QUEUE_SHARE_MEDIUM, QUEUE_SHARE_HIGH = 0.5, 0.8
 
 
+#: share of a load run's time with its KV cache full from which that is a finding
+KV_FULL_MEDIUM, KV_FULL_HIGH = 10.0, 30.0
+
+
 def load_findings(run: Any) -> list[Finding]:
-    """A load run's bottleneck: how much of the median TTFT its requests spent waiting."""
+    """A load run's bottlenecks: its KV cache full, and its requests' time spent waiting."""
     import statistics
 
     load = (run.checks or {}).get("load") or {}
@@ -129,10 +133,11 @@ def load_findings(run: Any) -> list[Finding]:
     if (run.config or {}).get("mode") != "load" or not queue or not ttft:
         return []
     q_ms, t_ms = statistics.median(queue), statistics.median(ttft)
+    out = _kv_findings(load, q_ms)
     share = q_ms / t_ms if t_ms else 0.0
     if share < QUEUE_SHARE_MEDIUM:
-        return []
-    return [
+        return out
+    return out + [
         Finding(
             id="queueing",
             severity="high" if share >= QUEUE_SHARE_HIGH else "medium",
@@ -142,5 +147,28 @@ def load_findings(run: Any) -> list[Finding]:
             advice="the server is saturated at this rate: lower --rate, batch more "
             "(--server continuous, a larger --static-batch) or add replicas; "
             "`infermeter load --rate a,b,c` finds the knee",
+        )
+    ]
+
+
+def _kv_findings(load: dict[str, Any], queue_ms: float) -> list[Finding]:
+    """The continuous batch's KV cache full for a share of the run (run/batch_state.py)."""
+    batch = (load.get("summary") or {}).get("batch") or {}
+    full = batch.get("kv_full_time_pct")
+    if full is None or full < KV_FULL_MEDIUM:
+        return []
+    return [
+        Finding(
+            id="kv-cache-full",
+            severity="high" if full >= KV_FULL_HIGH else "medium",
+            title=f"KV cache full for {full:.0f}% of the run: requests waited {queue_ms:.0f} ms "
+            f"(median) with {batch.get('batch_requests_mean') or 0:.1f} requests per step on "
+            "average",
+            evidence={"kv_full_time_pct": full, "waiting_time_pct": batch.get("waiting_time_pct"),
+                      "kv_used_pct_max": batch.get("kv_used_pct_max"),
+                      "offloads": batch.get("offloads"), "queue_ms_median": queue_ms},  # fmt: skip
+            advice="a larger cache (--kv-blocks, or more device memory), shorter contexts, or "
+            "fewer requests at once would let waiting requests in; a quantized or "
+            "grouped-query KV cache holds more tokens per byte",
         )
     ]

@@ -54,6 +54,10 @@ def load_command(
     server: str = typer.Option("continuous", help="continuous (transformers' continuous "
                                "batching) or static (padded generate batches)."),
     static_batch: int = typer.Option(8, "--static-batch", help="Largest static batch."),
+    kv_blocks: int = typer.Option(None, "--kv-blocks", help="Continuous batching's KV cache "
+                                  "size in blocks (default: transformers' own, from memory)."),
+    kv_page_tokens: int = typer.Option(None, "--kv-page-tokens", help="Tokens per KV-cache "
+                                       "block (default: transformers' own, 256)."),
     slo: list[str] = typer.Option(None, help="ttft_ms=500, tpot_ms=80 or e2e_ms=2000 "
                                   "(repeatable): pass/fail per request, attainment, goodput."),
     fail_if_slo_missed: bool = typer.Option(False, "--fail-if-slo-missed",
@@ -107,7 +111,8 @@ def load_command(
         prompt_tokens=Lengths.parse(prompt_tokens or "64", "--prompt-tokens"),
         new_tokens=Lengths.parse(new_tokens or "16", "--new-tokens"), server=server,
         static_batch=static_batch, slos=parse_slos(slo), seed=seed, device=device, dtype=dtype,
-        workload=workload, trace_speed=trace_speed,
+        workload=workload, trace_speed=trace_speed, kv_blocks=kv_blocks,
+        kv_page_tokens=kv_page_tokens,
     ).validate()  # fmt: skip
     _check_capacity_ranges(slo_target, max_requests_per_step, bisect)
     check_model_spec(model)  # after the ranges: a bad value is named before the model
@@ -396,6 +401,8 @@ def _print(doc: dict[str, Any]) -> None:
         console.print(line, markup=False)
     if doc["meta"].get("workload"):
         console.print(workload_line(doc["meta"]["workload"]), style="dim", markup=False)
+    if "batch" in s:
+        console.print(batch_line(s["batch"], doc["meta"].get("step_state") or {}), markup=False)
     ep = doc["meta"].get("endpoint")
     if ep:
         failed = [r for r in doc["all_samples"] if r["error"]]
@@ -428,3 +435,29 @@ def workload_line(w: dict[str, Any]) -> str:
         f"{o['p50']:.0f} p90 {o['p90']:.0f} max {o['max']:.0f}; prefix reuse "
         f"{w['prefix_reuse']:.0%} (16-token blocks){trace}{skipped}"
     )
+
+
+def batch_line(b: dict[str, Any], state: dict[str, Any]) -> str:
+    """One line on the continuous batch over the run (run/batch_state.py), and what it lacks."""
+    if not b.get("steps"):
+        return "batch: no scheduler step was seen"
+
+    def pct(v: float | None) -> str:
+        return "not exposed" if v is None else f"{v:.0f}%"
+
+    cache = state.get("cache") or {}
+    size = (f" of {cache['blocks']} blocks x {cache['page_tokens']} tokens"
+            if cache.get("blocks") and cache.get("page_tokens") else "")  # fmt: skip
+    line = (
+        f"batch: {b['steps']} steps (p50 {b['step_ms_p50']:.1f} ms), "
+        f"{fmt.fixed(b['batch_requests_mean'])} requests per step (max "
+        f"{b['batch_requests_max']}); {b['prefill_tokens']} prefill / {b['decode_tokens']} "
+        f"decode tokens; KV cache{size} used p50 {pct(b['kv_used_pct_p50'])} max "
+        f"{pct(b['kv_used_pct_max'])}, full {pct(b['kv_full_time_pct'])} of the run; requests "
+        f"waiting {pct(b['waiting_time_pct'])} of the run; {b['offloads']} offloads"
+    )
+    if state.get("missing"):
+        line += "; not exposed by this transformers: " + ", ".join(state["missing"])
+    if state.get("thinned", 1) > 1:
+        line += f"; every {state['thinned']}th step kept"
+    return line

@@ -96,6 +96,9 @@ class LoadSpec:
     workload: str | None = None
     #: a trace's replay speed (2: twice as fast as it was recorded)
     trace_speed: float = 1.0
+    #: continuous batching's KV cache: blocks, and tokens per block (None: transformers' own)
+    kv_blocks: int | None = None
+    kv_page_tokens: int | None = None
 
     def validate(self) -> LoadSpec:
         """Every setting in range, before the model loads."""
@@ -110,6 +113,13 @@ class LoadSpec:
             (self.prompt_tokens.most() <= 65536 and self.new_tokens.most() <= 65536,
              "lengths must stay within 65536 tokens"),
             (0 < self.trace_speed <= 1e6, "--trace-speed must be above 0 (and at most 1e6)"),
+            (self.kv_blocks is None or 1 <= self.kv_blocks <= 10_000_000,
+             "--kv-blocks must be within 1..10000000"),
+            (self.kv_page_tokens is None or 1 <= self.kv_page_tokens <= 65536,
+             "--kv-page-tokens must be within 1..65536"),
+            ((self.kv_blocks is None and self.kv_page_tokens is None)
+             or self.server == "continuous", "--kv-blocks and --kv-page-tokens size "
+             "continuous batching's cache: use --server continuous"),
         ]  # fmt: skip
         for ok, message in checks:
             if not ok:
@@ -273,7 +283,8 @@ class _Arrivals:
                 time.perf_counter())
             self.ready.append(self.reqs[nxt])
         if self.live is not None:  # the progress row's `steps` holds a load's in-flight count
-            self.live.state["steps"] = {"in_flight": self.in_flight}
+            steps = self.live.state.get("steps") or {}  # a new dict: a row is a snapshot
+            self.live.state["steps"] = {**steps, "in_flight": self.in_flight}
             self.live.state["tokens"] += len(request.token_s)
             self.live("requests", self.served, len(self.reqs))
 
@@ -307,11 +318,15 @@ class _Arrivals:
         return max(0.0, t0 + self.offsets[self.order[self.next]] - time.perf_counter())
 
 
-def serve_continuous(loaded: Any, arrivals: _Arrivals) -> None:
-    """Requests through transformers' continuous batching; token times from its own records."""
+def serve_continuous(loaded: Any, arrivals: _Arrivals, spec: LoadSpec | None = None) -> Any:
+    """Requests through transformers' continuous batching; token times from its own records.
+
+    Returns the `run.batch_state.StepRecorder` that watched every scheduler step.
+    """
     from transformers import GenerationConfig
 
     from infermeter.errors import GenerationFailed
+    from infermeter.run.batch_state import StepRecorder
 
     model = loaded.model
     most = max(r.new_tokens for r in arrivals.reqs)
@@ -319,7 +334,10 @@ def serve_continuous(loaded: Any, arrivals: _Arrivals) -> None:
     gen = GenerationConfig(max_new_tokens=most, do_sample=False, eos_token_id=-1,
                            pad_token_id=pad)  # fmt: skip
     saved_attn = getattr(model.config, "_attn_implementation", None)
-    manager = model.init_continuous_batching(generation_config=gen)
+    manager = model.init_continuous_batching(
+        generation_config=gen, continuous_batching_config=_cb_config(spec)
+    )
+    recorder = StepRecorder(manager, arrivals.live)
     manager.start()
     try:
         warm = manager.add_request(arrivals.reqs[0].prompt_ids[:8], request_id="warm-up",
@@ -346,6 +364,17 @@ def serve_continuous(loaded: Any, arrivals: _Arrivals) -> None:
             model.destroy_cached_continuous_batching_manager()
         if saved_attn is not None:
             model.config._attn_implementation = saved_attn
+    return recorder
+
+
+def _cb_config(spec: LoadSpec | None) -> Any:
+    """The ContinuousBatchingConfig of --kv-blocks / --kv-page-tokens (None: transformers')."""
+    if spec is None or (spec.kv_blocks is None and spec.kv_page_tokens is None):
+        return None
+    from transformers.generation.configuration_utils import ContinuousBatchingConfig
+
+    sizes: dict[str, Any] = {"num_blocks": spec.kv_blocks, "page_size": spec.kv_page_tokens}
+    return ContinuousBatchingConfig(**{k: v for k, v in sizes.items() if v is not None})
 
 
 def _collect(manager: Any, pending: dict[str, Any], arrivals: _Arrivals, timeout_s: float) -> int:
@@ -488,13 +517,14 @@ def run_load(
     live = LiveProgress(sink, lm.info.spec) if sink is not None else None
     arrivals = _Arrivals(reqs, plan.offsets_s, spec.concurrency, live)
     interrupted: KeyboardInterrupt | None = None
+    recorder = None
     try:
         if live is not None:
             live.state["steps"] = {"in_flight": 0}
             live("requests", 0, len(reqs))
         with stop_on_signals(), torch.inference_mode():
             if spec.server == "continuous":
-                serve_continuous(lm, arrivals)
+                recorder = serve_continuous(lm, arrivals, spec)
             else:
                 serve_static(lm, arrivals, spec.static_batch)
     except KeyboardInterrupt as exc:  # Terminated too (SIGTERM, SIGHUP)
@@ -510,7 +540,22 @@ def run_load(
         "versions": {"torch": torch.__version__},
         "workload": plan.workload,
     }
-    return _document(spec, reqs, meta, interrupted)
+    doc = _document(spec, reqs, meta, interrupted)
+    if recorder is not None:
+        _add_steps(doc, recorder, reqs)
+    return doc
+
+
+def _add_steps(doc: dict[str, Any], recorder: Any, reqs: list[Request]) -> None:
+    """The batch's state per step (run/batch_state.py), from the run's first arrival on."""
+    from infermeter.run.batch_state import summarize_steps
+
+    origin = min(r.arrival_s for r in reqs if math.isfinite(r.arrival_s))
+    steps = [s for s in recorder.rows(origin) if s["t_ms"] >= 0]  # not the warm-up's
+    doc["steps"] = steps
+    doc["summary"]["batch"] = summarize_steps(steps, doc["summary"]["wall_s"] * 1e3)
+    doc["meta"]["step_state"] = {"missing": sorted(recorder.missing),
+                                 "thinned": recorder.thinned, "cache": recorder.cache}  # fmt: skip
 
 
 def _document(
@@ -724,5 +769,6 @@ def as_run(doc: dict[str, Any], model_info: dict[str, Any]) -> Any:
             f"{spec['requests']} requests that finished"] if meta.get("interrupted") else []),
         checks={"load": {"summary": doc["summary"], "timeline": doc["timeline"],
                          "queue_ms": [r["queue_ms"] for r in rows], "failed": failed,
-                         "workload": meta.get("workload")}},
+                         "workload": meta.get("workload"), "steps": doc.get("steps"),
+                         "step_state": meta.get("step_state")}},
     )  # fmt: skip

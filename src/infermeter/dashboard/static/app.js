@@ -325,7 +325,9 @@ function progressLine(p) {
   const pct = p.total ? Math.round((100 * (p.stage === "load" ? p.done : p.done - 1)) / p.total) : 0;
   const st = p.steps;
   const inSample = (st && st.tokens != null ? ` · token ${esc(st.tokens)} of ${esc(st.of)}` + (st.ttft_ms != null ? ` · TTFT ${num(st.ttft_ms)} ms` : "") : "") +
-    (st && st.in_flight != null ? ` · <span data-testid="live-in-flight">${esc(st.in_flight)} in flight</span>` : "");
+    (st && st.in_flight != null ? ` · <span data-testid="live-in-flight">${esc(st.in_flight)} in flight</span>` : "") +
+    (st && st.running != null ? ` · <span data-testid="live-batch">batch: ${esc(st.running)} running, ${esc(st.waiting == null ? "?" : st.waiting)} waiting` +
+      (st.kv_used_pct != null ? `, KV cache ${esc(Math.round(st.kv_used_pct))}% used` : "") + "</span>" : "");
   const stepChart = st && st.step_ms && st.step_ms.length
     ? `<div class="muted">decode steps of this sample as they happen (ms${st.first_step ? `, from step ${esc(st.first_step + 1)}` : ""})</div><div data-testid="live-running-steps">` + line(st.step_ms, { height: 120 }) + "</div>" : "";
   return `<div class="progress" data-testid="live-progress"><b>${esc(p.model)}</b>${run} · ${esc(what)}${inSample} · ${esc(p.tokens)} tokens in finished samples` +

@@ -1,0 +1,173 @@
+"""The continuous batch over time: every scheduler step's state, read from transformers' manager.
+
+Why: a latency percentile says that a server is slow, not why. Inside `load --server
+continuous` the batch is transformers' own `ContinuousBatchingManager`, in this process; its
+scheduler and paged KV cache hold the answer: how many requests ran and waited, how many
+prefill and decode tokens each step carried, how full the cache was, and whether requests were
+offloaded (preempted) for room. This records them per step without editing transformers: the
+manager's `_create_batch_processor` (called once in its background thread) is wrapped so that
+the processor it returns has its scheduler's `schedule_batch`, its `_generation_step` and its
+offloading manager's `offload_requests` observed.
+
+A figure the installed transformers does not expose (a renamed attribute, another scheduler)
+is named in `missing` and left out of the rows; nothing is guessed. Rows: `t_ms` (the step's
+start from the run's origin), `step_ms` (the forward), `running` and `waiting` requests when the
+step was scheduled, `batch_requests`, `prefill_tokens`, `decode_tokens`, `kv_used_pct` (the
+share of the cache's bytes in use), `offloads` (so far).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+#: most step rows kept: beyond it every other row is dropped (and the run says so)
+MAX_STEPS = 20_000
+
+
+class StepRecorder:
+    """Install with `StepRecorder(manager)` before `manager.start()`; read `rows(origin)`."""
+
+    def __init__(self, manager: Any, live: Any = None) -> None:
+        self.steps: list[dict[str, Any]] = []
+        self.missing: set[str] = set()
+        self.offloads = 0
+        self.thinned = 1
+        self.live = live
+        self._pending: dict[str, Any] = {}
+        self.cache: dict[str, Any] = {}
+        create = getattr(manager, "_create_batch_processor", None)
+        if create is None:
+            self.missing.add("every step figure (no _create_batch_processor in this transformers)")
+            return
+
+        def instrumented() -> Any:
+            processor = create()
+            try:
+                self._instrument(processor)
+            except Exception as exc:  # noqa: BLE001 - observing must never stop the server
+                self.missing.add(f"step state ({type(exc).__name__}: {exc})")
+            return processor
+
+        manager._create_batch_processor = instrumented
+
+    def _instrument(self, processor: Any) -> None:
+        scheduler = getattr(processor, "scheduler", None)
+        if scheduler is None or not hasattr(scheduler, "schedule_batch"):
+            self.missing.add("batch composition (no scheduler.schedule_batch)")
+        else:
+            schedule = scheduler.schedule_batch
+
+            def observed_schedule(*args: Any, **kwargs: Any) -> Any:
+                out = schedule(*args, **kwargs)
+                self._pending = self._composition(scheduler, processor, out)
+                return out
+
+            scheduler.schedule_batch = observed_schedule
+        cache = getattr(processor, "cache", None)
+        self.cache = {"blocks": getattr(cache, "num_blocks", None),
+                      "page_tokens": getattr(getattr(processor, "cb_config", None), "page_size",
+                                             None)}  # fmt: skip
+        step = processor._generation_step
+
+        def observed_step(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return step(*args, **kwargs)
+            finally:
+                self._record(t0, time.perf_counter())
+
+        processor._generation_step = observed_step
+        offloading = getattr(processor, "offloading_manager", None)
+        if offloading is None or not hasattr(offloading, "offload_requests"):
+            self.missing.add("offloads (no offloading_manager.offload_requests)")
+        else:
+            offload = offloading.offload_requests
+
+            def observed_offload(*args: Any, **kwargs: Any) -> Any:
+                done = offload(*args, **kwargs)
+                self.offloads += bool(done)
+                return done
+
+            offloading.offload_requests = observed_offload
+
+    def _composition(self, scheduler: Any, processor: Any, out: Any) -> dict[str, Any]:
+        """The batch just scheduled and the queue around it."""
+        row: dict[str, Any] = {}
+        try:
+            row["running"] = len(scheduler.active_requests)
+            row["waiting"] = len(scheduler.waiting_requests)
+        except AttributeError:
+            self.missing.add("running and waiting requests")
+        batch = out[0] if isinstance(out, tuple) and out else None
+        if batch:
+            try:
+                # a request with no token generated yet is (part of) its prefill this step
+                decode = [f for f in batch if f.state.generated_len() > 0]
+                row["batch_requests"] = len(batch)
+                row["decode_tokens"] = sum(f.query_length for f in decode)
+                row["prefill_tokens"] = sum(f.query_length for f in batch) - row["decode_tokens"]
+            except AttributeError:
+                self.missing.add("prefill and decode tokens per step")
+        cache: Any = getattr(processor, "cache", None)
+        try:
+            row["kv_used_pct"] = 100.0 * (1.0 - float(cache.compute_free_capacity(relative=True)))
+        except (AttributeError, TypeError):
+            self.missing.add("KV-cache use (no cache.compute_free_capacity)")
+        return row
+
+    def _record(self, t0: float, t1: float) -> None:
+        row = {"t_s": t0, "step_ms": (t1 - t0) * 1e3, **self._pending, "offloads": self.offloads}
+        self._pending = {}
+        self.steps.append(row)
+        if len(self.steps) >= MAX_STEPS:  # keep the whole run's span at half the resolution
+            self.steps = self.steps[::2]
+            self.thinned *= 2
+        if self.live is not None:  # the live page's line: the batch as it is now
+            now = {k: row[k] for k in ("running", "waiting", "kv_used_pct") if k in row}
+            self.live.state["steps"] = {**(self.live.state.get("steps") or {}), **now}
+
+    def rows(self, origin_s: float) -> list[dict[str, Any]]:
+        """The steps with `t_ms` from the run's origin (the first arrival)."""
+        out = []
+        for r in self.steps:
+            row = {k: v for k, v in r.items() if k != "t_s"}
+            out.append({"t_ms": (r["t_s"] - origin_s) * 1e3, **row})
+        return out
+
+
+def summarize_steps(steps: list[dict[str, Any]], wall_ms: float) -> dict[str, Any]:
+    """What the batch did over the run: steps, batch sizes, queue, cache fullness, offloads.
+
+    Time shares weight each step by the time until the next one (the state held that long).
+    """
+    import numpy as np
+
+    if not steps:
+        return {"steps": 0}
+    t = [s["t_ms"] for s in steps] + [max(wall_ms, steps[-1]["t_ms"] + steps[-1]["step_ms"])]
+    held = np.diff(t).clip(min=0)
+    span = float(held.sum()) or 1.0
+
+    def share(pred: Any) -> float | None:
+        known = [(h, s) for h, s in zip(held, steps, strict=True) if pred(s) is not None]
+        if not known:
+            return None
+        return float(100.0 * sum(h for h, s in known if pred(s)) / span)
+
+    kv = [s["kv_used_pct"] for s in steps if "kv_used_pct" in s]
+    batch = [s["batch_requests"] for s in steps if "batch_requests" in s]
+    return {
+        "steps": len(steps),
+        "step_ms_p50": float(np.median([s["step_ms"] for s in steps])),
+        "batch_requests_mean": float(np.mean(batch)) if batch else None,
+        "batch_requests_max": int(max(batch)) if batch else None,
+        "kv_used_pct_max": float(max(kv)) if kv else None,
+        "kv_used_pct_p50": float(np.median(kv)) if kv else None,
+        "kv_full_time_pct": share(lambda s: s["kv_used_pct"] >= 95.0 if "kv_used_pct" in s
+                                  else None),  # fmt: skip
+        "waiting_time_pct": share(lambda s: s["waiting"] > 0 if "waiting" in s else None),
+        "prefill_tokens": sum(s.get("prefill_tokens", 0) for s in steps),
+        "decode_tokens": sum(s.get("decode_tokens", 0) for s in steps),
+        "offloads": int(steps[-1].get("offloads", 0)),
+    }
