@@ -58,6 +58,10 @@ def load_command(
                                   "size in blocks (default: transformers' own, from memory)."),
     kv_page_tokens: int = typer.Option(None, "--kv-page-tokens", help="Tokens per KV-cache "
                                        "block (default: transformers' own, 256)."),
+    energy: str = typer.Option("auto", help="Power source for joules per request: auto, nvml, "
+                               "rapl, powermetrics or off (in-process runs)."),
+    power_interval_ms: float = typer.Option(100.0, "--power-interval-ms",
+                                            help="Power sampling interval (10 ms or more)."),
     slo: list[str] = typer.Option(None, help="ttft_ms=500, tpot_ms=80 or e2e_ms=2000 "
                                   "(repeatable): pass/fail per request, attainment, goodput."),
     fail_if_slo_missed: bool = typer.Option(False, "--fail-if-slo-missed",
@@ -112,7 +116,7 @@ def load_command(
         new_tokens=Lengths.parse(new_tokens or "16", "--new-tokens"), server=server,
         static_batch=static_batch, slos=parse_slos(slo), seed=seed, device=device, dtype=dtype,
         workload=workload, trace_speed=trace_speed, kv_blocks=kv_blocks,
-        kv_page_tokens=kv_page_tokens,
+        kv_page_tokens=kv_page_tokens, energy=energy, power_interval_ms=power_interval_ms,
     ).validate()  # fmt: skip
     _check_capacity_ranges(slo_target, max_requests_per_step, bisect)
     check_model_spec(model)  # after the ranges: a bad value is named before the model
@@ -403,6 +407,8 @@ def _print(doc: dict[str, Any]) -> None:
         console.print(workload_line(doc["meta"]["workload"]), style="dim", markup=False)
     if "batch" in s:
         console.print(batch_line(s["batch"], doc["meta"].get("step_state") or {}), markup=False)
+    if (s.get("energy") or {}).get("available"):
+        console.print(energy_line(s["energy"]), markup=False)
     ep = doc["meta"].get("endpoint")
     if ep:
         failed = [r for r in doc["all_samples"] if r["error"]]
@@ -460,4 +466,22 @@ def batch_line(b: dict[str, Any], state: dict[str, Any]) -> str:
         line += "; not exposed by this transformers: " + ", ".join(state["missing"])
     if state.get("thinned", 1) > 1:
         line += f"; every {state['thinned']}th step kept"
+    return line
+
+
+def energy_line(e: dict[str, Any]) -> str:
+    """One line on the run's energy: per request (step shares), per token, between steps."""
+    def j(v: float | None, unit: str = "J") -> str:
+        return "-" if v is None else f"{v:.3g} {unit}"
+
+    line = (f"energy ({e['source']}, {e['method']}): {j(e['total_j'])} over the run at "
+            f"{j(e['mean_power_w'], 'W')}; per request p50 {j(e['j_per_request_p50'])} "
+            f"(prefill {j(e['prefill_j'])}, decode {j(e['decode_j'])} in all); "
+            f"{j(e['j_per_output_token'], 'J/token')} in steps, "
+            f"{j(e['j_per_output_token_all'], 'J/token')} with the time between steps "
+            f"({j(e['between_steps_j'])})")  # fmt: skip
+    if e.get("j_per_goodput_request") is not None:
+        line += f"; {j(e['j_per_goodput_request'])} per request that met every SLO"
+    if e.get("note"):
+        line += f"; {e['note']}"
     return line

@@ -56,7 +56,31 @@ def load_sweep_figures(doc: dict[str, Any], out: Path) -> list[Path]:
     ax.set_title("throughput and goodput vs offered rate", fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
-    return files + save_figure(fig, out, "goodput_vs_rate", points)
+    files += save_figure(fig, out, "goodput_vs_rate", points)
+    return files + energy_latency_figure(points, out)
+
+
+def energy_latency_figure(points: list[dict[str, Any]], out: Path) -> list[Path]:
+    """Joules per request against p99 end-to-end latency, one point per offered rate.
+
+    The trade a rate makes: more requests per step share each step's energy (fewer J each),
+    at the price of waiting. Drawn only when the sweep measured energy.
+    """
+    pts = [p for p in points if p.get("j_per_request_p50") is not None]
+    if not pts:
+        return []
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    ax.plot([p["e2e_ms_p99"] for p in pts], [p["j_per_request_p50"] for p in pts], "o-",
+            color="#55A868", label="J per request (median)")  # fmt: skip
+    for p in pts:
+        ax.annotate(f"{p['rate']:g}/s", (p["e2e_ms_p99"], p["j_per_request_p50"]), fontsize=7,
+                    textcoords="offset points", xytext=(4, 4))  # fmt: skip
+    ax.set_xlabel("end-to-end latency p99 (ms)")
+    ax.set_ylabel("energy per request (J)")
+    ax.set_title("energy vs latency across offered rates", fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    return save_figure(fig, out, "energy_vs_latency", pts)
 
 
 def capacity_figure(result: dict[str, Any], out: Path, title: str) -> list[Path]:

@@ -107,6 +107,9 @@ class StepRecorder:
                 row["batch_requests"] = len(batch)
                 row["decode_tokens"] = sum(f.query_length for f in decode)
                 row["prefill_tokens"] = sum(f.query_length for f in batch) - row["decode_tokens"]
+                # who was in the step, for energy shares (run/load_energy.py); not stored
+                row["_members"] = [(str(f.state.request_id), int(f.query_length),
+                                    f.state.generated_len() == 0) for f in batch]  # fmt: skip
             except AttributeError:
                 self.missing.add("prefill and decode tokens per step")
         cache: Any = getattr(processor, "cache", None)

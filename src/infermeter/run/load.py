@@ -99,6 +99,9 @@ class LoadSpec:
     #: continuous batching's KV cache: blocks, and tokens per block (None: transformers' own)
     kv_blocks: int | None = None
     kv_page_tokens: int | None = None
+    #: power source for energy per request (measure/energy/select.py), in-process runs only
+    energy: str = "auto"
+    power_interval_ms: float = 100.0
 
     def validate(self) -> LoadSpec:
         """Every setting in range, before the model loads."""
@@ -125,6 +128,13 @@ class LoadSpec:
             if not ok:
                 raise UserError(message, "see `infermeter load --help`")
         check_slos(self.slos)
+        from infermeter.measure.energy.sampler import check_interval
+        from infermeter.measure.energy.select import CHOICES
+
+        if self.energy not in CHOICES:
+            raise UserError(f"--energy {self.energy!r} is not a source",
+                            f"use one of {', '.join(CHOICES)}")  # fmt: skip
+        check_interval(self.power_interval_ms)
         return self
 
 
@@ -518,6 +528,7 @@ def run_load(
     arrivals = _Arrivals(reqs, plan.offsets_s, spec.concurrency, live)
     interrupted: KeyboardInterrupt | None = None
     recorder = None
+    sampler, energy_off = _power_sampler(spec)
     try:
         if live is not None:
             live.state["steps"] = {"in_flight": 0}
@@ -532,6 +543,9 @@ def run_load(
     finally:
         if live is not None:
             live.end()
+        if sampler is not None:
+            sampler.stop()
+            sampler.source.close()  # powermetrics runs a process: never leave it behind
     meta = {
         "kind": "load",
         "model": lm.info.spec,
@@ -541,21 +555,58 @@ def run_load(
         "workload": plan.workload,
     }
     doc = _document(spec, reqs, meta, interrupted)
-    if recorder is not None:
-        _add_steps(doc, recorder, reqs)
+    origin = min(r.arrival_s for r in reqs if math.isfinite(r.arrival_s))
+    members = _add_steps(doc, recorder, origin) if recorder is not None else []
+    doc["summary"]["energy"] = _energy(doc, sampler, energy_off, members, origin)
     return doc
 
 
-def _add_steps(doc: dict[str, Any], recorder: Any, reqs: list[Request]) -> None:
-    """The batch's state per step (run/batch_state.py), from the run's first arrival on."""
+def _power_sampler(spec: LoadSpec) -> tuple[Any, str | None]:
+    """A started power sampler for the run, or None and why (no source, --energy off)."""
+    from infermeter.measure.energy.sampler import PowerSampler
+    from infermeter.measure.energy.select import open_source
+
+    sources, missing = open_source(spec.energy, spec.power_interval_ms)
+    if sources is None:
+        return None, "; ".join(m.reason for m in missing) or "no power source"
+    return PowerSampler(sources, spec.power_interval_ms).start(), None
+
+
+def _energy(
+    doc: dict[str, Any], sampler: Any, why_not: str | None, members: list[Any], origin: float
+) -> dict[str, Any]:
+    """Per request joules (written into the rows) and the run's energy figures."""
+    from infermeter.run.load_energy import attribute, energy_summary, no_energy
+
+    if sampler is None:
+        return no_energy(why_not or "no power source")
+    trace = sampler.trace(origin_ns=int(origin * 1e9))
+    steps = doc.get("steps") or []
+    per, totals = attribute(steps, members, trace, doc["summary"]["wall_s"] * 1e3)
+    for row in doc["all_samples"]:
+        got: dict[str, Any] = dict(per.get(f"r{row['sample_id']}") or {})
+        row.update({k: got.get(k) for k in ("energy_j", "prefill_j", "decode_j")})
+    out = {"available": True, **energy_summary(doc["all_samples"], totals)}
+    if not steps:
+        out["note"] = ("no scheduler steps (static batching): the run's energy only, not per "
+                       "request")  # fmt: skip
+    return out
+
+
+def _add_steps(doc: dict[str, Any], recorder: Any, origin: float) -> list[Any]:
+    """The batch's state per step (run/batch_state.py), from the run's first arrival on.
+
+    Returns who was in each step (request id, tokens, prefill or not), for energy shares.
+    """
     from infermeter.run.batch_state import summarize_steps
 
-    origin = min(r.arrival_s for r in reqs if math.isfinite(r.arrival_s))
     steps = [s for s in recorder.rows(origin) if s["t_ms"] >= 0]  # not the warm-up's
+    members = [s.pop("_members", []) for s in steps]
     doc["steps"] = steps
     doc["summary"]["batch"] = summarize_steps(steps, doc["summary"]["wall_s"] * 1e3)
     doc["meta"]["step_state"] = {"missing": sorted(recorder.missing),
                                  "thinned": recorder.thinned, "cache": recorder.cache}  # fmt: skip
+    return members
 
 
 def _document(
@@ -716,6 +767,8 @@ def run_rate_sweep(
                for q in ("p50", "p99")},
             "goodput_rps": (s["slo"] or {}).get("goodput_rps"),
             "slo_all_met_pct": (s["slo"] or {}).get("all_met_pct"),
+            **{k: (s.get("energy") or {}).get(k) for k in ("j_per_request_p50",
+               "j_per_output_token", "j_per_goodput_request", "mean_power_w")},
         })  # fmt: skip
     meta = {**runs[0]["meta"], "kind": "load-sweep", "rates": rates}
     meta.pop("interrupted", None)
@@ -770,5 +823,7 @@ def as_run(doc: dict[str, Any], model_info: dict[str, Any]) -> Any:
         checks={"load": {"summary": doc["summary"], "timeline": doc["timeline"],
                          "queue_ms": [r["queue_ms"] for r in rows], "failed": failed,
                          "workload": meta.get("workload"), "steps": doc.get("steps"),
+                         "request_energy": [{k: r.get(k) for k in ("sample_id", "energy_j",
+                                             "prefill_j", "decode_j")} for r in rows],
                          "step_state": meta.get("step_state")}},
     )  # fmt: skip
