@@ -186,6 +186,18 @@ def test_capacity_search_against_the_server(server, tmp_path):
     assert all(s["requests"] >= 8 for s in result["steps"])
 
 
+def test_an_endpoint_load_scrapes_metrics_and_says_when_there_are_none(server, tmp_path):
+    """transformers serve publishes no Prometheus metrics: every scrape fails (HTTP 404), said
+    in one line, and the load itself is measured as ever."""
+    url, _ = server
+    r = runner.invoke(app, ["load", "--endpoint", url, "-m", "tiny-llama", "--requests", "2",
+                            "--new-tokens", "2", "--metrics-url", f"{url}/metrics",
+                            "--metrics-interval-ms", "100", "--db", str(tmp_path / "r.db")],
+                      env={"COLUMNS": "300"})  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "every scrape failed (first: HTTPError" in r.output
+
+
 def test_a_failed_request_is_stored_beside_the_served_ones():
     """A request with no latencies (the server returned no token) broke the store's NOT NULL
     TTFT and lost the run; it is kept with its reason instead."""

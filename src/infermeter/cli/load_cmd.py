@@ -58,6 +58,11 @@ def load_command(
                                   "size in blocks (default: transformers' own, from memory)."),
     kv_page_tokens: int = typer.Option(None, "--kv-page-tokens", help="Tokens per KV-cache "
                                        "block (default: transformers' own, 256)."),
+    metrics_url: str = typer.Option(None, "--metrics-url", help="A server's Prometheus metrics "
+                                    "(vLLM, SGLang, TGI: http://HOST:PORT/metrics), scraped "
+                                    "during the run and stored under their own names."),
+    metrics_interval_ms: float = typer.Option(1000.0, "--metrics-interval-ms",
+                                              help="Scrape interval (100 ms or more)."),
     energy: str = typer.Option("auto", help="Power source for joules per request: auto, nvml, "
                                "rapl, powermetrics or off (in-process runs)."),
     power_interval_ms: float = typer.Option(100.0, "--power-interval-ms",
@@ -117,6 +122,7 @@ def load_command(
         static_batch=static_batch, slos=parse_slos(slo), seed=seed, device=device, dtype=dtype,
         workload=workload, trace_speed=trace_speed, kv_blocks=kv_blocks,
         kv_page_tokens=kv_page_tokens, energy=energy, power_interval_ms=power_interval_ms,
+        metrics_url=metrics_url, metrics_interval_ms=metrics_interval_ms,
     ).validate()  # fmt: skip
     _check_capacity_ranges(slo_target, max_requests_per_step, bisect)
     check_model_spec(model)  # after the ranges: a bad value is named before the model
@@ -409,6 +415,8 @@ def _print(doc: dict[str, Any]) -> None:
         console.print(batch_line(s["batch"], doc["meta"].get("step_state") or {}), markup=False)
     if (s.get("energy") or {}).get("available"):
         console.print(energy_line(s["energy"]), markup=False)
+    if s.get("server_metrics"):
+        console.print(metrics_line(s["server_metrics"]), markup=False)
     ep = doc["meta"].get("endpoint")
     if ep:
         failed = [r for r in doc["all_samples"] if r["error"]]
@@ -485,3 +493,13 @@ def energy_line(e: dict[str, Any]) -> str:
     if e.get("note"):
         line += f"; {e['note']}"
     return line
+
+
+def metrics_line(m: dict[str, Any]) -> str:
+    """One line on the scraped server metrics: how many, and the engine's state ones."""
+    if not m["scrapes"]:
+        return f"server metrics ({m['url']}): every scrape failed (first: {m['first_failure']})"
+    state = "; ".join(f"{r['name']} max {r['max']:g}, last {r['last']:g}" for r in m["state"])
+    failed = f", {m['failures']} failed (first: {m['first_failure']})" if m["failures"] else ""
+    return (f"server metrics ({m['url']}): {m['series']} series from {m['scrapes']} scrapes"
+            f"{failed}" + (f"; {state}" if state else "; no engine state metric among them"))

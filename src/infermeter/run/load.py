@@ -102,6 +102,9 @@ class LoadSpec:
     #: power source for energy per request (measure/energy/select.py), in-process runs only
     energy: str = "auto"
     power_interval_ms: float = 100.0
+    #: a server's Prometheus metrics to scrape during the run (run/server_metrics.py)
+    metrics_url: str | None = None
+    metrics_interval_ms: float = 1000.0
 
     def validate(self) -> LoadSpec:
         """Every setting in range, before the model loads."""
@@ -135,6 +138,13 @@ class LoadSpec:
             raise UserError(f"--energy {self.energy!r} is not a source",
                             f"use one of {', '.join(CHOICES)}")  # fmt: skip
         check_interval(self.power_interval_ms)
+        if self.metrics_url is not None:
+            from infermeter.run.server_metrics import check_url
+
+            check_url(self.metrics_url)
+        if not 100.0 <= self.metrics_interval_ms <= 3_600_000:
+            raise UserError(f"--metrics-interval-ms {self.metrics_interval_ms:g} is out of range",
+                            "use 100..3600000 ms")  # fmt: skip
         return self
 
 
@@ -529,6 +539,7 @@ def run_load(
     interrupted: KeyboardInterrupt | None = None
     recorder = None
     sampler, energy_off = _power_sampler(spec)
+    scraper = _scraper(spec)
     try:
         if live is not None:
             live.state["steps"] = {"in_flight": 0}
@@ -546,6 +557,8 @@ def run_load(
         if sampler is not None:
             sampler.stop()
             sampler.source.close()  # powermetrics runs a process: never leave it behind
+        if scraper is not None:
+            scraper.stop()
     meta = {
         "kind": "load",
         "model": lm.info.spec,
@@ -558,7 +571,30 @@ def run_load(
     origin = min(r.arrival_s for r in reqs if math.isfinite(r.arrival_s))
     members = _add_steps(doc, recorder, origin) if recorder is not None else []
     doc["summary"]["energy"] = _energy(doc, sampler, energy_off, members, origin)
+    _add_metrics(doc, scraper, origin)
     return doc
+
+
+def _scraper(spec: LoadSpec) -> Any:
+    """A started scrape of `spec.metrics_url` (None without one)."""
+    if spec.metrics_url is None:
+        return None
+    from infermeter.run.server_metrics import Scraper
+
+    return Scraper(spec.metrics_url, spec.metrics_interval_ms / 1e3).start()
+
+
+def _add_metrics(doc: dict[str, Any], scraper: Any, origin: float) -> None:
+    """The scraped series on the run's clock, and the engine's state metrics summarised."""
+    if scraper is None:
+        return
+    from infermeter.run.server_metrics import state_summary
+
+    doc["server_metrics"] = scraper.series(origin)
+    doc["summary"]["server_metrics"] = {
+        k: doc["server_metrics"][k] for k in ("url", "scrapes", "failures", "first_failure")
+    } | {"series": len(doc["server_metrics"]["series"]),
+         "state": state_summary(doc["server_metrics"])}  # fmt: skip
 
 
 def _power_sampler(spec: LoadSpec) -> tuple[Any, str | None]:
@@ -655,6 +691,7 @@ def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any) -> dict[str, A
 
     interrupted: KeyboardInterrupt | None = None
     info: dict[str, Any] = {"model": endpoint.model, "multi_token_chunks": 0}
+    scraper = _scraper(spec)
     try:
         if live is not None:
             live("requests", 0, len(reqs))
@@ -669,6 +706,8 @@ def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any) -> dict[str, A
     finally:
         if live is not None:
             live.end()
+        if scraper is not None:
+            scraper.stop()
     url = base_url(endpoint.url)
     name = str(info["model"] or "?")
     meta = {
@@ -682,7 +721,10 @@ def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any) -> dict[str, A
                      "multi_token_chunks": info["multi_token_chunks"]},  # fmt: skip
         "workload": plan.workload,
     }
-    return _document(spec, reqs, meta, interrupted)
+    doc = _document(spec, reqs, meta, interrupted)
+    if any(math.isfinite(r.arrival_s) for r in reqs):
+        _add_metrics(doc, scraper, min(r.arrival_s for r in reqs if math.isfinite(r.arrival_s)))
+    return doc
 
 
 def stack_cost(endpoint: dict[str, Any], in_process: dict[str, Any]) -> list[dict[str, Any]]:
@@ -825,5 +867,6 @@ def as_run(doc: dict[str, Any], model_info: dict[str, Any]) -> Any:
                          "workload": meta.get("workload"), "steps": doc.get("steps"),
                          "request_energy": [{k: r.get(k) for k in ("sample_id", "energy_j",
                                              "prefill_j", "decode_j")} for r in rows],
+                         "server_metrics": doc.get("server_metrics"),
                          "step_state": meta.get("step_state")}},
     )  # fmt: skip

@@ -1,0 +1,133 @@
+"""A serving engine's own Prometheus metrics, scraped during a load (`load --metrics-url URL`).
+
+Why: at an endpoint the client sees latencies, not the engine's state. vLLM, SGLang and TGI
+publish theirs in the Prometheus text format (requests running and waiting, KV-cache use,
+preemptions, tokens per step); reading them while the load runs puts the cause beside the
+effect. The scrape runs on a thread every `interval_s`; the text is parsed by the official
+`prometheus_client` parser, and every numeric sample is kept under the engine's own metric
+name and labels (`vllm:num_requests_running{model_name="..."}`), as a time series on the run's
+clock (ms from the first arrival). Histograms' buckets are left out (their `_sum` and `_count`
+are kept): they are what the load itself measures per request. A scrape that fails is counted
+with its reason, never a crash; a run whose every scrape failed says so.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from infermeter.errors import UserError
+
+#: most series kept (an engine with thousands of labelled series would swamp the run)
+MAX_SERIES = 500
+#: metric names that say the batch's state, per engine, for the printed line and the figure
+STATE_METRICS = (
+    "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+    "vllm:gpu_cache_usage_perc", "vllm:num_preemptions_total", "sglang:num_running_reqs",
+    "sglang:num_queue_reqs", "sglang:token_usage", "tgi_queue_size", "tgi_batch_current_size",
+)  # fmt: skip
+
+
+def check_url(url: str) -> str:
+    """The URL, or one line when it is not http(s)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise UserError(f"--metrics-url {url!r} is not an http(s) URL",
+                        "e.g. --metrics-url http://127.0.0.1:8000/metrics")  # fmt: skip
+    return url.strip()
+
+
+def parse(text: str) -> list[tuple[str, dict[str, str], float]]:
+    """(name, labels, value) of every numeric sample but histogram buckets."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out = []
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name.endswith("_bucket"):
+                continue
+            out.append((s.name, dict(s.labels), float(s.value)))
+    return out
+
+
+class Scraper:
+    """Reads `url` every `interval_s` on a thread between `start()` and `stop()`."""
+
+    def __init__(self, url: str, interval_s: float = 1.0, timeout_s: float = 5.0) -> None:
+        try:
+            import prometheus_client.parser  # noqa: F401
+        except ImportError:
+            raise UserError("--metrics-url needs prometheus_client, which is not installed",
+                            "pip install 'infermeter[endpoint]'") from None  # fmt: skip
+        self.url = check_url(url)
+        self.interval_s = interval_s
+        self.timeout_s = timeout_s
+        self.readings: list[tuple[float, list[tuple[str, dict[str, str], float]]]] = []
+        self.failures: list[str] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def scrape(self) -> None:
+        """One reading now (failures are counted, with their reason)."""
+        import urllib.error
+        import urllib.request
+
+        t = time.perf_counter()
+        try:
+            with urllib.request.urlopen(self.url, timeout=self.timeout_s) as r:  # noqa: S310 - http(s) checked
+                text = r.read().decode("utf-8", "replace")
+            self.readings.append((t, parse(text)))
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            self.failures.append(f"{type(exc).__name__}: {str(exc)[:120]}")
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.scrape()
+
+    def start(self) -> Scraper:
+        """A first reading now, then one per interval."""
+        self.scrape()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="infermeter-scrape")
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop the thread and take a last reading."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.timeout_s + 1)
+        self.scrape()
+
+    def series(self, origin_s: float) -> dict[str, Any]:
+        """{key: {name, labels, t_ms, values}} on the run's clock, at most MAX_SERIES keys."""
+        out: dict[str, Any] = {}
+        dropped = 0
+        for t, samples in self.readings:
+            for name, labels, value in samples:
+                key = name + ("{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+                              + "}" if labels else "")  # fmt: skip
+                if key not in out:
+                    if len(out) >= MAX_SERIES:
+                        dropped += 1
+                        continue
+                    out[key] = {"name": name, "labels": labels, "t_ms": [], "values": []}
+                out[key]["t_ms"].append((t - origin_s) * 1e3)
+                out[key]["values"].append(value)
+        return {"url": self.url, "interval_ms": self.interval_s * 1e3,
+                "scrapes": len(self.readings), "failures": len(self.failures),
+                "first_failure": self.failures[0] if self.failures else None,
+                "series_dropped": dropped, "series": out}  # fmt: skip
+
+
+def state_summary(scraped: dict[str, Any]) -> list[dict[str, Any]]:
+    """For each engine state metric present: its max and last value, summed over labels."""
+    rows = []
+    for name in STATE_METRICS:
+        keyed = [s for s in scraped["series"].values() if s["name"] == name]
+        if keyed:
+            rows.append({"name": name, "max": max(max(s["values"]) for s in keyed),
+                         "last": sum(s["values"][-1] for s in keyed)})  # fmt: skip
+    return rows
