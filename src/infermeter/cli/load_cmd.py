@@ -462,6 +462,8 @@ def batch_line(b: dict[str, Any], state: dict[str, Any]) -> str:
     cache = state.get("cache") or {}
     size = (f" of {cache['blocks']} blocks x {cache['page_tokens']} tokens"
             if cache.get("blocks") and cache.get("page_tokens") else "")  # fmt: skip
+    if cache.get("sized"):
+        size += f" (sized by {cache['sized']})"
     line = (
         f"batch: {b['steps']} steps (p50 {b['step_ms_p50']:.1f} ms), "
         f"{fmt.fixed(b['batch_requests_mean'])} requests per step (max "

@@ -354,10 +354,12 @@ def serve_continuous(loaded: Any, arrivals: _Arrivals, spec: LoadSpec | None = N
     gen = GenerationConfig(max_new_tokens=most, do_sample=False, eos_token_id=-1,
                            pad_token_id=pad)  # fmt: skip
     saved_attn = getattr(model.config, "_attn_implementation", None)
+    cb_config, sized = _cb_config(spec, arrivals.reqs, model)
     manager = model.init_continuous_batching(
-        generation_config=gen, continuous_batching_config=_cb_config(spec)
+        generation_config=gen, continuous_batching_config=cb_config
     )
     recorder = StepRecorder(manager, arrivals.live)
+    recorder.cache["sized"] = sized
     manager.start()
     try:
         warm = manager.add_request(arrivals.reqs[0].prompt_ids[:8], request_id="warm-up",
@@ -387,14 +389,51 @@ def serve_continuous(loaded: Any, arrivals: _Arrivals, spec: LoadSpec | None = N
     return recorder
 
 
-def _cb_config(spec: LoadSpec | None) -> Any:
-    """The ContinuousBatchingConfig of --kv-blocks / --kv-page-tokens (None: transformers')."""
-    if spec is None or (spec.kv_blocks is None and spec.kv_page_tokens is None):
-        return None
+#: share of the KV blocks transformers' FIFO scheduler keeps free before it admits a prefill
+CB_SAFETY_MARGIN = 0.15
+
+
+def _cb_config(spec: LoadSpec | None, reqs: list[Request], model: Any) -> tuple[Any, str]:
+    """The run's ContinuousBatchingConfig (transformers'), and how its cache was sized.
+
+    --kv-blocks / --kv-page-tokens when given. Otherwise on a CPU the cache holds every request
+    of the run at once (with the scheduler's 15% margin and some room): transformers sizes it
+    from free memory, and zeroing gigabytes of RAM took 7 of a 2-request run's 12 s here,
+    for a cache that can never fill. On a GPU its own sizing stands (what a server would do).
+    """
     from transformers.generation.configuration_utils import ContinuousBatchingConfig
 
-    sizes: dict[str, Any] = {"num_blocks": spec.kv_blocks, "page_size": spec.kv_page_tokens}
-    return ContinuousBatchingConfig(**{k: v for k, v in sizes.items() if v is not None})
+    sizes: dict[str, Any] = {}
+    if spec is not None and spec.kv_page_tokens is not None:
+        sizes["page_size"] = spec.kv_page_tokens
+    if spec is not None and spec.kv_blocks is not None:
+        return ContinuousBatchingConfig(num_blocks=spec.kv_blocks, **sizes), "--kv-blocks"
+    blocks = _blocks_for_all(reqs, model, sizes.get("page_size") or ContinuousBatchingConfig()
+                             .page_size) if model.device.type == "cpu" else None  # fmt: skip
+    if blocks is None:
+        return (ContinuousBatchingConfig(**sizes) if sizes else None), "transformers (memory)"
+    return ContinuousBatchingConfig(num_blocks=blocks, **sizes), "every request at once"
+
+
+def _blocks_for_all(reqs: list[Request], model: Any, page: int) -> int | None:
+    """KV blocks for every request in flight at once; None when that is not far below memory."""
+    import psutil
+
+    c = model.config.get_text_config() if hasattr(model.config, "get_text_config") else (
+        model.config)
+    try:
+        heads = int(c.num_attention_heads)
+        kv_heads = int(getattr(c, "num_key_value_heads", None) or heads)
+        head_dim = int(getattr(c, "head_dim", None) or c.hidden_size // heads)
+        layers = int(c.num_hidden_layers)
+    except (AttributeError, TypeError, ValueError):
+        return None  # a config of its own: transformers knows its cache better
+    per_token = 2 * layers * kv_heads * head_dim * next(model.parameters()).element_size()
+    need = sum(math.ceil((len(r.prompt_ids) + r.new_tokens) / page) for r in reqs) + 1
+    blocks = math.ceil(need / (1 - CB_SAFETY_MARGIN)) + 2
+    if blocks * page * per_token > 0.25 * psutil.virtual_memory().available:
+        return None
+    return blocks
 
 
 def _collect(manager: Any, pending: dict[str, Any], arrivals: _Arrivals, timeout_s: float) -> int:
