@@ -82,3 +82,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker("postgres")
         if "smollm2" in item.fixturenames:
             item.add_marker("smollm2")
+
+
+@pytest.fixture
+def live_rapl(tmp_path, monkeypatch):
+    """A live fake powercap tree drawing 20 W on the package and 2 W on DRAM, in real time
+    (this machine has no RAPL), found through INFERMETER_POWERCAP."""
+    from tests.fakes import LivePowercap
+
+    root = tmp_path / "powercap"
+    # wraps every ~2.5 s: a run wraps, and no thread stall (gc holds the GIL) spans a wrap
+    with LivePowercap(root, watts=20.0, max_range_uj=50_000_000) as fake:
+        monkeypatch.setenv("INFERMETER_POWERCAP", str(root))
+        yield fake

@@ -15,19 +15,9 @@ from infermeter import RunConfig, Store, profile
 from infermeter.cli.app import app
 from infermeter.errors import UserError
 from infermeter.store import SCHEMA_VERSION
-from tests.fakes import LivePowercap
 from tests.helpers import assert_one_line_error
 
 WATTS = 22.0  # 20 W package + 2 W DRAM
-
-
-@pytest.fixture
-def live_rapl(tmp_path, monkeypatch):
-    root = tmp_path / "powercap"
-    # wraps every ~2.5 s: a run wraps, and no thread stall (gc holds the GIL) spans a wrap
-    with LivePowercap(root, watts=20.0, max_range_uj=50_000_000) as fake:
-        monkeypatch.setenv("INFERMETER_POWERCAP", str(root))
-        yield fake
 
 
 def test_energy_per_sample_phase_and_token_matches_the_true_power(live_rapl, tiny_llama, tmp_path):

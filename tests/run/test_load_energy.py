@@ -11,19 +11,10 @@ from typer.testing import CliRunner
 from infermeter.cli.app import app
 from infermeter.run.load import Lengths, LoadSpec, run_load
 from infermeter.run.load_energy import attribute
-from tests.fakes import LivePowercap
 from tests.helpers import assert_one_line_error
 
 WATTS = 22.0  # 20 W package + 2 W DRAM
 runner = CliRunner()
-
-
-@pytest.fixture
-def live_rapl(tmp_path, monkeypatch):
-    root = tmp_path / "powercap"
-    with LivePowercap(root, watts=20.0, max_range_uj=50_000_000) as fake:
-        monkeypatch.setenv("INFERMETER_POWERCAP", str(root))
-        yield fake
 
 
 class _Flat:
