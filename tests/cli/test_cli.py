@@ -383,7 +383,8 @@ def test_export_samples_as_csv_and_parquet(tmp_path, fmt):
     r = runner.invoke(app, ["export", rid, "--format", fmt, "--out", str(tmp_path), "--db", db])
     assert r.exit_code == 0, r.output
     path = tmp_path / f"run-{rid}.{fmt}"
-    frame = pd.read_csv(path) if fmt == "csv" else pd.read_parquet(path)
+    # a run id is hex: all digits now and then, which pandas would read as a number
+    frame = pd.read_csv(path, dtype={"run_id": str}) if fmt == "csv" else pd.read_parquet(path)
     assert len(frame) == 3  # warm-up included, flagged
     assert list(frame["ttft_ms"]) == [s["ttft_ms"] for s in doc["all_samples"]]
     assert (frame["knob_new_tokens"] == 3).all() and (frame["run_id"] == rid).all()
