@@ -240,6 +240,7 @@ def test_the_batch_over_time_adds_up_to_the_requests(tiny_llama):
                             new_tokens=Lengths("fixed", 5)), loaded=tiny_llama)  # fmt: skip
     rows, steps, batch = doc["all_samples"], doc["steps"], doc["summary"]["batch"]
     assert doc["meta"]["step_state"]["missing"] == []
+    assert doc["meta"]["step_state"]["cache"]["sized"] == "every request at once"  # a CPU
     assert batch["prefill_tokens"] == sum(r["prompt_tokens"] for r in rows) == 6 * 24
     assert batch["decode_tokens"] == sum(r["output_tokens"] - 1 for r in rows) == 6 * 4
     assert batch["steps"] == len(steps) and all(s["t_ms"] >= 0 for s in steps)
@@ -258,7 +259,7 @@ def test_a_small_kv_cache_is_full_and_found(tmp_path):
                             "100", "--new-tokens", "4", "--kv-blocks", "4", "--kv-page-tokens",
                             "64", "--db", db], env={"COLUMNS": "300"})  # fmt: skip
     assert r.exit_code == 0, r.output
-    assert "KV cache of 4 blocks x 64 tokens" in r.output
+    assert "KV cache of 4 blocks x 64 tokens (sized by --kv-blocks)" in r.output
     (row,) = Store(db).list_runs()
     run = Store(db).get(row["id"])
     steps = run.checks["load"]["steps"]

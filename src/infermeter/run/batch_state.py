@@ -65,7 +65,7 @@ class StepRecorder:
 
             scheduler.schedule_batch = observed_schedule
         cache = getattr(processor, "cache", None)
-        self.cache = {"blocks": getattr(cache, "num_blocks", None),
+        self.cache |= {"blocks": getattr(cache, "num_blocks", None),
                       "page_tokens": getattr(getattr(processor, "cb_config", None), "page_size",
                                              None)}  # fmt: skip
         step = processor._generation_step
