@@ -33,7 +33,7 @@ __getattr__, __dir__ = lazy_exports(
     },
 )
 
-__version__ = "0.1.0"
+from infermeter._version import __version__  # noqa: E402
 
 __all__ = [
     "PRESETS",

@@ -13,7 +13,7 @@ def library_versions() -> dict[str, Any]:
     import torch
     import transformers
 
-    from infermeter import __version__
+    from infermeter._version import __version__
 
     return {
         "infermeter": __version__,
