@@ -27,9 +27,9 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from infermeter import RunConfig, load_model, profile  # noqa: E402
-from infermeter.analysis.compare import compare_runs  # noqa: E402
-from infermeter.run.interleave import Arm, profile_interleaved  # noqa: E402
+from infermeter import RunConfig, load_model, profile
+from infermeter.analysis.compare import compare_runs
+from infermeter.run.interleave import Arm, profile_interleaved
 
 BURN = "import time\nt = time.time()\nwhile time.time() - t < {s}: pass\n"
 

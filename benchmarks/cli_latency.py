@@ -22,7 +22,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from infermeter.measure.stats import summarize  # noqa: E402
+from infermeter.measure.stats import summarize
 
 GOAL_S = 0.3
 

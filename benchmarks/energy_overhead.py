@@ -31,13 +31,13 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from infermeter.measure.clock import clock_for  # noqa: E402
-from infermeter.measure.energy.rapl import RaplSource  # noqa: E402
-from infermeter.measure.energy.sampler import PowerSampler  # noqa: E402
-from infermeter.measure.stats import bootstrap_median_ci  # noqa: E402
-from infermeter.models import load_model  # noqa: E402
-from infermeter.run.generation import generation_config, timed_generate  # noqa: E402
-from infermeter.workloads import WorkloadSpec, build_batches  # noqa: E402
+from infermeter.measure.clock import clock_for
+from infermeter.measure.energy.rapl import RaplSource
+from infermeter.measure.energy.sampler import PowerSampler
+from infermeter.measure.stats import bootstrap_median_ci
+from infermeter.models import load_model
+from infermeter.run.generation import generation_config, timed_generate
+from infermeter.workloads import WorkloadSpec, build_batches
 
 VARIANTS = ("off", "off-again", "100ms", "10ms")
 

@@ -27,7 +27,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.faults_kit import kill_trials, writers_and_reader  # noqa: E402
+from tests.faults_kit import kill_trials, writers_and_reader
 
 #: (item of issue 35, what must hold, the tests that check it on real parts)
 CASES: list[tuple[str, str, list[str]]] = [

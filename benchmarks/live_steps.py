@@ -21,10 +21,10 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from infermeter import RunConfig, Store, load_model, profile  # noqa: E402
-from infermeter.measure.stats import compare_paired_samples  # noqa: E402
+from infermeter import RunConfig, Store, load_model, profile
+from infermeter.measure.stats import compare_paired_samples
 
 PROFILE = sys.modules["infermeter.run.profiling"]
 

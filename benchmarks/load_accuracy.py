@@ -26,8 +26,8 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
-from infermeter.models import load_model  # noqa: E402
-from infermeter.run.load import Lengths, LoadSpec, arrival_offsets_s, run_load  # noqa: E402
+from infermeter.models import load_model
+from infermeter.run.load import Lengths, LoadSpec, arrival_offsets_s, run_load
 
 
 def arrivals_check(rate: float) -> dict[str, float]:

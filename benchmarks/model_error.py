@@ -21,9 +21,9 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from infermeter import RunConfig, Store, load_model  # noqa: E402
-from infermeter.analysis.perfmodel import alternate, check_on_sweep  # noqa: E402
-from infermeter.run.sweep import SweepSpec, run_sweep  # noqa: E402
+from infermeter import RunConfig, Store, load_model
+from infermeter.analysis.perfmodel import alternate, check_on_sweep
+from infermeter.run.sweep import SweepSpec, run_sweep
 
 SWEEPS = {
     "tiny-qwen3-moe": {"top_k": ["1", "2", "4", "8"], "prompt_tokens": ["32", "96", "192", "384"]},

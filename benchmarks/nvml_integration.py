@@ -27,7 +27,7 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from infermeter.measure.energy.sampler import PowerSampler  # noqa: E402
+from infermeter.measure.energy.sampler import PowerSampler
 
 GOAL_PCT = 3.0
 
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         counter, integrated = NvmlSource(visible="0"), NvmlSource(visible="0", integrate=True)
-    except Exception as exc:  # noqa: BLE001 - no NVML: say so and stop
+    except Exception as exc:  # no NVML: say so and stop
         print(f"nvml_integration: nothing ran: NVML unavailable ({exc})")
         return 0
     if counter.method != "counter":

@@ -27,19 +27,19 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import psutil  # noqa: E402
+import psutil
 
-from infermeter import RunConfig, load_model  # noqa: E402
-from infermeter.analysis.predict import (  # noqa: E402
+from infermeter import RunConfig, load_model
+from infermeter.analysis.predict import (
     learn_from_runs,
     memory_fit,
     phase_times,
 )
-from infermeter.analysis.timemodel import DeviceModel  # noqa: E402
-from infermeter.bench.curves import measure_curves, model_widths  # noqa: E402
-from infermeter.measure.ceilings import Ceilings  # noqa: E402
-from infermeter.models.shape import Shape  # noqa: E402
-from infermeter.run.profiling import profile  # noqa: E402
+from infermeter.analysis.timemodel import DeviceModel
+from infermeter.bench.curves import measure_curves, model_widths
+from infermeter.measure.ceilings import Ceilings
+from infermeter.models.shape import Shape
+from infermeter.run.profiling import profile
 
 #: (batch, prompt tokens) points per model; batch x prompt kept <= 4096 tokens on 2 cores
 POINTS = {

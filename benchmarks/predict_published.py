@@ -33,11 +33,11 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from infermeter.analysis.precision import precision_of  # noqa: E402
-from infermeter.analysis.predict import Learned, Workload, predict  # noqa: E402
-from infermeter.analysis.stacks import STACKS, Stack  # noqa: E402
-from infermeter.analysis.timemodel import device_model  # noqa: E402
-from infermeter.measure.ceilings import spec_by_key  # noqa: E402
+from infermeter.analysis.precision import precision_of
+from infermeter.analysis.predict import Learned, Workload, predict
+from infermeter.analysis.stacks import STACKS, Stack
+from infermeter.analysis.timemodel import device_model
+from infermeter.measure.ceilings import spec_by_key
 
 HERE = Path(__file__).resolve().parent / "published"
 ENGINES = ("vllm", "sglang", "tensorrt-llm", "lmdeploy", "tgi", "llama.cpp")

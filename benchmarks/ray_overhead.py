@@ -24,9 +24,9 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from infermeter import RunConfig, Store  # noqa: E402
-from infermeter.experiments.ray_sweep import RayPlacement, run_sweep_on_ray  # noqa: E402
-from infermeter.run.sweep import SweepSpec, run_sweep  # noqa: E402
+from infermeter import RunConfig, Store
+from infermeter.experiments.ray_sweep import RayPlacement, run_sweep_on_ray
+from infermeter.run.sweep import SweepSpec, run_sweep
 
 GRID = {"prompt_tokens": ["16", "32", "64", "128"], "new_tokens": ["8", "12", "16", "24"]}
 WORKERS = 2

@@ -27,13 +27,13 @@ from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from infermeter.instrument import Profiler, ProfilingConfig  # noqa: E402
-from infermeter.measure.clock import clock_for  # noqa: E402
-from infermeter.measure.stats import bootstrap_median_ci  # noqa: E402
-from infermeter.models import load_model  # noqa: E402
-from infermeter.run import RunConfig, profile  # noqa: E402
-from infermeter.run.generation import generation_config, timed_generate  # noqa: E402
-from infermeter.workloads import WorkloadSpec, build_batches  # noqa: E402
+from infermeter.instrument import Profiler, ProfilingConfig
+from infermeter.measure.clock import clock_for
+from infermeter.measure.stats import bootstrap_median_ci
+from infermeter.models import load_model
+from infermeter.run import RunConfig, profile
+from infermeter.run.generation import generation_config, timed_generate
+from infermeter.workloads import WorkloadSpec, build_batches
 
 CONFIGS: dict[str, ProfilingConfig | None] = {
     "none": None,

@@ -22,8 +22,8 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from infermeter import RunConfig, Store, load_model  # noqa: E402
-from infermeter.run.sweep import SweepSpec, run_sweep  # noqa: E402
+from infermeter import RunConfig, Store, load_model
+from infermeter.run.sweep import SweepSpec, run_sweep
 
 GRIDS = {
     "tiny-llama": {"prompt_tokens": ["32", "64", "128"], "new_tokens": ["16", "32"]},

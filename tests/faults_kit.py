@@ -197,7 +197,7 @@ def writers_and_reader(
                         r2.read()
                     report.requests += 1
                 report.requests += 1
-            except Exception as exc:  # noqa: BLE001 - every failure is counted and named
+            except Exception as exc:  # every failure is counted and named
                 report.failed_requests += 1
                 report.problems.append(f"dashboard: {type(exc).__name__}: {exc}")
             time.sleep(0.2)

@@ -38,7 +38,7 @@ def test_every_kind_agrees_with_dense_attention_under_its_mask(kind):
 def test_grouped_query_heads_pair_as_transformers_does():
     """Query head h reads kv head h // groups (repeat_interleave), the reference included."""
     import torch
-    import torch.nn.functional as F  # noqa: N812
+    import torch.nn.functional as F
 
     from infermeter.bench.attention import make_qkv, reference_attention
 

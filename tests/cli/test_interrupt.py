@@ -39,7 +39,7 @@ def test_ctrl_c_wrapped_by_python_during_a_class_creation_is_still_ctrl_c():
 
     try:
         type("Lazy", (), {"value": Named()})
-    except BaseException as exc:  # noqa: BLE001 - whichever form this Python gives
+    except BaseException as exc:  # whichever form this Python gives
         assert interrupted(exc)
     assert not interrupted(RuntimeError("a real bug"))
     try:

@@ -348,7 +348,7 @@ def test_two_deep_profiles_in_two_threads_each_time_their_own_attention():
                 _generate(lm, kw, n=3)
                 both_attached.wait()  # and neither detaches while the other still runs
             results[i] = prof.result()
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the main thread
+        except BaseException as exc:  # re-raised in the main thread
             errors.append(exc)
 
     threads = [threading.Thread(target=run, args=(i,)) for i in (0, 1)]

@@ -5,9 +5,9 @@ import csv
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from infermeter.report.figures import _draw_intervals, breakdown_figure  # noqa: E402
+from infermeter.report.figures import _draw_intervals, breakdown_figure
 
 
 def _row(top_k, ttft, decode, total, lo, hi):

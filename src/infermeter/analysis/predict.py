@@ -401,7 +401,7 @@ def learn_from_stored(runs: list[Any], dev: DeviceModel) -> Learned:
         try:
             pred = predict_run(run, dev)
             meas = measured_seconds(run)
-        except Exception:  # noqa: BLE001 - an old or odd run teaches nothing; skip it
+        except Exception:  # an old or odd run teaches nothing; skip it
             continue
         if not all(v and v == v for v in meas.values()):
             continue

@@ -114,7 +114,7 @@ def _backend_enum(name: str) -> Any:
 def available_sdpa_backends(device: Any) -> list[str]:
     """The SDPA backends that run a small causal call on `device` (tried, not assumed)."""
     import torch
-    import torch.nn.functional as F  # noqa: N812
+    import torch.nn.functional as F
     from torch.nn.attention import sdpa_kernel
 
     dev = torch.device(device)
@@ -242,7 +242,7 @@ def _flex_compiled(spec: AttentionSpec, device: Any) -> bool:
 
 def prepare(kind: str, spec: AttentionSpec, seq_len: int, qkv: tuple[Any, Any, Any]) -> _Prepared:
     """The callable for `kind` and how many score entries it executes (per batch and head)."""
-    import torch.nn.functional as F  # noqa: N812
+    import torch.nn.functional as F
 
     q, k, v = qkv
     full = float(seq_len * seq_len)
@@ -306,7 +306,7 @@ def _prepare_flex(
     t0 = time.perf_counter()
     try:
         call_compiled()
-    except Exception as exc:  # noqa: BLE001 - any compile failure: measure the fallback, say so
+    except Exception as exc:  # any compile failure: measure the fallback, say so
         eager = replace(spec, flex_compile="off")
         fallback = _prepare_flex(kind, eager, seq_len, qkv)
         fallback.note = f"torch.compile failed ({type(exc).__name__}); {fallback.note}"

@@ -60,7 +60,7 @@ def peak_memory_mb(call: Callable[[], Any], device: Any) -> tuple[float | None, 
         _, sizes = MemoryProfileTimeline(prof._memory_profile())._coalesce_timeline(dev.type)
         peak = max((sum(s) for s in sizes), default=0)
         return peak / 2**20, "torch.profiler memory timeline (CPU allocations)"
-    except Exception as exc:  # noqa: BLE001 - a private API: any failure means "not measured"
+    except Exception as exc:  # a private API: any failure means "not measured"
         return None, f"unavailable: {type(exc).__name__}: {exc}"[:160]
 
 

@@ -83,7 +83,7 @@ def guard(fn: F) -> F:
             if line is None:
                 raise fail(_internal(exc), 1) from None
             raise fail(f"error: {line}", 2) from None
-        except Exception as exc:  # noqa: BLE001 - last line of defence, reported as a bug
+        except Exception as exc:  # last line of defence, reported as a bug
             raise fail(_internal(exc), 1) from None
 
     return wrapper  # type: ignore[return-value]

@@ -32,7 +32,7 @@ def model_rows() -> list[dict[str, Any]]:
     ]
     try:
         installed = smollm2.gguf_file() is not None
-    except Exception:  # noqa: BLE001 - any failure means "not usable here"
+    except Exception:  # any failure means "not usable here"
         installed = False
     rows.append(
         {

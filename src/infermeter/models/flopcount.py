@@ -285,7 +285,7 @@ def flop_check(model: Any) -> dict[str, Any]:
     check: dict[str, Any] = {"census": census.to_dict()}
     try:
         check.update(_check_counts(model, census))
-    except Exception:  # noqa: BLE001 - the check is optional; the analysis says it is missing
+    except Exception:  # the check is optional; the analysis says it is missing
         check.update(counted_8=None, counted_16=None, fits={})
     check["approximate"] = fit_notes(census, check["fits"])
     # with the model's own kernels: what the time model charges as framework overhead

@@ -98,7 +98,7 @@ def config_value(cfg: Any, *names: str, default: Any = None) -> Any:
     for n in names:
         try:
             v = getattr(cfg, n, None)
-        except Exception:  # noqa: BLE001 - transformers raises its own errors for such fields
+        except Exception:  # transformers raises its own errors for such fields
             v = None
         if v is not None:
             return v

@@ -65,7 +65,7 @@ def count_ops(model: Any, tokens: int = 8) -> dict[str, dict[str, int]] | None:
             decode = _counter()
             with decode:
                 model(input_ids=ids[:, -1:], **with_cache(model, cache_of(out), use_cache=True))
-    except Exception:  # noqa: BLE001 - any failure means "not counted", and is said so
+    except Exception:  # any failure means "not counted", and is said so
         return None
     return {"prefill": prefill.counts, "decode": decode.counts}
 
@@ -141,7 +141,7 @@ def count_ops_of_config(config: Any, dtype: str = "float32") -> dict[str, Any] |
         if one is None or two is None:
             return None
         c1, c2 = count_ops(one), count_ops(two)
-    except Exception:  # noqa: BLE001 - not countable: the time model estimates the count
+    except Exception:  # not countable: the time model estimates the count
         return None
     if c1 is None or c2 is None:
         return None

@@ -71,7 +71,7 @@ def torchao_quantization() -> Any | None:
     try:
         with _quiet_torchao_import():
             import torchao.quantization as q
-    except Exception:  # noqa: BLE001 - any import failure means "not available here"
+    except Exception:  # any import failure means "not available here"
         return None
     return q
 

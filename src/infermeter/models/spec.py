@@ -48,7 +48,7 @@ def _in_hub_cache(name: str) -> bool:
         return False
     try:
         found = try_to_load_from_cache(repo_id=name, filename="config.json")
-    except Exception:  # noqa: BLE001 - an id the hub would refuse is simply not cached
+    except Exception:  # an id the hub would refuse is simply not cached
         return False
     return isinstance(found, str)
 

@@ -15,10 +15,10 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from infermeter.run.components import COMPONENTS  # noqa: E402
-from infermeter.util.atomic import atomic_path  # noqa: E402
+from infermeter.run.components import COMPONENTS
+from infermeter.util.atomic import atomic_path
 
 DPI = 300
 PHASE_COLORS = {"prefill (TTFT)": "#4C72B0", "decode": "#DD8452"}

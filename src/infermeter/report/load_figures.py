@@ -15,9 +15,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from infermeter.report.figures import save_figure  # noqa: E402
+from infermeter.report.figures import save_figure
 
 
 def load_sweep_figures(doc: dict[str, Any], out: Path) -> list[Path]:

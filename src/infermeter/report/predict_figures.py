@@ -14,9 +14,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from infermeter.report.figures import save_figure  # noqa: E402
+from infermeter.report.figures import save_figure
 
 GB = 1e9
 

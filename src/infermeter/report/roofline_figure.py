@@ -9,11 +9,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from infermeter.analysis.roofline import COLUMNS, all_rows  # noqa: E402
-from infermeter.report.figures import DPI, write_csv  # noqa: E402
-from infermeter.util.atomic import atomic_path  # noqa: E402
+from infermeter.analysis.roofline import COLUMNS, all_rows
+from infermeter.report.figures import DPI, write_csv
+from infermeter.util.atomic import atomic_path
 
 MARKERS = {"attention": "o", "mlp": "s", "moe": "D", "lm_head": "^", "forward": "*"}
 COLORS = {"prefill": "#4C72B0", "decode": "#DD8452"}

@@ -14,10 +14,10 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator
 
-from infermeter.report.figures import save_figure  # noqa: E402
+from infermeter.report.figures import save_figure
 
 PHASE_COLORS = {
     "load": "#8C8C8C",

@@ -45,7 +45,7 @@ class StepRecorder:
             processor = create()
             try:
                 self._instrument(processor)
-            except Exception as exc:  # noqa: BLE001 - observing must never stop the server
+            except Exception as exc:  # observing must never stop the server
                 self.missing.add(f"step state ({type(exc).__name__}: {exc})")
             return processor
 

@@ -120,7 +120,7 @@ def read_sweep_file(path: Path) -> SweepFile:
         if path.suffix == ".toml":
             data = tomllib.loads(text)
         else:
-            data = yaml.load(text, Loader=_UniqueKeyLoader) or {}  # noqa: S506 - a safe loader
+            data = yaml.load(text, Loader=_UniqueKeyLoader) or {}  # a safe loader
     except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
         first = str(exc).splitlines()[0]
         raise UserError(

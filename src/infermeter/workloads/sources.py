@@ -95,7 +95,7 @@ def _load(name: str, split: str | None) -> Any:
         config = given or DEFAULT_CONFIGS.get(repo)
         try:
             data = datasets.load_dataset(repo, config)
-        except Exception as exc:  # noqa: BLE001 - the library raises many kinds for "not cached"
+        except Exception as exc:  # the library raises many kinds for "not cached"
             first = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
             raise UserError(
                 f"--dataset {name} is not a folder, a file, or a data set in the local cache "

@@ -257,7 +257,7 @@ def _render(tokenizer: Any, history: list[dict[str, str]]) -> list[int]:
             if isinstance(ids, dict) or hasattr(ids, "keys"):
                 ids = ids["input_ids"]
             return [int(i) for i in ids]
-        except Exception:  # noqa: BLE001 - a template that refuses roles: the plain transcript
+        except Exception:  # a template that refuses roles: the plain transcript
             pass
     text = "".join(f"{m['role'].capitalize()}: {m['content']}\n" for m in history)
     return [int(i) for i in tokenizer(text + "Assistant:")["input_ids"]]
