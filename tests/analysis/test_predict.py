@@ -334,3 +334,19 @@ def test_the_curves_serve_analyze_compare_and_fit(calibrated):
     assert curves["model"]["coef"]["work"] > 0
     r = runner.invoke(app, ["fit", sid, "--db", db], terminal_width=200)
     assert r.exit_code == 0 and "prefill: curves, ms =" in r.stdout
+
+
+def test_a_measured_dip_in_a_curve_is_read_as_noise():
+    """A 16-row GEMM measured slower than the 64-row one (a busy machine) made `compare`
+    predict a 64-token prompt 6.7x faster than a 16-token one: times never fall with size."""
+    from infermeter.measure.curves import Curves
+
+    c = Curves("float32", gemm=[{"k": 64, "n": 64, "rows": [1, 16, 64, 256],
+                                  "seconds": [1e-4, 5e-4, 3e-4, 9e-4]}],  # fmt: skip
+               copy={"bytes": [1e3, 1e6, 1e9], "seconds": [1e-6, 2e-3, 1e-3]})
+    rows = [1, 8, 16, 32, 64, 128, 256, 1024]
+    times = [c.gemm_seconds(r, 64, 64) for r in rows]
+    assert all(b >= a * (1 - 1e-12) for a, b in zip(times, times[1:], strict=False)), times
+    assert c.gemm_seconds(64, 64, 64) == pytest.approx(5e-4)  # held at the 16-row time
+    assert c.gemm_seconds(256, 64, 64) == pytest.approx(9e-4)  # a real rise is kept
+    assert c.copy_seconds(1e9) == pytest.approx(c.copy_seconds(1e6))
