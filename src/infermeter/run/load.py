@@ -419,15 +419,17 @@ def _blocks_for_all(reqs: list[Request], model: Any, page: int) -> int | None:
     """KV blocks for every request in flight at once; None when that is not far below memory."""
     import psutil
 
+    from infermeter.models.info import config_value
+
     c = model.config.get_text_config() if hasattr(model.config, "get_text_config") else (
         model.config)
-    try:
-        heads = int(c.num_attention_heads)
-        kv_heads = int(getattr(c, "num_key_value_heads", None) or heads)
-        head_dim = int(getattr(c, "head_dim", None) or c.hidden_size // heads)
-        layers = int(c.num_hidden_layers)
-    except (AttributeError, TypeError, ValueError):
+    heads = int(config_value(c, "num_attention_heads", "n_head", default=0) or 0)
+    hidden = int(config_value(c, "hidden_size", "n_embd", "d_model", default=0) or 0)
+    layers = int(config_value(c, "num_hidden_layers", "n_layer", default=0) or 0)
+    if not (heads and hidden and layers):
         return None  # a config of its own: transformers knows its cache better
+    kv_heads = int(config_value(c, "num_key_value_heads", default=heads) or heads)
+    head_dim = int(config_value(c, "head_dim", default=hidden // heads) or hidden // heads)
     per_token = 2 * layers * kv_heads * head_dim * next(model.parameters()).element_size()
     need = sum(math.ceil((len(r.prompt_ids) + r.new_tokens) / page) for r in reqs) + 1
     blocks = math.ceil(need / (1 - CB_SAFETY_MARGIN)) + 2
