@@ -350,3 +350,74 @@ def test_a_measured_dip_in_a_curve_is_read_as_noise():
     assert c.gemm_seconds(64, 64, 64) == pytest.approx(5e-4)  # held at the 16-row time
     assert c.gemm_seconds(256, 64, 64) == pytest.approx(9e-4)  # a real rise is kept
     assert c.copy_seconds(1e9) == pytest.approx(c.copy_seconds(1e6))
+
+
+def test_load_predict_learns_from_a_stored_load_and_simulates_rates(tmp_path, calibrated):
+    """`load --predict` (issue 34, item 4): a real load stored, then the same loop predicted
+    from its steps, then a rate sweep with SLOs, the capacity search and the figures."""
+    import json
+
+    db, _ = calibrated
+    shape = ["-m", "tiny-llama", "--requests", "8", "--prompt-tokens", "32", "--new-tokens", "16",
+             "--energy", "off", "--db", db, "--json"]  # fmt: skip
+    r = runner.invoke(app, ["load", "--concurrency", "4", *shape])
+    assert r.exit_code == 0, r.output
+    measured = json.loads(r.stdout)["summary"]
+    r = runner.invoke(app, ["load", "--predict", "--concurrency", "4", *shape])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    sm = doc["step_model"]
+    assert sm["steps"] >= 20 and "this model's" in sm["learnt_from"]
+    assert sm["fit_error_pct_p50"] is not None and doc["approximate"] == []
+    (p,) = doc["points"]
+    assert doc["workload"]["requests"] == 8 and p["throughput_rps"] > 0
+    # the loop it learnt from, predicted: a units or wiring slip would be 1000x, not 2x
+    for m in ("tpot_ms_p50", "e2e_ms_p50"):
+        ratio = p[m] / measured[m.rsplit("_", 1)[0]]["p50"]
+        assert 0.5 < ratio < 2, (m, ratio)
+
+    out = tmp_path / "lp"
+    r = runner.invoke(app, ["load", "--predict", "-m", "tiny-llama", "--rate", "2,20,400",
+                            "--requests", "24", "--slo", "e2e_ms=400", "--out", str(out),
+                            "--db", db], terminal_width=200)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "predicted load: tiny-llama" in r.stdout and "stored as prediction" in r.stdout
+    doc = json.loads((out / "load_prediction.json").read_text())
+    rates = [p["rate"] for p in doc["points"]]
+    assert rates == [2, 20, 400]
+    ttft = [p["ttft_ms_p99"] for p in doc["points"]]
+    assert ttft[0] <= ttft[1] <= ttft[2]  # more arrivals, more queueing
+    assert (out / "latency_vs_throughput.png").stat().st_size > 10_000
+    r = runner.invoke(app, ["load", "--predict", "-m", "tiny-llama", "--rate", "5",
+                            "--find-max-rate", "--slo", "e2e_ms=400", "--requests", "32",
+                            "--db", db, "--json"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    cap = json.loads(r.stdout)["capacity"]
+    assert cap["answer"].startswith("capacity:") and cap["steps"]
+
+
+def test_load_predict_refuses_what_it_cannot_simulate(tmp_path):
+    db = str(tmp_path / "p.db")
+    base = ["load", "--predict", "-m", "tiny-llama", "--db", db]
+    r = runner.invoke(app, [*base, "--endpoint", "http://127.0.0.1:9"])
+    assert_one_line_error(r, "not an endpoint")
+    r = runner.invoke(app, [*base, "--server", "static"])
+    assert_one_line_error(r, "continuous batching only")
+    r = runner.invoke(app, [*base, "--hardware", "cpu-this"])
+    assert_one_line_error(r, "infermeter calibrate")
+    r = runner.invoke(app, [*base, "--hardware", "no-such-gpu"])
+    assert_one_line_error(r, "unknown hardware")
+
+
+def test_load_predict_on_a_gpu_row_sizes_the_cache_and_says_it_is_approximate(tmp_path):
+    import json
+
+    r = runner.invoke(app, ["load", "--predict", "-m", "tiny-llama", "--hardware", "h100-sxm",
+                            "--stack", "vllm", "--rate", "10,100", "--requests", "16", "--json",
+                            "--db", str(tmp_path / "p.db")])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["stack"] == "vllm" and doc["scheduler"]["blocks"] > 1000
+    assert any("no stored `load` run" in a for a in doc["approximate"])
+    assert any("spec row" in a for a in doc["approximate"])
+    assert all(p["tpot_ms_p50"] > 0 for p in doc["points"])

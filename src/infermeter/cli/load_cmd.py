@@ -104,6 +104,14 @@ def load_command(
                                               "--find-max-rate: a rate is run again (counts "
                                               "pooled) while undecided, up to this many."),
     bisect: int = typer.Option(4, help="With --find-max-rate: bisections after the ramp."),
+    predict: bool = typer.Option(False, "--predict", help="Simulate the load instead of running "
+                                 "it: arrivals, transformers' continuous-batching scheduler and "
+                                 "each step's cost from the time model (learnt from stored "
+                                 "loads on the device); no weights are loaded."),
+    hardware: str = typer.Option("cpu-this", help="With --predict: cpu-this (calibrated) or a "
+                                 "GPU from `infermeter predict --help`."),
+    stack: str = typer.Option("hf", help="With --predict on a GPU: the stack's step costs "
+                              "(`infermeter predict --help`)."),
 ) -> None:
     """Serve a stream of requests (in-process, or to --endpoint): TTFT, TPOT, e2e, SLOs.
 
@@ -134,6 +142,14 @@ def load_command(
 
     folder = writable_dir(out) if out is not None else None
     store = Store(db)  # opened first: a locked or unreadable database fails before the work
+    if predict:
+        from infermeter.cli.load_predict_view import check_predict_options, run_prediction
+
+        check_predict_options(spec, endpoint, reference)
+        cap = (_capacity_spec(spec, rate, rates, slo_target, max_requests_per_step, bisect)
+               if find_max_rate else None)  # fmt: skip
+        run_prediction(spec, rates, hardware, stack, cap, store, folder, json_out)
+        return
     if find_max_rate:
         from infermeter.cli.capacity_view import run_capacity
 

@@ -81,7 +81,8 @@ def pick_dtype(dtype: str, ceilings: Ceilings) -> str:
     return "float32"
 
 
-def _same_device(run_device: str | None, ceilings: Ceilings, local: bool) -> bool:
+def same_device(run_device: str | None, ceilings: Ceilings, local: bool) -> bool:
+    """True when a stored run's device is the one predicted for (its spec row, or this CPU)."""
     if not run_device:
         return False
     if local:
@@ -95,7 +96,7 @@ def stored_runs(store: Any, ceilings: Ceilings, local: bool, model: str) -> list
     rows = [
         r
         for r in store.list_runs(status="finished", limit=LEARN_LIMIT)
-        if r["mode"] == "minimal" and _same_device(r["device"], ceilings, local)
+        if r["mode"] == "minimal" and same_device(r["device"], ceilings, local)
     ]
     mine = [r for r in rows if r["model"] == model]
     chosen = mine if len(mine) >= 2 else rows

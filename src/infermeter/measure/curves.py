@@ -145,6 +145,33 @@ class Curves:
         p = att["prefill"]
         return scale * _loglog(p["tokens"], p["seconds"], queries) * max(keys / queries, 1.0)
 
+    def masked_attention_seconds(
+        self, heads: int, head_dim: int, queries: int, keys: int
+    ) -> float | None:
+        """One SDPA call in which every query scores every key under an explicit mask, or None.
+
+        transformers' continuous batching packs a step's requests into one sequence and hides
+        other requests' keys with a mask, so the call does queries x keys scores whatever the
+        requests are. Read off the prefill curve at the causal length with as many scores
+        (sqrt(2 x queries x keys)), never below one query over the same keys; past the longest
+        length measured, as its square (a linear extrapolation made an 8 x 256-token packed
+        prefill's attention a third of what it took).
+        """
+        att = self.attention
+        if not att or not att.get("prefill"):
+            return None
+        scale = heads * head_dim / (att["heads"] * att["head_dim"])
+        p = att["prefill"]
+        length = math.sqrt(2.0 * queries * keys)
+        if length > p["tokens"][-1]:  # past the longest measured: scores grow as length^2
+            t = max(p["seconds"]) * (length / p["tokens"][-1]) ** 2
+        else:
+            t = _loglog(p["tokens"], p["seconds"], length)
+        if att.get("decode"):
+            d = att["decode"]
+            t = max(t, _loglog(d["keys"], d["seconds"], keys))
+        return scale * t
+
     def summary(self) -> dict[str, Any]:
         """The figures a person reads: FLOP/s at 1, 32 and 4096 rows of the widest GEMM, etc."""
         out: dict[str, Any] = {"dtype": self.dtype, "op_us": self.op_seconds * 1e6}

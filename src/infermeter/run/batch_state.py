@@ -12,8 +12,11 @@ offloading manager's `offload_requests` observed.
 A figure the installed transformers does not expose (a renamed attribute, another scheduler)
 is named in `missing` and left out of the rows; nothing is guessed. Rows: `t_ms` (the step's
 start from the run's origin), `step_ms` (the forward), `running` and `waiting` requests when the
-step was scheduled, `batch_requests`, `prefill_tokens`, `decode_tokens`, `kv_used_pct` (the
-share of the cache's bytes in use), `offloads` (so far).
+step was scheduled, `batch_requests`, `prefill_tokens`, `decode_tokens`, `context_tokens` (keys
+the step's attention reads: each request's cached tokens plus its new ones), `kv_used_pct` (the
+share of the cache's bytes in use), `offloads` (so far). `cache` holds the limits the scheduler
+worked within (blocks, tokens per block, tokens and requests per step, its safety margin), which
+`load --predict` simulates.
 """
 
 from __future__ import annotations
@@ -65,9 +68,15 @@ class StepRecorder:
 
             scheduler.schedule_batch = observed_schedule
         cache = getattr(processor, "cache", None)
+        cb_config = getattr(processor, "cb_config", None)
+        scheduler_type = getattr(cb_config, "scheduler_type", None)
+        # what the scheduler worked within: `predict --rate` simulates the same limits
         self.cache |= {"blocks": getattr(cache, "num_blocks", None),
-                      "page_tokens": getattr(getattr(processor, "cb_config", None), "page_size",
-                                             None)}  # fmt: skip
+                       "page_tokens": getattr(cb_config, "page_size", None),
+                       "max_batch_tokens": getattr(processor, "max_batch_tokens", None),
+                       "max_requests_per_step": getattr(scheduler, "max_requests_per_batch", None),
+                       "safety_margin": getattr(scheduler, "safety_margin", None),
+                       "scheduler": scheduler_type}  # fmt: skip
         step = processor._generation_step
 
         def observed_step(*args: Any, **kwargs: Any) -> Any:
@@ -107,6 +116,9 @@ class StepRecorder:
                 row["batch_requests"] = len(batch)
                 row["decode_tokens"] = sum(f.query_length for f in decode)
                 row["prefill_tokens"] = sum(f.query_length for f in batch) - row["decode_tokens"]
+                # keys the step's attention reads: each request's cache before it plus its queries
+                row["context_tokens"] = sum(int(f.state.position_offset) + int(f.query_length)
+                                            for f in batch)  # fmt: skip
                 # who was in the step, for energy shares (run/load_energy.py); not stored
                 row["_members"] = [(str(f.state.request_id), int(f.query_length),
                                     f.state.generated_len() == 0) for f in batch]  # fmt: skip

@@ -213,9 +213,14 @@ class Plan:
 
 
 def plan_requests(spec: LoadSpec, tokenizer: Any, limit: int) -> Plan:
-    """The run's requests and arrivals: from `spec.workload`, or the asked lengths at `rate`."""
+    """The run's requests and arrivals: from `spec.workload`, or the asked lengths at `rate`.
+
+    With no tokenizer (`predict --rate`: a model without weights) and no workload, the requests
+    have the asked lengths and placeholder prompts.
+    """
     if spec.workload is None:
-        made = make_requests(spec, tokenizer, limit)
+        made = (make_requests(spec, tokenizer, limit) if tokenizer is not None else
+                [Request(i, [0] * p, n) for i, (p, n) in enumerate(request_lengths(spec, limit))])
         return Plan(made, arrival_offsets_s(spec.rate, len(made), spec.seed))
     from infermeter.workloads.traffic import load_traffic
 
@@ -239,11 +244,13 @@ def plan_requests(spec: LoadSpec, tokenizer: Any, limit: int) -> Plan:
     return Plan(reqs, offsets, traffic.describe())
 
 
-def make_requests(spec: LoadSpec, tokenizer: Any, limit: int) -> list[Request]:
-    """Seeded prompts of the asked lengths from the built-in corpus, and their output lengths."""
-    import numpy as np
+def request_lengths(spec: LoadSpec, limit: int) -> list[tuple[int, int]]:
+    """Seeded (prompt, new) token counts of the run's requests, each checked against `limit`.
 
-    from infermeter.workloads.prompts import WorkloadSpec, build_batches
+    `make_requests` builds its prompts at these lengths, and `predict --rate` simulates the
+    same requests without a tokenizer, so both read them here.
+    """
+    import numpy as np
 
     asked = (("--prompt-tokens", spec.prompt_tokens), ("--new-tokens", spec.new_tokens))
     for option, lens in asked:
@@ -257,13 +264,21 @@ def make_requests(spec: LoadSpec, tokenizer: Any, limit: int) -> list[Request]:
     rng = np.random.default_rng(spec.seed)
     prompt_lens = spec.prompt_tokens.sample(spec.requests, rng, limit)
     new_lens = spec.new_tokens.sample(spec.requests, rng, limit)
-    out = []
-    for i, (p, n) in enumerate(zip(prompt_lens, new_lens, strict=True)):
+    for p, n in zip(prompt_lens, new_lens, strict=True):
         if p + n > limit:
             raise UserError(
                 f"a request of {p} prompt + {n} new tokens exceeds the context ({limit})",
                 "use shorter --prompt-tokens or --new-tokens",
             )
+    return list(zip(prompt_lens, new_lens, strict=True))
+
+
+def make_requests(spec: LoadSpec, tokenizer: Any, limit: int) -> list[Request]:
+    """Seeded prompts of the asked lengths from the built-in corpus, and their output lengths."""
+    from infermeter.workloads.prompts import WorkloadSpec, build_batches
+
+    out = []
+    for i, (p, n) in enumerate(request_lengths(spec, limit)):
         work = WorkloadSpec(batch_size=1, prompt_tokens=p, chat=False, seed=spec.seed + i)
         (batch,) = build_batches(tokenizer, work, 1)
         out.append(Request(i, batch.input_ids[0, -p:].tolist(), n))
@@ -806,6 +821,21 @@ def knee(points: list[dict[str, Any]], factor: float = 2.0) -> float | None:
     return best
 
 
+def sweep_point(rate: float, s: dict[str, Any]) -> dict[str, Any]:
+    """One offered rate's row of a sweep from its run's summary (measured or simulated)."""
+    return {
+        "rate": rate, "offered": f"{rate:g}/s" if math.isfinite(rate) else "all at once",
+        "throughput_rps": s["throughput_rps"],
+        "output_tokens_per_s": s["output_tokens_per_s"],
+        **{f"{m}_{q}": s[m][q] for m in ("queue_ms", "ttft_ms", "tpot_ms", "e2e_ms")
+           for q in ("p50", "p99")},
+        "goodput_rps": (s["slo"] or {}).get("goodput_rps"),
+        "slo_all_met_pct": (s["slo"] or {}).get("all_met_pct"),
+        **{k: (s.get("energy") or {}).get(k) for k in ("j_per_request_p50",
+           "j_per_output_token", "j_per_goodput_request", "mean_power_w")},
+    }  # fmt: skip
+
+
 def run_rate_sweep(
     spec: LoadSpec,
     rates: list[float],
@@ -839,20 +869,7 @@ def run_rate_sweep(
     if interrupted is not None and not runs:
         raise interrupted
     rates = rates[: len(runs)]
-    points = []
-    for rate, doc in zip(rates, runs, strict=True):
-        s = doc["summary"]
-        points.append({
-            "rate": rate, "offered": f"{rate:g}/s" if math.isfinite(rate) else "all at once",
-            "throughput_rps": s["throughput_rps"],
-            "output_tokens_per_s": s["output_tokens_per_s"],
-            **{f"{m}_{q}": s[m][q] for m in ("queue_ms", "ttft_ms", "tpot_ms", "e2e_ms")
-               for q in ("p50", "p99")},
-            "goodput_rps": (s["slo"] or {}).get("goodput_rps"),
-            "slo_all_met_pct": (s["slo"] or {}).get("all_met_pct"),
-            **{k: (s.get("energy") or {}).get(k) for k in ("j_per_request_p50",
-               "j_per_output_token", "j_per_goodput_request", "mean_power_w")},
-        })  # fmt: skip
+    points = [sweep_point(rate, doc["summary"]) for rate, doc in zip(rates, runs, strict=True)]
     meta = {**runs[0]["meta"], "kind": "load-sweep", "rates": rates}
     meta.pop("interrupted", None)
     return {"meta": meta, "summary": points, "knee_rate": knee(points), "runs": runs,

@@ -1,0 +1,136 @@
+"""Predicted load curves against measured ones: `load --predict` before `load --rate`.
+
+For each model (default smollm2-135m, the reference workload, and tiny-mixtral, a MoE), in a
+fresh database:
+
+1. `infermeter calibrate -m MODEL`: the device's curves at the model's own GEMM widths.
+2. Learning loads, as a user would run them once: closed loops (`load --concurrency C`) at a
+   few batch sizes and fixed lengths, and one open loop at a low rate (`load --rate R`: steps
+   after the server sat idle). Their recorded steps teach the step cost its factors.
+3. `load --predict --rate A,B,C,D` with other lengths (uniform prompts and outputs) and Poisson
+   arrivals: predicted before any run at those rates exists.
+4. `load --rate A,B,C,D` with the same options (the same seeded requests and arrivals):
+   measured.
+
+Printed per model, rate and metric (TTFT, TPOT, end-to-end): predicted and measured p50 and
+p99 and the error. The goal (issue 34): at rates below the measured knee, p50 within 15% and
+p99 within 30%. The last line is one JSON object.
+
+    python benchmarks/load_prediction.py
+    python benchmarks/load_prediction.py --models tiny-mixtral --requests 48
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+#: per model: the learning loads (concurrency, prompt tokens), the rates and the lengths
+#: (closed loops at C in flight with P-token prompts, then one open loop at a low rate with
+#: fixed lengths: the server's steps after a pause)
+SETUPS = {
+    "smollm2-135m": {
+        "learn": [(1, 64), (4, 192), (8, 64), (8, 192)],
+        "learn_rate": 1.0,
+        "rates": [0.5, 0.75, 1, 2, 4],
+        "prompt": "uniform:32-256",
+        "new": "uniform:8-64",
+    },
+    "tiny-mixtral": {
+        "learn": [(1, 64), (4, 192), (8, 64), (16, 192)],
+        "learn_rate": 3.0,
+        "rates": [5, 10, 20, 40],
+        "prompt": "uniform:32-256",
+        "new": "uniform:8-64",
+    },
+}
+METRICS = ("ttft_ms", "tpot_ms", "e2e_ms")
+
+
+def cli(*args: str) -> str:
+    """Run `infermeter ARGS` as a user would; its stdout."""
+    done = subprocess.run([sys.executable, "-m", "infermeter", *args], capture_output=True,
+                          text=True, check=False)  # fmt: skip
+    if done.returncode:
+        raise SystemExit(f"infermeter {' '.join(args)} failed:\n{done.stderr[-2000:]}")
+    return done.stdout
+
+
+def one_model(model: str, db: str, requests: int, seed: int) -> dict[str, object]:
+    s = SETUPS[model]
+    cli("calibrate", "-m", model, "--db", db)
+    for conc, prompt in s["learn"]:
+        cli("load", "-m", model, "--concurrency", str(conc), "--requests", str(2 * conc),
+            "--prompt-tokens", str(prompt), "--new-tokens", "32", "--energy", "off",
+            "--db", db)  # fmt: skip
+    cli("load", "-m", model, "--rate", str(s["learn_rate"]), "--requests", "12",
+        "--prompt-tokens", "128", "--new-tokens", "16", "--energy", "off", "--db", db)
+    rates = ",".join(f"{r:g}" for r in s["rates"])
+    common = ["-m", model, "--rate", rates, "--requests", str(requests), "--prompt-tokens",
+              s["prompt"], "--new-tokens", s["new"], "--seed", str(seed), "--db", db,
+              "--energy", "off", "--json"]  # fmt: skip
+    predicted = json.loads(cli("load", "--predict", *common))
+    measured = json.loads(cli("load", *common))
+    knee = measured["knee_rate"]
+    rows = []
+    for p, m in zip(predicted["points"], measured["summary"], strict=True):
+        for metric in METRICS:
+            for q in ("p50", "p99"):
+                pv, mv = p[f"{metric}_{q}"], m[f"{metric}_{q}"]
+                rows.append({"rate": p["rate"], "metric": metric, "q": q, "predicted_ms": pv,
+                             "measured_ms": mv, "error_pct": 100 * (pv - mv) / mv,
+                             "below_knee": knee is not None and p["rate"] <= knee})  # fmt: skip
+    return {"model": model, "knee_rate": knee, "step_model": predicted["step_model"],
+            "rows": rows}  # fmt: skip
+
+
+def report(res: dict[str, object]) -> dict[str, object]:
+    rows = res["rows"]
+    sm = res["step_model"]
+    print(f"\n{res['model']}: step costs learnt from {sm['learnt_from']}, fit error p50 "
+          f"{sm['fit_error_pct_p50']:.1f}% p90 {sm['fit_error_pct_p90']:.1f}%; measured knee "
+          f"{res['knee_rate']} req/s")  # fmt: skip
+    print(f"{'rate':>6} {'metric':>8} {'q':>4} {'predicted':>10} {'measured':>10} {'error':>8}")
+    for r in rows:
+        mark = "" if r["below_knee"] else "  (beyond the knee)"
+        print(f"{r['rate']:>6g} {r['metric']:>8} {r['q']:>4} {r['predicted_ms']:>10.1f} "
+              f"{r['measured_ms']:>10.1f} {r['error_pct']:>+7.1f}%{mark}")  # fmt: skip
+    below = [r for r in rows if r["below_knee"]]
+    worst = {q: max((abs(r["error_pct"]) for r in below if r["q"] == q), default=None)
+             for q in ("p50", "p99")}  # fmt: skip
+    met = (worst["p50"] is not None and worst["p50"] <= 15
+           and worst["p99"] is not None and worst["p99"] <= 30)  # fmt: skip
+    print(f"below the knee: worst p50 error {_pct(worst['p50'])}, worst p99 error "
+          f"{_pct(worst['p99'])} -> goal (15% / 30%) {'met' if met else 'NOT met'}")
+    return {"model": res["model"], "knee_rate": res["knee_rate"], "worst_p50_pct": worst["p50"],
+            "worst_p99_pct": worst["p99"], "goal_met": met, "rows": rows}  # fmt: skip
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}%"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", nargs="+", default=list(SETUPS), choices=list(SETUPS))
+    ap.add_argument("--requests", type=int, default=40)
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args()
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for model in a.models:
+            db = str(Path(tmp) / f"{model}.db")
+            out.append(report(one_model(model, db, a.requests, a.seed)))
+    print(json.dumps({"load_prediction": out}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""`infermeter load --predict`: the load simulated, not run; its table, lines and files.
+
+The simulation is experiments/load_whatif.py; this checks the options that do not apply to a
+simulation, stores the prediction, writes its files and prints it.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from infermeter.errors import UserError
+from infermeter.util import fmt
+
+
+def check_predict_options(spec: Any, endpoint: str | None, reference: bool) -> None:
+    """Refuse what a simulation of transformers' continuous batching cannot honour."""
+    if endpoint is not None or reference:
+        raise UserError("--predict simulates transformers' continuous batching in this "
+                        "process, not an endpoint", "drop --endpoint and --reference")  # fmt: skip
+    if spec.server != "continuous":
+        raise UserError("--predict simulates continuous batching only",
+                        "drop --server static")  # fmt: skip
+    if spec.metrics_url is not None:
+        raise UserError("--predict runs no server to scrape", "drop --metrics-url")
+
+
+def run_prediction(
+    spec: Any, rates: list[float], hardware: str, stack: str, cap: Any, store: Any,
+    folder: Path | None, json_out: bool,
+) -> dict[str, Any]:  # fmt: skip
+    """Simulate, store and show; the prediction document."""
+    from infermeter.experiments.load_whatif import predict_load
+    from infermeter.util.jsonio import clean_json, print_json, write_json
+
+    if spec.concurrency is not None:
+        rates = [math.inf]  # a closed loop: one run, arrivals set by completions
+    doc = clean_json(predict_load(spec.model, hardware, spec, rates, store,
+                                  stack=stack.strip().lower(), capacity=cap))  # fmt: skip
+    doc["id"] = store.save_prediction(doc)
+    files: list[Path] = []
+    if folder is not None:
+        from infermeter.report.load_figures import load_sweep_figures
+
+        files.append(write_json(folder / "load_prediction.json", doc))
+        if len(doc["points"]) > 1:
+            files += load_sweep_figures(_as_sweep(doc), folder)
+    if json_out:
+        print_json(doc)
+    else:
+        _print(doc, files, store.where)
+    return doc
+
+
+def _as_sweep(doc: dict[str, Any]) -> dict[str, Any]:
+    """The prediction in the shape `load --rate A,B`'s figures draw."""
+    return {"summary": doc["points"], "knee_rate": doc["knee_rate"],
+            "meta": {"model": f"{doc['model']} (predicted)",
+                     "spec": {"server": "continuous"}}}  # fmt: skip
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4g}"
+
+
+def _print(doc: dict[str, Any], files: list[Path], where: str) -> None:
+    console = Console(soft_wrap=True, width=max(Console().width, 150))
+    w = doc["workload"]
+    t = Table(title=f"predicted load: {doc['model']} on {doc['hardware']['name']}, "
+              f"{doc['dtype']}, {w['requests']} requests, transformers' continuous batching",
+              title_justify="left")  # fmt: skip
+    cols = ("rate/s", "throughput/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99",
+            "e2e p50", "e2e p99", "goodput/s", "batch")  # fmt: skip
+    for c in cols:
+        t.add_column(c, justify="right")
+    for p in doc["points"]:
+        t.add_row(p["offered"] if math.isfinite(p["rate"]) else "closed loop",
+                  fmt.fixed(p["throughput_rps"]), _ms(p["ttft_ms_p50"]), _ms(p["ttft_ms_p99"]),
+                  _ms(p["tpot_ms_p50"]), _ms(p["tpot_ms_p99"]), _ms(p["e2e_ms_p50"]),
+                  _ms(p["e2e_ms_p99"]), fmt.fixed(p["goodput_rps"]),
+                  fmt.fixed(p["batch_requests_mean"]))  # fmt: skip
+    console.print(t)
+    sm, sch = doc["step_model"], doc["scheduler"]
+    fit = (f"; fit error p50 {sm['fit_error_pct_p50']:.1f}%, p90 {sm['fit_error_pct_p90']:.1f}% "
+           f"on {sm['steps']} steps") if sm.get("fit_error_pct_p50") is not None else ""
+    blocks = "every request at once" if sch["blocks"] is None else f"{sch['blocks']} blocks"
+    say = [
+        "latencies in ms, percentiles over the simulated requests",
+        f"step costs: time model parts x factors learnt from {sm['learnt_from']}{fit}",
+        f"scheduler: {sch['kind']}, at most {sch['max_batch_tokens']} tokens and "
+        f"{sch['max_requests_per_step']} requests per step, KV cache {blocks} x "
+        f"{sch['page_tokens']} tokens",
+    ]
+    if doc.get("knee_rate") is not None:
+        say.append(f"knee: {doc['knee_rate']:g} req/s (p99 end-to-end within 2x of the lowest "
+                   "rate's)")  # fmt: skip
+    if doc.get("capacity"):
+        say.append("predicted " + doc["capacity"]["answer"])
+    say += doc["notes"]
+    say += [f"approximate: {a}" for a in doc["approximate"]]
+    say.append(f"stored as prediction {doc['id']} in {where}")
+    say += [f"wrote {f}" for f in files]
+    for line in say:
+        console.print(line, style="dim", markup=False)

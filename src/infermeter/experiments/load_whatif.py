@@ -1,0 +1,227 @@
+"""`infermeter predict --rate`: a load's latency percentiles, goodput and capacity, simulated.
+
+Resolves what a load run would need (the model's config without weights, the device model,
+the requests `load` would send with the same seed, the scheduler's limits), learns the step
+cost's factors from the steps of stored `load` runs on the same device, simulates the server at
+each rate (analysis/loadsim.py) and summarises each simulated run with the code that
+summarises a measured one. The document's points have the shape of `load --rate A,B`'s, so
+the same figures draw them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, replace
+from typing import Any
+
+from infermeter.analysis.loadsim import SchedulerLimits, SimResult, simulate
+from infermeter.analysis.stepcost import StepCost, StepFactors, learn_step_factors
+from infermeter.errors import UserError
+from infermeter.experiments.whatif import (
+    LEARN_LIMIT,
+    LOCAL_HARDWARE,
+    check_rate,
+    check_stack,
+    pick_dtype,
+    resolve_hardware,
+    same_device,
+)
+from infermeter.run.load import LoadSpec, knee, plan_requests, summarize_load, sweep_point
+from infermeter.run.slo import slo_report
+
+#: share of the memory left after weights and runtime that a GPU's paged cache takes
+#: (transformers' `max_memory_percent` default is 0.8 of free memory; 0.9 for engines)
+GPU_CACHE_SHARE = 0.9
+
+
+def stored_load_steps(store: Any, ceilings: Any, local: bool, model: str) -> dict[str, Any]:
+    """Step rows of stored in-process loads on this device: of `model` when it has any, else all.
+
+    Returns {"steps": rows per run, "arrivals_ms": each run's request arrivals (on the steps'
+    clock), "source": where they came from, "cache": the newest run's scheduler limits}.
+    """
+    rows = [r for r in store.list_runs(status="finished", limit=LEARN_LIMIT)
+            if r["mode"] == "load" and same_device(r["device"], ceilings, local)]  # fmt: skip
+    runs = []
+    for r in rows:
+        run = store.get(r["id"])
+        load = (run.checks or {}).get("load") or {}
+        steps = [s for s in load.get("steps") or [] if "context_tokens" in s]
+        if steps:
+            arrivals = sorted(x.start_ms for x in run.samples if not x.warmup)
+            runs.append((r["model"], steps, arrivals,
+                         (load.get("step_state") or {}).get("cache") or {}))  # fmt: skip
+    mine = [x for x in runs if x[0] == model]
+    chosen = mine or runs
+    if not chosen:
+        return {"steps": [], "arrivals_ms": [], "cache": {},
+                "source": "no stored load run with step records on this device"}  # fmt: skip
+    whose = "this model's" if mine else "other models'"
+    return {"steps": [x[1] for x in chosen], "arrivals_ms": [x[2] for x in chosen],
+            "source": f"{len(chosen)} stored load runs ({whose}) on this device",
+            "cache": chosen[0][3]}  # fmt: skip
+
+
+def _limits(spec: LoadSpec, cache: dict[str, Any], gpu_blocks: int | None) -> SchedulerLimits:
+    base = SchedulerLimits()
+    page = spec.kv_page_tokens or cache.get("page_tokens") or base.page_tokens
+    return SchedulerLimits(
+        max_batch_tokens=int(cache.get("max_batch_tokens") or base.max_batch_tokens),
+        max_requests_per_step=int(cache.get("max_requests_per_step")
+                                  or base.max_requests_per_step),  # fmt: skip
+        blocks=spec.kv_blocks or gpu_blocks,
+        page_tokens=int(page),
+        safety_margin=float(cache.get("safety_margin", base.safety_margin)),
+    )
+
+
+def _gpu_blocks(shape: Any, params: int, dev: Any, dtype_bytes: float, page: int) -> int | None:
+    """A GPU's paged cache in blocks: the memory left after weights and runtime."""
+    from infermeter.analysis.predict import GPU_RUNTIME_BYTES, kv_bytes_per_token
+
+    if dev.kind != "gpu" or not dev.memory_bytes:
+        return None
+    free = dev.memory_bytes - params * dtype_bytes - GPU_RUNTIME_BYTES
+    per_token = kv_bytes_per_token(shape, int(dtype_bytes))
+    if free <= 0 or per_token <= 0:
+        return 1
+    return max(1, int(GPU_CACHE_SHARE * free // (per_token * page)))
+
+
+def simulate_rate(spec: LoadSpec, rate: float, tokenizer: Any, limit: int, cost: StepCost,
+                  limits: SchedulerLimits) -> tuple[dict[str, Any], SimResult]:  # fmt: skip
+    """One simulated load run at `rate`: a document shaped as `run_load`'s, and the simulation."""
+    plan = plan_requests(replace(spec, rate=rate), tokenizer, limit)
+    offsets = [0.0 if math.isnan(o) else o for o in plan.offsets_s]
+    sim = simulate(plan.requests, offsets, cost.seconds, limits, spec.concurrency,
+                   cost.factors.admission_s)  # fmt: skip
+    served = [r for r in plan.requests if math.isfinite(r.end_s)]
+    rows = [r.row(0.0) for r in served]
+    wall_s = max((r.end_s for r in served), default=0.0) - min(
+        (r.arrival_s for r in served), default=0.0)  # fmt: skip
+    summary = summarize_load(rows, wall_s)
+    summary["slo"] = slo_report(rows, spec.slos, wall_s)
+    summary["not_simulated"] = len(plan.requests) - len(served)
+    return {"all_samples": rows, "summary": summary, "steps": sim.steps,
+            "meta": {"notes": sim.notes}}, sim  # fmt: skip
+
+
+def predict_load(
+    model: str,
+    hardware: str,
+    spec: LoadSpec,
+    rates: list[float],
+    store: Any,
+    stack: str = "hf",
+    capacity: Any = None,
+) -> dict[str, Any]:
+    """The whole predicted-load document: per rate the percentiles, goodput; the knee; capacity.
+
+    Long because: it gathers every input in order and states where each came from.
+    """
+    from infermeter.analysis.precision import precision_of
+    from infermeter.analysis.timemodel import device_model
+    from infermeter.models.config_only import config_of
+    from infermeter.models.info import config_value
+    from infermeter.models.loader import estimate_params
+    from infermeter.models.opcount import count_ops_of_config
+    from infermeter.models.shape import shape_of
+
+    ceilings = resolve_hardware(hardware, store)
+    local = hardware.strip().lower() == LOCAL_HARDWARE
+    dtype = pick_dtype(spec.dtype, ceilings)
+    compute = check_rate(hardware, ceilings, dtype)
+    check_stack(stack, ceilings, local)
+    config, shown = config_of(model)
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    limit = int(config_value(text, "max_position_embeddings", "n_positions", default=0)
+                or 10**9)  # fmt: skip
+    tokenizer = None
+    if spec.workload is not None:
+        from infermeter.models.tokenizer import tokenizer_of
+
+        tokenizer = tokenizer_of(model)
+    shape = shape_of(config)
+    precision = precision_of(dtype, ceilings.kind == "cpu")
+    op_counts = count_ops_of_config(config, "float32" if precision.act_bytes == 4 else "bfloat16")
+    dev = device_model(ceilings, compute, None if local else stack)
+    cost = StepCost(shape, dev, precision.act_bytes, op_counts, top_k=None)
+    stored = stored_load_steps(store, ceilings, local, shown)
+    cost.factors = (learn_step_factors(cost, stored["steps"], stored["source"],
+                                       stored["arrivals_ms"]) if stored["steps"] else
+                    StepFactors(learnt_from=f"{stored['source']}: the time model as is "
+                                "(approximate)"))  # fmt: skip
+    cache = stored["cache"]
+    gpu_blocks = _gpu_blocks(shape, estimate_params(config), dev, precision.weight_bytes,
+                             spec.kv_page_tokens or SchedulerLimits().page_tokens)  # fmt: skip
+    limits = _limits(spec, cache, gpu_blocks)
+    points, notes = [], []
+    for rate in rates:
+        doc, sim = simulate_rate(spec, rate, tokenizer, limit, cost, limits)
+        point = sweep_point(rate, doc["summary"])
+        point["steps"] = len(sim.steps)
+        point["batch_requests_mean"] = (sum(s["batch_requests"] for s in sim.steps)
+                                        / len(sim.steps)) if sim.steps else None  # fmt: skip
+        points.append(point)
+        notes += [f"{rate:g} req/s: {n}" for n in sim.notes]
+    found = None
+    if capacity is not None and spec.slos:
+        found = _capacity(spec, capacity, tokenizer, limit, cost, limits)
+    approximate = [] if cost.factors.steps else [
+        "step costs from the time model alone: no stored `load` run on this device to learn "
+        "the server's own costs from (run `infermeter load` once, then predict again)"]
+    if not dev.measured:
+        approximate.append("the device is a spec row, not measured: its step costs are the "
+                           f"{stack} stack's published-fit constants")  # fmt: skip
+    return {
+        "kind": "infermeter-predict-load",
+        "model": shown,
+        "hardware": {"key": hardware.strip().lower(), "name": ceilings.device,
+                     "kind": ceilings.kind, "measured": dev.measured, "sources": dev.sources},
+        "stack": stack,
+        "dtype": dtype,
+        "workload": {**asdict(spec), "prompt_tokens": asdict(spec.prompt_tokens),
+                     "new_tokens": asdict(spec.new_tokens), "slos": dict(spec.slos)},
+        "scheduler": {**asdict(limits), "kind": "transformers' FIFO continuous batching"},
+        "step_model": cost.factors.to_dict(),
+        "points": points,
+        "knee_rate": knee(points),
+        "capacity": found,
+        "notes": notes,
+        "approximate": approximate,
+    }  # fmt: skip
+
+
+def _capacity(spec: LoadSpec, cap: Any, tokenizer: Any, limit: int, cost: StepCost,
+              limits: SchedulerLimits) -> dict[str, Any]:  # fmt: skip
+    """`load --find-max-rate`'s search, each step a simulated run (a fresh seed per try)."""
+    from infermeter.run.capacity import answer_line, find_capacity
+
+    tries = 0
+
+    def measure(rate: float, n: int) -> dict[str, Any]:
+        nonlocal tries
+        tries += 1
+        s = replace(spec, requests=n, seed=spec.seed + tries)
+        return simulate_rate(s, rate, tokenizer, limit, cost, limits)[0]
+
+    result = find_capacity(cap, measure)
+    result.pop("runs", None)
+    result["answer"] = answer_line(result)
+    return result
+
+
+def parse_rates(text: str) -> list[float]:
+    """`0.5,1,2` into rates; one line on anything that is not a positive, finite number."""
+    out = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        try:
+            r = float(part)
+        except ValueError:
+            r = math.nan
+        if not (r > 0 and math.isfinite(r)):
+            raise UserError(f"--rate {part!r} is not a rate", "e.g. --rate 0.5,1,2 (requests/s)")
+        out.append(r)
+    if not out:
+        raise UserError("--rate is empty", "e.g. --rate 0.5,1,2 (requests/s)")
+    return sorted(set(out))
