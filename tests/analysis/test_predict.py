@@ -407,6 +407,12 @@ def test_load_predict_refuses_what_it_cannot_simulate(tmp_path):
     assert_one_line_error(r, "infermeter calibrate")
     r = runner.invoke(app, [*base, "--hardware", "no-such-gpu"])
     assert_one_line_error(r, "unknown hardware")
+    r = runner.invoke(app, [*base, "--energy", "rapl"])
+    assert_one_line_error(r, "--predict runs nothing")
+    # a power source at an endpoint was ignored silently before: the server runs elsewhere
+    r = runner.invoke(app, ["load", "--endpoint", "http://127.0.0.1:9", "--energy", "rapl",
+                            "--db", db])  # fmt: skip
+    assert_one_line_error(r, "the endpoint's server runs elsewhere")
 
 
 def test_load_predict_on_a_gpu_row_sizes_the_cache_and_says_it_is_approximate(tmp_path):

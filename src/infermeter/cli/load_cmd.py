@@ -136,6 +136,11 @@ def load_command(
     check_model_spec(model)  # after the ranges: a bad value is named before the model
     target = _target(endpoint, endpoint_model, api_key_env, timeout, reference, len(rates),
                      endpoint_api, ignore_eos)  # fmt: skip
+    if (target is not None or predict) and spec.energy not in ("auto", "off"):
+        where = "the endpoint's server runs elsewhere" if target is not None else (
+            "--predict runs nothing")  # fmt: skip
+        raise UserError(f"--energy {spec.energy} reads this machine's power; {where}",
+                        "drop --energy (energy per request is measured in-process)")  # fmt: skip
     if fail_if_slo_missed and not spec.slos:
         raise UserError("--fail-if-slo-missed needs an --slo", "add e.g. --slo ttft_ms=500")
     from infermeter.store import Store
