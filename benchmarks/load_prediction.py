@@ -5,12 +5,13 @@ fresh database:
 
 1. `infermeter calibrate -m MODEL`: the device's curves at the model's own GEMM widths.
 2. Learning loads, as a user would run them once: closed loops (`load --concurrency C`) at a
-   few batch sizes and fixed lengths, and one open loop at a low rate (`load --rate R`: steps
+   few batch sizes with fixed prompts and outputs of several lengths (so that steps mix
+   prefill and decode), and one open loop at a low rate (`load --rate R`: steps
    after the server sat idle). Their recorded steps teach the step cost its factors.
 3. `load --predict --rate A,B,C,D` with other lengths (uniform prompts and outputs) and Poisson
    arrivals: predicted before any run at those rates exists.
 4. `load --rate A,B,C,D` with the same options (the same seeded requests and arrivals):
-   measured (40 requests per rate for smollm2-135m, 120 for tiny-mixtral, whose p99 of 40
+   measured (40 requests per rate for smollm2-135m, 80 for tiny-mixtral, whose p99 of 40
    requests moved by a third between runs).
 
 Printed per model, rate and metric (TTFT, TPOT, end-to-end): predicted and measured p50 and
@@ -49,9 +50,9 @@ SETUPS = {
     },
     "tiny-mixtral": {
         "learn": [(1, 64), (4, 192), (8, 64), (16, 192)],
-        "learn_rate": 3.0,
+        "learn_rate": 8.0,
         "rates": [5, 10, 20, 40],
-        "requests": 120,  # a p99 of 40 tiny requests moved 4.7-6.3 ms between runs
+        "requests": 80,  # a p99 of 40 tiny requests moved 4.7-6.3 ms between runs
         "prompt": "uniform:32-256",
         "new": "uniform:8-64",
     },
@@ -76,11 +77,11 @@ def one_model(model: str, db: str, requests: int, seed: int) -> dict[str, object
               s["prompt"], "--new-tokens", s["new"], "--seed", str(seed), "--db", db,
               "--energy", "off", "--json"]  # fmt: skip
     alone = json.loads(cli("load", "--predict", *common))  # no stored load yet: the time model
-    for conc, prompt in s["learn"]:
-        cli("load", "-m", model, "--concurrency", str(conc), "--requests", str(2 * conc),
-            "--prompt-tokens", str(prompt), "--new-tokens", "32", "--energy", "off",
+    for conc, prompt in s["learn"]:  # outputs of several lengths: steps mix prefill and decode
+        cli("load", "-m", model, "--concurrency", str(conc), "--requests", str(3 * conc),
+            "--prompt-tokens", str(prompt), "--new-tokens", "uniform:16-48", "--energy", "off",
             "--db", db)  # fmt: skip
-    cli("load", "-m", model, "--rate", str(s["learn_rate"]), "--requests", "12",
+    cli("load", "-m", model, "--rate", str(s["learn_rate"]), "--requests", "24",
         "--prompt-tokens", "128", "--new-tokens", "16", "--energy", "off", "--db", db)
     predicted = json.loads(cli("load", "--predict", *common))
     measured = json.loads(cli("load", *common))

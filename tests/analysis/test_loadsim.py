@@ -185,3 +185,14 @@ def test_too_few_steps_or_rows_without_keys_teach_nothing():
     assert step_load_of_row(rows[0]) is None
     learnt = learn_step_factors(cost, [rows * 50], "old runs")
     assert learnt.steps == 0 and learnt.linear == 1.0 and "too few" in learnt.learnt_from
+
+
+def test_the_admission_delay_counts_only_requests_that_woke_the_server():
+    from infermeter.analysis.stepcost import admission_delays_s
+
+    rows = [{"t_ms": 1.5, "step_ms": 10.0},  # woken by a request at 0: 1.5 ms to its step
+            {"t_ms": 11.8, "step_ms": 10.0},  # back to back: a closed loop's next request
+            {"t_ms": 102.0, "step_ms": 10.0}]  # a request at 100.8 after a pause: 1.2 ms
+    delays = admission_delays_s(rows, [0.0, 11.6, 100.8])
+    assert delays == pytest.approx([1.5e-3, 1.2e-3])
+    assert admission_delays_s(rows, [5.0]) == []  # arrived while a step ran: it waited for it

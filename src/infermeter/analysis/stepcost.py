@@ -1,4 +1,4 @@
-"""Seconds of one continuous-batching step, from the time model: what `predict --rate` simulates.
+"""Seconds of one continuous-batching step, from the time model: what `load --predict` simulates.
 
 Why not a decode step of `generate` times the batch: a continuous batch mixes prefill chunks
 and decode tokens in one forward, and transformers' implementation has costs of its own that a
@@ -212,16 +212,20 @@ def between_steps_s(rows: list[dict[str, Any]]) -> float:
 def admission_delays_s(rows: list[dict[str, Any]], arrivals_ms: list[float]) -> list[float]:
     """Per request that arrived at an idle server: seconds until the next step started.
 
+    Idle as `idle_before` reads it: the next step came after a pause. A closed loop's next
+    request arrives as the step before it ends, the server still awake: not counted.
+
     `arrivals_ms` and the rows' `t_ms` share the run's origin (its first arrival).
     """
     import bisect
 
     starts = [r["t_ms"] for r in rows]
+    idle = idle_before(rows)
     out = []
     for a in arrivals_ms:
         i = bisect.bisect_left(starts, a)
-        if i >= len(rows):
-            continue
+        if i >= len(rows) or not idle[i]:
+            continue  # the server was busy (or had just finished a step): not a wake-up
         if i > 0 and rows[i - 1]["t_ms"] + rows[i - 1]["step_ms"] > a:
             continue  # a step was running: the request waited for it, not for the server
         delay = (starts[i] - a) / 1e3

@@ -1,4 +1,4 @@
-"""`infermeter predict --rate`: a load's latency percentiles, goodput and capacity, simulated.
+"""`infermeter load --predict`: a load's latency percentiles, goodput and capacity, simulated.
 
 Resolves what a load run would need (the model's config without weights, the device model,
 the requests `load` would send with the same seed, the scheduler's limits), learns the step
@@ -16,7 +16,6 @@ from typing import Any
 
 from infermeter.analysis.loadsim import SchedulerLimits, SimResult, simulate
 from infermeter.analysis.stepcost import StepCost, StepFactors, learn_step_factors
-from infermeter.errors import UserError
 from infermeter.experiments.whatif import (
     LEARN_LIMIT,
     LOCAL_HARDWARE,
@@ -210,18 +209,3 @@ def _capacity(spec: LoadSpec, cap: Any, tokenizer: Any, limit: int, cost: StepCo
     result["answer"] = answer_line(result)
     return result
 
-
-def parse_rates(text: str) -> list[float]:
-    """`0.5,1,2` into rates; one line on anything that is not a positive, finite number."""
-    out = []
-    for part in (p.strip() for p in text.split(",") if p.strip()):
-        try:
-            r = float(part)
-        except ValueError:
-            r = math.nan
-        if not (r > 0 and math.isfinite(r)):
-            raise UserError(f"--rate {part!r} is not a rate", "e.g. --rate 0.5,1,2 (requests/s)")
-        out.append(r)
-    if not out:
-        raise UserError("--rate is empty", "e.g. --rate 0.5,1,2 (requests/s)")
-    return sorted(set(out))

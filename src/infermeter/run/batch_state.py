@@ -70,7 +70,7 @@ class StepRecorder:
         cache = getattr(processor, "cache", None)
         cb_config = getattr(processor, "cb_config", None)
         scheduler_type = getattr(cb_config, "scheduler_type", None)
-        # what the scheduler worked within: `predict --rate` simulates the same limits
+        # what the scheduler worked within: `load --predict` simulates the same limits
         self.cache |= {"blocks": getattr(cache, "num_blocks", None),
                        "page_tokens": getattr(cb_config, "page_size", None),
                        "max_batch_tokens": getattr(processor, "max_batch_tokens", None),

@@ -215,7 +215,7 @@ class Plan:
 def plan_requests(spec: LoadSpec, tokenizer: Any, limit: int) -> Plan:
     """The run's requests and arrivals: from `spec.workload`, or the asked lengths at `rate`.
 
-    With no tokenizer (`predict --rate`: a model without weights) and no workload, the requests
+    With no tokenizer (`load --predict`: a model without weights) and no workload, the requests
     have the asked lengths and placeholder prompts.
     """
     if spec.workload is None:
@@ -247,7 +247,7 @@ def plan_requests(spec: LoadSpec, tokenizer: Any, limit: int) -> Plan:
 def request_lengths(spec: LoadSpec, limit: int) -> list[tuple[int, int]]:
     """Seeded (prompt, new) token counts of the run's requests, each checked against `limit`.
 
-    `make_requests` builds its prompts at these lengths, and `predict --rate` simulates the
+    `make_requests` builds its prompts at these lengths, and `load --predict` simulates the
     same requests without a tokenizer, so both read them here.
     """
     import numpy as np
