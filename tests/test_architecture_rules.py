@@ -132,3 +132,21 @@ def test_the_length_check_catches_a_long_function_and_accepts_a_reason(tmp_path)
     assert _long_functions(module) == [f"m.py:1 long ({MAX_FUNCTION_LINES + 1} lines)"]
     module.write_text(f"def long():\n    # Long because it is a test.\n{body}")
     assert _long_functions(module) == []
+
+
+def test_the_design_doc_names_only_modules_that_exist_and_every_package():
+    """docs/design.md is the design of record: a module it names must exist (it once named
+    functions and modules long gone), and every package must be in it."""
+    import re
+
+    root = SRC.parents[1]
+    text = (root / "docs" / "design.md").read_text()
+    named = set(re.findall(r"[a-z_][a-z0-9_/]*/[a-z0-9_]+\.py\b", text))  # not NAME_cmd.py
+    assert len(named) > 50  # the pattern still finds the doc's module names
+    homes = [SRC, root / "tests", root / "benchmarks", root / "tools"]
+    missing = sorted(p for p in named if not (root / p).is_file()
+                     and not any(next(h.rglob(p), None) for h in homes))  # fmt: skip
+    assert not missing, f"docs/design.md names modules that do not exist: {missing}"
+    packages = sorted(p.name for p in SRC.iterdir() if (p / "__init__.py").is_file())
+    absent = [p for p in packages if f"{p}/" not in text and f"`{p}`" not in text]
+    assert not absent, f"packages docs/design.md does not describe: {absent}"
