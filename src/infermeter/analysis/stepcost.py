@@ -26,10 +26,11 @@ before the call. So a step is costed by parts:
 - `admission_s`: from a request's arrival at an idle server to its first step (the server's
   wake-up and the batch's preparation: 0.7-1.5 ms on tiny-mixtral here, 17% of its TTFT).
 
-Each part has a factor, 1 by default. `learn_step_factors` fits them (non-negative least
-squares on relative error) to the steps of stored `load` runs, whose rows say how many tokens,
-keys and requests each step carried and how long it took: the factors transfer to other rates,
-lengths and, less exactly, models on the same device.
+Each part has a factor, 1 by default. `learn_step_factors` fits them (non-negative, on relative
+error, with a soft-L1 loss so that a step a busy neighbour slowed weighs little) to the steps
+of stored `load` runs, whose rows say how many tokens, keys and requests each step carried and
+how long it took: the factors transfer to other rates, lengths and, less exactly, models on
+the same device.
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ PARTS = ("linear", "attention", "kv_copy", "host", "requests", "after_idle")
 BUSY_GAP_S = 0.02
 #: fewest recorded steps the factors are fitted on (fewer: the time model as is)
 MIN_STEPS = 20
+#: relative error beyond which a step counts less and less in the fit (soft L1): steps slowed
+#: by a busy neighbour are outliers, not costs
+ROBUST_SCALE = 0.1
 
 
 @dataclass(frozen=True)
@@ -243,7 +247,7 @@ def learn_step_factors(cost: StepCost, runs: list[list[dict[str, Any]]], source:
     the admission delay too (the median over requests that found the server idle).
     """
     import numpy as np
-    from scipy.optimize import nnls
+    from scipy.optimize import least_squares, nnls
 
     feats, measured, prefill = [], [], []
     gaps: list[float] = []
@@ -264,7 +268,12 @@ def learn_step_factors(cost: StepCost, runs: list[list[dict[str, Any]]], source:
     n_pre = max(int(pre.sum()), 1)
     n_dec = max(len(pre) - int(pre.sum()), 1)
     weight = np.where(pre, 0.5 / n_pre, 0.5 / n_dec) ** 0.5
-    coef, _ = nnls(a / y[:, None] * weight[:, None], weight)
+    lhs = a / y[:, None] * weight[:, None]
+    start, _ = nnls(lhs, weight)
+    # robust: a step slowed 2x by a neighbour on a shared machine is an outlier, not a cost
+    fit = least_squares(lambda c: (lhs @ c - weight) / weight, start, bounds=(0.0, np.inf),
+                        loss="soft_l1", f_scale=ROBUST_SCALE)  # fmt: skip
+    coef = fit.x
     err = np.abs(a @ coef - y) / y * 100
     delays = [d for rows, arr in zip(runs, arrivals_ms or [], strict=False)
               for d in admission_delays_s(rows, arr)]  # fmt: skip
