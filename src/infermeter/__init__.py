@@ -8,10 +8,15 @@ from typing import TYPE_CHECKING
 from infermeter.util.lazy import lazy_exports
 
 if TYPE_CHECKING:  # what the names are, for type checkers; at run time each loads on first use
+    from infermeter.analysis.analyze import analyze_run
+    from infermeter.analysis.compare import compare_runs
+    from infermeter.analysis.perfmodel import PerformanceModel
     from infermeter.errors import GenerationFailed, UserError
+    from infermeter.experiments.load_whatif import predict_load
     from infermeter.instrument import Profiler, ProfilingConfig
     from infermeter.models import PRESETS, LoadedModel, ModelInfo, load_model
     from infermeter.run import RunConfig, RunResult, SampleResult, profile
+    from infermeter.run.load import Lengths, LoadSpec, run_load
     from infermeter.store import Store
 
 __getattr__, __dir__ = lazy_exports(
@@ -30,6 +35,13 @@ __getattr__, __dir__ = lazy_exports(
         "SampleResult": "infermeter.run",
         "profile": "infermeter.run",
         "Store": "infermeter.store",
+        "analyze_run": "infermeter.analysis.analyze",
+        "compare_runs": "infermeter.analysis.compare",
+        "PerformanceModel": "infermeter.analysis.perfmodel",
+        "Lengths": "infermeter.run.load",
+        "LoadSpec": "infermeter.run.load",
+        "run_load": "infermeter.run.load",
+        "predict_load": "infermeter.experiments.load_whatif",
     },
 )
 
@@ -38,6 +50,9 @@ from infermeter._version import __version__  # noqa: E402
 __all__ = [
     "PRESETS",
     "GenerationFailed",
+    "Lengths",
+    "LoadSpec",
+    "PerformanceModel",
     "Profiler",
     "ProfilingConfig",
     "LoadedModel",
@@ -48,6 +63,10 @@ __all__ = [
     "Store",
     "UserError",
     "__version__",
+    "analyze_run",
+    "compare_runs",
     "load_model",
+    "predict_load",
     "profile",
+    "run_load",
 ]
