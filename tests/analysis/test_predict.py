@@ -10,10 +10,10 @@ from typer.testing import CliRunner
 from infermeter.analysis.predict import (
     Learned,
     Workload,
-    kv_bytes_per_token,
     learn_from_runs,
     memory_fit,
     predict,
+    sequence_kv_bytes,
 )
 from infermeter.analysis.timemodel import DeviceModel, ForwardTime, Work, forward_time
 from infermeter.cli.app import app
@@ -51,7 +51,7 @@ def test_sliding_windows_cap_the_kv_cache():
     s = shape_of(build_config(PRESETS["tiny-gemma3-vlm"], builtin_tokenizer()))
     windows = [lay.window for lay in s.census.layers]
     assert any(windows), "tiny-gemma3 has sliding layers"
-    long, short = kv_bytes_per_token(s, 2, 1, 100_000), kv_bytes_per_token(s, 2, 1, 100)
+    long, short = sequence_kv_bytes(s, 2, 1, 100_000), sequence_kv_bytes(s, 2, 1, 100)
     assert long < 1000 * short  # the sliding layers stop growing
 
 

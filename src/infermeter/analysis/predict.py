@@ -58,8 +58,11 @@ class Workload:
         return max(self.gpus // self.tp, 1)
 
 
-def kv_bytes_per_token(shape: Shape, dtype_bytes: int, tp: int = 1, length: int = 1) -> float:
-    """KV-cache bytes of one sequence of `length` tokens, per GPU (windows respected)."""
+def sequence_kv_bytes(shape: Shape, dtype_bytes: int, tp: int = 1, length: int = 1) -> float:
+    """KV-cache bytes of one sequence of `length` tokens, per GPU (windows respected).
+
+    Named `kv_bytes_per_token` before: it returns the whole sequence's bytes (issue 36).
+    """
     kv_heads = math.ceil(max(shape.kv_heads, 1) / tp)
     per_layer_token = 2 * kv_heads * shape.head_dim * dtype_bytes
     layers = shape.census.layers if shape.census else []
@@ -132,7 +135,7 @@ def memory_fit(
     e = p.act_bytes
     return MemoryFit(
         weights=params * p.weight_bytes / tp,
-        kv_cache=batch * kv_bytes_per_token(shape, p.kv_bytes_each, tp, prompt + new),
+        kv_cache=batch * sequence_kv_bytes(shape, p.kv_bytes_each, tp, prompt + new),
         activations=batch * activation_bytes(shape, e, prompt, tp),
         runtime=runtime,
         capacity=capacity,

@@ -76,12 +76,12 @@ def _limits(spec: LoadSpec, cache: dict[str, Any], gpu_blocks: int | None) -> Sc
 
 def _gpu_blocks(shape: Any, params: int, dev: Any, dtype_bytes: float, page: int) -> int | None:
     """A GPU's paged cache in blocks: the memory left after weights and runtime."""
-    from infermeter.analysis.predict import GPU_RUNTIME_BYTES, kv_bytes_per_token
+    from infermeter.analysis.predict import GPU_RUNTIME_BYTES, sequence_kv_bytes
 
     if dev.kind != "gpu" or not dev.memory_bytes:
         return None
     free = dev.memory_bytes - params * dtype_bytes - GPU_RUNTIME_BYTES
-    per_token = kv_bytes_per_token(shape, int(dtype_bytes))
+    per_token = sequence_kv_bytes(shape, int(dtype_bytes))
     if free <= 0 or per_token <= 0:
         return 1
     return max(1, int(GPU_CACHE_SHARE * free // (per_token * page)))
