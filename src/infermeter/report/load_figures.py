@@ -20,6 +20,11 @@ import matplotlib.pyplot as plt
 from infermeter.report.figures import save_figure
 
 
+def _legend_outside(ax: Any) -> None:
+    """The legend right of the axes: inside, it covered the highest rate's points."""
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+
+
 def load_sweep_figures(doc: dict[str, Any], out: Path) -> list[Path]:
     """The throughput-latency curve with its knee, and goodput vs offered rate."""
     points = [p for p in doc["summary"] if not math.isinf(p["rate"])] or doc["summary"]
@@ -43,7 +48,7 @@ def load_sweep_figures(doc: dict[str, Any], out: Path) -> list[Path]:
     ax.set_title(f"{doc['meta']['model']}: latency vs throughput "
                  f"({doc['meta']['spec']['server']} batching)", fontsize=10)  # fmt: skip
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend_outside(ax)
     files = save_figure(fig, out, "latency_vs_throughput", points)
     fig, ax = plt.subplots(figsize=(7, 4.2))
     rates = [p["rate"] for p in points]
@@ -55,7 +60,7 @@ def load_sweep_figures(doc: dict[str, Any], out: Path) -> list[Path]:
     ax.set_ylabel("requests/s")
     ax.set_title("throughput and goodput vs offered rate", fontsize=10)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    _legend_outside(ax)
     files += save_figure(fig, out, "goodput_vs_rate", points)
     return files + energy_latency_figure(points, out)
 
