@@ -426,4 +426,5 @@ def test_load_predict_on_a_gpu_row_sizes_the_cache_and_says_it_is_approximate(tm
     assert doc["stack"] == "vllm" and doc["scheduler"]["blocks"] > 1000
     assert any("no stored `load` run" in a for a in doc["approximate"])
     assert any("spec row" in a for a in doc["approximate"])
+    assert any("vllm's own" in a for a in doc["approximate"])  # not its scheduler: said
     assert all(p["tpot_ms_p50"] > 0 for p in doc["points"])

@@ -56,7 +56,7 @@ class SchedulerLimits:
     safety_margin: float = DEFAULT_SAFETY_MARGIN
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity: the queues hold each request once
 class _State:
     """One request inside the simulated server."""
 

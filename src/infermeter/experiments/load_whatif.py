@@ -169,6 +169,10 @@ def predict_load(
     approximate = [] if cost.factors.steps else [
         "step costs from the time model alone: no stored `load` run on this device to learn "
         "the server's own costs from (run `infermeter load` once, then predict again)"]
+    if stack != "hf":
+        approximate.append(f"the scheduler simulated is transformers' FIFO continuous batching; "
+                           f"{stack}'s own (its token budget, preemption, prefix caching) "
+                           "differs")  # fmt: skip
     if not dev.measured:
         approximate.append("the device is a spec row, not measured: its step costs are the "
                            f"{stack} stack's published-fit constants")  # fmt: skip
