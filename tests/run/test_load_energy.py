@@ -98,7 +98,9 @@ def test_a_rate_sweep_draws_energy_against_latency(live_rapl, tiny_llama, tmp_pa
     from infermeter.report.load_figures import load_sweep_figures
     from infermeter.run.load import run_rate_sweep
 
-    doc = run_rate_sweep(LoadSpec(requests=3, new_tokens=Lengths("fixed", 6), energy="rapl",
+    # long enough (~0.1 s a rate) that the fake's counter process, starved of both cores by a
+    # busy CI for a 20 ms run, still advances within it: a 3 x 6-token run read 0 J once
+    doc = run_rate_sweep(LoadSpec(requests=4, new_tokens=Lengths("fixed", 32), energy="rapl",
                                   power_interval_ms=10), [20.0, math.inf],
                          loaded=tiny_llama)  # fmt: skip
     assert all(p["j_per_request_p50"] > 0 for p in doc["summary"])
