@@ -13,7 +13,8 @@ def test_every_public_name_resolves_and_is_listed():
 
     for name in infermeter.__all__:
         assert getattr(infermeter, name) is not None, name
-    for name in ("analyze_run", "compare_runs", "PerformanceModel", "run_load", "predict_load"):
+    for name in ("analyze_run", "compare_runs", "PerformanceModel", "run_load", "predict_load",
+                 "session"):  # fmt: skip
         assert name in infermeter.__all__ and name in dir(infermeter)
 
 
@@ -28,4 +29,5 @@ def test_the_python_guide_runs_as_written(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "TTFT" in out and "whole request:" in out and "44.0" in out and "1.82" in out
     assert "ms TTFT p50 (predicted)" in out
+    assert "configured samples" in out and "RunResult(run_id=" in out and "pct_attainable" in out
     assert (tmp_path / "runs.db").is_file()

@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers; at run time each loa
     from infermeter.models import PRESETS, LoadedModel, ModelInfo, load_model
     from infermeter.run import RunConfig, RunResult, SampleResult, profile
     from infermeter.run.load import Lengths, LoadSpec, run_load
+    from infermeter.run.session import UserSession, session
     from infermeter.store import Store
 
 __getattr__, __dir__ = lazy_exports(
@@ -41,6 +42,8 @@ __getattr__, __dir__ = lazy_exports(
         "Lengths": "infermeter.run.load",
         "LoadSpec": "infermeter.run.load",
         "run_load": "infermeter.run.load",
+        "UserSession": "infermeter.run.session",
+        "session": "infermeter.run.session",
         "predict_load": "infermeter.experiments.load_whatif",
     },
 )
@@ -62,6 +65,7 @@ __all__ = [
     "SampleResult",
     "Store",
     "UserError",
+    "UserSession",
     "__version__",
     "analyze_run",
     "compare_runs",
@@ -69,4 +73,5 @@ __all__ = [
     "predict_load",
     "profile",
     "run_load",
+    "session",
 ]

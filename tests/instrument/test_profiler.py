@@ -363,3 +363,31 @@ def test_two_deep_profiles_in_two_threads_each_time_their_own_attention():
             got = layers[(layers["kind"] == kind) & (layers["phase"] == "decode")]
             assert sorted(got["layer"]) == [0, 1, 2, 3], (i, kind)
             assert (got["calls"] == 2).all(), (i, kind)
+
+
+def test_user_sections_are_timed_on_the_profilers_clock_beside_the_layers(tiny_llama):
+    kw = _inputs(tiny_llama)
+    with (
+        Profiler(tiny_llama.model, ProfilingConfig.standard()) as prof,
+        prof.section("generate"),
+    ):
+        for _ in range(2):
+            with prof.section("one call"):
+                _generate(tiny_llama, kw)
+    with prof.section("after detach"):  # regions do not need the hooks
+        time.sleep(0.002)
+    result = prof.result()
+    frame = result.sections_frame()
+    assert list(frame["name"]) == ["generate", "one call", "one call", "after detach"]
+    assert list(frame["depth"]) == [0, 1, 1, 0]
+    records = result.records_frame()
+    forwards = records[records["kind"] == "forward"]
+    outer = frame.iloc[0]
+    # the same timeline as the records: every forward lies inside the outer region
+    assert forwards["start_ms"].min() >= outer["start_ms"]
+    assert (forwards["start_ms"] + forwards["ms"]).max() <= outer["start_ms"] + outer["ms"]
+    assert frame.iloc[3]["ms"] >= 2.0
+    summary = result.section_summary().set_index("name")
+    assert summary.loc["one call", "calls"] == 2
+    assert "sections" in result.tables() and "kind" not in result.sections_frame()
+    assert repr(result).startswith("LayerProfile(") and "sections=3" in repr(result)

@@ -156,3 +156,22 @@ def test_timers_used_from_two_threads_keep_each_threads_nesting():
     }
     assert all(s.end is not None for s in t.sections)
     assert t.duration_ms("outer-0") >= t.duration_ms("inner-0") > 0
+
+
+def test_timer_rows_land_on_a_given_timeline_and_summarise_per_name():
+    from infermeter.measure.timer import section_summary
+
+    c = MockClock()
+    origin = c.mark()  # a run's origin, before the timer exists
+    c.advance(100)
+    t = Timer(c)
+    for ms in (2.0, 3.0, 2.0, 40.0):  # the last call stalls: an outlier of its name
+        with t.section("step"):
+            c.advance(ms)
+    rows = t.rows(origin, offset_ms=1000.0)
+    assert [r["ms"] for r in rows] == [2.0, 3.0, 2.0, 40.0]
+    assert rows[0]["start_ms"] == 1100.0 and rows[1]["start_ms"] == 1102.0
+    assert t.rows()[0]["start_ms"] == 0.0  # the timer's own origin by default
+    (summary,) = section_summary(rows)
+    assert summary["name"] == "step" and summary["calls"] == 4 and summary["total_ms"] == 47.0
+    assert summary["median_ms"] == 2.5 and summary["max_ms"] == 40.0 and summary["outliers"] == 1

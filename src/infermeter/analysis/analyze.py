@@ -11,6 +11,7 @@ from infermeter.analysis.roofline import all_rows, roofline, unplaceable
 from infermeter.analysis.timemodel import device_model
 from infermeter.measure.ceilings import Ceilings, spec_ceilings
 from infermeter.measure.curves import curves_of
+from infermeter.run.document import Analysis
 
 
 def time_model(run: Any, measured: Ceilings | None, learned: Learned | None) -> dict[str, Any]:
@@ -47,7 +48,7 @@ def analyze_run(
         roof = {"rows": [], "prefill": None, "decode": None, "approximate": [], "unavailable": why}
         findings = load_findings(run)
         model = {"rows": [], "note": why}
-    return {
+    return Analysis({
         "run_id": run.run_id,
         "model": run.model_info.get("spec"),
         "device": device,
@@ -62,7 +63,7 @@ def analyze_run(
         "findings": [f.to_dict() for f in findings],
         "time_model": model,
         "communication": communication_roofline(run),
-    }
+    })
 
 
 #: a calibration older than this is called stale where a run lands above its ceilings

@@ -33,6 +33,7 @@ from infermeter.errors import UserError
 from infermeter.measure.ceilings import Ceilings
 from infermeter.measure.curves import curves_of
 from infermeter.measure.stats import compare_paired_samples, compare_samples
+from infermeter.run.document import Comparison
 
 PHASES = (("prefill", "ttft_ms"), ("decode", "tpot_ms"))
 
@@ -113,7 +114,7 @@ def compare_runs(base: Any, variant: Any, ceilings: Ceilings | None = None) -> d
     )
     tps_b, tps_v = sb["tokens_per_s"].median, variant.summary()["tokens_per_s"].median
     layers = _layers(base, variant, paired)
-    return {
+    return Comparison({
         "baseline": {"run_id": base.run_id, "knobs": base.knobs},
         "variant": {"run_id": variant.run_id, "knobs": variant.knobs},
         "changed": {
@@ -149,7 +150,7 @@ def compare_runs(base: Any, variant: Any, ceilings: Ceilings | None = None) -> d
         else "roofline with ceilings"
         if ceilings
         else "first-order cost ratio",
-    }
+    })
 
 
 def _layers(base: Any, variant: Any, paired: bool = False) -> list[dict[str, Any]]:

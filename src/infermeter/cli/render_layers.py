@@ -136,13 +136,41 @@ def _stat_table(run: RunResult, title: str, fields: list[tuple[str, str, str]]) 
     return t
 
 
+def _sections_table(rows: list[dict[str, Any]]) -> Table | None:
+    """A session's user regions: calls, median with its 95% interval, spread, total."""
+    from infermeter.measure.timer import section_summary
+
+    if not rows:
+        return None
+    t = _compact("user sections (ms)", ["section", "calls", "median", "95% CI", "max", "total"])
+    for r in section_summary(rows):
+        ci = (
+            fmt.MISSING
+            if fmt.is_missing(r["median_ci95_low_ms"])
+            else f"{fmt.compact(r['median_ci95_low_ms'])}-{fmt.compact(r['median_ci95_high_ms'])}"
+        )
+        flag = f" ({r['outliers']} outlier)" if r["outliers"] else ""
+        t.add_row(
+            r["name"],
+            str(r["calls"]),
+            fmt.compact(r["median_ms"]),
+            ci,
+            fmt.compact(r["max_ms"]) + flag,
+            fmt.compact(r["total_ms"]),
+        )
+    return t
+
+
 def layer_tables(run: RunResult) -> list[Any]:
-    """Part totals, per-block times and per-block statistics, when the run has them."""
+    """Part totals, per-block times, per-block statistics and user sections, when present."""
     from infermeter.run.components import with_generate_calls
 
     if not run.layers:
         return []
     out: list[Any] = []
+    sections = _sections_table(run.layers.get("sections") or [])
+    if sections is not None:
+        out.append(sections)
     if run.layers.get("parts"):
         out.extend(_parts_table(with_generate_calls(run, run.layers["parts"])))
     times = _block_times(run.layers.get("layers", []))

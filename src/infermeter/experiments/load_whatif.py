@@ -25,6 +25,7 @@ from infermeter.experiments.whatif import (
     resolve_hardware,
     same_device,
 )
+from infermeter.run.document import LoadPrediction
 from infermeter.run.load import LoadSpec, knee, plan_requests, summarize_load, sweep_point
 from infermeter.run.slo import slo_report
 
@@ -176,7 +177,7 @@ def predict_load(
     if not dev.measured:
         approximate.append("the device is a spec row, not measured: its step costs are the "
                            f"{stack} stack's published-fit constants")  # fmt: skip
-    return {
+    return LoadPrediction({
         "kind": "infermeter-predict-load",
         "model": shown,
         "hardware": {"key": hardware.strip().lower(), "name": ceilings.device,
@@ -192,7 +193,7 @@ def predict_load(
         "capacity": found,
         "notes": notes,
         "approximate": approximate,
-    }  # fmt: skip
+    })  # fmt: skip
 
 
 def _capacity(spec: LoadSpec, cap: Any, tokenizer: Any, limit: int, cost: StepCost,

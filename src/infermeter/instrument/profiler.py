@@ -1,8 +1,9 @@
 """`Profiler`: hooks on any transformers model, per layer and per phase, removed on exit.
 
     with Profiler(model, ProfilingConfig.standard()) as prof:
-        model.generate(**inputs, max_new_tokens=32)
-    tables = prof.result()          # per-layer DataFrames
+        with prof.section("generate"):      # a user region, timed on the same clock
+            model.generate(**inputs, max_new_tokens=32)
+    tables = prof.result()          # per-layer DataFrames, and the sections
 
 A forward pre-hook on the model itself starts each step: it reads the KV cache length to tell
 prefill (empty cache) from decode, numbers the decode steps and decides whether this step is
@@ -15,6 +16,7 @@ restored on exit, also when the profiled code raises.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from typing import Any
 
 from infermeter.instrument import deep_attention
@@ -23,6 +25,7 @@ from infermeter.instrument.probes import ActivationProbe, AttentionProbe, KillPr
 from infermeter.instrument.recorder import TimingRecorder
 from infermeter.instrument.tables import LayerProfile, ModuleInfo, StepInfo
 from infermeter.measure.clock import Clock, clock_for
+from infermeter.measure.timer import Timer
 from infermeter.models.architecture import Architecture, discover
 from infermeter.models.forward_args import past_tokens
 from infermeter.models.forward_wrap import ForwardWrap
@@ -100,6 +103,18 @@ class Profiler:
         experts = max((_num_experts(b) for b in self.arch.blocks), default=0)
         self.routing = RoutingProbe(n_layers, experts, self.device) if deep and experts else None
         self._op_ids: dict[tuple[int, str], int] = {}
+        self._sections: Timer | None = None  # made by the first `section` (no mark before)
+
+    def section(self, name: str) -> AbstractContextManager[Any]:
+        """Time the body as a user region called `name`, on the profiler's clock.
+
+        Regions nest and repeat (each call is a row); they are timed whether or not the hooks
+        are attached, and come back from `result()` beside the layers, in the same timeline:
+        `result().section_summary()` has per-name calls, median and spread.
+        """
+        if self._sections is None:
+            self._sections = Timer(self.clock)
+        return self._sections.section(name)
 
     # -- attach / detach -------------------------------------------------------------------
 
@@ -376,6 +391,7 @@ class Profiler:
             routing=self.routing.collect() if self.routing else [],
             notes=notes,
             num_layers=len(self.arch.blocks),
+            sections=self._sections.rows(self._origin) if self._sections is not None else [],
         )
 
 

@@ -116,6 +116,18 @@ class LayerProfile:
     routing: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     num_layers: int = 0
+    #: user regions (`Profiler.section`), one row per call: name, depth, thread, start_ms, ms
+    sections: list[dict[str, Any]] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        """One line: what was measured, not every raw record."""
+        sections = len({r["name"] for r in self.sections})
+        return (
+            f"LayerProfile(mode={getattr(self.config, 'mode', None)!r}, "
+            f"modules={len(self.modules)}, steps={len(self.steps)}, "
+            f"records={len(self.records[0])}, sections={sections}, "
+            f"tables={sorted(self.tables())})"
+        )
 
     def records_frame(self) -> pd.DataFrame:
         """One row per timed call: module, kind, layer, step, phase, sample, start_ms, ms.
@@ -287,8 +299,18 @@ class LayerProfile:
             "modules": [[m.name, m.kind, m.layer] for m in self.modules],
         }
 
+    def sections_frame(self) -> pd.DataFrame:
+        """One row per user region call (`Profiler.section`), on the records' timeline."""
+        return pd.DataFrame(self.sections, columns=["name", "depth", "thread", "start_ms", "ms"])
+
+    def section_summary(self) -> pd.DataFrame:
+        """Per user region: calls, total, median with its 95% interval, mean, spread."""
+        from infermeter.measure.timer import section_summary
+
+        return pd.DataFrame(section_summary(self.sections))
+
     def tables(self) -> dict[str, pd.DataFrame]:
-        """Every non-empty table by name."""
+        """Every non-empty table by name (`sections`: one row per user region call)."""
         out = {
             "layers": self.layers(),
             "parts": self.parts(),
@@ -297,5 +319,6 @@ class LayerProfile:
             "mlp_kill": self.kill_frame(),
             "moe_routing": self.routing_frame(),
             "moe_load": self.moe_load_frame(),
+            "sections": self.sections_frame(),
         }
         return {k: v for k, v in out.items() if not v.empty}

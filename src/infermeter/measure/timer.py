@@ -38,14 +38,16 @@ class Timer:
 
     Args:
         clock: the clock to mark with.
+        origin: a mark of that clock to count start times from (a run's origin); a new mark
+            by default.
     """
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, origin: Any = None) -> None:
         self.clock = clock
         self.sections: list[Section] = []
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._origin = clock.mark()
+        self._origin = clock.mark() if origin is None else origin
 
     @contextmanager
     def section(self, name: str) -> Iterator[Section]:
@@ -100,6 +102,58 @@ class Timer:
             for s in self.sections
             if s.end is not None
         ]
+
+
+    def rows(self, origin: Any = None, offset_ms: float = 0.0) -> list[dict[str, Any]]:
+        """Finished sections as stored rows: name, depth, thread, start_ms, ms.
+
+        Args:
+            origin: the mark start times count from (the timer's creation by default), so a
+                run's sections land on the run's timeline beside its layers and samples.
+            offset_ms: added to every start (the run's load time before its clock started).
+        """
+        base = self._origin if origin is None else origin
+        return [
+            {
+                "name": s.name,
+                "depth": s.depth,
+                "thread": s.thread,
+                "start_ms": self.clock.elapsed_ms(base, s.start) + offset_ms,
+                "ms": self.clock.elapsed_ms(s.start, s.end),
+            }
+            for s in self.sections
+            if s.end is not None
+        ]
+
+
+def section_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per section name, in first-seen order: calls, total and the distribution of one call.
+
+    The median (with its 95% interval) is the headline; `outliers` counts calls marked as
+    out of line with the rest (a shared machine's stalls), which the mean and max include.
+    """
+    by_name: dict[str, list[float]] = {}
+    for r in rows:
+        by_name.setdefault(r["name"], []).append(float(r["ms"]))
+    out = []
+    for name, ms in by_name.items():
+        s = summarize(ms)
+        out.append(
+            {
+                "name": name,
+                "calls": s.n,
+                "total_ms": sum(ms),
+                "median_ms": s.median,
+                "median_ci95_low_ms": s.median_ci95_low,
+                "median_ci95_high_ms": s.median_ci95_high,
+                "mean_ms": s.mean,
+                "std_ms": s.std,
+                "min_ms": s.min,
+                "max_ms": s.max,
+                "outliers": len(s.outliers),
+            }
+        )
+    return out
 
 
 def measure_repeated(

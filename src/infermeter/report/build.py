@@ -143,6 +143,18 @@ def _summary_rows(run: Any) -> list[dict[str, Any]]:
     ]
 
 
+def _time_tables(doc: Any, run: Any) -> None:
+    """A session's user regions (the median of each name's calls), then the nested parts."""
+    from infermeter.measure.timer import section_summary
+
+    if run.layers.get("sections"):
+        doc.heading("User sections (ms; one row per name, median of its calls)")
+        doc.table(section_summary(run.layers["sections"]))
+    if "parts" in run.layers:
+        doc.heading("Where the time goes (each part under what it runs inside)")
+        doc.table(_part_rows(run))
+
+
 def run_report(run: Any, out: Path, analysis: dict[str, Any] | None = None) -> list[Path]:
     """Every file of a run's report; returns their paths."""
     out.mkdir(parents=True, exist_ok=True)
@@ -201,9 +213,7 @@ def run_report(run: Any, out: Path, analysis: dict[str, Any] | None = None) -> l
     for name, rows in run.layers.items():
         if rows:
             files.append(write_csv(out / f"layers_{name}.csv", rows))
-    if "parts" in run.layers:
-        doc.heading("Where the time goes (each part under what it runs inside)")
-        doc.table(_part_rows(run))
+    _time_tables(doc, run)
     if analysis is not None:
         doc.heading("Roofline")
         doc.text(f"ceilings: {analysis['ceilings_source']}")

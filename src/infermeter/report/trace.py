@@ -1,7 +1,8 @@
 """A run as a Chrome / Perfetto trace: complete ("X") events, properly nested, small.
 
-Three tracks: run phases (load, move to device), samples (prefill, decode, every token) and, for
-instrumented runs, the model (forward > block > attention / MLP / norms > QK^T / softmax / AV).
+Four tracks: run phases (load, move to device), samples (prefill, decode, every token), for
+instrumented runs the model (forward > block > attention / MLP / norms > QK^T / softmax / AV),
+and the user's own regions of a session (`session(...).section("name")`).
 Times are microseconds on the run's timeline. To stay small (target: <= 10 MB for 1,000 tokens of
 a 30-layer model in standard mode) events carry no args, names are short ("L12 attn"),
 timestamps are whole microseconds, durations keep one decimal only below 10 us, and norms (a
@@ -18,7 +19,7 @@ from infermeter.instrument.packing import unpack
 from infermeter.run.results import RunResult
 
 PID = 1
-TRACKS = {1: "run phases", 2: "samples", 3: "model"}
+TRACKS = {1: "run phases", 2: "samples", 3: "model", 4: "user sections"}
 _BLOCKS = {
     "forward", "embeddings", "rotary", "block", "final_norm", "lm_head", "vision_tower",
     "projector", "choose_token", "prepare_step",
@@ -96,6 +97,9 @@ def chrome_trace(run: RunResult, detail: str = "parts") -> dict[str, Any]:
         )
         for i in order:
             events.append(_x(labels[mids[i]], 3, offset_us + float(starts[i]), float(durs[i])))
+    sections = sorted(run.layers.get("sections") or [], key=lambda r: (r["start_ms"], -r["ms"]))
+    for r in sections:  # a session's user regions, on the run's timeline (nested by time)
+        events.append(_x(str(r["name"]), 4, float(r["start_ms"]) * 1e3, float(r["ms"]) * 1e3))
     return {
         "traceEvents": events,
         "displayTimeUnit": "ms",

@@ -8,6 +8,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers; at run time each loa
     from infermeter.run.config import RunConfig
     from infermeter.run.profiling import profile
     from infermeter.run.results import METRICS, RunResult, SampleResult
+    from infermeter.run.session import UserSession, session
     from infermeter.run.sink import LiveSink, RunSink, SweepStore
 
 __getattr__, __dir__ = lazy_exports(
@@ -18,6 +19,8 @@ __getattr__, __dir__ = lazy_exports(
         "METRICS": "infermeter.run.results",
         "RunResult": "infermeter.run.results",
         "SampleResult": "infermeter.run.results",
+        "UserSession": "infermeter.run.session",
+        "session": "infermeter.run.session",
         "LiveSink": "infermeter.run.sink",
         "RunSink": "infermeter.run.sink",
         "SweepStore": "infermeter.run.sink",
@@ -32,5 +35,7 @@ __all__ = [
     "RunSink",
     "SampleResult",
     "SweepStore",
+    "UserSession",
     "profile",
+    "session",
 ]

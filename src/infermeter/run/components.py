@@ -78,8 +78,9 @@ def with_generate_calls(run: Any, parts: list[dict[str, Any]]) -> list[dict[str,
 
     The generate call's time (TTFT; the decode time) = the model's forward + generate's own
     work outside it (logits processing, sampling, stopping checks, cache bookkeeping). Only
-    where every step of the phase was timed (not with --sample-every above 1) and the phase's
-    wall time covers its forward time; otherwise the rows are returned as they are.
+    where every step of the phase was timed (not with --sample-every above 1), the forwards
+    are the samples' own (one prefill each: not a session whose code ran generate too) and the
+    phase's wall time covers its forward time; otherwise the rows are returned as they are.
     """
     rows = [dict(r) for r in parts]
     if any("parent" not in r for r in rows):  # stored before parts were nested
@@ -87,6 +88,9 @@ def with_generate_calls(run: Any, parts: list[dict[str, Any]]) -> list[dict[str,
     samples = run.measured
     if not samples or (run.config.get("sample_every") or 1) > 1:
         return rows
+    prefills = [r["calls"] for r in rows if r["phase"] == "prefill" and r["part"] == "forward"]
+    if prefills and prefills[0] != len(samples):  # a session's own generate calls are in the
+        return rows  # tables too: the samples' wall time is not the whole of their forwards
     walls = {
         "prefill": sum(s.ttft_ms for s in samples),
         "decode": sum(s.decode_ms for s in samples),

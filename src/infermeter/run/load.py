@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from infermeter.errors import UserError
+from infermeter.run.document import LoadResult
 from infermeter.run.slo import SLO_METRICS, check_slos, parse_slos, slo_report
 
 SERVERS = ("continuous", "static")
@@ -721,7 +722,8 @@ def _document(
     meta = {**meta, "spec": asked}
     if interrupted is not None:
         meta["interrupted"] = interrupted
-    return {"meta": meta, "summary": summary, "timeline": _timeline(rows), "all_samples": rows}
+    doc = {"meta": meta, "summary": summary, "timeline": _timeline(rows), "all_samples": rows}
+    return LoadResult(doc)
 
 
 def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from infermeter.measure.energy.base import Unavailable
 from infermeter.measure.energy.sampler import PowerSampler
 from infermeter.measure.energy.select import CompositeSource, open_source
 from infermeter.measure.memory import MemoryTracker
+from infermeter.measure.timer import Timer
 from infermeter.models.flopcount import flop_check
 from infermeter.models.info import ModelInfo
 from infermeter.models.loader import LoadedModel, load_model
@@ -52,6 +53,7 @@ from infermeter.workloads.prompts import PromptBatch, VisionInput, WorkloadSpec,
 __all__ = [
     "ProgressFn",
     "Session",
+    "attach_instruments",
     "close_session",
     "profile",
     "register_session",
@@ -84,6 +86,8 @@ class Session:
     host_origin_ns: int = 0
     original_forward: Any = None
     nvtx: NvtxRanges | None = None
+    #: user regions (`infermeter.session(...).section`), on the run's clock
+    sections: Timer | None = None
 
 
 def _vision_input(loaded: LoadedModel) -> VisionInput | None:
@@ -276,7 +280,7 @@ def register_session(session: Session, sink: RunSink | None) -> None:
         raise
 
 
-def _attach(session: Session) -> None:
+def attach_instruments(session: Session) -> None:
     """Start the sampler, attach hooks and compile; `tear_down` undoes each of these."""
     import torch
 
@@ -359,6 +363,7 @@ def start_clock(session: Session) -> None:
     session.memory = MemoryTracker(next(session.loaded.model.parameters()).device)
     session.original_forward = session.loaded.model.__dict__.get("forward")
     session.origin = session.clock.mark()
+    session.sections = Timer(session.clock, origin=session.origin)  # no mark of its own
     session.host_origin_ns = time.perf_counter_ns()  # the power sampler's time base
 
 
@@ -412,7 +417,7 @@ def _sample_loop(session: Session, sink: RunSink | None) -> BaseException | None
     """
     start_clock(session)
     try:
-        _attach(session)
+        attach_instruments(session)
         for i in range(len(session.batches)):
             run_sample(session, sink, i)
         samples_done(session)
@@ -430,6 +435,9 @@ def tear_down(session: Session) -> None:
         profiler.detach()
         offset = session.clock.elapsed_ms(session.origin, profiler.origin) + _load_offset(result)
         _attach_layers(result, profiler, offset)
+    if session.sections is not None and session.sections.sections:
+        rows = session.sections.rows(session.origin, _load_offset(result))
+        result.layers["sections"] = rows  # beside the layers; the trace shows them too
     if session.config.compile:
         model = session.loaded.model
         if session.original_forward is None:

@@ -275,6 +275,46 @@ class RunResult:
             doc["power"] = self.power
         return doc
 
+    def to_frame(self) -> Any:
+        """One row per sample (warm-up included, flagged): tokens, latencies, rates, memory.
+
+        A pandas DataFrame, for notebooks; `summary()` has the medians with their intervals.
+        """
+        import pandas as pd
+
+        rows = []
+        for s in self.samples:
+            row = self.sample_row(s)
+            for key in ("config", "step_ms", "memory", "energy", "output_text"):
+                row.pop(key, None)
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def __repr__(self) -> str:
+        """One line: id, model, status, samples and the headline medians (not every sample)."""
+        measured = self.measured
+        head = [
+            f"run_id={self.run_id!r}",
+            f"model={self.model_info.get('spec')!r}",
+            f"status={self.status!r}",
+            f"samples={len(measured)} (+{len(self.samples) - len(measured)} warm-up)",
+        ]
+        if measured:
+            summary = self.summary()
+            head += [
+                f"ttft_ms_median={summary['ttft_ms'].median:.4g}",
+                f"tpot_ms_median={summary['tpot_ms'].median:.4g}",
+            ]
+        if self.layers:
+            head.append(f"tables={sorted(self.layers)}")
+        return f"RunResult({', '.join(head)})"
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: the one-line summary, then the samples table."""
+        from html import escape
+
+        return f"<p>{escape(repr(self))}</p>{self.to_frame()._repr_html_()}"
+
     def layer_tables(self) -> dict[str, Any]:
         """Per-layer tables (standard and deep modes) as pandas DataFrames."""
         import pandas as pd
