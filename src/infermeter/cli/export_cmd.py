@@ -38,6 +38,10 @@ def export_command(
         raise UserError(f"unknown format {format!r}", f"use one of {', '.join(FORMATS)}")
     if detail not in DETAIL:
         raise UserError(f"unknown detail {detail!r}", f"use one of {', '.join(DETAIL)}")
+    if format == "parquet":
+        from infermeter.extras import require
+
+        require("parquet", "--format parquet")
     folder = writable_dir(out)
     run = Store(db, create=False).get(run_id)
     if format == "json":

@@ -27,6 +27,9 @@ def serve_command(
     """Serve runs, sweeps and a live page of running profiles in the browser."""
     import socket
 
+    from infermeter.extras import require
+
+    require("dashboard", "`infermeter serve` (the dashboard)")
     import uvicorn
 
     from infermeter.dashboard import create_app

@@ -40,7 +40,6 @@ from infermeter.run.sweep import (
 )
 from infermeter.util.timestamps import now_iso
 
-RAY_INSTALL = "pip install 'infermeter[ray]'"
 #: environment variables a worker needs as the driver has them (offline hub, data folder)
 PASSED_ENV = (
     "HF_HUB_OFFLINE",
@@ -80,10 +79,11 @@ class RayPlacement:
 
 def import_ray() -> Any:
     """The ray module, or a one-line error saying how to install it."""
-    try:
-        import ray
-    except ImportError:
-        raise UserError("--ray needs Ray, which is not installed", RAY_INSTALL) from None
+    from infermeter.extras import require
+
+    require("ray", "--ray")
+    import ray
+
     return ray
 
 

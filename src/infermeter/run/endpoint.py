@@ -48,13 +48,11 @@ def base_url(endpoint: str) -> str:
 
 
 def _client(endpoint: str, key_env: str, timeout_s: float) -> Any:
-    try:
-        import openai
-    except ImportError:
-        raise UserError(
-            "--endpoint needs the openai client, which is not installed",
-            "pip install 'infermeter[endpoint]'",
-        ) from None
+    from infermeter.extras import require
+
+    require("endpoint", "--endpoint")
+    import openai
+
     key = os.environ.get(key_env) or "none"  # servers without keys accept any
     return openai.AsyncOpenAI(base_url=base_url(endpoint), api_key=key, timeout=timeout_s,
                               max_retries=0)  # fmt: skip

@@ -57,11 +57,9 @@ class Scraper:
     """Reads `url` every `interval_s` on a thread between `start()` and `stop()`."""
 
     def __init__(self, url: str, interval_s: float = 1.0, timeout_s: float = 5.0) -> None:
-        try:
-            import prometheus_client.parser  # noqa: F401
-        except ImportError:
-            raise UserError("--metrics-url needs prometheus_client, which is not installed",
-                            "pip install 'infermeter[endpoint]'") from None  # fmt: skip
+        from infermeter.extras import require
+
+        require("endpoint", "--metrics-url")
         self.url = check_url(url)
         self.interval_s = interval_s
         self.timeout_s = timeout_s

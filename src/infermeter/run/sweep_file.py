@@ -14,14 +14,19 @@ command line win over the file's.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
-import tomllib
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from infermeter.errors import UserError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the package supports Python 3.10, whose standard library has no TOML reader
+    import tomli as tomllib
 
 Scalar = str | int | float | bool
 #: a sweep file is a few lines; a larger one is a mistake (or a hostile file), refused unread

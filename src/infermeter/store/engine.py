@@ -65,11 +65,26 @@ def shown_url(url: str) -> str:
         return url.split("@", 1)[-1] if "@" in url else url  # not a URL: never its user part
 
 
+def _driver(url: str) -> str | None:
+    """The DBAPI driver SQLAlchemy picks for `url` (its default where the URL names none)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    try:
+        return str(make_url(url).get_dialect().driver)
+    except (ArgumentError, NoSuchModuleError):
+        return None
+
+
 def make_engine(url: str, timeout_s: float) -> Engine:
     """An engine; on SQLite every connection gets WAL, NORMAL sync, a busy timeout and FKs."""
     # JSON columns hold strict JSON: NaN and infinities (a sensor's NaN, an overflowed figure)
     # become null, which every database accepts (PostgreSQL refuses the NaN token)
     kwargs: dict[str, Any] = {"json_serializer": to_json_text}
+    if url.startswith("postgresql") and _driver(url) == "psycopg":  # infermeter[postgres]'s
+        from infermeter.extras import require
+
+        require("postgres", f"--db {shown_url(url)}")
     if url.startswith("sqlite"):
         kwargs["connect_args"] = {"timeout": timeout_s}
     engine = create_engine(url, **kwargs)

@@ -70,11 +70,11 @@ def _load(name: str, split: str | None) -> Any:
     """The data set (one split) `name` stands for, read without the network."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-    try:
-        import datasets
-    except ImportError:
-        raise UserError("--dataset needs the datasets library, which is not installed",
-                        "pip install 'infermeter[datasets]'") from None  # fmt: skip
+    from infermeter.extras import require
+
+    require("datasets", "--dataset")
+    import datasets
+
     datasets.disable_progress_bars()  # the run's own progress is what the user watches
     datasets.utils.logging.set_verbosity_error()  # "Using the latest cached version ..."
     path = Path(name).expanduser()
