@@ -52,6 +52,7 @@ demo: install
 
 lint: install-dev
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
 # The dashboard's browser test drives Debian's chromium: install it where we can (root, or sudo
@@ -74,6 +75,7 @@ postgres:
 
 test: install-dev browser postgres package
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q
 
@@ -87,6 +89,7 @@ package: install-dev
 # The tests a change is checked with while working: under 3 minutes here. `make test` is the gate.
 test-fast: install-dev
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/pytest -q -m "$(FAST_TESTS)"
 
 # The newest releases of every dependency (torch stays at TORCH_SPEC) in a venv of their own,

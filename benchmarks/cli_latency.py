@@ -58,7 +58,10 @@ def main(argv: list[str] | None = None) -> None:
             "(import typer)": [*py, "-c", "import typer"],
             # the floor under `runs list`: the store's ORM, the CLI and the table, imported
             "(import sqlalchemy.orm, typer, rich)": [
-                *py, "-c", "import sqlalchemy.orm, typer, rich.console, rich.table"],
+                *py,
+                "-c",
+                "import sqlalchemy.orm, typer, rich.console, rich.table",
+            ],
         }
         times: dict[str, list[float]] = {k: [] for k in commands}
         for _ in range(args.repeats):

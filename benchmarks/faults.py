@@ -31,39 +31,91 @@ from tests.faults_kit import kill_trials, writers_and_reader
 
 #: (item of issue 35, what must hold, the tests that check it on real parts)
 CASES: list[tuple[str, str, list[str]]] = [
-    ("1", "concurrent first opens of a new PostgreSQL database all succeed",
-     ["tests/store/test_hardening.py::test_processes_opening_a_new_postgresql_database_at_once_all_succeed",
-      "tests/store/test_hardening.py::test_a_schema_step_another_process_did_first_is_retried_not_refused"]),
-    ("2", "a PostgreSQL password is never printed, logged, stored or sent",
-     ["tests/store/test_hardening.py::test_a_password_is_never_shown",
-      "tests/store/test_hardening.py::test_the_profile_card_and_runs_show_hide_the_password"]),
-    ("3", "a run in progress is kept from delete and cleanup unless --force",
-     ["tests/store/test_hardening.py::test_a_run_in_progress_is_kept_from_delete_and_cleanup_unless_forced"]),
-    ("4", "a refused database is never written; read-only and empty ones are read only",
-     ["tests/store/test_hardening.py::test_a_foreign_sqlite_file_is_refused_untouched",
-      "tests/store/test_hardening.py::test_a_newer_schema_is_refused_before_any_table_is_created",
-      "tests/store/test_hardening.py::test_reading_an_empty_database_creates_nothing",
-      "tests/store/test_hardening.py::test_a_database_opened_read_only_can_be_listed"]),
-    ("5", "two deep-mode profiles in two threads each keep their attention operations",
-     ["tests/instrument/test_profiler.py::test_two_deep_profiles_in_two_threads_each_time_their_own_attention"]),
-    ("6", "no --tp process outlives an interrupted or killed profile",
-     ["tests/experiments/test_tensor_parallel.py::test_no_process_outlives_an_interrupted_or_killed_profile"]),
-    ("7", "a killed profile leaves no in-progress line on the live page",
-     ["tests/store/test_hardening.py::test_a_killed_profile_leaves_no_in_progress_line"]),
-    ("8", "an interrupted load stores the requests that finished (Ctrl-C, SIGTERM)",
-     ["tests/run/test_load.py::test_an_interrupted_load_stores_the_requests_that_finished"]),
-    ("9", "a Ray point no node can run is refused, not left waiting",
-     ["tests/experiments/test_ray_sweep.py::test_a_point_no_node_can_run_is_refused_not_left_waiting",
-      "tests/experiments/test_ray_sweep.py::test_feasibility_is_judged_per_node"]),
-    ("10", "unbounded or malformed inputs are one line, at once",
-     ["tests/run/test_hostile_inputs.py"]),
-    ("11", "a full disk: files whole or absent, one line, the store readable",
-     ["tests/store/test_disk_full.py"]),
-    ("12", "serve on every interface, Ctrl-C with pages open, bytes given back, load lengths",
-     ["tests/dashboard/test_serve_process.py",
-      "tests/store/test_hardening.py::test_cleanup_never_claims_more_than_the_database_held",
-      "tests/run/test_load.py::test_bad_options_are_one_line"]),
-]  # fmt: skip
+    (
+        "1",
+        "concurrent first opens of a new PostgreSQL database all succeed",
+        [
+            "tests/store/test_hardening.py::test_processes_opening_a_new_postgresql_database_at_once_all_succeed",
+            "tests/store/test_hardening.py::test_a_schema_step_another_process_did_first_is_retried_not_refused",
+        ],
+    ),
+    (
+        "2",
+        "a PostgreSQL password is never printed, logged, stored or sent",
+        [
+            "tests/store/test_hardening.py::test_a_password_is_never_shown",
+            "tests/store/test_hardening.py::test_the_profile_card_and_runs_show_hide_the_password",
+        ],
+    ),
+    (
+        "3",
+        "a run in progress is kept from delete and cleanup unless --force",
+        [
+            "tests/store/test_hardening.py::test_a_run_in_progress_is_kept_from_delete_and_cleanup_unless_forced"
+        ],
+    ),
+    (
+        "4",
+        "a refused database is never written; read-only and empty ones are read only",
+        [
+            "tests/store/test_hardening.py::test_a_foreign_sqlite_file_is_refused_untouched",
+            "tests/store/test_hardening.py::test_a_newer_schema_is_refused_before_any_table_is_created",
+            "tests/store/test_hardening.py::test_reading_an_empty_database_creates_nothing",
+            "tests/store/test_hardening.py::test_a_database_opened_read_only_can_be_listed",
+        ],
+    ),
+    (
+        "5",
+        "two deep-mode profiles in two threads each keep their attention operations",
+        [
+            "tests/instrument/test_profiler.py::test_two_deep_profiles_in_two_threads_each_time_their_own_attention"
+        ],
+    ),
+    (
+        "6",
+        "no --tp process outlives an interrupted or killed profile",
+        [
+            "tests/experiments/test_tensor_parallel.py::test_no_process_outlives_an_interrupted_or_killed_profile"
+        ],
+    ),
+    (
+        "7",
+        "a killed profile leaves no in-progress line on the live page",
+        ["tests/store/test_hardening.py::test_a_killed_profile_leaves_no_in_progress_line"],
+    ),
+    (
+        "8",
+        "an interrupted load stores the requests that finished (Ctrl-C, SIGTERM)",
+        ["tests/run/test_load.py::test_an_interrupted_load_stores_the_requests_that_finished"],
+    ),
+    (
+        "9",
+        "a Ray point no node can run is refused, not left waiting",
+        [
+            "tests/experiments/test_ray_sweep.py::test_a_point_no_node_can_run_is_refused_not_left_waiting",
+            "tests/experiments/test_ray_sweep.py::test_feasibility_is_judged_per_node",
+        ],
+    ),
+    (
+        "10",
+        "unbounded or malformed inputs are one line, at once",
+        ["tests/run/test_hostile_inputs.py"],
+    ),
+    (
+        "11",
+        "a full disk: files whole or absent, one line, the store readable",
+        ["tests/store/test_disk_full.py"],
+    ),
+    (
+        "12",
+        "serve on every interface, Ctrl-C with pages open, bytes given back, load lengths",
+        [
+            "tests/dashboard/test_serve_process.py",
+            "tests/store/test_hardening.py::test_cleanup_never_claims_more_than_the_database_held",
+            "tests/run/test_load.py::test_bad_options_are_one_line",
+        ],
+    ),
+]
 
 
 def run_cases() -> list[dict[str, object]]:
@@ -75,14 +127,31 @@ def run_cases() -> list[dict[str, object]]:
     ids = [t for _, _, tests in CASES for t in tests]
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "junit.xml"
-        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                        f"--junitxml={report}", *ids], cwd=root, check=False)  # fmt: skip
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                f"--junitxml={report}",
+                *ids,
+            ],
+            cwd=root,
+            check=False,
+        )
         cases = ET.parse(report).getroot().iter("testcase")
         results = []
         for c in cases:
             path = c.get("file") or (c.get("classname") or "").replace(".", "/") + ".py"
-            status = "failed" if c.find("failure") is not None or c.find("error") is not None \
-                else "skipped" if c.find("skipped") is not None else "passed"
+            status = (
+                "failed"
+                if c.find("failure") is not None or c.find("error") is not None
+                else "skipped"
+                if c.find("skipped") is not None
+                else "passed"
+            )
             results.append((path, c.get("name") or "", status))
     rows = []
     for item, what, tests in CASES:

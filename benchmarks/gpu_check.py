@@ -57,11 +57,25 @@ def run_json(cmd: list[str], timeout_s: float = 1800) -> Any:
         return json.loads(text.splitlines()[-1])
 
 
-def row(check: str, value: Any, unit: str = "", reference: Any = None, goal: str = "",
-        ok: bool | None = None, note: str = "") -> dict[str, Any]:  # fmt: skip
+def row(
+    check: str,
+    value: Any,
+    unit: str = "",
+    reference: Any = None,
+    goal: str = "",
+    ok: bool | None = None,
+    note: str = "",
+) -> dict[str, Any]:
     """One line of the table."""
-    return {"check": check, "value": value, "unit": unit, "reference": reference, "goal": goal,
-            "ok": ok, "note": note}  # fmt: skip
+    return {
+        "check": check,
+        "value": value,
+        "unit": unit,
+        "reference": reference,
+        "goal": goal,
+        "ok": ok,
+        "note": note,
+    }
 
 
 def calibrate_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -71,13 +85,15 @@ def calibrate_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
     for dtype, flops in sorted((measured.get("flop_per_s") or {}).items()):
         ref = (spec.get("flop_per_s") or {}).get(dtype)
         note = f"{flops / ref:.0%} of datasheet" if ref else "no datasheet"
-        out.append(row(f"matmul {dtype}", flops / 1e12, "TFLOP/s", ref / 1e12 if ref else None,
-                       note=note))  # fmt: skip
+        out.append(
+            row(f"matmul {dtype}", flops / 1e12, "TFLOP/s", ref / 1e12 if ref else None, note=note)
+        )
     bw, ref_bw = measured.get("bandwidth_bytes_per_s"), spec.get("bandwidth_bytes_per_s")
     if bw:
         note = f"{bw / ref_bw:.0%} of datasheet" if ref_bw else "no datasheet"
-        out.append(row("copy bandwidth", bw / 1e9, "GB/s", ref_bw / 1e9 if ref_bw else None,
-                       note=note))  # fmt: skip
+        out.append(
+            row("copy bandwidth", bw / 1e9, "GB/s", ref_bw / 1e9 if ref_bw else None, note=note)
+        )
     return out
 
 
@@ -94,19 +110,34 @@ def profile_rows(label: str, run: dict[str, Any], analysis: dict[str, Any]) -> l
     floor = roof.get("decode_min_ms")
     out = [
         row(f"{label} TTFT", _median(s, "ttft_ms"), "ms"),
-        row(f"{label} TPOT", tpot, "ms", floor,
-            note=f"{tpot / floor:.2f}x the bandwidth-bound minimum" if tpot and floor else ""),
-    ]  # fmt: skip
+        row(
+            f"{label} TPOT",
+            tpot,
+            "ms",
+            floor,
+            note=f"{tpot / floor:.2f}x the bandwidth-bound minimum" if tpot and floor else "",
+        ),
+    ]
     samples = [x for x in run.get("all_samples", []) if not x.get("warmup")]
     if samples:
         mem = samples[-1].get("memory") or {}
-        alloc, free, total = (mem.get("peak_reserved_mb"), mem.get("device_free_mb"),
-                              mem.get("device_total_mb"))  # fmt: skip
+        alloc, free, total = (
+            mem.get("peak_reserved_mb"),
+            mem.get("device_free_mb"),
+            mem.get("device_total_mb"),
+        )
         if alloc is not None and free is not None and total:
             used = total - free
-            out.append(row(f"{label} memory", alloc, "MiB", used,
-                           note=f"allocator reserved vs device used; {used - alloc:.0f} MiB "
-                           "outside the allocator (CUDA context, other processes)"))  # fmt: skip
+            out.append(
+                row(
+                    f"{label} memory",
+                    alloc,
+                    "MiB",
+                    used,
+                    note=f"allocator reserved vs device used; {used - alloc:.0f} MiB "
+                    "outside the allocator (CUDA context, other processes)",
+                )
+            )
     j = _median(s, "j_per_token") if "j_per_token" in s else None
     if j is not None:
         out.append(row(f"{label} energy", j, "J/token", note="NVML"))
@@ -120,8 +151,9 @@ def stopwatch_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
         return [row("stopwatch", None, note=f"unexpected output: {sorted(doc)[:6]}")]
     diff = 100 * (ratio - 1)
     goal = GOALS["stopwatch_diff_pct"]
-    return [row("CUDA events vs stopwatch", diff, "%", goal=f"|diff| <= {goal}%",
-                ok=abs(diff) <= goal)]  # fmt: skip
+    return [
+        row("CUDA events vs stopwatch", diff, "%", goal=f"|diff| <= {goal}%", ok=abs(diff) <= goal)
+    ]
 
 
 def overhead_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -133,10 +165,16 @@ def overhead_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
         pct = 100 * (r["tpot"] - 1)
         lo, hi = (100 * (x - 1) for x in r.get("tpot_ci") or (r["tpot"], r["tpot"]))
         goal = OVERHEAD_GOALS_PCT.get(mode)
-        out.append(row(f"overhead {mode}", pct, "% TPOT", goal=f"<= {goal:g}%" if goal else "",
-                       ok=(hi <= goal if goal else None),
-                       note=f"95% CI {lo:+.2f} to {hi:+.2f}%; TTFT {100 * (r['ttft'] - 1):+.2f}%"
-                       ))  # fmt: skip
+        out.append(
+            row(
+                f"overhead {mode}",
+                pct,
+                "% TPOT",
+                goal=f"<= {goal:g}%" if goal else "",
+                ok=(hi <= goal if goal else None),
+                note=f"95% CI {lo:+.2f} to {hi:+.2f}%; TTFT {100 * (r['ttft'] - 1):+.2f}%",
+            )
+        )
     return out
 
 
@@ -144,13 +182,29 @@ def nvml_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """NVML power integrated against the energy counter (benchmarks/nvml_integration.py)."""
     diff = doc.get("median_abs_diff_pct")
     goal = GOALS["nvml_diff_pct"]
-    note = (f"largest {doc.get('max_abs_diff_pct', float('nan')):.2f}% over {doc.get('windows')} "
-            f"windows, polled every {doc.get('interval_ms')} ms")  # fmt: skip
-    out = [row("NVML integrated vs counter", diff, "% (median |diff|)", goal=f"<= {goal}%",
-               ok=diff is not None and diff <= goal, note=note)]  # fmt: skip
+    note = (
+        f"largest {doc.get('max_abs_diff_pct', float('nan')):.2f}% over {doc.get('windows')} "
+        f"windows, polled every {doc.get('interval_ms')} ms"
+    )
+    out = [
+        row(
+            "NVML integrated vs counter",
+            diff,
+            "% (median |diff|)",
+            goal=f"<= {goal}%",
+            ok=diff is not None and diff <= goal,
+            note=note,
+        )
+    ]
     if doc.get("j_per_token") is not None:
-        out.append(row("energy per token (counter)", doc["j_per_token"], "J/token",
-                       note=doc.get("model", "")))  # fmt: skip
+        out.append(
+            row(
+                "energy per token (counter)",
+                doc["j_per_token"],
+                "J/token",
+                note=doc.get("model", ""),
+            )
+        )
     return out
 
 
@@ -165,10 +219,13 @@ def table(rows: list[dict[str, Any]]) -> str:
         return str(v)
 
     head = ("check", "value", "unit", "reference", "goal", "ok", "note")
-    lines = [[cell(r[h]) if h != "ok" else {True: "yes", False: "NO", None: ""}[r["ok"]]
-              for h in head] for r in rows]  # fmt: skip
-    widths = [max(len(h), *(len(ln[i]) for ln in lines)) if lines else len(h)
-              for i, h in enumerate(head)]  # fmt: skip
+    lines = [
+        [cell(r[h]) if h != "ok" else {True: "yes", False: "NO", None: ""}[r["ok"]] for h in head]
+        for r in rows
+    ]
+    widths = [
+        max(len(h), *(len(ln[i]) for ln in lines)) if lines else len(h) for i, h in enumerate(head)
+    ]
     fmt_row = "  ".join("{:<%d}" % w for w in widths)
     return "\n".join([fmt_row.format(*head), *(fmt_row.format(*ln) for ln in lines)])
 
@@ -184,37 +241,122 @@ def run_checks(out: Path, quick: bool) -> list[dict[str, Any]]:
     """Every step on the GPU; the table's rows."""
     db = str(out / "gpu_check.db")
     rows: list[dict[str, Any]] = []
-    _step(rows, "energy probe", lambda: [row("energy sources", ", ".join(
-        s.get("source", "?") for s in run_json(cli("energy", "probe", "--json")).get("sources", [])
-        if s.get("available")))])  # fmt: skip
-    _step(rows, "calibrate", lambda: calibrate_rows(
-        run_json(cli("calibrate", "--device", "cuda", "--db", db, "--json"))))  # fmt: skip
+    _step(
+        rows,
+        "energy probe",
+        lambda: [
+            row(
+                "energy sources",
+                ", ".join(
+                    s.get("source", "?")
+                    for s in run_json(cli("energy", "probe", "--json")).get("sources", [])
+                    if s.get("available")
+                ),
+            )
+        ],
+    )
+    _step(
+        rows,
+        "calibrate",
+        lambda: calibrate_rows(
+            run_json(cli("calibrate", "--device", "cuda", "--db", db, "--json"))
+        ),
+    )
     for model in MODELS[:1] if quick else MODELS:
         for batch in BATCHES:
             label = f"{model} b{batch}"
 
             def prof(model: str = model, batch: int = batch, label: str = label) -> list[dict]:
-                run = run_json(cli("profile", "-m", model, "--dtype", "bfloat16", "--device",
-                                   "cuda", "--batch-size", str(batch), "--prompt-tokens", "512",
-                                   "--new-tokens", "128", "--samples", "3" if quick else "10",
-                                   "--energy", "nvml", "--db", db, "--json"))  # fmt: skip
+                run = run_json(
+                    cli(
+                        "profile",
+                        "-m",
+                        model,
+                        "--dtype",
+                        "bfloat16",
+                        "--device",
+                        "cuda",
+                        "--batch-size",
+                        str(batch),
+                        "--prompt-tokens",
+                        "512",
+                        "--new-tokens",
+                        "128",
+                        "--samples",
+                        "3" if quick else "10",
+                        "--energy",
+                        "nvml",
+                        "--db",
+                        db,
+                        "--json",
+                    )
+                )
                 rid = run["meta"]["run_id"]
                 an = run_json(cli("analyze", rid, "--db", db, "--json", "--out", str(out)))
-                subprocess.run(cli("report", rid, "--db", db, "--out", str(out)), cwd=ROOT,
-                               capture_output=True, timeout=600)  # fmt: skip
+                subprocess.run(
+                    cli("report", rid, "--db", db, "--out", str(out)),
+                    cwd=ROOT,
+                    capture_output=True,
+                    timeout=600,
+                )
                 return profile_rows(label, run, an)
 
             _step(rows, label, prof)
-    _step(rows, "stopwatch", lambda: stopwatch_rows(run_json(
-        [sys.executable, str(ROOT / "benchmarks" / "stopwatch.py"), "--device", "cuda",
-         "--model", MODELS[0], "--rounds", "10" if quick else "40"])))  # fmt: skip
-    _step(rows, "NVML integration", lambda: nvml_rows(run_json(
-        [sys.executable, str(ROOT / "benchmarks" / "nvml_integration.py"), "--model", MODELS[0],
-         "--windows", "5" if quick else "20"])))  # fmt: skip
-    _step(rows, "overhead", lambda: overhead_rows(run_json(
-        [sys.executable, str(ROOT / "benchmarks" / "overhead.py"), "--device", "cuda",
-         "--dtype", "bfloat16", "--model", MODELS[0], "--quick", "--rounds",
-         "4" if quick else "12"])))  # fmt: skip
+    _step(
+        rows,
+        "stopwatch",
+        lambda: stopwatch_rows(
+            run_json(
+                [
+                    sys.executable,
+                    str(ROOT / "benchmarks" / "stopwatch.py"),
+                    "--device",
+                    "cuda",
+                    "--model",
+                    MODELS[0],
+                    "--rounds",
+                    "10" if quick else "40",
+                ]
+            )
+        ),
+    )
+    _step(
+        rows,
+        "NVML integration",
+        lambda: nvml_rows(
+            run_json(
+                [
+                    sys.executable,
+                    str(ROOT / "benchmarks" / "nvml_integration.py"),
+                    "--model",
+                    MODELS[0],
+                    "--windows",
+                    "5" if quick else "20",
+                ]
+            )
+        ),
+    )
+    _step(
+        rows,
+        "overhead",
+        lambda: overhead_rows(
+            run_json(
+                [
+                    sys.executable,
+                    str(ROOT / "benchmarks" / "overhead.py"),
+                    "--device",
+                    "cuda",
+                    "--dtype",
+                    "bfloat16",
+                    "--model",
+                    MODELS[0],
+                    "--quick",
+                    "--rounds",
+                    "4" if quick else "12",
+                ]
+            )
+        ),
+    )
     return rows
 
 
@@ -226,9 +368,12 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     if not torch.cuda.is_available():
-        why = "CUDA_VISIBLE_DEVICES hides every GPU" if os.environ.get(
-            "CUDA_VISIBLE_DEVICES") == "" else f"torch {torch.__version__} sees no CUDA device"
-        print(f"gpu_check: nothing ran: {why}")  # fmt: skip
+        why = (
+            "CUDA_VISIBLE_DEVICES hides every GPU"
+            if os.environ.get("CUDA_VISIBLE_DEVICES") == ""
+            else f"torch {torch.__version__} sees no CUDA device"
+        )
+        print(f"gpu_check: nothing ran: {why}")
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
     name = torch.cuda.get_device_name(0)

@@ -62,8 +62,9 @@ METRICS = ("ttft_ms", "tpot_ms", "e2e_ms")
 
 def cli(*args: str) -> str:
     """Run `infermeter ARGS` as a user would; its stdout."""
-    done = subprocess.run([sys.executable, "-m", "infermeter", *args], capture_output=True,
-                          text=True, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "infermeter", *args], capture_output=True, text=True, check=False
+    )
     if done.returncode:
         raise SystemExit(f"infermeter {' '.join(args)} failed:\n{done.stderr[-2000:]}")
     return done.stdout
@@ -73,16 +74,61 @@ def one_model(model: str, db: str, requests: int, seed: int) -> dict[str, object
     s = SETUPS[model]
     cli("calibrate", "-m", model, "--db", db)
     rates = ",".join(f"{r:g}" for r in s["rates"])
-    common = ["-m", model, "--rate", rates, "--requests", str(requests), "--prompt-tokens",
-              s["prompt"], "--new-tokens", s["new"], "--seed", str(seed), "--db", db,
-              "--energy", "off", "--json"]  # fmt: skip
+    common = [
+        "-m",
+        model,
+        "--rate",
+        rates,
+        "--requests",
+        str(requests),
+        "--prompt-tokens",
+        s["prompt"],
+        "--new-tokens",
+        s["new"],
+        "--seed",
+        str(seed),
+        "--db",
+        db,
+        "--energy",
+        "off",
+        "--json",
+    ]
     alone = json.loads(cli("load", "--predict", *common))  # no stored load yet: the time model
     for conc, prompt in s["learn"]:  # outputs of several lengths: steps mix prefill and decode
-        cli("load", "-m", model, "--concurrency", str(conc), "--requests", str(3 * conc),
-            "--prompt-tokens", str(prompt), "--new-tokens", "uniform:16-48", "--energy", "off",
-            "--db", db)  # fmt: skip
-    cli("load", "-m", model, "--rate", str(s["learn_rate"]), "--requests", "24",
-        "--prompt-tokens", "128", "--new-tokens", "16", "--energy", "off", "--db", db)
+        cli(
+            "load",
+            "-m",
+            model,
+            "--concurrency",
+            str(conc),
+            "--requests",
+            str(3 * conc),
+            "--prompt-tokens",
+            str(prompt),
+            "--new-tokens",
+            "uniform:16-48",
+            "--energy",
+            "off",
+            "--db",
+            db,
+        )
+    cli(
+        "load",
+        "-m",
+        model,
+        "--rate",
+        str(s["learn_rate"]),
+        "--requests",
+        "24",
+        "--prompt-tokens",
+        "128",
+        "--new-tokens",
+        "16",
+        "--energy",
+        "off",
+        "--db",
+        db,
+    )
     predicted = json.loads(cli("load", "--predict", *common))
     measured = json.loads(cli("load", *common))
     knee = measured["knee_rate"]
@@ -91,37 +137,64 @@ def one_model(model: str, db: str, requests: int, seed: int) -> dict[str, object
         for metric in METRICS:
             for q in ("p50", "p99"):
                 pv, av, mv = p[f"{metric}_{q}"], a[f"{metric}_{q}"], m[f"{metric}_{q}"]
-                rows.append({"rate": p["rate"], "metric": metric, "q": q, "predicted_ms": pv,
-                             "measured_ms": mv, "error_pct": 100 * (pv - mv) / mv,
-                             "alone_error_pct": 100 * (av - mv) / mv,
-                             "below_knee": knee is not None and p["rate"] <= knee})  # fmt: skip
-    return {"model": model, "knee_rate": knee, "step_model": predicted["step_model"],
-            "rows": rows}  # fmt: skip
+                rows.append(
+                    {
+                        "rate": p["rate"],
+                        "metric": metric,
+                        "q": q,
+                        "predicted_ms": pv,
+                        "measured_ms": mv,
+                        "error_pct": 100 * (pv - mv) / mv,
+                        "alone_error_pct": 100 * (av - mv) / mv,
+                        "below_knee": knee is not None and p["rate"] <= knee,
+                    }
+                )
+    return {"model": model, "knee_rate": knee, "step_model": predicted["step_model"], "rows": rows}
 
 
 def report(res: dict[str, object]) -> dict[str, object]:
     rows = res["rows"]
     sm = res["step_model"]
-    print(f"\n{res['model']}: step costs learnt from {sm['learnt_from']}, fit error p50 "
-          f"{sm['fit_error_pct_p50']:.1f}% p90 {sm['fit_error_pct_p90']:.1f}%; measured knee "
-          f"{res['knee_rate']} req/s")  # fmt: skip
+    print(
+        f"\n{res['model']}: step costs learnt from {sm['learnt_from']}, fit error p50 "
+        f"{sm['fit_error_pct_p50']:.1f}% p90 {sm['fit_error_pct_p90']:.1f}%; measured knee "
+        f"{res['knee_rate']} req/s"
+    )
     print("(alone: the time model before any load was stored, calibration only)")
-    print(f"{'rate':>6} {'metric':>8} {'q':>4} {'predicted':>10} {'measured':>10} {'error':>8} "
-          f"{'alone':>8}")
+    print(
+        f"{'rate':>6} {'metric':>8} {'q':>4} {'predicted':>10} {'measured':>10} {'error':>8} "
+        f"{'alone':>8}"
+    )
     for r in rows:
         mark = "" if r["below_knee"] else "  (beyond the knee)"
-        print(f"{r['rate']:>6g} {r['metric']:>8} {r['q']:>4} {r['predicted_ms']:>10.1f} "
-              f"{r['measured_ms']:>10.1f} {r['error_pct']:>+7.1f}% "
-              f"{r['alone_error_pct']:>+7.1f}%{mark}")  # fmt: skip
+        print(
+            f"{r['rate']:>6g} {r['metric']:>8} {r['q']:>4} {r['predicted_ms']:>10.1f} "
+            f"{r['measured_ms']:>10.1f} {r['error_pct']:>+7.1f}% "
+            f"{r['alone_error_pct']:>+7.1f}%{mark}"
+        )
     below = [r for r in rows if r["below_knee"]]
-    worst = {q: max((abs(r["error_pct"]) for r in below if r["q"] == q), default=None)
-             for q in ("p50", "p99")}  # fmt: skip
-    met = (worst["p50"] is not None and worst["p50"] <= 15
-           and worst["p99"] is not None and worst["p99"] <= 30)  # fmt: skip
-    print(f"below the knee: worst p50 error {_pct(worst['p50'])}, worst p99 error "
-          f"{_pct(worst['p99'])} -> goal (15% / 30%) {'met' if met else 'NOT met'}")
-    return {"model": res["model"], "knee_rate": res["knee_rate"], "worst_p50_pct": worst["p50"],
-            "worst_p99_pct": worst["p99"], "goal_met": met, "rows": rows}  # fmt: skip
+    worst = {
+        q: max((abs(r["error_pct"]) for r in below if r["q"] == q), default=None)
+        for q in ("p50", "p99")
+    }
+    met = (
+        worst["p50"] is not None
+        and worst["p50"] <= 15
+        and worst["p99"] is not None
+        and worst["p99"] <= 30
+    )
+    print(
+        f"below the knee: worst p50 error {_pct(worst['p50'])}, worst p99 error "
+        f"{_pct(worst['p99'])} -> goal (15% / 30%) {'met' if met else 'NOT met'}"
+    )
+    return {
+        "model": res["model"],
+        "knee_rate": res["knee_rate"],
+        "worst_p50_pct": worst["p50"],
+        "worst_p99_pct": worst["p99"],
+        "goal_met": met,
+        "rows": rows,
+    }
 
 
 def _pct(v: float | None) -> str:

@@ -52,10 +52,15 @@ def compare_windows(
             tokens = work()
         c1, i1 = sum(counter.read_j().values()), sum(integrated.read_j().values())
         c_j, i_j = c1 - c0, i1 - i0
-        rows.append({
-            "window": w, "counter_j": c_j, "integrated_j": i_j, "tokens": tokens,
-            "diff_pct": 100 * (i_j - c_j) / c_j if c_j > 0 else float("nan"),
-        })  # fmt: skip
+        rows.append(
+            {
+                "window": w,
+                "counter_j": c_j,
+                "integrated_j": i_j,
+                "tokens": tokens,
+                "diff_pct": 100 * (i_j - c_j) / c_j if c_j > 0 else float("nan"),
+            }
+        )
     return rows
 
 
@@ -118,15 +123,22 @@ def main(argv: list[str] | None = None) -> int:
 
     work()  # warm-up
     rows = compare_windows(counter, integrated, work, args.windows, args.interval_ms)
-    result = summarise(rows) | {"model": args.model, "interval_ms": args.interval_ms,
-                                "gpu": torch.cuda.get_device_name(0)}  # fmt: skip
+    result = summarise(rows) | {
+        "model": args.model,
+        "interval_ms": args.interval_ms,
+        "gpu": torch.cuda.get_device_name(0),
+    }
     for r in rows:
-        print(f"window {r['window']}: counter {r['counter_j']:.2f} J, integrated "
-              f"{r['integrated_j']:.2f} J ({r['diff_pct']:+.2f}%)")  # fmt: skip
+        print(
+            f"window {r['window']}: counter {r['counter_j']:.2f} J, integrated "
+            f"{r['integrated_j']:.2f} J ({r['diff_pct']:+.2f}%)"
+        )
     verdict = "met" if result["ok"] else "NOT met"
-    print(f"median |difference| {result['median_abs_diff_pct']:.2f}% (largest "
-          f"{result['max_abs_diff_pct']:.2f}%), goal within {GOAL_PCT}%: {verdict}; "
-          f"{result['j_per_token']:.3f} J/token")  # fmt: skip
+    print(
+        f"median |difference| {result['median_abs_diff_pct']:.2f}% (largest "
+        f"{result['max_abs_diff_pct']:.2f}%), goal within {GOAL_PCT}%: {verdict}; "
+        f"{result['j_per_token']:.3f} J/token"
+    )
     print(json.dumps(result))
     return 0
 

@@ -62,8 +62,13 @@ def _one_sample(variant: str, lm: Any, kw: Any, config: RunConfig) -> tuple[floa
     """
     if variant == "none":
         clock = clock_for(next(lm.model.parameters()).device)
-        timed = timed_generate(lm.model, kw, generation_config(lm.tokenizer, config.new_tokens),
-                               clock, config.new_tokens)  # fmt: skip
+        timed = timed_generate(
+            lm.model,
+            kw,
+            generation_config(lm.tokenizer, config.new_tokens),
+            clock,
+            config.new_tokens,
+        )
         ttft, steps = timed.durations(clock)
         return ttft, sum(steps) / len(steps), None
     mode = "minimal" if variant == "torch.profiler" else variant
@@ -96,9 +101,16 @@ def measure(
     lm = load_model(model_name, device=device, dtype=dtype)
     param = next(lm.model.parameters())
     config = RunConfig(
-        model=model_name, prompt_tokens=prompt_tokens, new_tokens=new_tokens, samples=1,
-        warmup=0, energy="off", chat=False, device=str(param.device), dtype=dtype,
-    )  # fmt: skip
+        model=model_name,
+        prompt_tokens=prompt_tokens,
+        new_tokens=new_tokens,
+        samples=1,
+        warmup=0,
+        energy="off",
+        chat=False,
+        device=str(param.device),
+        dtype=dtype,
+    )
     spec = WorkloadSpec(prompt_tokens=prompt_tokens, chat=False)
     (batch,) = build_batches(lm.tokenizer, spec, 1)
     kw = batch.generate_kwargs(param.device, param.dtype)
@@ -260,8 +272,15 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> N
     )
     args = ap.parse_args(argv)
 
-    main_res = measure(args.model, args.prompt_tokens, args.new_tokens, args.rounds, args.until,
-                       args.device, args.dtype)  # fmt: skip
+    main_res = measure(
+        args.model,
+        args.prompt_tokens,
+        args.new_tokens,
+        args.rounds,
+        args.until,
+        args.device,
+        args.dtype,
+    )
     summary = {"model": args.model, "device": args.device, "main": report(args.model, main_res)}
     if args.quick:
         out(json.dumps(summary))

@@ -121,9 +121,14 @@ def _times(e: dict[str, Any], stack: Stack, dtype: str) -> dict[str, float]:
     ttft = first["ttft_ms"] / 1e3 + (tpot if e.get("concurrency") else 0.0)
     floor_pre = max(pre["compute_bound_s"] or 0, pre["memory_bound_s"] or 0)
     floor_dec = max(dec["compute_bound_s"] or 0, dec["memory_bound_s"] or 0)
-    return {"ttft": ttft, "tpot": tpot, "total": ttft + (new - 1) * tpot,
-            "floor_ttft": floor_pre, "floor_tpot": floor_dec,
-            "floor_total": floor_pre + (new - 1) * floor_dec}  # fmt: skip
+    return {
+        "ttft": ttft,
+        "tpot": tpot,
+        "total": ttft + (new - 1) * tpot,
+        "floor_ttft": floor_pre,
+        "floor_tpot": floor_dec,
+        "floor_total": floor_pre + (new - 1) * floor_dec,
+    }
 
 
 def predicted(e: dict[str, Any], stack: Stack) -> tuple[float, float]:
@@ -132,8 +137,12 @@ def predicted(e: dict[str, Any], stack: Stack) -> tuple[float, float]:
     m = e["metric"]
     if m == "speedup_vs_fp16":  # a time ratio: no floor of its own
         return t["total"] / _times(e, stack, "float16")["total"], 0.0
-    basis = {"tpot_ms": "tpot", "decode_tok_s_per_seq": "tpot", "ttft_ms": "ttft",
-             "prefill_tok_s": "ttft"}.get(m, "total")  # fmt: skip
+    basis = {
+        "tpot_ms": "tpot",
+        "decode_tok_s_per_seq": "tpot",
+        "ttft_ms": "ttft",
+        "prefill_tok_s": "ttft",
+    }.get(m, "total")
     return t[basis], t[f"floor_{basis}"]
 
 
@@ -143,8 +152,15 @@ def evaluate(entries: list[dict[str, Any]], stacks: dict[str, Stack]) -> list[di
     for e in entries:
         meas = measured_seconds(e)
         pred, floor = predicted(e, stacks[e["stack"]])
-        out.append({**e, "measured_s": meas, "predicted_s": pred, "floor_s": floor,
-                    "error_pct": 100 * (pred - meas) / meas})  # fmt: skip
+        out.append(
+            {
+                **e,
+                "measured_s": meas,
+                "predicted_s": pred,
+                "floor_s": floor,
+                "error_pct": 100 * (pred - meas) / meas,
+            }
+        )
     return out
 
 
@@ -153,8 +169,9 @@ def summary(rows: list[dict[str, Any]]) -> list[tuple[str, str, int, float, floa
     out = []
     keys = sorted({(group_of(r["stack"]), r["split"]) for r in rows})
     for g, split in keys:
-        errs = [abs(r["error_pct"]) for r in rows if group_of(r["stack"]) == g
-                and r["split"] == split]  # fmt: skip
+        errs = [
+            abs(r["error_pct"]) for r in rows if group_of(r["stack"]) == g and r["split"] == split
+        ]
         out.append((g, split, len(errs), statistics.median(errs), max(errs)))
     return out
 
@@ -201,10 +218,13 @@ def fit(entries: list[dict[str, Any]]) -> None:
     Also one set of engine constants fitted on every engine's fit entries at once: the
     constants of the engines no source was fitted on.
     """
-    groups = {k: [e for e in entries if e["stack"] == k and e["split"] == "fit"]
-              for k in sorted({e["stack"] for e in entries})}  # fmt: skip
-    groups["engines (pooled)"] = [e for e in entries if e["stack"] in ENGINES
-                                  and e["split"] == "fit"]  # fmt: skip
+    groups = {
+        k: [e for e in entries if e["stack"] == k and e["split"] == "fit"]
+        for k in sorted({e["stack"] for e in entries})
+    }
+    groups["engines (pooled)"] = [
+        e for e in entries if e["stack"] in ENGINES and e["split"] == "fit"
+    ]
     for key, train in groups.items():
         if not train:
             continue
@@ -213,8 +233,10 @@ def fit(entries: list[dict[str, Any]]) -> None:
         stacks = {k: replace(STACKS[k], **params) for k in {e["stack"] for e in train}}
         errs = [abs(r["error_pct"]) for r in evaluate(train, stacks)]
         med = statistics.median(errs)
-        print(f"{key}: {len(train)} fit entries, best {params}, median {med:.1f}% "
-              f"max {max(errs):.1f}%")  # fmt: skip
+        print(
+            f"{key}: {len(train)} fit entries, best {params}, median {med:.1f}% "
+            f"max {max(errs):.1f}%"
+        )
 
 
 def main() -> int:
@@ -227,15 +249,21 @@ def main() -> int:
         fit(entries)
         return 0
     rows = evaluate(entries, STACKS)
-    print(f"{'id':34} {'stack':13} {'split':8} {'gpu':10} {'b':>4} {'in':>6} {'out':>5} "
-          f"{'metric':24} {'measured':>10} {'predicted':>10} {'error':>7}")  # fmt: skip
+    print(
+        f"{'id':34} {'stack':13} {'split':8} {'gpu':10} {'b':>4} {'in':>6} {'out':>5} "
+        f"{'metric':24} {'measured':>10} {'predicted':>10} {'error':>7}"
+    )
     for r in rows:
-        print(f"{r['id'][:34]:34} {r['stack']:13} {r['split']:8} {r['hardware']:10} "
-              f"{r['batch']:>4} {r['prompt_tokens']:>6} {r['new_tokens']:>5} {r['metric']:24} "
-              f"{r['measured_s']:>10.4g} {r['predicted_s']:>10.4g} {r['error_pct']:>+6.1f}%")
+        print(
+            f"{r['id'][:34]:34} {r['stack']:13} {r['split']:8} {r['hardware']:10} "
+            f"{r['batch']:>4} {r['prompt_tokens']:>6} {r['new_tokens']:>5} {r['metric']:24} "
+            f"{r['measured_s']:>10.4g} {r['predicted_s']:>10.4g} {r['error_pct']:>+6.1f}%"
+        )
     sources = {r["source"] for r in rows}
-    print(f"\n{len(rows)} measurements from {len(sources)} sources (seconds on each figure's "
-          "time basis)\n")  # fmt: skip
+    print(
+        f"\n{len(rows)} measurements from {len(sources)} sources (seconds on each figure's "
+        "time basis)\n"
+    )
     print(f"{'stack group':16} {'split':9} {'n':>3} {'median |err|':>13} {'max |err|':>10}")
     for g, split, n, med, mx in summary(rows):
         print(f"{g:16} {split:9} {n:>3} {med:>12.1f}% {mx:>9.1f}%")

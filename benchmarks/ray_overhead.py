@@ -43,18 +43,27 @@ def main(argv: list[str] | None = None) -> None:
         t0 = time.perf_counter()
         local = run_sweep(spec, Store(Path(tmp) / "in.db"))
         wall = time.perf_counter() - t0  # includes the model load, as Ray's does
-        out["in_process"] = {"wall_s": wall, "generate_s": local.generate_s,
-                             "outside_s": wall - local.generate_s}  # fmt: skip
+        out["in_process"] = {
+            "wall_s": wall,
+            "generate_s": local.generate_s,
+            "outside_s": wall - local.generate_s,
+        }
         t0 = time.perf_counter()
-        remote = run_sweep_on_ray(spec, Store(Path(tmp) / "ray.db"),
-                                  RayPlacement(local_cpus=WORKERS))  # fmt: skip
+        remote = run_sweep_on_ray(
+            spec, Store(Path(tmp) / "ray.db"), RayPlacement(local_cpus=WORKERS)
+        )
         wall = time.perf_counter() - t0
-        out["ray"] = {"wall_s": wall, "generate_s": remote.generate_s,
-                      "outside_s": wall - remote.generate_s / WORKERS}  # fmt: skip
+        out["ray"] = {
+            "wall_s": wall,
+            "generate_s": remote.generate_s,
+            "outside_s": wall - remote.generate_s / WORKERS,
+        }
         assert len(remote.runs) == len(local.runs) == 16
     for way, v in out.items():
-        print(f"{way:10s} wall {v['wall_s']:6.1f} s  generate {v['generate_s']:6.1f} s  "
-              f"outside model calls {v['outside_s']:6.1f} s")  # fmt: skip
+        print(
+            f"{way:10s} wall {v['wall_s']:6.1f} s  generate {v['generate_s']:6.1f} s  "
+            f"outside model calls {v['outside_s']:6.1f} s"
+        )
     ratios = {
         "wall_ray_over_in_process": out["ray"]["wall_s"] / out["in_process"]["wall_s"],
         "outside_ray_over_in_process": out["ray"]["outside_s"] / out["in_process"]["outside_s"],

@@ -55,8 +55,13 @@ def _sample(variant: str, lm: Any, kw: Any, config: RunConfig) -> tuple[float, f
     if prof_config is not None:
         ctx = Profiler(lm.model, prof_config)
     with ctx:
-        timed = timed_generate(lm.model, kw, generation_config(lm.tokenizer, config.new_tokens),
-                               clock, config.new_tokens)  # fmt: skip
+        timed = timed_generate(
+            lm.model,
+            kw,
+            generation_config(lm.tokenizer, config.new_tokens),
+            clock,
+            config.new_tokens,
+        )
     ttft, steps = timed.durations(clock)
     return ttft, sum(steps) / len(steps)
 
@@ -71,11 +76,17 @@ def main(argv: list[str] | None = None) -> None:
 
     lm = load_model(args.model, device="cpu")
     config = RunConfig(
-        model=args.model, prompt_tokens=args.prompt_tokens, new_tokens=args.new_tokens,
-        samples=1, warmup=0, energy="off", chat=False,
-    )  # fmt: skip
-    (batch,) = build_batches(lm.tokenizer, WorkloadSpec(prompt_tokens=args.prompt_tokens,
-                                                        chat=False), 1)  # fmt: skip
+        model=args.model,
+        prompt_tokens=args.prompt_tokens,
+        new_tokens=args.new_tokens,
+        samples=1,
+        warmup=0,
+        energy="off",
+        chat=False,
+    )
+    (batch,) = build_batches(
+        lm.tokenizer, WorkloadSpec(prompt_tokens=args.prompt_tokens, chat=False), 1
+    )
     kw = batch.generate_kwargs("cpu", next(lm.model.parameters()).dtype)
     names = list(CONFIGS)
     data: dict[str, dict[str, list[float]]] = {v: {"ttft": [], "tpot": []} for v in names}
@@ -89,8 +100,10 @@ def main(argv: list[str] | None = None) -> None:
             data[v]["ttft"].append(ttft)
             data[v]["tpot"].append(tpot)
     base = {m: statistics.median(data["none"][m]) for m in ("ttft", "tpot")}
-    print(f"{args.model}: baseline TTFT {base['ttft']:.1f} ms, TPOT {base['tpot']:.2f} ms, "
-          f"{args.rounds} interleaved rounds")  # fmt: skip
+    print(
+        f"{args.model}: baseline TTFT {base['ttft']:.1f} ms, TPOT {base['tpot']:.2f} ms, "
+        f"{args.rounds} interleaved rounds"
+    )
     print(f"{'variant':10} {'TTFT ratio (95% CI)':>24} {'TPOT ratio (95% CI)':>24}")
     out: dict[str, Any] = {"model": args.model, "rounds": args.rounds, "baseline": base}
     for v in names:

@@ -29,10 +29,25 @@ NEW_TOKENS = 8
 
 def _profile_cmd(db: Path | str, samples: int) -> list[str]:
     return [
-        sys.executable, "-m", "infermeter", "profile", "--model", "tiny-llama",
-        "--prompt-tokens", "16", "--new-tokens", str(NEW_TOKENS), "--samples", str(samples),
-        "--warmup", "0", "--energy", "off", "--db", str(db),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "infermeter",
+        "profile",
+        "--model",
+        "tiny-llama",
+        "--prompt-tokens",
+        "16",
+        "--new-tokens",
+        str(NEW_TOKENS),
+        "--samples",
+        str(samples),
+        "--warmup",
+        "0",
+        "--energy",
+        "off",
+        "--db",
+        str(db),
+    ]
 
 
 def _env(home: Path) -> dict[str, str]:
@@ -81,9 +96,11 @@ def kill_trials(
     for _ in range(trials):
         before = _committed(db)
         proc = subprocess.Popen(
-            _profile_cmd(db, samples), env=_env(workdir),
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+            _profile_cmd(db, samples),
+            env=_env(workdir),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + rng.uniform(min_delay_s, max_delay_s)
         seen: dict[str, list[int]] = {}
         while time.monotonic() < deadline and proc.poll() is None:
@@ -158,8 +175,11 @@ def writers_and_reader(
     port = _free_port()
     serve = subprocess.Popen(
         [sys.executable, "-m", "infermeter", "serve", "--port", str(port), "--db", str(db)],
-        env=_env(workdir), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        env=_env(workdir),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         for _ in range(200):
             try:
@@ -174,9 +194,12 @@ def writers_and_reader(
         def launch(k: int) -> subprocess.Popen[str]:
             started[k] += 1
             return subprocess.Popen(
-                _profile_cmd(db, samples), env=_env(workdir),
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-            )  # fmt: skip
+                _profile_cmd(db, samples),
+                env=_env(workdir),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
 
         procs = [launch(k) for k in range(writers)]
         base = f"http://127.0.0.1:{port}"

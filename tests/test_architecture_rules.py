@@ -96,8 +96,10 @@ def test_the_layer_check_catches_an_upward_import(tmp_path):
     """The rule above can fail: a lazy upward import in a function is found, and an import of
     the top package itself (`from infermeter import __version__` in run/ went unseen)."""
     module = tmp_path / "m.py"
-    module.write_text("def f():\n    from infermeter.cli.app import app\n"
-                      "    from infermeter import __version__\n    return app\n")  # fmt: skip
+    module.write_text(
+        "def f():\n    from infermeter.cli.app import app\n"
+        "    from infermeter import __version__\n    return app\n"
+    )
     assert (2, "infermeter.cli.app") in _imports(module)
     assert (3, "infermeter") in _imports(module)
 
@@ -145,8 +147,11 @@ def test_the_design_doc_names_only_modules_that_exist_and_every_package():
     named = set(re.findall(r"[a-z_][a-z0-9_/]*/[a-z0-9_]+\.py\b", text))  # not NAME_cmd.py
     assert len(named) > 50  # the pattern still finds the doc's module names
     homes = [SRC.parent, root / "tests", root / "benchmarks", root / "tools"]
-    missing = sorted(p for p in named if not (root / p).is_file()
-                     and not any(next(h.rglob(p), None) for h in homes))  # fmt: skip
+    missing = sorted(
+        p
+        for p in named
+        if not (root / p).is_file() and not any(next(h.rglob(p), None) for h in homes)
+    )
     assert not missing, f"docs/design.md names modules that do not exist: {missing}"
     packages = sorted(p.name for p in SRC.iterdir() if (p / "__init__.py").is_file())
     absent = [p for p in packages if f"{p}/" not in text and f"`{p}`" not in text]

@@ -44,9 +44,20 @@ def test_the_extras_in_pyproject_are_the_ones_the_code_names():
 @pytest.mark.slow
 def test_the_wheel_holds_the_package_its_data_and_its_metadata(tmp_path):
     built = subprocess.run(
-        [sys.executable, "-m", "build", "--no-isolation", "--wheel", "--outdir", str(tmp_path),
-         str(ROOT)], capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "build",
+            "--no-isolation",
+            "--wheel",
+            "--outdir",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
     (wheel,) = tmp_path.glob("infermeter-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
@@ -74,8 +85,19 @@ def test_serve_without_the_dashboard_extra_says_what_to_install(monkeypatch):
 
 def test_parquet_export_without_pyarrow_says_what_to_install(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "pyarrow", None)
-    r = runner.invoke(app, ["export", "abc123", "--format", "parquet", "--out", str(tmp_path),
-                            "--db", str(tmp_path / "none.db")])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "export",
+            "abc123",
+            "--format",
+            "parquet",
+            "--out",
+            str(tmp_path),
+            "--db",
+            str(tmp_path / "none.db"),
+        ],
+    )
     assert_one_line_error(r, "--format parquet", "pyarrow", "infermeter[parquet]")
 
 

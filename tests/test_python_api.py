@@ -13,8 +13,14 @@ def test_every_public_name_resolves_and_is_listed():
 
     for name in infermeter.__all__:
         assert getattr(infermeter, name) is not None, name
-    for name in ("analyze_run", "compare_runs", "PerformanceModel", "run_load", "predict_load",
-                 "session"):  # fmt: skip
+    for name in (
+        "analyze_run",
+        "compare_runs",
+        "PerformanceModel",
+        "run_load",
+        "predict_load",
+        "session",
+    ):
         assert name in infermeter.__all__ and name in dir(infermeter)
 
 

@@ -39,8 +39,10 @@ def frozen(venv: Path) -> list[str]:
     python = venv / "bin" / "python"
     out = subprocess.run(
         [str(python), "-m", "pip", "freeze", "--exclude-editable", "--disable-pip-version-check"],
-        check=True, capture_output=True, text=True,
-    ).stdout  # fmt: skip
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     pins = []
     for line in out.splitlines():
         name, sep, version = line.partition("==")

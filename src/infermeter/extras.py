@@ -55,5 +55,6 @@ def require(extra: str, what: str) -> None:
     missing = missing_modules(extra)
     if missing:
         verb = "is" if len(missing) == 1 else "are"
-        raise UserError(f"{what} needs {', '.join(missing)}, which {verb} not installed",
-                        install_hint(extra))  # fmt: skip
+        raise UserError(
+            f"{what} needs {', '.join(missing)}, which {verb} not installed", install_hint(extra)
+        )

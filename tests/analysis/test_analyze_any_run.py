@@ -23,17 +23,39 @@ runner = CliRunner()
 def runs(tmp_path):
     """A real load run (4 requests at once: they queue) and a failed run with no samples."""
     db = str(tmp_path / "r.db")
-    args = ["load", "-m", "tiny-llama", "--requests", "4", "--rate", "inf", "--server",
-            "static", "--static-batch", "1", "--prompt-tokens", "16", "--new-tokens", "3",
-            "--db", db]  # fmt: skip
+    args = [
+        "load",
+        "-m",
+        "tiny-llama",
+        "--requests",
+        "4",
+        "--rate",
+        "inf",
+        "--server",
+        "static",
+        "--static-batch",
+        "1",
+        "--prompt-tokens",
+        "16",
+        "--new-tokens",
+        "3",
+        "--db",
+        db,
+    ]
     r = runner.invoke(app, args, terminal_width=200)
     assert r.exit_code == 0, r.output
     load_id = re.search(r"stored as run (\w+)", r.output).group(1)
     empty = RunResult(
-        run_id=None, config={"model": "tiny-llama", "mode": "minimal"}, knobs={},
-        model_info={"spec": "tiny-llama"}, device={"name": "cpu"}, versions={},
-        created=now_iso(), samples=[], status="failed",
-    )  # fmt: skip
+        run_id=None,
+        config={"model": "tiny-llama", "mode": "minimal"},
+        knobs={},
+        model_info={"spec": "tiny-llama"},
+        device={"name": "cpu"},
+        versions={},
+        created=now_iso(),
+        samples=[],
+        status="failed",
+    )
     return db, load_id, Store(db).save(empty)
 
 

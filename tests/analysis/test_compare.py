@@ -56,9 +56,7 @@ def test_compare_top_k_runs_and_fail_if_slower(tiny_moe, tmp_path):
     for a, b in ((ids[1], ids[8]), (ids[8], ids[1])):
         d = json.loads(runner.invoke(app, ["compare", a, b, "--db", db, "--json"]).stdout)
         rows = [*d["phases"], {"phase": "total", **d["total"]}]
-        failed = [
-            p["phase"] for p in rows if p["verdict"] == "slower" and p["speedup"] < 1 / 1.05
-        ]
+        failed = [p["phase"] for p in rows if p["verdict"] == "slower" and p["speedup"] < 1 / 1.05]
         r = runner.invoke(app, ["compare", a, b, "--db", db, "--fail-if-slower"])
         assert r.exit_code == (1 if failed else 0), r.output
         assert ("variant is slower" in r.output) == bool(failed)
@@ -67,8 +65,14 @@ def test_compare_top_k_runs_and_fail_if_slower(tiny_moe, tmp_path):
 
 
 def _row(phase, speedup, verdict, p=0.5):
-    return {"phase": phase, "speedup": speedup, "verdict": verdict, "p_value": p,
-            "ci95_low": speedup * 0.9, "ci95_high": speedup * 1.1}  # fmt: skip
+    return {
+        "phase": phase,
+        "speedup": speedup,
+        "verdict": verdict,
+        "p_value": p,
+        "ci95_low": speedup * 0.9,
+        "ci95_high": speedup * 1.1,
+    }
 
 
 def test_the_gate_judges_each_phase_not_only_the_total():
@@ -81,7 +85,7 @@ def test_the_gate_judges_each_phase_not_only_the_total():
             _row("decode", 1.01, "no detectable difference"),
         ],
         "total": _row("total", 0.97, "no detectable difference"),
-    }  # fmt: skip
+    }
     assert [r["phase"] for r in slower_rows(doc, 0.05)] == ["prefill"]
     assert slower_rows(doc, 0.05, parse_gate_phases("total")) == []  # narrowed on purpose
     assert slower_rows(doc, 0.5) == []  # within a 50% tolerance
@@ -232,8 +236,22 @@ def test_a_drifting_machine_fools_sequential_runs_but_not_interleaved_ones(
 
 def test_sweep_interleave_from_the_cli(tmp_path):
     db = str(tmp_path / "r.db")
-    args = ["sweep", "--model", "tiny-llama", "--knob", "prompt_tokens=16,24", "--samples", "3",
-            "--new-tokens", "2", "--energy", "off", "--interleave", "--db", db]  # fmt: skip
+    args = [
+        "sweep",
+        "--model",
+        "tiny-llama",
+        "--knob",
+        "prompt_tokens=16,24",
+        "--samples",
+        "3",
+        "--new-tokens",
+        "2",
+        "--energy",
+        "off",
+        "--interleave",
+        "--db",
+        db,
+    ]
     r = runner.invoke(app, args, terminal_width=130)
     assert r.exit_code == 0, r.output
     assert "interleaved" in r.output and "infermeter compare" in r.output
@@ -250,12 +268,30 @@ def test_where_names_the_part_that_carried_each_blocks_change():
 
     layers = []
     for i in range(6):
-        layers.append({"name": f"model.layers.{i}", "phase": "prefill", "kind": "block",
-                       "delta_ms": -2.7 + 0.01 * i})  # fmt: skip
-        layers.append({"name": f"model.layers.{i}.mlp", "phase": "prefill", "kind": "moe",
-                       "delta_ms": -2.5 + 0.01 * i})  # fmt: skip
-        layers.append({"name": f"model.layers.{i}.self_attn", "phase": "prefill",
-                       "kind": "attention", "delta_ms": -0.1})  # fmt: skip
+        layers.append(
+            {
+                "name": f"model.layers.{i}",
+                "phase": "prefill",
+                "kind": "block",
+                "delta_ms": -2.7 + 0.01 * i,
+            }
+        )
+        layers.append(
+            {
+                "name": f"model.layers.{i}.mlp",
+                "phase": "prefill",
+                "kind": "moe",
+                "delta_ms": -2.5 + 0.01 * i,
+            }
+        )
+        layers.append(
+            {
+                "name": f"model.layers.{i}.self_attn",
+                "phase": "prefill",
+                "kind": "attention",
+                "delta_ms": -0.1,
+            }
+        )
     where = _where(layers)
     blocks = [w for w in where if w["kind"] == "block"]
     assert len(blocks) == 5 and all(w["depth"] == 0 for w in blocks)

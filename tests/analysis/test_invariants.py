@@ -29,20 +29,30 @@ factor = st.floats(0.02, 20.0)
 def cases(draw):
     gpu = draw(st.booleans())
     dev = DeviceModel(
-        "generated", "gpu" if gpu else "cpu",
-        draw(st.floats(1e10, 1e15)), draw(st.floats(1e9, 5e12)),
-        op_seconds=draw(st.floats(0, 5e-5)), generate_first_seconds=draw(st.floats(0, 1e-2)),
+        "generated",
+        "gpu" if gpu else "cpu",
+        draw(st.floats(1e10, 1e15)),
+        draw(st.floats(1e9, 5e12)),
+        op_seconds=draw(st.floats(0, 5e-5)),
+        generate_first_seconds=draw(st.floats(0, 1e-2)),
         generate_step_seconds=draw(st.floats(0, 1e-3)),
-    )  # fmt: skip
-    learned = Learned(runs=3, factors={
-        p: {"work": draw(factor), "host": draw(factor)}
-        for p in draw(st.sets(st.sampled_from(["prefill", "decode"])))
-    })  # fmt: skip
+    )
+    learned = Learned(
+        runs=3,
+        factors={
+            p: {"work": draw(factor), "host": draw(factor)}
+            for p in draw(st.sets(st.sampled_from(["prefill", "decode"])))
+        },
+    )
     w = Workload(
         batches=sorted(draw(st.sets(st.integers(1, 256), min_size=1, max_size=4))),
-        prompt_tokens=draw(st.integers(1, 8192)), new_tokens=draw(st.integers(1, 512)),
-        dtype=draw(st.sampled_from(["float32", "bfloat16"])), gpus=1, tp=1, top_k=None,
-    )  # fmt: skip
+        prompt_tokens=draw(st.integers(1, 8192)),
+        new_tokens=draw(st.integers(1, 512)),
+        dtype=draw(st.sampled_from(["float32", "bfloat16"])),
+        gpus=1,
+        tp=1,
+        top_k=None,
+    )
     return draw(st.sampled_from(sorted(SHAPES))), dev, learned, w
 
 
@@ -55,17 +65,16 @@ def test_no_prediction_is_below_its_own_bounds_and_parts_add_up(case):
     for row in doc["rows"]:
         for phase, metric in (("prefill", "ttft_ms"), ("decode", "tpot_ms")):
             t = row[phase]
-            floor = max(v or 0.0 for v in (t["compute_bound_s"], t["memory_bound_s"],
-                                           t["comm_bound_s"]))  # fmt: skip
+            floor = max(
+                v or 0.0 for v in (t["compute_bound_s"], t["memory_bound_s"], t["comm_bound_s"])
+            )
             assert row[metric] >= floor * 1e3 * (1 - 1e-9), (phase, row[metric], floor)
         for note in row["notes"]:  # raised to a bound: the note names the metric
             assert note.startswith(("TTFT:", "TPOT:")) and "the bound is the prediction" in note
     for phase in ("prefill", "decode"):
         t = ForwardTime(**{k: v for k, v in doc["rows"][0][phase].items() if k != "bound"})
         total, _ = learned.predicted(phase, t)
-        assert sum(learned.parts(phase, t).values()) == pytest.approx(
-            total, rel=1e-9, abs=1e-15
-        )
+        assert sum(learned.parts(phase, t).values()) == pytest.approx(total, rel=1e-9, abs=1e-15)
 
 
 def test_a_time_under_its_bound_is_raised_to_it_and_says_so():
@@ -99,16 +108,21 @@ def test_compare_predicts_every_pair_of_a_sweep_from_one_model(tiny_moe):
     from infermeter.measure.ceilings import Ceilings
     from tests.analysis.test_predict import _synthetic_curves
 
-    cfg = RunConfig(model="tiny-qwen3-moe", prompt_tokens=32, new_tokens=3, samples=1,
-                    energy="off")  # fmt: skip
+    cfg = RunConfig(model="tiny-qwen3-moe", prompt_tokens=32, new_tokens=3, samples=1, energy="off")
     runs = {}
     for k in (1, 2, 4, 8):
         with KNOBS["top_k"].apply(tiny_moe, k):
             runs[k] = profile(cfg, loaded=tiny_moe, knobs={"top_k": k})
     shape = shape_of(tiny_moe.model.config)
     curves = _synthetic_curves(shape).to_dict()
-    calibrated = Ceilings("synthetic", {"float32": 1e12}, 1e10, "test", True,
-                          {"curves": {"float32": curves}, "kind": "cpu"})  # fmt: skip
+    calibrated = Ceilings(
+        "synthetic",
+        {"float32": 1e12},
+        1e10,
+        "test",
+        True,
+        {"curves": {"float32": curves}, "kind": "cpu"},
+    )
     for ceilings in (calibrated, None):
         pred = {}
         for a, b in permutations(runs, 2):

@@ -56,7 +56,10 @@ def test_a_request_arriving_mid_step_waits_for_the_step_and_shares_the_next():
     assert reqs[1].row(0.0)["ttft_ms"] == pytest.approx(1500)  # arrived at 0.5
     assert reqs[1].row(0.0)["queue_ms"] == pytest.approx(500)
     assert [(s.tokens, s.prefill_tokens, s.requests) for s in seen] == [
-        (8, 8, 1), (5, 4, 2), (2, 0, 2)]  # fmt: skip
+        (8, 8, 1),
+        (5, 4, 2),
+        (2, 0, 2),
+    ]
     assert [s.context_tokens for s in seen] == [8, 9 + 4, 10 + 5]
 
 
@@ -72,7 +75,10 @@ def test_decoding_requests_go_first_and_the_budget_is_shared():
     res = simulate(reqs, [0.0, 0.0], one_second, SchedulerLimits(max_batch_tokens=4))
     # step 1: A's 3 tokens, B's first 1; step 2: A decodes (first), B 3 more; step 3: B's last 2
     assert [(s["prefill_tokens"], s["decode_tokens"]) for s in res.steps[:3]] == [
-        (4, 0), (3, 1), (2, 1)]  # fmt: skip
+        (4, 0),
+        (3, 1),
+        (2, 1),
+    ]
     assert reqs[1].token_s == [3.0]
 
 
@@ -154,21 +160,31 @@ def test_the_step_cost_grows_with_tokens_and_keys_and_packs_attention_on_a_cpu()
 
 
 def test_learning_recovers_the_factors_the_steps_were_made_with():
-    truth = StepFactors(linear=1.3, attention=2.0, kv_copy=0.7, host=1.1, requests=2e-4,
-                        after_idle=3e-3)  # fmt: skip
+    truth = StepFactors(
+        linear=1.3, attention=2.0, kv_copy=0.7, host=1.1, requests=2e-4, after_idle=3e-3
+    )
     cost = StepCost(_shape(), _cpu(), 4, factors=truth)
-    loads = [StepLoad(t, t + c, n, t - n if t > n else 0)
-             for t, n in ((1, 1), (4, 4), (8, 8), (64, 1), (200, 2), (512, 4))
-             for c in (16, 300, 2000, 5000)]  # fmt: skip
+    loads = [
+        StepLoad(t, t + c, n, t - n if t > n else 0)
+        for t, n in ((1, 1), (4, 4), (8, 8), (64, 1), (200, 2), (512, 4))
+        for c in (16, 300, 2000, 5000)
+    ]
     rows, t = [], 0.0
     for i, s in enumerate(loads):
         s = StepLoad(s.tokens, s.context_tokens, s.requests, s.prefill_tokens, i % 7 == 0)
         ms = cost.seconds(s) * 1e3
         gap = 50.0 if i % 7 == 0 and i else 0.5  # a pause before every 7th step
         t += gap
-        rows.append({"t_ms": t, "step_ms": ms, "prefill_tokens": s.prefill_tokens,
-                     "decode_tokens": s.tokens - s.prefill_tokens,
-                     "context_tokens": s.context_tokens, "batch_requests": s.requests})
+        rows.append(
+            {
+                "t_ms": t,
+                "step_ms": ms,
+                "prefill_tokens": s.prefill_tokens,
+                "decode_tokens": s.tokens - s.prefill_tokens,
+                "context_tokens": s.context_tokens,
+                "batch_requests": s.requests,
+            }
+        )
         t += ms
     assert idle_before(rows)[:8] == [True] + [False] * 6 + [True]
     learnt = learn_step_factors(StepCost(_shape(), _cpu(), 4), [rows], "made by hand")
@@ -180,8 +196,9 @@ def test_learning_recovers_the_factors_the_steps_were_made_with():
 
 def test_too_few_steps_or_rows_without_keys_teach_nothing():
     cost = StepCost(_shape(), _cpu(), 4)
-    rows = [{"t_ms": 0, "step_ms": 5, "prefill_tokens": 4, "decode_tokens": 0,
-             "batch_requests": 1}]  # no context_tokens: recorded before they were
+    rows = [
+        {"t_ms": 0, "step_ms": 5, "prefill_tokens": 4, "decode_tokens": 0, "batch_requests": 1}
+    ]  # no context_tokens: recorded before they were
     assert step_load_of_row(rows[0]) is None
     learnt = learn_step_factors(cost, [rows * 50], "old runs")
     assert learnt.steps == 0 and learnt.linear == 1.0 and "too few" in learnt.learnt_from
@@ -190,9 +207,11 @@ def test_too_few_steps_or_rows_without_keys_teach_nothing():
 def test_the_admission_delay_counts_only_requests_that_woke_the_server():
     from infermeter.analysis.stepcost import admission_delays_s
 
-    rows = [{"t_ms": 1.5, "step_ms": 10.0},  # woken by a request at 0: 1.5 ms to its step
-            {"t_ms": 11.8, "step_ms": 10.0},  # back to back: a closed loop's next request
-            {"t_ms": 102.0, "step_ms": 10.0}]  # a request at 100.8 after a pause: 1.2 ms
+    rows = [
+        {"t_ms": 1.5, "step_ms": 10.0},  # woken by a request at 0: 1.5 ms to its step
+        {"t_ms": 11.8, "step_ms": 10.0},  # back to back: a closed loop's next request
+        {"t_ms": 102.0, "step_ms": 10.0},
+    ]  # a request at 100.8 after a pause: 1.2 ms
     delays = admission_delays_s(rows, [0.0, 11.6, 100.8])
     assert delays == pytest.approx([1.5e-3, 1.2e-3])
     assert admission_delays_s(rows, [5.0]) == []  # arrived while a step ran: it waited for it

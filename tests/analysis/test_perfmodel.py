@@ -95,8 +95,14 @@ def test_fit_command_on_a_stored_sweep(tiny_moe, tmp_path):
 
 def test_breakeven_is_none_when_no_mix_reaches_the_target():
     """Shortcut paths dearer than the learned one can never speed a run up: no distribution."""
-    m = PerformanceModel({"fast_path_lookup": 66.0, "cache_lookup": 80.0,
-                          "learned_routing": 67.0, "expert_compute": 600.0})  # fmt: skip
+    m = PerformanceModel(
+        {
+            "fast_path_lookup": 66.0,
+            "cache_lookup": 80.0,
+            "learned_routing": 67.0,
+            "expert_compute": 600.0,
+        }
+    )
     assert m.find_breakeven_distribution(target_speedup=1.2) is None
     assert m.predict_speedup({"fast": 25, "cached": 25, "learned": 50}) < 1.0
 
@@ -104,8 +110,12 @@ def test_breakeven_is_none_when_no_mix_reaches_the_target():
 def test_a_reference_cost_separates_the_baseline_from_the_variants_learned_path():
     """The variant's learned tokens pay the shortcut dispatch on top of the bare router; the
     baseline pays only the router: speedups and break-even are against the baseline."""
-    costs = {"fast_path_lookup": 1.0, "cache_lookup": 2.0, "learned_routing": 15.0,
-             "expert_compute": 30.0}  # fmt: skip
+    costs = {
+        "fast_path_lookup": 1.0,
+        "cache_lookup": 2.0,
+        "learned_routing": 15.0,
+        "expert_compute": 30.0,
+    }
     m = PerformanceModel(costs, reference_cost=1.0)
     assert m.predict_speedup({"fast": 0, "cached": 0, "learned": 100}) == pytest.approx(31 / 45)
     assert m.predict_speedup({"fast": 100, "cached": 0, "learned": 0}) == pytest.approx(31 / 31)

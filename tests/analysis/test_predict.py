@@ -35,8 +35,9 @@ def llama_shape():
 def test_memory_fit_of_a_known_shape_equals_the_hand_computation(llama_shape):
     s = llama_shape  # 4 layers, 2 KV heads of 64 dims
     params = 1_000_000
-    fit = memory_fit(s, params, "bfloat16", batch=3, prompt=100, new=28, tp=1,
-                     capacity=1e9, runtime=5e6)  # fmt: skip
+    fit = memory_fit(
+        s, params, "bfloat16", batch=3, prompt=100, new=28, tp=1, capacity=1e9, runtime=5e6
+    )
     assert fit.weights == params * 2
     # keys and values x layers x kv heads x head dim x bytes x tokens x batch
     assert fit.kv_cache == 2 * 4 * 2 * 64 * 2 * 128 * 3
@@ -78,7 +79,7 @@ def _synthetic_curves(shape, per_flop_s=1e-9, call_s=1e-5, op_s=2e-6):
             "head_dim": 64,
             "prefill": {"tokens": [1, 1024], "seconds": [1e-4, 1e-4 * 1024]},
             "decode": {"keys": [1, 1024], "seconds": [1e-5, 1e-5 * 1024]},
-        },  # fmt: skip
+        },
         op_seconds=op_s,
         generate_first_seconds=1e-3,
         generate_step_seconds=5e-4,
@@ -88,10 +89,20 @@ def _synthetic_curves(shape, per_flop_s=1e-9, call_s=1e-5, op_s=2e-6):
 def test_prediction_with_a_synthetic_curve_equals_the_hand_computed_time(llama_shape):
     s = llama_shape
     c = _synthetic_curves(s)
-    dev = DeviceModel("synthetic", "cpu", None, None, curves=c, op_seconds=c.op_seconds,
-                      generate_first_seconds=1e-3, generate_step_seconds=5e-4)  # fmt: skip
-    counts = {"prefill": {"gemm": 29, "attention": 4, "other": 300},
-              "decode": {"gemm": 29, "attention": 4, "other": 250}}  # fmt: skip
+    dev = DeviceModel(
+        "synthetic",
+        "cpu",
+        None,
+        None,
+        curves=c,
+        op_seconds=c.op_seconds,
+        generate_first_seconds=1e-3,
+        generate_step_seconds=5e-4,
+    )
+    counts = {
+        "prefill": {"gemm": 29, "attention": 4, "other": 300},
+        "decode": {"gemm": 29, "attention": 4, "other": 250},
+    }
     t = forward_time(s, dev, Work(batch=2, tokens=16), "prefill", counts)
     rows = 2 * 16
     linears = [x for lay in s.census.layers for x in lay.linear_shapes]
@@ -112,8 +123,15 @@ def test_prediction_with_a_synthetic_curve_equals_the_hand_computed_time(llama_s
 
 def test_a_spec_gpu_is_the_roofline_at_default_efficiencies(llama_shape):
     s = llama_shape
-    dev = DeviceModel("gpu", "gpu", 100e12, 1e12, op_seconds=0.0, generate_first_seconds=0.0,
-                      generate_step_seconds=0.0)  # fmt: skip
+    dev = DeviceModel(
+        "gpu",
+        "gpu",
+        100e12,
+        1e12,
+        op_seconds=0.0,
+        generate_first_seconds=0.0,
+        generate_step_seconds=0.0,
+    )
     t = forward_time(s, dev, Work(batch=1, tokens=1, context=0, dtype_bytes=2), "decode", None)
     assert t.bound == "memory"
     assert t.memory_bound_s < t.total_s < 2 * t.memory_bound_s / dev.bandwidth_efficiency
@@ -167,9 +185,25 @@ def test_cpu_this_without_a_calibration_says_to_calibrate(tmp_path):
 
 
 def test_a_model_that_cannot_fit_says_by_how_much(tmp_path):
-    r = runner.invoke(app, ["predict", "-m", "llama-3.1-70b", "--hardware", "l4", "--batch", "1",
-                            "--prompt-tokens", "4096", "--new-tokens", "256", "--json",
-                            "--db", str(tmp_path / "p.db")])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "predict",
+            "-m",
+            "llama-3.1-70b",
+            "--hardware",
+            "l4",
+            "--batch",
+            "1",
+            "--prompt-tokens",
+            "4096",
+            "--new-tokens",
+            "256",
+            "--json",
+            "--db",
+            str(tmp_path / "p.db"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     import json
 
@@ -178,17 +212,42 @@ def test_a_model_that_cannot_fit_says_by_how_much(tmp_path):
     assert mem["fits"] is False and doc["largest_batch"] == 0
     # 70.55 B bf16 parameters = 141 GB of weights on a 24 GB card: short by over 117 GB
     assert -mem["free_bytes"] > 117e9
-    r = runner.invoke(app, ["predict", "-m", "llama-3.1-70b", "--hardware", "l4", "--batch", "1",
-                            "--db", str(tmp_path / "p.db")])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "predict",
+            "-m",
+            "llama-3.1-70b",
+            "--hardware",
+            "l4",
+            "--batch",
+            "1",
+            "--db",
+            str(tmp_path / "p.db"),
+        ],
+    )
     assert "batch 1 does not fit: short by" in r.stdout
 
 
 def test_two_h100s_in_tensor_parallel_split_the_70b_and_pay_for_all_reduces(tmp_path):
     import json
 
-    args = ["predict", "-m", "llama-3.1-70b", "--hardware", "h100-sxm", "--batch", "1,8",
-            "--prompt-tokens", "4096", "--new-tokens", "256", "--json",
-            "--db", str(tmp_path / "p.db")]  # fmt: skip
+    args = [
+        "predict",
+        "-m",
+        "llama-3.1-70b",
+        "--hardware",
+        "h100-sxm",
+        "--batch",
+        "1,8",
+        "--prompt-tokens",
+        "4096",
+        "--new-tokens",
+        "256",
+        "--json",
+        "--db",
+        str(tmp_path / "p.db"),
+    ]
     one = json.loads(runner.invoke(app, args).stdout)
     two = json.loads(runner.invoke(app, [*args, "--gpus", "2", "--tp", "2"]).stdout)
     assert one["rows"][0]["memory"]["fits"] is False  # 141 GB of weights on one 80 GB GPU
@@ -200,8 +259,9 @@ def test_two_h100s_in_tensor_parallel_split_the_70b_and_pay_for_all_reduces(tmp_
     assert two["rows"][0]["tpot_ms"] <= one["rows"][0]["tpot_ms"] * (1 + 1e-9)
     # an engine replaying CUDA graphs is not launch-bound: tensor parallelism pays off
     one_v = json.loads(runner.invoke(app, [*args, "--stack", "vllm"]).stdout)
-    two_v = json.loads(runner.invoke(app, [*args, "--stack", "vllm", "--gpus", "2", "--tp", "2"])
-                       .stdout)  # fmt: skip
+    two_v = json.loads(
+        runner.invoke(app, [*args, "--stack", "vllm", "--gpus", "2", "--tp", "2"]).stdout
+    )
     assert two_v["rows"][0]["tpot_ms"] < 0.75 * one_v["rows"][0]["tpot_ms"]
     assert two["hardware"]["efficiency"] == "datasheet peak x the hf stack's efficiencies"
     assert two["stack"]["key"] == "hf"
@@ -229,8 +289,19 @@ def test_a_config_json_is_predicted_without_weights(tmp_path):
     cfg = build_config(PRESETS["qwen3-0.6b"], builtin_tokenizer())
     path = tmp_path / "config.json"
     path.write_text(cfg.to_json_string())
-    r = runner.invoke(app, ["predict", "-m", str(path), "--hardware", "a100-80gb", "--json",
-                            "--db", str(tmp_path / "p.db")])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "predict",
+            "-m",
+            str(path),
+            "--hardware",
+            "a100-80gb",
+            "--json",
+            "--db",
+            str(tmp_path / "p.db"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert doc["params"] == pytest.approx(0.596e9, rel=0.01)
@@ -255,8 +326,17 @@ def calibrated(tmp_path_factory):
     store = Store(db)
     ids = []
     for prompt in (16, 64):
-        run = profile(RunConfig(model="tiny-llama", prompt_tokens=prompt, new_tokens=4, samples=2,
-                                warmup=1, energy="off", device="cpu"))  # fmt: skip
+        run = profile(
+            RunConfig(
+                model="tiny-llama",
+                prompt_tokens=prompt,
+                new_tokens=4,
+                samples=2,
+                warmup=1,
+                energy="off",
+                device="cpu",
+            )
+        )
         store.save(run)
         ids.append(run.run_id)
     return db, ids
@@ -272,9 +352,26 @@ def test_calibrated_cpu_predicts_from_curves_learns_from_runs_and_draws(tmp_path
     db, _ = calibrated
     store = Store(db)
     out = tmp_path / "fig"
-    r = runner.invoke(app, ["predict", "-m", "tiny-llama", "--hardware", "cpu-this", "--batch",
-                            "1,2", "--prompt-tokens", "32", "--new-tokens", "4", "--out", str(out),
-                            "--db", db])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "predict",
+            "-m",
+            "tiny-llama",
+            "--hardware",
+            "cpu-this",
+            "--batch",
+            "1,2",
+            "--prompt-tokens",
+            "32",
+            "--new-tokens",
+            "4",
+            "--out",
+            str(out),
+            "--db",
+            db,
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "efficiency: measured curves" in r.stdout
     doc = json.loads((out / "predict.json").read_text())
@@ -286,8 +383,23 @@ def test_calibrated_cpu_predicts_from_curves_learns_from_runs_and_draws(tmp_path
     # a CPU has no 8-bit tensor rate measured: W8A8 is refused, weight-only int8 predicted
     r = runner.invoke(app, ["predict", "--hardware", "cpu-this", "--dtype", "fp8-w8a8", "--db", db])
     assert_one_line_error(r, "no fp8 peak")
-    r = runner.invoke(app, ["predict", "-m", "tiny-llama", "--hardware", "cpu-this", "--dtype",
-                            "int8", "--batch", "1", "--json", "--db", db])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "predict",
+            "-m",
+            "tiny-llama",
+            "--hardware",
+            "cpu-this",
+            "--dtype",
+            "int8",
+            "--batch",
+            "1",
+            "--json",
+            "--db",
+            db,
+        ],
+    )
     assert r.exit_code == 0, r.output
     int8 = json.loads(r.stdout)["rows"][0]["memory"]
     assert int8["weights_bytes"] == pytest.approx(doc["rows"][0]["memory"]["weights_bytes"] / 4)
@@ -341,9 +453,11 @@ def test_a_measured_dip_in_a_curve_is_read_as_noise():
     predict a 64-token prompt 6.7x faster than a 16-token one: times never fall with size."""
     from infermeter.measure.curves import Curves
 
-    c = Curves("float32", gemm=[{"k": 64, "n": 64, "rows": [1, 16, 64, 256],
-                                  "seconds": [1e-4, 5e-4, 3e-4, 9e-4]}],  # fmt: skip
-               copy={"bytes": [1e3, 1e6, 1e9], "seconds": [1e-6, 2e-3, 1e-3]})
+    c = Curves(
+        "float32",
+        gemm=[{"k": 64, "n": 64, "rows": [1, 16, 64, 256], "seconds": [1e-4, 5e-4, 3e-4, 9e-4]}],
+        copy={"bytes": [1e3, 1e6, 1e9], "seconds": [1e-6, 2e-3, 1e-3]},
+    )
     rows = [1, 8, 16, 32, 64, 128, 256, 1024]
     times = [c.gemm_seconds(r, 64, 64) for r in rows]
     assert all(b >= a * (1 - 1e-12) for a, b in zip(times, times[1:], strict=False)), times
@@ -358,8 +472,21 @@ def test_load_predict_learns_from_a_stored_load_and_simulates_rates(tmp_path, ca
     import json
 
     db, _ = calibrated
-    shape = ["-m", "tiny-llama", "--requests", "8", "--prompt-tokens", "32", "--new-tokens", "16",
-             "--energy", "off", "--db", db, "--json"]  # fmt: skip
+    shape = [
+        "-m",
+        "tiny-llama",
+        "--requests",
+        "8",
+        "--prompt-tokens",
+        "32",
+        "--new-tokens",
+        "16",
+        "--energy",
+        "off",
+        "--db",
+        db,
+        "--json",
+    ]
     r = runner.invoke(app, ["load", "--concurrency", "4", *shape])
     assert r.exit_code == 0, r.output
     measured = json.loads(r.stdout)["summary"]
@@ -377,9 +504,26 @@ def test_load_predict_learns_from_a_stored_load_and_simulates_rates(tmp_path, ca
         assert 0.5 < ratio < 2, (m, ratio)
 
     out = tmp_path / "lp"
-    r = runner.invoke(app, ["load", "--predict", "-m", "tiny-llama", "--rate", "2,20,400",
-                            "--requests", "24", "--slo", "e2e_ms=400", "--out", str(out),
-                            "--db", db], terminal_width=200)  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "load",
+            "--predict",
+            "-m",
+            "tiny-llama",
+            "--rate",
+            "2,20,400",
+            "--requests",
+            "24",
+            "--slo",
+            "e2e_ms=400",
+            "--out",
+            str(out),
+            "--db",
+            db,
+        ],
+        terminal_width=200,
+    )
     assert r.exit_code == 0, r.output
     assert "predicted load: tiny-llama" in r.stdout and "stored as prediction" in r.stdout
     doc = json.loads((out / "load_prediction.json").read_text())
@@ -388,9 +532,25 @@ def test_load_predict_learns_from_a_stored_load_and_simulates_rates(tmp_path, ca
     ttft = [p["ttft_ms_p99"] for p in doc["points"]]
     assert ttft[0] <= ttft[1] <= ttft[2]  # more arrivals, more queueing
     assert (out / "latency_vs_throughput.png").stat().st_size > 10_000
-    r = runner.invoke(app, ["load", "--predict", "-m", "tiny-llama", "--rate", "5",
-                            "--find-max-rate", "--slo", "e2e_ms=400", "--requests", "32",
-                            "--db", db, "--json"])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "load",
+            "--predict",
+            "-m",
+            "tiny-llama",
+            "--rate",
+            "5",
+            "--find-max-rate",
+            "--slo",
+            "e2e_ms=400",
+            "--requests",
+            "32",
+            "--db",
+            db,
+            "--json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     cap = json.loads(r.stdout)["capacity"]
     assert cap["answer"].startswith("capacity:") and cap["steps"]
@@ -410,17 +570,35 @@ def test_load_predict_refuses_what_it_cannot_simulate(tmp_path):
     r = runner.invoke(app, [*base, "--energy", "rapl"])
     assert_one_line_error(r, "--predict runs nothing")
     # a power source at an endpoint was ignored silently before: the server runs elsewhere
-    r = runner.invoke(app, ["load", "--endpoint", "http://127.0.0.1:9", "--energy", "rapl",
-                            "--db", db])  # fmt: skip
+    r = runner.invoke(
+        app, ["load", "--endpoint", "http://127.0.0.1:9", "--energy", "rapl", "--db", db]
+    )
     assert_one_line_error(r, "the endpoint's server runs elsewhere")
 
 
 def test_load_predict_on_a_gpu_row_sizes_the_cache_and_says_it_is_approximate(tmp_path):
     import json
 
-    r = runner.invoke(app, ["load", "--predict", "-m", "tiny-llama", "--hardware", "h100-sxm",
-                            "--stack", "vllm", "--rate", "10,100", "--requests", "16", "--json",
-                            "--db", str(tmp_path / "p.db")])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "load",
+            "--predict",
+            "-m",
+            "tiny-llama",
+            "--hardware",
+            "h100-sxm",
+            "--stack",
+            "vllm",
+            "--rate",
+            "10,100",
+            "--requests",
+            "16",
+            "--json",
+            "--db",
+            str(tmp_path / "p.db"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert doc["stack"] == "vllm" and doc["scheduler"]["blocks"] > 1000

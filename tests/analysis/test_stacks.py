@@ -32,8 +32,15 @@ def qwen7b():
     return shape_of(config), estimate_params(config)
 
 
-def _row(model, hardware: str, stack: str, dtype: str = "bfloat16", batch: int = 1,
-         prompt: int = 1024, new: int = 128) -> dict:  # fmt: skip
+def _row(
+    model,
+    hardware: str,
+    stack: str,
+    dtype: str = "bfloat16",
+    batch: int = 1,
+    prompt: int = 1024,
+    new: int = 128,
+) -> dict:
     shape, params = model
     p = precision_of(dtype)
     dev = device_model(spec_by_key(hardware), p.compute, stack)
@@ -45,8 +52,10 @@ def test_every_stack_is_documented_and_cites_its_constants():
     for key, s in STACKS.items():
         assert s.key == key and s.title and s.what and s.sources, key
         assert 0 <= s.overlap <= 1 and s.op_seconds > 0, key
-        assert all(0 < x <= 1 for x in (s.compute_efficiency, s.bandwidth_efficiency,
-                                         s.attention_efficiency)), key  # fmt: skip
+        assert all(
+            0 < x <= 1
+            for x in (s.compute_efficiency, s.bandwidth_efficiency, s.attention_efficiency)
+        ), key
     r = runner.invoke(app, ["predict", "--help"], env={"COLUMNS": "300"})
     for key in STACKS:
         assert key in r.stdout, key
@@ -68,6 +77,7 @@ def test_long_contexts_slow_eager_decode_by_the_cache_copies_and_engines_much_le
     """Qwen2.5-7B with transformers + FA2 on an A100 takes 2.1x as long for 2048 tokens after a
     30,720-token prompt as after 1 (published); vLLM 1.2x. The model has it from the KV cache
     moved per step (flash-attn's unpadding gather and torch.cat), not from a fudge on time."""
+
     def ratio(stack: str) -> float:
         rows = [_row(qwen7b, "a100-80gb", stack, prompt=p, new=2048) for p in (1, 30720)]
         totals = [r["ttft_ms"] + 2047 * r["tpot_ms"] for r in rows]
@@ -114,15 +124,28 @@ def test_8_bit_precisions_cut_the_bytes_or_the_flops_they_should(qwen7b):
 
 def test_cli_names_the_stack_and_its_sources_in_text_and_json(tmp_path):
     db = ["--db", str(tmp_path / "p.db")]
-    args = ["predict", "-m", str(QWEN_7B), "--hardware", "h100-sxm", "--batch", "1",
-            "--prompt-tokens", "512", "--new-tokens", "32", *db]  # fmt: skip
+    args = [
+        "predict",
+        "-m",
+        str(QWEN_7B),
+        "--hardware",
+        "h100-sxm",
+        "--batch",
+        "1",
+        "--prompt-tokens",
+        "512",
+        "--new-tokens",
+        "32",
+        *db,
+    ]
     r = runner.invoke(app, [*args, "--stack", "vllm", "--json"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert doc["stack"]["key"] == "vllm" and "CUDA graphs" in doc["stack"]["what"]
     assert "published" in " ".join(doc["hardware"]["sources"].values())
-    r = runner.invoke(app, [*args, "--stack", "tensorrt-llm", "--dtype", "fp8-w8a8"],
-                      terminal_width=200)  # fmt: skip
+    r = runner.invoke(
+        app, [*args, "--stack", "tensorrt-llm", "--dtype", "fp8-w8a8"], terminal_width=200
+    )
     assert r.exit_code == 0, r.output
     assert "served by tensorrt-llm" in r.stdout and "fp8 weights and activations" in r.stdout
 
@@ -143,8 +166,22 @@ def test_bad_stacks_and_rates_are_one_line_errors(tmp_path):
     for dtype in PRECISIONS:
         if dtype == "float32":
             continue
-        r = runner.invoke(app, ["predict", "-m", "tiny-llama", "--hardware", "h100-sxm",
-                                "--dtype", dtype, "--batch", "1", "--json", *db])  # fmt: skip
+        r = runner.invoke(
+            app,
+            [
+                "predict",
+                "-m",
+                "tiny-llama",
+                "--hardware",
+                "h100-sxm",
+                "--dtype",
+                dtype,
+                "--batch",
+                "1",
+                "--json",
+                *db,
+            ],
+        )
         assert r.exit_code == 0, (dtype, r.output)
         assert json.loads(r.stdout)["dtype"] == dtype
 
@@ -154,8 +191,22 @@ def test_published_measurements_are_complete_and_cited():
     assert len(entries) >= 25
     assert len({e["source"] for e in entries}) >= 5
     for e in entries:
-        for k in ("id", "source", "url", "quote", "model", "hardware", "stack", "dtype", "batch",
-                  "prompt_tokens", "new_tokens", "metric", "value", "split"):  # fmt: skip
+        for k in (
+            "id",
+            "source",
+            "url",
+            "quote",
+            "model",
+            "hardware",
+            "stack",
+            "dtype",
+            "batch",
+            "prompt_tokens",
+            "new_tokens",
+            "metric",
+            "value",
+            "split",
+        ):
             assert e.get(k) is not None, (e.get("id"), k)
         assert e["stack"] in STACKS, e["id"]
         assert e["split"] in ("fit", "held-out"), e["id"]

@@ -21,13 +21,22 @@ from tests.helpers import assert_one_line_error
 
 runner = CliRunner()
 SMALL = AttentionSpec(
-    seq_lens=(192,), heads=4, kv_heads=2, head_dim=32, window=40, block_size=32, density=0.3,
-    warmup=1, samples=2, flex_compile="off",
-)  # fmt: skip
+    seq_lens=(192,),
+    heads=4,
+    kv_heads=2,
+    head_dim=32,
+    window=40,
+    block_size=32,
+    density=0.3,
+    warmup=1,
+    samples=2,
+    flex_compile="off",
+)
 
 
-@pytest.mark.parametrize("kind", ["eager", "sdpa-math", "sdpa-flash", "flex-causal",
-                                  "sliding-window", "block-sparse"])  # fmt: skip
+@pytest.mark.parametrize(
+    "kind", ["eager", "sdpa-math", "sdpa-flash", "flex-causal", "sliding-window", "block-sparse"]
+)
 def test_every_kind_agrees_with_dense_attention_under_its_mask(kind):
     point = run_point(kind, SMALL, 192)
     assert point.max_abs_diff_vs_dense < 1e-5
@@ -46,8 +55,7 @@ def test_grouped_query_heads_pair_as_transformers_does():
     ref = reference_attention(q, k, v, dense_mask("eager", SMALL, 64))
     for h in range(4):
         g = slice(h // 2, h // 2 + 1)
-        expected = F.scaled_dot_product_attention(q[:, h : h + 1], k[:, g], v[:, g],
-                                                  is_causal=True)  # fmt: skip
+        expected = F.scaled_dot_product_attention(q[:, h : h + 1], k[:, g], v[:, g], is_causal=True)
         assert torch.allclose(ref[:, h : h + 1], expected, atol=1e-5)
     wrong = F.scaled_dot_product_attention(q[:, 1:2], k[:, 1:2], v[:, 1:2], is_causal=True)
     assert not torch.allclose(ref[:, 1:2], wrong, atol=1e-3)  # the pairing matters here
@@ -99,11 +107,16 @@ def test_sdpa_expands_to_the_backends_that_run_here():
 
 
 def test_document_shape_and_samples():
-    doc = run_benchmark(AttentionSpec(**{**SMALL.to_dict(), "seq_lens": (32, 64),
-                                         "kinds": ("eager", "sdpa-math")}))  # fmt: skip
+    doc = run_benchmark(
+        AttentionSpec(**{**SMALL.to_dict(), "seq_lens": (32, 64), "kinds": ("eager", "sdpa-math")})
+    )
     assert doc["meta"]["kind"] == "bench-attention"
     assert [(r["kind"], r["seq_len"]) for r in doc["summary"]] == [
-        ("eager", 32), ("sdpa-math", 32), ("eager", 64), ("sdpa-math", 64)]  # fmt: skip
+        ("eager", 32),
+        ("sdpa-math", 32),
+        ("eager", 64),
+        ("sdpa-math", 64),
+    ]
     assert len(doc["all_samples"]) == 8
     row = doc["summary"][0]
     assert row["latency_ms"]["median_ci95_low"] <= row["latency_ms"]["p50"]
@@ -111,9 +124,24 @@ def test_document_shape_and_samples():
 
 
 def test_cli_table_json_out_and_report(tmp_path):
-    args = ["bench", "attention", "--seq-lens", "32,64", "--kinds", "eager,block-sparse",
-            "--heads", "2", "--head-dim", "32", "--block-size", "16", "--samples", "2",
-            "--flex-compile", "off"]  # fmt: skip
+    args = [
+        "bench",
+        "attention",
+        "--seq-lens",
+        "32,64",
+        "--kinds",
+        "eager,block-sparse",
+        "--heads",
+        "2",
+        "--head-dim",
+        "32",
+        "--block-size",
+        "16",
+        "--samples",
+        "2",
+        "--flex-compile",
+        "off",
+    ]
     r = runner.invoke(app, [*args, "--json"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
@@ -121,12 +149,20 @@ def test_cli_table_json_out_and_report(tmp_path):
     r = runner.invoke(app, [*args, "--out", str(tmp_path / "b")], terminal_width=140)
     assert r.exit_code == 0, r.output
     assert "block-sparse" in r.output and "max |diff|" in r.output
-    files = ("bench_attention.json", "attention_latency.png", "attention_memory.png",
-             "attention_efficiency.png", "summary.csv", "report.md", "report.html")  # fmt: skip
+    files = (
+        "bench_attention.json",
+        "attention_latency.png",
+        "attention_memory.png",
+        "attention_efficiency.png",
+        "summary.csv",
+        "report.md",
+        "report.html",
+    )
     for name in files:
         assert (tmp_path / "b" / name).stat().st_size > 0, name
-    r = runner.invoke(app, ["report", str(tmp_path / "b" / "bench_attention.json"),
-                            "--out", str(tmp_path / "r")])  # fmt: skip
+    r = runner.invoke(
+        app, ["report", str(tmp_path / "b" / "bench_attention.json"), "--out", str(tmp_path / "r")]
+    )
     assert r.exit_code == 0, r.output
     md = (tmp_path / "r" / "report.md").read_text()
     assert "| block-sparse | 64 |" in md and "attention_latency.png" in md
@@ -136,22 +172,40 @@ def test_cli_table_json_out_and_report(tmp_path):
 def test_space_separated_lists_as_in_the_reference_scripts():
     from tests.helpers import cli
 
-    r = cli("bench", "attention", "--seq-lens", "16", "32", "--kinds", "eager", "sdpa-math",
-            "--samples", "1", "--json")  # fmt: skip
+    r = cli(
+        "bench",
+        "attention",
+        "--seq-lens",
+        "16",
+        "32",
+        "--kinds",
+        "eager",
+        "sdpa-math",
+        "--samples",
+        "1",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert [(x["kind"], x["seq_len"]) for x in doc["summary"]] == [
-        ("eager", 16), ("sdpa-math", 16), ("eager", 32), ("sdpa-math", 32)]  # fmt: skip
+        ("eager", 16),
+        ("sdpa-math", 16),
+        ("eager", 32),
+        ("sdpa-math", 32),
+    ]
 
 
-@pytest.mark.parametrize(("args", "needle"), [
-    (["--kinds", "dense2"], "unknown attention kind"),
-    (["--heads", "6", "--kv-heads", "4"], "multiple of --kv-heads"),
-    (["--density", "0"], "--density"),
-    (["--seq-lens", "abc"], "not a whole number"),
-    (["--seq-lens", "60000"], "GiB of scores"),
-    (["--flex-compile", "maybe"], "--flex-compile"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--kinds", "dense2"], "unknown attention kind"),
+        (["--heads", "6", "--kv-heads", "4"], "multiple of --kv-heads"),
+        (["--density", "0"], "--density"),
+        (["--seq-lens", "abc"], "not a whole number"),
+        (["--seq-lens", "60000"], "GiB of scores"),
+        (["--flex-compile", "maybe"], "--flex-compile"),
+    ],
+)
 def test_bad_options_are_one_line(args, needle):
     r = runner.invoke(app, ["bench", "attention", *args])
     assert_one_line_error(r, needle)

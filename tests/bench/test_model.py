@@ -44,9 +44,25 @@ def test_document_over_models_and_lengths():
 
 
 def test_cli_with_train_writes_a_report(tmp_path):
-    r = runner.invoke(app, ["bench", "model", "-m", "tiny-llama", "--seq-lens", "32,64",
-                            "--train", "--steps", "2", "--samples", "2", "--out",
-                            str(tmp_path)], terminal_width=160)  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "bench",
+            "model",
+            "-m",
+            "tiny-llama",
+            "--seq-lens",
+            "32,64",
+            "--train",
+            "--steps",
+            "2",
+            "--samples",
+            "2",
+            "--out",
+            str(tmp_path),
+        ],
+        terminal_width=160,
+    )
     assert r.exit_code == 0, r.output
     assert "train/fwd" in r.output and "tiny-llama" in r.output
     doc = json.loads((tmp_path / "bench_model.json").read_text())
@@ -56,12 +72,15 @@ def test_cli_with_train_writes_a_report(tmp_path):
     assert "| tiny-llama | 64 |" in (tmp_path / "report.md").read_text()
 
 
-@pytest.mark.parametrize(("args", "needle"), [
-    (["--steps", "3"], "--steps needs --train"),
-    (["-m", "no-such-model"], "no-such-model"),
-    (["--seq-lens", "100000"], "--seq-lens"),
-    (["--lr", "2"], "--lr"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--steps", "3"], "--steps needs --train"),
+        (["-m", "no-such-model"], "no-such-model"),
+        (["--seq-lens", "100000"], "--seq-lens"),
+        (["--lr", "2"], "--lr"),
+    ],
+)
 def test_bad_options_are_one_line(args, needle):
     r = runner.invoke(app, ["bench", "model", *args])
     assert_one_line_error(r, needle)

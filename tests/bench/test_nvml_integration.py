@@ -46,8 +46,10 @@ def test_integrated_power_matches_the_counter_when_polled_often_enough(interval_
 
 
 def test_the_verdict_follows_the_median_difference():
-    rows = [{"window": i, "counter_j": 100.0, "integrated_j": 100 + d, "tokens": 10,
-             "diff_pct": d} for i, d in enumerate([-1.0, 4.0, 5.0])]  # fmt: skip
+    rows = [
+        {"window": i, "counter_j": 100.0, "integrated_j": 100 + d, "tokens": 10, "diff_pct": d}
+        for i, d in enumerate([-1.0, 4.0, 5.0])
+    ]
     s = nvml_integration.summarise(rows)
     assert s["median_abs_diff_pct"] == 4.0 and s["max_abs_diff_pct"] == 5.0 and not s["ok"]
     assert s["signed_median_diff_pct"] == 4.0 and s["j_per_token"] == pytest.approx(10.0)

@@ -26,8 +26,14 @@ def test_structure_adds_up_and_collapses_repeats(name):
     total = load_model(name, device="cpu").info.params
     assert rows[0]["params"] == total
     assert sum(r["params"] for r in rows if r["depth"] == 1) == total  # ties counted once
-    blocks = next(r for r in rows if r["repeat"] > 1 and "DecoderLayer" in r["type"] or
-                  r["repeat"] > 1 and r["type"] == "GPT2Block")  # fmt: skip
+    blocks = next(
+        r
+        for r in rows
+        if r["repeat"] > 1
+        and "DecoderLayer" in r["type"]
+        or r["repeat"] > 1
+        and r["type"] == "GPT2Block"
+    )
     assert blocks["repeat"] == 4 and blocks["name"].endswith(".0-3")
     first = rows[rows.index(blocks) + 1]  # the first member's children follow, marked "each"
     assert first["depth"] == blocks["depth"] + 1 and first["each"]
@@ -90,8 +96,11 @@ def test_tokens_counts_words_specials_and_the_chat_template(tmp_path):
 
 
 def test_inspect_documents_render_as_reports(tmp_path):
-    for what, args in (("structure", ["-m", "tiny-llama"]), ("moe", ["-m", "tiny-mixtral"]),
-                       ("verify-topk", ["1", "-m", "tiny-mixtral"])):  # fmt: skip
+    for what, args in (
+        ("structure", ["-m", "tiny-llama"]),
+        ("moe", ["-m", "tiny-mixtral"]),
+        ("verify-topk", ["1", "-m", "tiny-mixtral"]),
+    ):
         doc = _json(what, *args)
         assert doc["kind"] == f"inspect-{what}"
         path = tmp_path / f"{what}.json"

@@ -20,13 +20,18 @@ def _cli(*args, tmp_path, env=None):
     base.update(INFERMETER_HOME=str(tmp_path), **(env or {}))
     return subprocess.run(
         [sys.executable, "-m", "infermeter", *args],
-        capture_output=True, text=True, env=base, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=base,
+        timeout=300,
+    )
 
 
 def test_verbose_is_taken_from_anywhere_before_the_double_dash():
     assert take_verbose(["im", "profile", "--verbose", "-m", "x"]) == (
-        ["im", "profile", "-m", "x"], True)  # fmt: skip
+        ["im", "profile", "-m", "x"],
+        True,
+    )
     assert take_verbose(["im", "profile"]) == (["im", "profile"], False)
     assert take_verbose(["im", "x", "--", "--verbose"]) == (["im", "x", "--", "--verbose"], False)
 
@@ -55,9 +60,22 @@ def test_library_warnings_and_logs_are_hidden_unless_verbose(verbose):
 @pytest.mark.slow
 def test_profile_and_predict_print_no_library_warning(tmp_path):
     """int8 imports torchao (kernel-library and _pytree notices on a CPU machine)."""
-    r = _cli("profile", "-m", "tiny-llama", "--dtype", "int8", "--prompt-tokens", "8",
-             "--new-tokens", "3", "--samples", "1", "--mode", "standard",
-             tmp_path=tmp_path)  # fmt: skip
+    r = _cli(
+        "profile",
+        "-m",
+        "tiny-llama",
+        "--dtype",
+        "int8",
+        "--prompt-tokens",
+        "8",
+        "--new-tokens",
+        "3",
+        "--samples",
+        "1",
+        "--mode",
+        "standard",
+        tmp_path=tmp_path,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert "decode" in r.stdout
     assert not NOISE.search(r.stderr), r.stderr[-2000:]
@@ -70,9 +88,11 @@ def test_a_typo_is_answered_with_the_closest_names_before_torch_loads(tmp_path):
     env = {"HF_HUB_OFFLINE": "0"}  # as on a user's machine: only the typo check keeps it fast
     r = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "infermeter", "profile", "-m", "tiny-lama"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={**os.environ, "INFERMETER_HOME": str(tmp_path), **env},
-    )  # fmt: skip
+    )
     assert r.returncode == 2
     lines = [x for x in r.stderr.splitlines() if not x.startswith("import time:")]
     assert len(lines) == 1 and "did you mean tiny-llama" in lines[0], lines

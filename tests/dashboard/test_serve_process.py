@@ -23,10 +23,21 @@ def _free_port() -> int:
 def _serve(tmp_path, *args: str) -> tuple[subprocess.Popen, int]:
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "infermeter", "serve", "--port", str(port),
-         "--db", str(tmp_path / "r.db"), *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "infermeter",
+            "serve",
+            "--port",
+            str(port),
+            "--db",
+            str(tmp_path / "r.db"),
+            *args,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:

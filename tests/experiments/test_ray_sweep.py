@@ -37,8 +37,10 @@ def test_a_four_point_sweep_runs_as_ray_tasks_into_the_store(tmp_path):
         back = store.get(run.run_id)
         assert back.status == "finished" and back.sweep_id == spec.sweep_id
         s = back.measured[0]
-        assert (s.prompt_tokens, s.batch_size) == (back.knobs["prompt_tokens"],
-                                                   back.knobs["batch_size"])  # fmt: skip
+        assert (s.prompt_tokens, s.batch_size) == (
+            back.knobs["prompt_tokens"],
+            back.knobs["batch_size"],
+        )
         assert back.checks  # every knob verified by measurement in the worker
     workers = {p["pid"] for p in seen}
     assert os.getpid() not in workers  # the points ran in Ray's worker processes
@@ -63,12 +65,33 @@ def test_killing_a_worker_mid_point_loses_nothing_and_the_sweep_resumes(postgres
     its point runs. Ray retries the point once, the sweep ends with every point finished, the
     killed run is kept as crashed, and running the sweep again has nothing left to do."""
     url = postgres.new_database()
-    cmd = [sys.executable, "-m", "infermeter", "sweep", "-m", "tiny-llama", "--knob",
-           "prompt_tokens=16,32,48,64", "--new-tokens", "24", "--samples", "12", "--warmup", "0",
-           "--energy", "off", "--ray", "--ray-cpus", "2", "--db", url]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "infermeter",
+        "sweep",
+        "-m",
+        "tiny-llama",
+        "--knob",
+        "prompt_tokens=16,32,48,64",
+        "--new-tokens",
+        "24",
+        "--samples",
+        "12",
+        "--warmup",
+        "0",
+        "--energy",
+        "off",
+        "--ray",
+        "--ray-cpus",
+        "2",
+        "--db",
+        url,
+    ]
     env = {**os.environ, "INFERMETER_HOME": str(tmp_path / "home")}
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     killed = None
     deadline = time.monotonic() + 120
     while killed is None and time.monotonic() < deadline and proc.poll() is None:
@@ -124,11 +147,24 @@ def test_a_point_no_node_can_run_is_refused_not_left_waiting(tmp_path):
     """`sweep --ray --cpus-per-point 1000` hung in silence: Ray queues an infeasible task
     forever (issue 35, item 9). Checked against the real local instance's nodes."""
     db = str(tmp_path / "r.db")
-    base = ["sweep", "-m", "tiny-llama", "--knob", "new_tokens=2", "--db", db, "--ray", "local",
-            "--ray-cpus", "2"]  # fmt: skip
+    base = [
+        "sweep",
+        "-m",
+        "tiny-llama",
+        "--knob",
+        "new_tokens=2",
+        "--db",
+        db,
+        "--ray",
+        "local",
+        "--ray-cpus",
+        "2",
+    ]
     start = time.monotonic()
-    for option, needles in (("--cpus-per-point=1000", ("--cpus-per-point 1000", "has 2")),
-                            ("--gpus-per-point=1", ("--gpus-per-point 1", "has 0"))):  # fmt: skip
+    for option, needles in (
+        ("--cpus-per-point=1000", ("--cpus-per-point 1000", "has 2")),
+        ("--gpus-per-point=1", ("--gpus-per-point 1", "has 0")),
+    ):
         r = runner.invoke(app, [*base, option])
         # the sweep's banner and Ray's own start-up notice come first; the error is one line
         last = r.output.strip().splitlines()[-1]
@@ -143,9 +179,11 @@ def test_feasibility_is_judged_per_node():
     from infermeter import UserError
     from infermeter.experiments.ray_sweep import RayPlacement, check_feasible
 
-    nodes = [{"Alive": True, "Resources": {"CPU": 8.0, "GPU": 1.0, "accelerator_type:A10G": 1.0}},
-             {"Alive": True, "Resources": {"CPU": 16.0}},
-             {"Alive": False, "Resources": {"CPU": 64.0, "GPU": 8.0}}]  # fmt: skip
+    nodes = [
+        {"Alive": True, "Resources": {"CPU": 8.0, "GPU": 1.0, "accelerator_type:A10G": 1.0}},
+        {"Alive": True, "Resources": {"CPU": 16.0}},
+        {"Alive": False, "Resources": {"CPU": 64.0, "GPU": 8.0}},
+    ]
     check_feasible(nodes, RayPlacement(cpus_per_point=16))
     check_feasible(nodes, RayPlacement(gpus_per_point=1, accelerator_type="A10G"))
     with pytest.raises(UserError, match="the largest has 16"):  # 8 + 16 is not one node

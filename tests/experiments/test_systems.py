@@ -76,9 +76,22 @@ def test_systems_analysis_of_routing_shortcuts_predicts_and_measures(tmp_path):
     out = tmp_path / "sa"
     cfg = tmp_path / "var.json"
     cfg.write_text('{"frequency_threshold": 0.5, "entropy_threshold": 2.0, "cache_size": 64}')
-    r = runner.invoke(app, ["systems-analysis", "--model", "tiny-qwen3-moe", "--routing",
-                            str(cfg), "--quick", "--out", str(out), "--db",
-                            str(tmp_path / "r.db")], terminal_width=200)  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "systems-analysis",
+            "--model",
+            "tiny-qwen3-moe",
+            "--routing",
+            str(cfg),
+            "--quick",
+            "--out",
+            str(out),
+            "--db",
+            str(tmp_path / "r.db"),
+        ],
+        terminal_width=200,
+    )
     assert r.exit_code == 0, r.output
     doc = json.loads((out / "systems_analysis.json").read_text())
     assert doc["baseline"]["knobs"]["routing"] == "learned"
@@ -90,12 +103,15 @@ def test_systems_analysis_of_routing_shortcuts_predicts_and_measures(tmp_path):
     routing = doc["routing"]
     for phase in ("prefill", "decode"):
         costs = routing["phases"][phase]["costs_us_per_token"]
-        assert all(costs[k] > 0 for k in ("fast_path_lookup", "cache_lookup", "learned_routing",
-                                          "expert_compute"))  # fmt: skip
+        assert all(
+            costs[k] > 0
+            for k in ("fast_path_lookup", "cache_lookup", "learned_routing", "expert_compute")
+        )
     c = doc["comparison"]
     assert c["actual_speedup"] > 0 and c["predicted_speedup"] > 0
     assert c["prediction_error_pct"] == pytest.approx(
-        100 * (c["predicted_speedup"] - c["actual_speedup"]) / c["actual_speedup"])  # fmt: skip
+        100 * (c["predicted_speedup"] - c["actual_speedup"]) / c["actual_speedup"]
+    )
     ids = {f["reference_id"] for f in doc["bottlenecks"]}
     assert ("high_learned_routing" in ids) == (stats["percent"]["learned"] > 20)
     assert {"64", "512"} <= set(doc["scaling"]) and "avg_time_ms" in doc["scaling"]["64"]
@@ -103,6 +119,8 @@ def test_systems_analysis_of_routing_shortcuts_predicts_and_measures(tmp_path):
 
 
 def test_systems_analysis_refuses_a_bad_routing_config(tmp_path):
-    r = runner.invoke(app, ["systems-analysis", "--routing", "shortcuts:cache_size=-2",
-                            "--out", str(tmp_path / "x")])  # fmt: skip
+    r = runner.invoke(
+        app,
+        ["systems-analysis", "--routing", "shortcuts:cache_size=-2", "--out", str(tmp_path / "x")],
+    )
     assert_one_line_error(r, "cache_size")

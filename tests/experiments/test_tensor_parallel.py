@@ -12,8 +12,23 @@ from infermeter.cli.app import app
 from tests.helpers import assert_one_line_error
 
 runner = CliRunner()
-ARGS = ["-m", "tiny-llama", "--prompt-tokens", "16", "--new-tokens", "6", "--samples", "2",
-        "--warmup", "1", "--energy", "off", "--batch-size", "2", "--json"]  # fmt: skip
+ARGS = [
+    "-m",
+    "tiny-llama",
+    "--prompt-tokens",
+    "16",
+    "--new-tokens",
+    "6",
+    "--samples",
+    "2",
+    "--warmup",
+    "1",
+    "--energy",
+    "off",
+    "--batch-size",
+    "2",
+    "--json",
+]
 HIDDEN, LAYERS, FLOAT32 = 256, 4, 4
 
 
@@ -119,11 +134,30 @@ def test_no_process_outlives_an_interrupted_or_killed_profile(tmp_path, sig):
     db = tmp_path / "r.db"
     before = set(Path(tempfile.gettempdir()).glob(f"{TMP_PREFIX}*"))
     parent = subprocess.Popen(
-        [sys.executable, "-m", "infermeter", "profile", "-m", "tiny-llama", "--tp", "2",
-         "--prompt-tokens", "16", "--new-tokens", "8", "--samples", "400", "--warmup", "0",
-         "--db", str(db)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "infermeter",
+            "profile",
+            "-m",
+            "tiny-llama",
+            "--tp",
+            "2",
+            "--prompt-tokens",
+            "16",
+            "--new-tokens",
+            "8",
+            "--samples",
+            "400",
+            "--warmup",
+            "0",
+            "--db",
+            str(db),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 180
     folder = None
     while time.monotonic() < deadline:  # until the ranks are measuring

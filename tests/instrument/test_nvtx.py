@@ -58,8 +58,9 @@ def test_under_compile_only_samples_and_phases_are_marked(tiny_llama):
         import torch
 
         ids = torch.tensor([[1, 2, 3, 4]])
-        tiny_llama.model.generate(input_ids=ids, max_new_tokens=2, min_new_tokens=2,
-                                  do_sample=False)  # fmt: skip
+        tiny_llama.model.generate(
+            input_ids=ids, max_new_tokens=2, min_new_tokens=2, do_sample=False
+        )
     finally:
         ranges.detach()
     assert [name for _depth, name in rec.opened] == ["prefill", "decode"]

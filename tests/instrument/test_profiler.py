@@ -327,7 +327,6 @@ def test_reattach_keeps_one_set_of_rows_and_adds_the_calls():
     assert len(qk) == 4 and (qk["calls"] == 4).all()
 
 
-
 def test_two_deep_profiles_in_two_threads_each_time_their_own_attention():
     """Deep mode's attention function is global to transformers; which profiler a call belongs
     to comes from the module it is called with. With one module-wide "active profiler", one of

@@ -68,8 +68,11 @@ def test_invalid_values_fail_before_running(request, name, text, loaded_name, ne
 def test_compile_takes_off_on_and_torch_modes():
     parse = KNOBS["compile"].parse
     assert [parse(v) for v in ("off", "on", "Reduce-Overhead", "max-autotune")] == [
-        False, True, "reduce-overhead", "max-autotune"
-    ]  # fmt: skip
+        False,
+        True,
+        "reduce-overhead",
+        "max-autotune",
+    ]
 
 
 def test_unknown_knob_lists_the_known_ones():

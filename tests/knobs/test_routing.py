@@ -19,8 +19,9 @@ from infermeter.knobs.routing import (
 )
 from infermeter.models import load_model
 
-ALL_LEARNED = RoutingShortcuts(frequency_threshold=1.0, entropy_threshold=0.0,
-                               min_count=10**6, cache_size=0)  # fmt: skip
+ALL_LEARNED = RoutingShortcuts(
+    frequency_threshold=1.0, entropy_threshold=0.0, min_count=10**6, cache_size=0
+)
 
 
 @pytest.fixture(scope="module")
@@ -84,8 +85,9 @@ def test_a_table_covering_every_token_never_calls_the_learned_router(moe):
 
 def test_the_split_adds_up_with_every_path_taken(moe):
     ids = _ids(moe, rows=1, n=16)
-    cfg = RoutingShortcuts(frequency_threshold=0.0, entropy_threshold=64.0, min_count=1,
-                           cache_size=64, cache_ttl=100)  # fmt: skip
+    cfg = RoutingShortcuts(
+        frequency_threshold=0.0, entropy_threshold=64.0, min_count=1, cache_size=64, cache_ttl=100
+    )
     with ShortcutRouting(moe, cfg) as routing:
         _logits(moe, ids)
         _logits(moe, ids)  # the same tokens again: what the table misses is cached now
@@ -113,12 +115,16 @@ def test_cache_evicts_by_size_and_by_age(moe):
 def test_knob_parses_checks_applies_and_verifies(moe, tmp_path):
     assert parse(" learned ") == "learned" and shortcut_config("learned") is None
     assert shortcut_config("shortcuts:cache_size=8,entropy_threshold=1.5") == RoutingShortcuts(
-        cache_size=8, entropy_threshold=1.5)  # fmt: skip
+        cache_size=8, entropy_threshold=1.5
+    )
     f = tmp_path / "var.json"
     f.write_text(json.dumps({"frequency_threshold": 0.5, "cache_key": "token+prev"}))
     assert shortcut_config(str(f)).cache_key == "token+prev"
-    for bad, needle in (("fastest", "not a routing value"), ("shortcuts:cache_size=-1",
-                        "cache_size"), ("shortcuts:speed=2", "unknown keys")):  # fmt: skip
+    for bad, needle in (
+        ("fastest", "not a routing value"),
+        ("shortcuts:cache_size=-1", "cache_size"),
+        ("shortcuts:speed=2", "unknown keys"),
+    ):
         with pytest.raises(UserError, match=needle):
             parse(bad)
     knob = KNOBS["routing"]
@@ -137,10 +143,25 @@ def test_sweep_over_routing_from_the_cli(tmp_path):
 
     cfg = tmp_path / "var.json"
     cfg.write_text('{"frequency_threshold": 0.5, "entropy_threshold": 2.0, "cache_size": 16}')
-    r = CliRunner().invoke(app, ["sweep", "--model", "tiny-qwen3-moe", "--knob",
-                                 f"routing=learned,{cfg}", "--samples", "1", "--new-tokens",
-                                 "4", "--prompt-tokens", "16", "--db", str(tmp_path / "r.db")],
-                           terminal_width=160)  # fmt: skip
+    r = CliRunner().invoke(
+        app,
+        [
+            "sweep",
+            "--model",
+            "tiny-qwen3-moe",
+            "--knob",
+            f"routing=learned,{cfg}",
+            "--samples",
+            "1",
+            "--new-tokens",
+            "4",
+            "--prompt-tokens",
+            "16",
+            "--db",
+            str(tmp_path / "r.db"),
+        ],
+        terminal_width=160,
+    )
     assert r.exit_code == 0, r.output
     from infermeter import Store
 
@@ -166,8 +187,9 @@ def test_a_table_of_the_routers_own_choices_reproduces_the_model(moe):
     with ShortcutRouting(moe, RoutingShortcuts(cache_size=0)) as routing:
         for state, calls in zip(routing.layers, choices, strict=True):
             experts, weights = calls[0]
-            state.table = {t: _Entry(experts[i], weights[i])
-                           for i, t in enumerate(ids.reshape(-1).tolist())}  # fmt: skip
+            state.table = {
+                t: _Entry(experts[i], weights[i]) for i, t in enumerate(ids.reshape(-1).tolist())
+            }
         out = _logits(moe, ids)
         assert routing.distribution()["tokens"]["fast"] == 40 * 4
     assert torch.allclose(out, reference, atol=1e-5)

@@ -79,7 +79,7 @@ def test_the_run_header_names_the_physical_gpu_the_mode_and_nvtx():
             "mode": "minimal",
             "compile": "reduce-overhead",
             "nvtx": True,
-        },  # fmt: skip
+        },
         knobs={},
         model_info={"spec": "llama-3.2-1b", "layers": 16, "params": 1.2e9, "dtype": "bfloat16"},
         device={"type": "cuda", "name": "NVIDIA H100 80GB HBM3", "identity": ident},

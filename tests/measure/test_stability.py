@@ -63,9 +63,14 @@ def test_a_fit_clamped_to_zero_is_unstable():
 
 
 def _ceilings(gflops, stable=True):
-    return Ceilings("dev-x", {"float32": gflops * G}, 10 * G, "test", True,
-                    {"stability": {"stable": stable, "reasons": [] if stable else ["busy"]},
-                     "kind": "cpu"})  # fmt: skip
+    return Ceilings(
+        "dev-x",
+        {"float32": gflops * G},
+        10 * G,
+        "test",
+        True,
+        {"stability": {"stable": stable, "reasons": [] if stable else ["busy"]}, "kind": "cpu"},
+    )
 
 
 def test_the_store_passes_over_an_unstable_calibration_while_a_stable_one_exists(tmp_path):
@@ -81,9 +86,11 @@ def test_the_store_passes_over_an_unstable_calibration_while_a_stable_one_exists
 
 
 def test_a_point_above_a_measured_ceiling_is_flagged_with_the_reason():
-    roof = {"rows": [{"phase": "decode", "kind": "mlp", "pct_attainable": 147.0}],
-            "prefill": {"phase": "prefill", "kind": "forward", "pct_attainable": 60.0},
-            "decode": {"phase": "decode", "kind": "forward", "pct_attainable": 133.0}}  # fmt: skip
+    roof = {
+        "rows": [{"phase": "decode", "kind": "mlp", "pct_attainable": 147.0}],
+        "prefill": {"phase": "prefill", "kind": "forward", "pct_attainable": 60.0},
+        "decode": {"phase": "decode", "kind": "forward", "pct_attainable": 133.0},
+    }
     flags = flag_above_ceiling(roof, _ceilings(140, stable=False))
     assert len(flags) == 2 and all("the calibration is unstable" in f for f in flags)
     assert roof["decode"]["flag"].startswith("133% of attainable")
@@ -119,14 +126,22 @@ def test_calibrate_on_a_busy_machine_says_so_and_analysis_keeps_the_stable_one(
 def _device(db):
     import sqlite3
 
-    return sqlite3.connect(db.removeprefix("sqlite:///")).execute(
-        "select device from ceilings").fetchone()[0]  # fmt: skip
+    return (
+        sqlite3.connect(db.removeprefix("sqlite:///"))
+        .execute("select device from ceilings")
+        .fetchone()[0]
+    )
 
 
-@pytest.mark.parametrize(("iso", "text"), [
-    ("2026-11-25T10:00:00+00:00", "30 s"), ("2026-11-25T09:50:00+00:00", "10 min"),
-    ("2026-11-25T05:00:00+00:00", "5 h"), ("2026-11-10T10:00:30+00:00", "15 days"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("iso", "text"),
+    [
+        ("2026-11-25T10:00:00+00:00", "30 s"),
+        ("2026-11-25T09:50:00+00:00", "10 min"),
+        ("2026-11-25T05:00:00+00:00", "5 h"),
+        ("2026-11-10T10:00:30+00:00", "15 days"),
+    ],
+)
 def test_ages_read_at_a_glance(iso, text):
     import datetime as dt
 

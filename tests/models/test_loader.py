@@ -57,9 +57,13 @@ def test_cli_refuses_a_folder_without_tokenizer_whose_vocabulary_is_too_small(tm
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(
-        vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-        num_attention_heads=2, num_key_value_heads=1,
-    )  # fmt: skip
+        vocab_size=100,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+    )
     LlamaForCausalLM(config).save_pretrained(tmp_path / "small")
     r = cli("profile", "--model", str(tmp_path / "small"), "--db", str(tmp_path / "r.db"))
     assert_one_line_error(r, "has no tokenizer", "vocabulary (100 tokens)", "save_pretrained")
@@ -75,9 +79,21 @@ def test_a_tokenizer_that_yields_no_tokens_is_replaced_like_a_missing_one(tmp_pa
     broken.pre_tokenizer = pre_tokenizers.Whitespace()
     PreTrainedTokenizerFast(tokenizer_object=broken).save_pretrained(folder)
     r = cli(
-        "profile", "--model", str(folder), "--prompt-tokens", "16", "--new-tokens", "3",
-        "--samples", "1", "--energy", "off", "--db", str(tmp_path / "r.db"), "--json",
-    )  # fmt: skip
+        "profile",
+        "--model",
+        str(folder),
+        "--prompt-tokens",
+        "16",
+        "--new-tokens",
+        "3",
+        "--samples",
+        "1",
+        "--energy",
+        "off",
+        "--db",
+        str(tmp_path / "r.db"),
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)["meta"]["model_info"]
     assert info["tokenizer"] == (

@@ -27,8 +27,9 @@ def test_int8_weights_through_torchao_are_verified_and_costed_in_quality():
     assert q["scheme"] == "int8" and q["method"] == "torchao Int8WeightOnlyConfig"
     assert q["converted_linear"] == 4 * 7  # q, k, v, o, gate, up, down per block; not lm_head
     stored = stored_weight_dtypes(lm.model)
-    assert stored["int8"] == sum(m.weight.numel() for n, m in _linear_weights(full.model).items()
-                                 if n != "lm_head")  # fmt: skip
+    assert stored["int8"] == sum(
+        m.weight.numel() for n, m in _linear_weights(full.model).items() if n != "lm_head"
+    )
     assert stored == q["stored_weight_dtypes"]
     assert 0.5 <= q["quality"]["top1_agreement"] <= 1 and 0 < q["quality"]["kl_nats"] < 0.01
     evidence = KNOBS["dtype"].verify(lm, "int8", None)
@@ -55,8 +56,9 @@ def test_int8_without_torchao_uses_pytorch_dynamic_quantization(monkeypatch):
 def test_fp8_is_refused_off_the_gpu_with_one_line(tmp_path):
     with pytest.raises(UserError, match="fp8 needs an NVIDIA GPU"):
         load_model("tiny-llama", device="cpu", dtype="fp8")
-    r = runner.invoke(app, ["profile", "-m", "tiny-llama", "--dtype", "fp8", "--db",
-                            str(tmp_path / "r.db")])  # fmt: skip
+    r = runner.invoke(
+        app, ["profile", "-m", "tiny-llama", "--dtype", "fp8", "--db", str(tmp_path / "r.db")]
+    )
     assert_one_line_error(r, "fp8 needs an NVIDIA GPU", "use int8")
 
 
@@ -65,9 +67,22 @@ def test_profile_with_int8_says_so_in_its_header(tmp_path):
     from tests.helpers import cli
 
     # a real process: torchao's import-time warnings would show only on its first import
-    r = cli("profile", "-m", "tiny-llama", "--dtype", "int8", "--samples", "1", "--new-tokens",
-            "4", "--prompt-tokens", "16", "--db", str(tmp_path / "r.db"),
-            env={"COLUMNS": "200"})  # fmt: skip
+    r = cli(
+        "profile",
+        "-m",
+        "tiny-llama",
+        "--dtype",
+        "int8",
+        "--samples",
+        "1",
+        "--new-tokens",
+        "4",
+        "--prompt-tokens",
+        "16",
+        "--db",
+        str(tmp_path / "r.db"),
+        env={"COLUMNS": "200"},
+    )
     assert r.returncode == 0, r.stderr
     assert "weights: 28 linear layers as int8 (torchao Int8WeightOnlyConfig)" in r.stdout
     # the header's dtype is the weights' real storage, not only the compute dtype (said float32)
@@ -77,8 +92,20 @@ def test_profile_with_int8_says_so_in_its_header(tmp_path):
 
 def test_precision_experiment_includes_int8_with_memory_and_quality(tmp_path):
     pytest.importorskip("torchao")
-    r = runner.invoke(app, ["experiment", "precision", "--quick", "--model", "tiny-llama",
-                            "--out", str(tmp_path), "--db", str(tmp_path / "r.db")])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "experiment",
+            "precision",
+            "--quick",
+            "--model",
+            "tiny-llama",
+            "--out",
+            str(tmp_path),
+            "--db",
+            str(tmp_path / "r.db"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     import csv
 

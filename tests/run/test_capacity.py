@@ -33,9 +33,16 @@ def _queue(rate: float, n: int, seed: int = 0) -> dict:
     for i, a in enumerate(arrivals):
         start = max(a, free)
         free = start + SERVICE_S
-        rows.append({"sample_id": i, "arrival_ms": a * 1e3, "queue_ms": (start - a) * 1e3,
-                     "ttft_ms": (start - a + SERVICE_S / 2) * 1e3, "e2e_ms": (free - a) * 1e3,
-                     "error": None})  # fmt: skip
+        rows.append(
+            {
+                "sample_id": i,
+                "arrival_ms": a * 1e3,
+                "queue_ms": (start - a) * 1e3,
+                "ttft_ms": (start - a + SERVICE_S / 2) * 1e3,
+                "e2e_ms": (free - a) * 1e3,
+                "error": None,
+            }
+        )
     wall = free - arrivals[0]
     slo = slo_report(rows, (("e2e_ms", 300.0),), wall)
     return {"all_samples": rows, "summary": {"slo": slo, "wall_s": wall}}
@@ -64,8 +71,9 @@ def test_the_search_lands_below_the_queues_capacity_and_within_its_bisection():
 def test_an_slo_missed_by_a_request_alone_stops_the_search():
     def measure(rate: float, n: int) -> dict:  # 100 ms each: a 50 ms SLO is never met
         doc = _queue(rate, n)
-        doc["summary"]["slo"] = slo_report(doc["all_samples"], (("e2e_ms", 50.0),),
-                                           doc["summary"]["wall_s"])  # fmt: skip
+        doc["summary"]["slo"] = slo_report(
+            doc["all_samples"], (("e2e_ms", 50.0),), doc["summary"]["wall_s"]
+        )
         return doc
 
     result = find_capacity(CapacitySpec(target=0.9, start_rate=1.0, requests=50), measure)
@@ -91,35 +99,86 @@ def test_the_command_on_a_real_model(tmp_path):
     from infermeter import Store
 
     db = str(tmp_path / "r.db")
-    r = runner.invoke(app, ["load", "--find-max-rate", "--slo", "e2e_ms=60000", "--slo-target",
-                            "0.8", "--requests", "16", "--max-requests-per-step", "16",
-                            "--bisect", "1", "--rate", "64", "--new-tokens", "4", "--server",
-                            "static", "--prompt-tokens", "16", "--out", str(tmp_path / "o"),
-                            "--db", db],
-                      env={"COLUMNS": "200"})  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "load",
+            "--find-max-rate",
+            "--slo",
+            "e2e_ms=60000",
+            "--slo-target",
+            "0.8",
+            "--requests",
+            "16",
+            "--max-requests-per-step",
+            "16",
+            "--bisect",
+            "1",
+            "--rate",
+            "64",
+            "--new-tokens",
+            "4",
+            "--server",
+            "static",
+            "--prompt-tokens",
+            "16",
+            "--out",
+            str(tmp_path / "o"),
+            "--db",
+            db,
+        ],
+        env={"COLUMNS": "200"},
+    )
     assert r.exit_code == 0, r.output
     result = json.loads((tmp_path / "o" / "capacity.json").read_text())
     assert result["steps"][0]["rate"] == 64 and "capacity:" in r.output
     assert (tmp_path / "o" / "capacity.png").stat().st_size > 10_000
     assert len(Store(db).list_runs()) == len(result["run_ids"]) >= len(result["steps"])
     # a bound no request can meet: one step, then the answer says why
-    r = runner.invoke(app, ["load", "--find-max-rate", "--slo", "ttft_ms=0.001", "--requests",
-                            "8", "--rate", "8", "--new-tokens", "2", "--prompt-tokens", "16",
-                            "--server", "static", "--json", "--db", db])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "load",
+            "--find-max-rate",
+            "--slo",
+            "ttft_ms=0.001",
+            "--requests",
+            "8",
+            "--rate",
+            "8",
+            "--new-tokens",
+            "2",
+            "--prompt-tokens",
+            "16",
+            "--server",
+            "static",
+            "--json",
+            "--db",
+            db,
+        ],
+    )
     assert r.exit_code == 0, r.output
     result = json.loads(r.stdout)
     assert result["max_rate"] is None and result["missed_alone"] and len(result["steps"]) == 1
     assert math.isfinite(result["steps"][0]["in_flight_mean"])
 
 
-@pytest.mark.parametrize(("args", "needle"), [
-    (["--find-max-rate"], "searches under SLOs"),
-    (["--find-max-rate", "--slo", "e2e_ms=9", "--concurrency", "2"], "closed loop"),
-    (["--find-max-rate", "--slo", "e2e_ms=9", "--rate", "1,2"], "starts from one finite"),
-    (["--find-max-rate", "--slo", "e2e_ms=9", "--workload", "azure-sample"],
-     "arrives at its own times"),
-    (["--find-max-rate", "--slo", "e2e_ms=9", "--slo-target", "1.5"], "--slo-target 1.5 must be"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--find-max-rate"], "searches under SLOs"),
+        (["--find-max-rate", "--slo", "e2e_ms=9", "--concurrency", "2"], "closed loop"),
+        (["--find-max-rate", "--slo", "e2e_ms=9", "--rate", "1,2"], "starts from one finite"),
+        (
+            ["--find-max-rate", "--slo", "e2e_ms=9", "--workload", "azure-sample"],
+            "arrives at its own times",
+        ),
+        (
+            ["--find-max-rate", "--slo", "e2e_ms=9", "--slo-target", "1.5"],
+            "--slo-target 1.5 must be",
+        ),
+    ],
+)
 def test_bad_capacity_options_are_one_line(args, needle, tmp_path):
     r = runner.invoke(app, ["load", *args, "--db", str(tmp_path / "r.db")])
     assert_one_line_error(r, needle)

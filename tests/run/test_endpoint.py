@@ -38,8 +38,9 @@ def server(tmp_path_factory):
     lm = load_model("tiny-llama", device="cpu", seed=0)
     lm.model.save_pretrained(folder)
     # a chat template, so that /v1/chat/completions has one to apply (the preset has none)
-    lm.tokenizer.chat_template = ("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n"
-                                  "{% endfor %}assistant:")  # fmt: skip
+    lm.tokenizer.chat_template = (
+        "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:"
+    )
     lm.tokenizer.save_pretrained(folder)
     lm.tokenizer.chat_template = None
     proc, port = _serve(folder)
@@ -55,9 +56,11 @@ def _serve(folder) -> tuple[subprocess.Popen, int]:
     port = _free_port()
     proc = subprocess.Popen(
         [str(exe), "serve", str(folder), "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )  # fmt: skip
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -81,10 +84,31 @@ def _stop(proc: subprocess.Popen) -> None:
 def test_a_load_against_transformers_serve_is_measured_and_stored(server, tmp_path):
     url, folder = server
     db = str(tmp_path / "r.db")
-    r = runner.invoke(app, ["load", "--endpoint", url, "-m", "tiny-llama", "--requests", "6",
-                            "--rate", "20", "--new-tokens", "8", "--prompt-tokens", "24",
-                            "--slo", "e2e_ms=60000", "--out", str(tmp_path / "o"), "--db", db],
-                      env={"COLUMNS": "200"})  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "load",
+            "--endpoint",
+            url,
+            "-m",
+            "tiny-llama",
+            "--requests",
+            "6",
+            "--rate",
+            "20",
+            "--new-tokens",
+            "8",
+            "--prompt-tokens",
+            "24",
+            "--slo",
+            "e2e_ms=60000",
+            "--out",
+            str(tmp_path / "o"),
+            "--db",
+            db,
+        ],
+        env={"COLUMNS": "200"},
+    )
     assert r.exit_code == 0, r.output
     assert f"endpoint {url}/v1 serving {folder}" in r.output
     doc = json.loads((tmp_path / "o" / "load.json").read_text())
@@ -104,27 +128,84 @@ def test_a_load_against_transformers_serve_is_measured_and_stored(server, tmp_pa
 def test_a_closed_loop_and_a_model_the_server_lacks(server, tmp_path):
     url, _ = server
     db = str(tmp_path / "r.db")
-    r = runner.invoke(app, ["load", "--endpoint", url, "-m", "tiny-llama", "--requests", "4",
-                            "--concurrency", "2", "--new-tokens", "4", "--json",
-                            "--db", db])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "load",
+            "--endpoint",
+            url,
+            "-m",
+            "tiny-llama",
+            "--requests",
+            "4",
+            "--concurrency",
+            "2",
+            "--new-tokens",
+            "4",
+            "--json",
+            "--db",
+            db,
+        ],
+    )
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert doc["meta"]["spec"]["concurrency"] == 2 and len(doc["all_samples"]) == 4
     # every request failed (a model it cannot load): one line with the server's reason
-    r = runner.invoke(app, ["load", "--endpoint", url, "--endpoint-model", "no/such-model",
-                            "-m", "tiny-llama", "--requests", "2", "--db", db])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "load",
+            "--endpoint",
+            url,
+            "--endpoint-model",
+            "no/such-model",
+            "-m",
+            "tiny-llama",
+            "--requests",
+            "2",
+            "--db",
+            db,
+        ],
+    )
     assert_one_line_error(r, "all 2 requests", "failed (first: HTTP")
 
 
 def test_a_server_that_is_down_or_a_bad_url_is_one_line(tmp_path):
     db = str(tmp_path / "r.db")
     port = _free_port()  # nothing listens there
-    r = runner.invoke(app, ["load", "--endpoint", f"http://127.0.0.1:{port}", "-m", "tiny-llama",
-                            "--requests", "2", "--db", db])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "load",
+            "--endpoint",
+            f"http://127.0.0.1:{port}",
+            "-m",
+            "tiny-llama",
+            "--requests",
+            "2",
+            "--db",
+            db,
+        ],
+    )
     assert_one_line_error(r, "cannot list the models", "connection failed")
-    r = runner.invoke(app, ["load", "--endpoint", f"http://127.0.0.1:{port}", "--endpoint-model",
-                            "m", "-m", "tiny-llama", "--requests", "2", "--timeout", "5",
-                            "--db", db])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "load",
+            "--endpoint",
+            f"http://127.0.0.1:{port}",
+            "--endpoint-model",
+            "m",
+            "-m",
+            "tiny-llama",
+            "--requests",
+            "2",
+            "--timeout",
+            "5",
+            "--db",
+            db,
+        ],
+    )
     assert_one_line_error(r, "all 2 requests", "connection failed")
     r = runner.invoke(app, ["load", "--endpoint", "ftp://x", "--db", db])
     assert_one_line_error(r, "is not an http(s) URL")
@@ -135,14 +216,34 @@ def test_reference_sets_the_endpoint_beside_the_same_requests_in_process(server,
     import math
 
     url, _ = server
-    r = runner.invoke(app, ["load", "--endpoint", url, "-m", "tiny-llama", "--requests", "6",
-                            "--rate", "10", "--new-tokens", "6", "--reference", "--json",
-                            "--db", str(tmp_path / "r.db")])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "load",
+            "--endpoint",
+            url,
+            "-m",
+            "tiny-llama",
+            "--requests",
+            "6",
+            "--rate",
+            "10",
+            "--new-tokens",
+            "6",
+            "--reference",
+            "--json",
+            "--db",
+            str(tmp_path / "r.db"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     rows = doc["reference"]["stack_cost"]
     assert [(x["metric"], x["percentile"]) for x in rows][:3] == [
-        ("ttft_ms", "p50"), ("ttft_ms", "p90"), ("ttft_ms", "p99")]
+        ("ttft_ms", "p50"),
+        ("ttft_ms", "p90"),
+        ("ttft_ms", "p99"),
+    ]
     for x in rows:
         assert math.isfinite(x["endpoint_ms"]) and math.isfinite(x["in_process_ms"])
         assert x["stack_ms"] == pytest.approx(x["endpoint_ms"] - x["in_process_ms"])
@@ -155,13 +256,30 @@ def test_multi_turn_sessions_and_a_trace_against_the_server(server, tmp_path):
     before it has streamed in, with its history; a trace's rows at their own times."""
     url, _ = server
     chat = tmp_path / "chat.jsonl"
-    turns = [{"role": "user", "content": "Name a colour."}, {"role": "assistant", "content":
-             "Blue."}, {"role": "user", "content": "Another?"}, {"role": "assistant",
-             "content": "Green, then red."}]  # fmt: skip
+    turns = [
+        {"role": "user", "content": "Name a colour."},
+        {"role": "assistant", "content": "Blue."},
+        {"role": "user", "content": "Another?"},
+        {"role": "assistant", "content": "Green, then red."},
+    ]
     chat.write_text("".join(json.dumps({"messages": turns}) + "\n" for _ in range(2)))
-    r = runner.invoke(app, ["load", "--endpoint", url, "-m", "tiny-llama", "--workload",
-                            f"chat:{chat}", "--rate", "50", "--json",
-                            "--db", str(tmp_path / "r.db")])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "load",
+            "--endpoint",
+            url,
+            "-m",
+            "tiny-llama",
+            "--workload",
+            f"chat:{chat}",
+            "--rate",
+            "50",
+            "--json",
+            "--db",
+            str(tmp_path / "r.db"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     rows = doc["all_samples"]
@@ -173,18 +291,50 @@ def test_multi_turn_sessions_and_a_trace_against_the_server(server, tmp_path):
             assert x["prompt_tokens"] > first["prompt_tokens"]  # its history came with it
     assert doc["meta"]["workload"]["multi_turn_sessions"] == 2
     # the same sessions as messages to /v1/chat/completions (the server's template)
-    r = runner.invoke(app, ["load", "--endpoint", url, "-m", "tiny-llama", "--workload",
-                            f"chat:{chat}", "--rate", "50", "--endpoint-api", "chat", "--json",
-                            "--db", str(tmp_path / "r.db")])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "load",
+            "--endpoint",
+            url,
+            "-m",
+            "tiny-llama",
+            "--workload",
+            f"chat:{chat}",
+            "--rate",
+            "50",
+            "--endpoint-api",
+            "chat",
+            "--json",
+            "--db",
+            str(tmp_path / "r.db"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert doc["meta"]["endpoint"]["api"] == "chat"
     rows = doc["all_samples"]
     assert len(rows) == 4 and not any(x["error"] for x in rows), rows
     assert all(x["output_tokens"] >= 1 for x in rows)
-    r = runner.invoke(app, ["load", "--endpoint", url, "-m", "tiny-llama", "--workload",
-                            "azure-sample", "--requests", "3", "--trace-speed", "10", "--json",
-                            "--db", str(tmp_path / "r.db")])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "load",
+            "--endpoint",
+            url,
+            "-m",
+            "tiny-llama",
+            "--workload",
+            "azure-sample",
+            "--requests",
+            "3",
+            "--trace-speed",
+            "10",
+            "--json",
+            "--db",
+            str(tmp_path / "r.db"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     stamps = [x["arrival_ms"] for x in sorted(doc["all_samples"], key=lambda x: x["sample_id"])]
@@ -200,10 +350,34 @@ def test_multi_turn_sessions_and_a_trace_against_the_server(server, tmp_path):
 def test_capacity_search_against_the_server(server, tmp_path):
     """Issue 33, item 5 at an endpoint: every step is a load of the server, stored."""
     url, _ = server
-    r = runner.invoke(app, ["load", "--endpoint", url, "-m", "tiny-llama", "--find-max-rate",
-                            "--slo", "e2e_ms=60000", "--slo-target", "0.6", "--requests", "8",
-                            "--rate", "64", "--bisect", "0", "--new-tokens", "2",
-                            "--prompt-tokens", "16", "--json", "--db", str(tmp_path / "r.db")])
+    r = runner.invoke(
+        app,
+        [
+            "load",
+            "--endpoint",
+            url,
+            "-m",
+            "tiny-llama",
+            "--find-max-rate",
+            "--slo",
+            "e2e_ms=60000",
+            "--slo-target",
+            "0.6",
+            "--requests",
+            "8",
+            "--rate",
+            "64",
+            "--bisect",
+            "0",
+            "--new-tokens",
+            "2",
+            "--prompt-tokens",
+            "16",
+            "--json",
+            "--db",
+            str(tmp_path / "r.db"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     result = json.loads(r.stdout)
     # the server answers one request at a time: where it saturates depends on this machine's
@@ -219,10 +393,27 @@ def test_an_endpoint_load_scrapes_metrics_and_says_when_there_are_none(server, t
     """transformers serve publishes no Prometheus metrics: every scrape fails (HTTP 404), said
     in one line, and the load itself is measured as ever."""
     url, _ = server
-    r = runner.invoke(app, ["load", "--endpoint", url, "-m", "tiny-llama", "--requests", "2",
-                            "--new-tokens", "2", "--metrics-url", f"{url}/metrics",
-                            "--metrics-interval-ms", "100", "--db", str(tmp_path / "r.db")],
-                      env={"COLUMNS": "300"})  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "load",
+            "--endpoint",
+            url,
+            "-m",
+            "tiny-llama",
+            "--requests",
+            "2",
+            "--new-tokens",
+            "2",
+            "--metrics-url",
+            f"{url}/metrics",
+            "--metrics-interval-ms",
+            "100",
+            "--db",
+            str(tmp_path / "r.db"),
+        ],
+        env={"COLUMNS": "300"},
+    )
     assert r.exit_code == 0, r.output
     assert "every scrape failed (first: HTTPError" in r.output
 
@@ -232,19 +423,41 @@ def test_a_failed_request_is_stored_beside_the_served_ones():
     TTFT and lost the run; it is kept with its reason instead."""
     from infermeter.run.load import as_run
 
-    ok = {"sample_id": 0, "arrival_ms": 0.0, "queue_ms": 0.1, "ttft_ms": 5.0, "tpot_ms": 1.0,
-          "e2e_ms": 7.0, "itl_ms": [1.0, 1.0], "prompt_tokens": 4, "new_tokens_asked": 3,
-          "output_tokens": 3, "error": None}  # fmt: skip
-    bad = {**ok, "sample_id": 1, "ttft_ms": float("nan"), "tpot_ms": float("nan"),
-           "e2e_ms": float("nan"), "itl_ms": [], "output_tokens": 0,
-           "error": "the server returned no token"}  # fmt: skip
+    ok = {
+        "sample_id": 0,
+        "arrival_ms": 0.0,
+        "queue_ms": 0.1,
+        "ttft_ms": 5.0,
+        "tpot_ms": 1.0,
+        "e2e_ms": 7.0,
+        "itl_ms": [1.0, 1.0],
+        "prompt_tokens": 4,
+        "new_tokens_asked": 3,
+        "output_tokens": 3,
+        "error": None,
+    }
+    bad = {
+        **ok,
+        "sample_id": 1,
+        "ttft_ms": float("nan"),
+        "tpot_ms": float("nan"),
+        "e2e_ms": float("nan"),
+        "itl_ms": [],
+        "output_tokens": 0,
+        "error": "the server returned no token",
+    }
     spec = {"model": "m", "rate": 1.0, "server": "continuous", "slos": {}, "requests": 2}
-    doc = {"meta": {"spec": spec, "device": {}, "versions": {}}, "summary": {}, "timeline": [],
-           "all_samples": [ok, bad]}  # fmt: skip
+    doc = {
+        "meta": {"spec": spec, "device": {}, "versions": {}},
+        "summary": {},
+        "timeline": [],
+        "all_samples": [ok, bad],
+    }
     run = as_run(doc, {"spec": "m"})
     assert [s.index for s in run.samples] == [0]
-    assert run.checks["load"]["failed"] == [{"sample_id": 1,
-                                              "error": "the server returned no token"}]
+    assert run.checks["load"]["failed"] == [
+        {"sample_id": 1, "error": "the server returned no token"}
+    ]
 
 
 def test_smollm2_served_by_transformers_agrees_with_it_in_process(smollm2, tmp_path):
@@ -262,18 +475,41 @@ def test_smollm2_served_by_transformers_agrees_with_it_in_process(smollm2, tmp_p
 
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none")
         prompt = "The capital of France is"
-        served = client.completions.create(model=str(folder), prompt=prompt, max_tokens=8,
-                                           temperature=0.0).choices[0].text  # fmt: skip
+        served = (
+            client.completions.create(
+                model=str(folder), prompt=prompt, max_tokens=8, temperature=0.0
+            )
+            .choices[0]
+            .text
+        )
         ids = smollm2.tokenizer(prompt, return_tensors="pt")
         with torch.inference_mode():
             out = smollm2.model.generate(**ids, max_new_tokens=8, do_sample=False)
-        here = smollm2.tokenizer.decode(out[0, ids["input_ids"].shape[1]:],
-                                        skip_special_tokens=True)  # fmt: skip
+        here = smollm2.tokenizer.decode(
+            out[0, ids["input_ids"].shape[1] :], skip_special_tokens=True
+        )
         assert served.strip() == here.strip() and "Paris" in here
-        r = runner.invoke(app, ["load", "--endpoint", f"http://127.0.0.1:{port}", "-m",
-                                "smollm2-135m", "--requests", "3", "--rate", "20",
-                                "--new-tokens", "6", "--prompt-tokens", "32", "--json",
-                                "--db", str(tmp_path / "r.db")])  # fmt: skip
+        r = runner.invoke(
+            app,
+            [
+                "load",
+                "--endpoint",
+                f"http://127.0.0.1:{port}",
+                "-m",
+                "smollm2-135m",
+                "--requests",
+                "3",
+                "--rate",
+                "20",
+                "--new-tokens",
+                "6",
+                "--prompt-tokens",
+                "32",
+                "--json",
+                "--db",
+                str(tmp_path / "r.db"),
+            ],
+        )
         assert r.exit_code == 0, r.output
         rows = json.loads(r.stdout)["all_samples"]
         assert [x["error"] for x in rows] == [None] * 3
@@ -283,9 +519,21 @@ def test_smollm2_served_by_transformers_agrees_with_it_in_process(smollm2, tmp_p
             assert x["server_output_tokens"] in (None, x["output_tokens"] + stopped)
             assert 0 < x["ttft_ms"] <= x["e2e_ms"]
         # transformers serve knows no `ignore_eos`: every request fails, in one line
-        r = runner.invoke(app, ["load", "--endpoint", f"http://127.0.0.1:{port}", "-m",
-                                "smollm2-135m", "--requests", "2", "--ignore-eos",
-                                "--db", str(tmp_path / "r.db")])  # fmt: skip
+        r = runner.invoke(
+            app,
+            [
+                "load",
+                "--endpoint",
+                f"http://127.0.0.1:{port}",
+                "-m",
+                "smollm2-135m",
+                "--requests",
+                "2",
+                "--ignore-eos",
+                "--db",
+                str(tmp_path / "r.db"),
+            ],
+        )
         assert_one_line_error(r, "all 2 requests", "HTTP 422")
     finally:
         _stop(proc)

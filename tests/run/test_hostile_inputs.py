@@ -68,8 +68,20 @@ def test_a_fifo_is_not_a_missing_file(tmp_path):
 
 def test_a_300_character_sweep_name_is_refused_on_every_database(tmp_path):
     """It worked on SQLite and failed on PostgreSQL (a 200-character column)."""
-    r = runner.invoke(app, ["sweep", "-m", "tiny-llama", "--knob", "top_k=1", "--name", "n" * 300,
-                            "--db", str(tmp_path / "r.db")])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "sweep",
+            "-m",
+            "tiny-llama",
+            "--knob",
+            "top_k=1",
+            "--name",
+            "n" * 300,
+            "--db",
+            str(tmp_path / "r.db"),
+        ],
+    )
     assert_one_line_error(r, "300 characters", "at most 200")
 
 

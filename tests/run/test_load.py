@@ -71,9 +71,15 @@ def test_lengths_and_slos_parse_or_refuse_in_one_line():
 @pytest.mark.slow
 @pytest.mark.parametrize("server", ["continuous", "static"])
 def test_each_server_serves_every_request_in_order_of_events(server, tiny_llama):
-    spec = LoadSpec(rate=20.0, requests=6, prompt_tokens=Lengths("uniform", 8, 24),
-                    new_tokens=Lengths("uniform", 3, 6), server=server, static_batch=4,
-                    slos=(("e2e_ms", 60_000.0),))  # fmt: skip
+    spec = LoadSpec(
+        rate=20.0,
+        requests=6,
+        prompt_tokens=Lengths("uniform", 8, 24),
+        new_tokens=Lengths("uniform", 3, 6),
+        server=server,
+        static_batch=4,
+        slos=(("e2e_ms", 60_000.0),),
+    )
     doc = run_load(spec, loaded=tiny_llama)
     rows = doc["all_samples"]
     assert len(rows) == 6 and all(r["error"] is None for r in rows)
@@ -90,8 +96,23 @@ def test_each_server_serves_every_request_in_order_of_events(server, tiny_llama)
 
 
 def test_cli_load_end_to_end_with_16_requests(tmp_path):
-    args = ["load", "-m", "tiny-llama", "--requests", "16", "--rate", "inf", "--prompt-tokens",
-            "16", "--new-tokens", "4", "--out", str(tmp_path), "--slo", "e2e_ms=600000"]
+    args = [
+        "load",
+        "-m",
+        "tiny-llama",
+        "--requests",
+        "16",
+        "--rate",
+        "inf",
+        "--prompt-tokens",
+        "16",
+        "--new-tokens",
+        "4",
+        "--out",
+        str(tmp_path),
+        "--slo",
+        "e2e_ms=600000",
+    ]
     r = runner.invoke(app, args, terminal_width=140)
     assert r.exit_code == 0, r.output
     doc = json.loads((tmp_path / "load.json").read_text())
@@ -101,24 +122,43 @@ def test_cli_load_end_to_end_with_16_requests(tmp_path):
 
 
 def test_fail_if_slo_missed_exits_3_naming_the_miss(tmp_path):
-    r = runner.invoke(app, ["load", "--server", "static", "--requests", "3", "--rate", "inf",
-                            "--prompt-tokens", "8", "--new-tokens", "3", "--slo",
-                            "ttft_ms=0.001", "--fail-if-slo-missed"])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "load",
+            "--server",
+            "static",
+            "--requests",
+            "3",
+            "--rate",
+            "inf",
+            "--prompt-tokens",
+            "8",
+            "--new-tokens",
+            "3",
+            "--slo",
+            "ttft_ms=0.001",
+            "--fail-if-slo-missed",
+        ],
+    )
     assert r.exit_code == 3
     assert "SLO missed: ttft_ms <= 0.001 met by 0.0%" in r.output
 
 
-@pytest.mark.parametrize(("args", "needle"), [
-    (["--rate", "0"], "is not a rate"),
-    (["--rate", "fast"], "is not a rate"),
-    (["--slo", "p99=5"], "not METRIC=BOUND"),
-    (["--prompt-tokens", "lots"], "not a length distribution"),
-    (["--server", "magic"], "--server"),
-    (["--fail-if-slo-missed"], "needs an --slo"),
-    # a length beyond the model's context is refused as asked, not cut to 4096 (issue 35)
-    (["--prompt-tokens", "5000", "--requests", "2"], "--prompt-tokens 5000 does not fit"),
-    (["--prompt-tokens", "uniform:64-9000", "--requests", "2"], "--prompt-tokens 9000"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--rate", "0"], "is not a rate"),
+        (["--rate", "fast"], "is not a rate"),
+        (["--slo", "p99=5"], "not METRIC=BOUND"),
+        (["--prompt-tokens", "lots"], "not a length distribution"),
+        (["--server", "magic"], "--server"),
+        (["--fail-if-slo-missed"], "needs an --slo"),
+        # a length beyond the model's context is refused as asked, not cut to 4096 (issue 35)
+        (["--prompt-tokens", "5000", "--requests", "2"], "--prompt-tokens 5000 does not fit"),
+        (["--prompt-tokens", "uniform:64-9000", "--requests", "2"], "--prompt-tokens 9000"),
+    ],
+)
 def test_bad_options_are_one_line(args, needle):
     r = runner.invoke(app, ["load", *args])
     assert_one_line_error(r, needle)
@@ -127,17 +167,37 @@ def test_bad_options_are_one_line(args, needle):
 def test_knee_is_the_last_rate_before_latency_climbs():
     from infermeter.run.load import knee
 
-    pts = [{"rate": r, "e2e_ms_p99": ms} for r, ms in ((1, 100.0), (2, 110.0), (4, 190.0),
-                                                       (8, 900.0), (math.inf, 5000.0))]  # fmt: skip
+    pts = [
+        {"rate": r, "e2e_ms_p99": ms}
+        for r, ms in ((1, 100.0), (2, 110.0), (4, 190.0), (8, 900.0), (math.inf, 5000.0))
+    ]
     assert knee(pts) == 4
     assert knee(pts[:1]) is None
     assert knee([{"rate": 1, "e2e_ms_p99": 100.0}, {"rate": 2, "e2e_ms_p99": 300.0}]) == 1
 
 
 def test_a_rate_sweep_of_two_points_writes_its_files(tmp_path):
-    r = runner.invoke(app, ["load", "--server", "static", "--rate", "20,200", "--requests", "6",
-                            "--prompt-tokens", "8", "--new-tokens", "3", "--slo", "e2e_ms=60000",
-                            "--out", str(tmp_path)], terminal_width=140)  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "load",
+            "--server",
+            "static",
+            "--rate",
+            "20,200",
+            "--requests",
+            "6",
+            "--prompt-tokens",
+            "8",
+            "--new-tokens",
+            "3",
+            "--slo",
+            "e2e_ms=60000",
+            "--out",
+            str(tmp_path),
+        ],
+        terminal_width=140,
+    )
     assert r.exit_code == 0, r.output
     doc = json.loads((tmp_path / "load_sweep.json").read_text())
     assert [p["rate"] for p in doc["summary"]] == [20.0, 200.0]
@@ -151,15 +211,33 @@ def test_a_load_run_is_stored_as_a_run_of_requests(tmp_path):
     from infermeter.store import Store
 
     db = str(tmp_path / "r.db")
-    r = runner.invoke(app, ["load", "--server", "static", "--requests", "5", "--rate", "50",
-                            "--prompt-tokens", "8", "--new-tokens", "3", "--slo", "ttft_ms=60000",
-                            "--db", db])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "load",
+            "--server",
+            "static",
+            "--requests",
+            "5",
+            "--rate",
+            "50",
+            "--prompt-tokens",
+            "8",
+            "--new-tokens",
+            "3",
+            "--slo",
+            "ttft_ms=60000",
+            "--db",
+            db,
+        ],
+    )
     assert r.exit_code == 0, r.output
     (row,) = Store(db).list_runs()
     run = Store(db).get(row["id"])
     assert run.config["mode"] == "load" and run.knobs == {"rate": 50.0, "server": "static"}
-    assert len(run.samples) == 5 and all(s.new_tokens == 3 and len(s.step_ms) == 2
-                                         for s in run.samples)  # fmt: skip
+    assert len(run.samples) == 5 and all(
+        s.new_tokens == 3 and len(s.step_ms) == 2 for s in run.samples
+    )
     load = run.checks["load"]
     assert len(load["queue_ms"]) == 5 and load["summary"]["requests"] == 5
     assert run.slo_report() == load["summary"]["slo"]  # goodput over the load's wall time
@@ -183,9 +261,18 @@ def test_the_live_page_hears_of_every_request(tiny_llama):
 
     LiveProgress.MIN_INTERVAL_S, saved = 0.0, LiveProgress.MIN_INTERVAL_S
     try:
-        run_load(LoadSpec(server="static", rate=math.inf, requests=4, static_batch=2,
-                          prompt_tokens=Lengths("fixed", 8), new_tokens=Lengths("fixed", 3)),
-                 loaded=tiny_llama, sink=sink)  # fmt: skip
+        run_load(
+            LoadSpec(
+                server="static",
+                rate=math.inf,
+                requests=4,
+                static_batch=2,
+                prompt_tokens=Lengths("fixed", 8),
+                new_tokens=Lengths("fixed", 3),
+            ),
+            loaded=tiny_llama,
+            sink=sink,
+        )
     finally:
         LiveProgress.MIN_INTERVAL_S = saved
     states = [s for s in sink.states if s is not None]
@@ -196,10 +283,13 @@ def test_the_live_page_hears_of_every_request(tiny_llama):
     assert max(s["steps"]["in_flight"] for s in states) >= 1
 
 
-@pytest.mark.parametrize(("sig", "code", "said"), [
-    (signal.SIGINT, 130, "interrupted; what was measured so far is stored"),
-    (signal.SIGTERM, 143, "terminated by SIGTERM; what was measured so far is stored"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("sig", "code", "said"),
+    [
+        (signal.SIGINT, 130, "interrupted; what was measured so far is stored"),
+        (signal.SIGTERM, 143, "terminated by SIGTERM; what was measured so far is stored"),
+    ],
+)
 def test_an_interrupted_load_stores_the_requests_that_finished(tmp_path, sig, code, said):
     """Ctrl-C said "what was measured so far is stored" and stored nothing; SIGTERM killed it
     with no word (issue 35, item 8)."""
@@ -207,10 +297,26 @@ def test_an_interrupted_load_stores_the_requests_that_finished(tmp_path, sig, co
 
     db = tmp_path / "r.db"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "infermeter", "load", "-m", "tiny-llama", "--rate", "4",
-         "--requests", "200", "--new-tokens", "4", "--db", str(db)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "infermeter",
+            "load",
+            "-m",
+            "tiny-llama",
+            "--rate",
+            "4",
+            "--requests",
+            "200",
+            "--new-tokens",
+            "4",
+            "--db",
+            str(db),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     done = 0
     while time.monotonic() < deadline and done < 3:
@@ -236,8 +342,15 @@ def test_the_batch_over_time_adds_up_to_the_requests(tiny_llama):
     """Every scheduler step of transformers' manager, read while it runs (issue 34, item 1):
     the steps' prefill tokens are the requests' prompts, their decode tokens the outputs less
     each request's first token (its prefill step gives it)."""
-    doc = run_load(LoadSpec(rate=math.inf, requests=6, prompt_tokens=Lengths("fixed", 24),
-                            new_tokens=Lengths("fixed", 5)), loaded=tiny_llama)  # fmt: skip
+    doc = run_load(
+        LoadSpec(
+            rate=math.inf,
+            requests=6,
+            prompt_tokens=Lengths("fixed", 24),
+            new_tokens=Lengths("fixed", 5),
+        ),
+        loaded=tiny_llama,
+    )
     rows, steps, batch = doc["all_samples"], doc["steps"], doc["summary"]["batch"]
     assert doc["meta"]["step_state"]["missing"] == []
     assert doc["meta"]["step_state"]["cache"]["sized"] == "every request at once"  # a CPU
@@ -255,9 +368,27 @@ def test_a_small_kv_cache_is_full_and_found(tmp_path):
     from infermeter.analysis.analyze import analyze_run
 
     db = str(tmp_path / "r.db")
-    r = runner.invoke(app, ["load", "--rate", "inf", "--requests", "8", "--prompt-tokens",
-                            "100", "--new-tokens", "4", "--kv-blocks", "4", "--kv-page-tokens",
-                            "64", "--db", db], env={"COLUMNS": "300"})  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "load",
+            "--rate",
+            "inf",
+            "--requests",
+            "8",
+            "--prompt-tokens",
+            "100",
+            "--new-tokens",
+            "4",
+            "--kv-blocks",
+            "4",
+            "--kv-page-tokens",
+            "64",
+            "--db",
+            db,
+        ],
+        env={"COLUMNS": "300"},
+    )
     assert r.exit_code == 0, r.output
     assert "KV cache of 4 blocks x 64 tokens (sized by --kv-blocks)" in r.output
     (row,) = Store(db).list_runs()

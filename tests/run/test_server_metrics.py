@@ -57,21 +57,36 @@ def exporter():
 
 
 def test_the_parser_keeps_samples_and_drops_buckets():
-    text = ('# TYPE x_seconds histogram\nx_seconds_bucket{le="1.0"} 2\nx_seconds_sum 1.5\n'
-            'x_seconds_count 2\n# TYPE up gauge\nup{job="a"} 1\n')  # fmt: skip
-    assert parse(text) == [("x_seconds_sum", {}, 1.5), ("x_seconds_count", {}, 2.0),
-                           ("up", {"job": "a"}, 1.0)]  # fmt: skip
+    text = (
+        '# TYPE x_seconds histogram\nx_seconds_bucket{le="1.0"} 2\nx_seconds_sum 1.5\n'
+        'x_seconds_count 2\n# TYPE up gauge\nup{job="a"} 1\n'
+    )
+    assert parse(text) == [
+        ("x_seconds_sum", {}, 1.5),
+        ("x_seconds_count", {}, 2.0),
+        ("up", {"job": "a"}, 1.0),
+    ]
 
 
 def test_a_load_scrapes_the_engines_metrics_as_it_runs(exporter, tiny_llama):
-    doc = run_load(LoadSpec(rate=math.inf, requests=4, new_tokens=Lengths("fixed", 8),
-                            server="static", metrics_url=exporter, metrics_interval_ms=100,
-                            energy="off"), loaded=tiny_llama)  # fmt: skip
+    doc = run_load(
+        LoadSpec(
+            rate=math.inf,
+            requests=4,
+            new_tokens=Lengths("fixed", 8),
+            server="static",
+            metrics_url=exporter,
+            metrics_interval_ms=100,
+            energy="off",
+        ),
+        loaded=tiny_llama,
+    )
     m = doc["server_metrics"]
     assert m["scrapes"] >= 2 and m["failures"] == 0
     running = m["series"]['vllm:num_requests_running{model_name="m"}']
     assert set(running["values"]) <= {0.0, 1.0, 2.0, 3.0} and running["labels"] == {
-        "model_name": "m"}  # fmt: skip
+        "model_name": "m"
+    }
     assert running["t_ms"] == sorted(running["t_ms"])
     assert "process_cpu_seconds_total" in m["series"]  # the exporter's own, real, process
     assert not [k for k in m["series"] if "_bucket" in k]
@@ -83,19 +98,51 @@ def test_a_load_scrapes_the_engines_metrics_as_it_runs(exporter, tiny_llama):
 
 def test_cli_prints_the_state_and_a_dead_url_fails_no_run(exporter, tmp_path):
     db = str(tmp_path / "r.db")
-    r = runner.invoke(app, ["load", "--rate", "inf", "--requests", "2", "--new-tokens", "2",
-                            "--server", "static", "--metrics-url", exporter,
-                            "--metrics-interval-ms", "100", "--db", db],
-                      env={"COLUMNS": "300"})  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "load",
+            "--rate",
+            "inf",
+            "--requests",
+            "2",
+            "--new-tokens",
+            "2",
+            "--server",
+            "static",
+            "--metrics-url",
+            exporter,
+            "--metrics-interval-ms",
+            "100",
+            "--db",
+            db,
+        ],
+        env={"COLUMNS": "300"},
+    )
     assert r.exit_code == 0, r.output
     assert "server metrics (" in r.output and "vllm:num_requests_running max" in r.output
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = s.getsockname()[1]
-    r = runner.invoke(app, ["load", "--rate", "inf", "--requests", "2", "--new-tokens", "2",
-                            "--server", "static", "--metrics-url",
-                            f"http://127.0.0.1:{dead}/metrics", "--db", db],
-                      env={"COLUMNS": "300"})  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "load",
+            "--rate",
+            "inf",
+            "--requests",
+            "2",
+            "--new-tokens",
+            "2",
+            "--server",
+            "static",
+            "--metrics-url",
+            f"http://127.0.0.1:{dead}/metrics",
+            "--db",
+            db,
+        ],
+        env={"COLUMNS": "300"},
+    )
     assert r.exit_code == 0, r.output
     assert "every scrape failed" in r.output
     r = runner.invoke(app, ["load", "--metrics-url", "ftp://x", "--db", db])

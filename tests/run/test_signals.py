@@ -38,7 +38,7 @@ def test_a_signal_stores_the_run_as_terminated_with_its_samples(sig, tmp_path):
             "off",
             "--db",
             str(db),
-        ],  # fmt: skip
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

@@ -12,10 +12,11 @@ from infermeter.knobs import KNOBS
 def test_vlm_is_profiled_with_its_image_and_parts_timed_apart(name):
     lm = load_model(name, device="cpu")
     run = profile(
-        RunConfig(model=name, prompt_tokens=16, new_tokens=3, samples=1, mode="standard",
-                  energy="off"),
+        RunConfig(
+            model=name, prompt_tokens=16, new_tokens=3, samples=1, mode="standard", energy="off"
+        ),
         loaded=lm,
-    )  # fmt: skip
+    )
     assert [s.vision_tokens for s in run.samples] == [16, 16]  # warm-up and measured
     assert not any("text-only" in n for n in run.notes)
     kinds = {(r["phase"], r["kind"]) for r in run.layers["layers"]}

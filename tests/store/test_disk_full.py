@@ -23,8 +23,11 @@ def small_disk(tmp_path):
     """A 512 KiB tmpfs, unmounted afterwards."""
     mnt = tmp_path / f"disk-{uuid.uuid4().hex[:6]}"
     mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mnt)],
-                       capture_output=True, text=True)  # fmt: skip
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mnt)],
+        capture_output=True,
+        text=True,
+    )
     if r.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here (needs root): {r.stderr.strip()[:120]}")
     yield mnt
@@ -52,8 +55,22 @@ def _no_partial_files(folder: Path) -> None:
 @pytest.fixture(scope="module")
 def stored_run(tmp_path_factory):
     db = tmp_path_factory.mktemp("db") / "r.db"
-    r = runner.invoke(app, ["profile", "-m", "tiny-llama", "--new-tokens", "4", "--samples", "2",
-                            "--mode", "standard", "--db", str(db)])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "profile",
+            "-m",
+            "tiny-llama",
+            "--new-tokens",
+            "4",
+            "--samples",
+            "2",
+            "--mode",
+            "standard",
+            "--db",
+            str(db),
+        ],
+    )
     assert r.exit_code == 0, r.output
     return str(db), Store(db).list_runs()[0]["id"]
 
@@ -83,12 +100,27 @@ def test_a_profile_whose_database_fills_the_disk_is_one_line_and_the_store_stays
     small_disk,
 ):
     db = small_disk / "r.db"
-    r = runner.invoke(app, ["profile", "-m", "tiny-llama", "--new-tokens", "2", "--samples", "1",
-                            "--db", str(db)])  # fmt: skip
+    r = runner.invoke(
+        app, ["profile", "-m", "tiny-llama", "--new-tokens", "2", "--samples", "1", "--db", str(db)]
+    )
     assert r.exit_code == 0, r.output
     filler = _fill(small_disk, 0)
-    r = runner.invoke(app, ["profile", "-m", "tiny-llama", "--new-tokens", "4", "--samples", "3",
-                            "--mode", "standard", "--db", str(db)])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "profile",
+            "-m",
+            "tiny-llama",
+            "--new-tokens",
+            "4",
+            "--samples",
+            "3",
+            "--mode",
+            "standard",
+            "--db",
+            str(db),
+        ],
+    )
     assert r.exit_code != 0 and "Traceback" not in r.output
     assert "internal error" not in r.output, r.output
     assert "full" in r.output.strip().splitlines()[-1], r.output

@@ -27,8 +27,13 @@ def test_processes_opening_a_new_postgresql_database_at_once_all_succeed(postgre
     for _trial in range(4):
         url = postgres.new_database()
         procs = [
-            subprocess.Popen([sys.executable, "-c", OPEN, url], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+            subprocess.Popen(
+                [sys.executable, "-c", OPEN, url],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
             for _ in range(3)
         ]
         for p in procs:
@@ -60,8 +65,19 @@ def test_the_profile_card_and_runs_show_hide_the_password(postgres, tiny_llama):
     scheme, rest = user_url.split("://", 1)
     user, host = rest.split("@", 1)
     url = f"{scheme}://{user}:S3cret-pw@{host}"
-    args = ["profile", "-m", "tiny-llama", "--prompt-tokens", "8", "--new-tokens", "2",
-            "--samples", "1", "--db", url]  # fmt: skip
+    args = [
+        "profile",
+        "-m",
+        "tiny-llama",
+        "--prompt-tokens",
+        "8",
+        "--new-tokens",
+        "2",
+        "--samples",
+        "1",
+        "--db",
+        url,
+    ]
     r = runner.invoke(app, args, terminal_width=200)
     assert r.exit_code == 0, r.output
     assert "S3cret" not in r.output and f"{user}:***@" in r.output
@@ -83,16 +99,24 @@ def test_a_schema_step_another_process_did_first_is_retried_not_refused(
     class UniqueViolation(Exception):  # psycopg.errors.UniqueViolation's name and message
         pass
 
-    url = (f"sqlite:///{tmp_path / 'r.db'}" if backend == "sqlite"
-           else request.getfixturevalue("postgres").new_database())  # fmt: skip
+    url = (
+        f"sqlite:///{tmp_path / 'r.db'}"
+        if backend == "sqlite"
+        else request.getfixturevalue("postgres").new_database()
+    )
     real, calls = Base.metadata.create_all, []
 
     def create_all(*args, **kwargs):
         calls.append(1)
         real(*args, **kwargs)
         if len(calls) == 1:
-            raise IntegrityError("CREATE TABLE runs (...)", {}, UniqueViolation(
-                'duplicate key value violates unique constraint "pg_type_typname_nsp_index"'))
+            raise IntegrityError(
+                "CREATE TABLE runs (...)",
+                {},
+                UniqueViolation(
+                    'duplicate key value violates unique constraint "pg_type_typname_nsp_index"'
+                ),
+            )
 
     monkeypatch.setattr(Base.metadata, "create_all", create_all)
     assert Store(url).list_runs() == [] and len(calls) == 2
@@ -104,8 +128,9 @@ def test_a_run_in_progress_is_kept_from_delete_and_cleanup_unless_forced(tiny_ll
     from infermeter import RunConfig, profile
 
     store = Store(db_url)
-    done = store.save(profile(RunConfig(prompt_tokens=8, new_tokens=2, samples=1),
-                              loaded=tiny_llama))  # fmt: skip
+    done = store.save(
+        profile(RunConfig(prompt_tokens=8, new_tokens=2, samples=1), loaded=tiny_llama)
+    )
     live = store.begin_run(store.get(done))  # this process is alive: a run in flight
     from infermeter.store.schema import RunRow
 
@@ -165,8 +190,10 @@ def test_a_newer_schema_is_refused_before_any_table_is_created(db_url):
     engine = create_engine(db_url)
     with engine.begin() as c:
         c.execute(text("DROP TABLE predictions"))
-        c.execute(text("UPDATE meta SET value = :v WHERE key = 'schema_version'"),
-                  {"v": str(SCHEMA_VERSION + 1)})  # fmt: skip
+        c.execute(
+            text("UPDATE meta SET value = :v WHERE key = 'schema_version'"),
+            {"v": str(SCHEMA_VERSION + 1)},
+        )
     r = runner.invoke(app, ["runs", "list", "--db", db_url])
     assert r.exit_code == 2 and "newer than this infermeter" in r.output
     with pytest.raises(UserError, match="newer"):
@@ -196,8 +223,23 @@ def test_a_database_opened_read_only_can_be_listed(tmp_path):
     """A read-only database could not even be listed (the open wrote WAL mode and the
     schema check). SQLite's read-only URI opens it as one a user may not change."""
     path = tmp_path / "r.db"
-    r = runner.invoke(app, ["profile", "-m", "tiny-llama", "--new-tokens", "2", "--samples", "1",
-                            "--warmup", "0", "--db", str(path), "--json"])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "profile",
+            "-m",
+            "tiny-llama",
+            "--new-tokens",
+            "2",
+            "--samples",
+            "1",
+            "--warmup",
+            "0",
+            "--db",
+            str(path),
+            "--json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     run_id = Store(path).list_runs()[0]["id"]
     before = path.read_bytes()
@@ -227,8 +269,12 @@ def test_a_killed_profile_leaves_no_in_progress_line(db_url):
     from sqlalchemy import create_engine, text
 
     Store(db_url)
-    procs = [subprocess.Popen([sys.executable, "-c", PROGRESS, db_url, str(i)],
-                              stdout=subprocess.PIPE, text=True) for i in range(2)]  # fmt: skip
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", PROGRESS, db_url, str(i)], stdout=subprocess.PIPE, text=True
+        )
+        for i in range(2)
+    ]
     for p in procs:
         assert p.stdout.readline().strip() == "written"
     store = Store(db_url)
@@ -254,8 +300,22 @@ def test_cleanup_never_claims_more_than_the_database_held(tmp_path):
 
     db = tmp_path / "r.db"
     for _ in range(3):
-        r = runner.invoke(app, ["profile", "-m", "tiny-llama", "--new-tokens", "4", "--samples",
-                                "2", "--mode", "standard", "--db", str(db)])  # fmt: skip
+        r = runner.invoke(
+            app,
+            [
+                "profile",
+                "-m",
+                "tiny-llama",
+                "--new-tokens",
+                "4",
+                "--samples",
+                "2",
+                "--mode",
+                "standard",
+                "--db",
+                str(db),
+            ],
+        )
         assert r.exit_code == 0, r.output
     wal = db.with_name(db.name + "-wal")
     held = db.stat().st_size + (wal.stat().st_size if wal.exists() else 0)

@@ -15,9 +15,12 @@ runner = CliRunner()
 def test_the_label_names_knobs_and_settings_off_their_defaults():
     cfg = RunConfig(prompt_tokens=64, batch_size=4, dtype="int8", compile="reduce-overhead")
     assert run_label(cfg.to_dict(), {"top_k": 8}) == {
-        "top_k": 8, "prompt_tokens": 64, "batch_size": 4, "dtype": "int8",
+        "top_k": 8,
+        "prompt_tokens": 64,
+        "batch_size": 4,
+        "dtype": "int8",
         "compile": "reduce-overhead",
-    }  # fmt: skip
+    }
     assert run_label(RunConfig().to_dict(), {}) == {}  # defaults are not noise
     # a knob's own value wins over the config's
     assert run_label({"prompt_tokens": 64}, {"prompt_tokens": "64"}, ["prompt_tokens"]) == {
@@ -32,8 +35,11 @@ def test_sweep_points_that_differ_in_config_knobs_read_differently(tiny_llama, t
     db = str(tmp_path / "r.db")
     store = Store(db)
     base = RunConfig(new_tokens=2, samples=1, warmup=0, energy="off")
-    run_sweep(SweepSpec(base, {"prompt_tokens": ["8", "16"], "batch_size": ["1", "2"]}), store,
-              loaded=tiny_llama)  # fmt: skip
+    run_sweep(
+        SweepSpec(base, {"prompt_tokens": ["8", "16"], "batch_size": ["1", "2"]}),
+        store,
+        loaded=tiny_llama,
+    )
     rows = json.loads(runner.invoke(app, ["runs", "list", "--db", db, "--json"]).stdout)["runs"]
     labels = {json.dumps(r["label"], sort_keys=True) for r in rows}
     assert len(rows) == 4 and len(labels) == 4, labels

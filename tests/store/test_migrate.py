@@ -12,13 +12,18 @@ runner = CliRunner()
 def test_sqlite_runs_sweeps_and_calibrations_move_to_postgresql(postgres, tiny_llama, tmp_path):
     src_path = tmp_path / "local.db"
     src = Store(src_path)
-    deep = profile(RunConfig(new_tokens=3, samples=2, warmup=1, mode="deep", energy="off"),
-                   loaded=tiny_llama, sink=src)  # fmt: skip
+    deep = profile(
+        RunConfig(new_tokens=3, samples=2, warmup=1, mode="deep", energy="off"),
+        loaded=tiny_llama,
+        sink=src,
+    )
     sweep = run_sweep(
-        SweepSpec(RunConfig(new_tokens=2, samples=1, warmup=0, energy="off"),
-                  {"new_tokens": ["2", "3"]}),
-        src, loaded=tiny_llama,
-    )  # fmt: skip
+        SweepSpec(
+            RunConfig(new_tokens=2, samples=1, warmup=0, energy="off"), {"new_tokens": ["2", "3"]}
+        ),
+        src,
+        loaded=tiny_llama,
+    )
     from infermeter.measure.ceilings import Ceilings
 
     src.save_ceilings(Ceilings("this cpu", {"float32": 1e11}, 2e10, "calibrate", kind="cpu"))

@@ -269,8 +269,9 @@ def test_a_version_4_database_gains_the_live_steps_column(tmp_path):
         c.execute("UPDATE meta SET value='4' WHERE key='schema_version'")
     store = Store(path)
     steps = {"tokens": 3, "of": 8, "ttft_ms": 10.0, "step_ms": [3.0, 4.0], "first_step": 0}
-    store.progress("k", {"model": "m", "stage": "sample", "done": 1, "total": 2, "tokens": 3,
-                         "steps": steps})  # fmt: skip
+    store.progress(
+        "k", {"model": "m", "stage": "sample", "done": 1, "total": 2, "tokens": 3, "steps": steps}
+    )
     assert [r["steps"] for r in store.progress_rows()] == [steps]
     with sqlite3.connect(path) as c:
         version = c.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()

@@ -17,8 +17,12 @@ from tests.helpers import assert_one_line_error
 
 datasets = pytest.importorskip("datasets", reason="--dataset needs infermeter[datasets]")
 runner = CliRunner()
-ROWS = ["", " = Valkyria Chronicles III = ", "The museum opened at nine, and the line was long.",
-        "Rain fell on the harbour all night; by morning the boats were gone."]  # fmt: skip
+ROWS = [
+    "",
+    " = Valkyria Chronicles III = ",
+    "The museum opened at nine, and the line was long.",
+    "Rain fell on the harbour all night; by morning the boats were gone.",
+]
 
 
 def test_a_workloads_prompts_are_each_conversations_first_user_turn():
@@ -29,16 +33,22 @@ def test_a_workloads_prompts_are_each_conversations_first_user_turn():
 
 
 def test_a_saved_folder_and_a_file_give_their_text_column(tmp_path):
-    datasets.DatasetDict({
-        "train": datasets.Dataset.from_dict({"id": [1, 2, 3, 4], "text": ROWS}),
-        "test": datasets.Dataset.from_dict({"id": [5], "text": ["Held-out text, one row."]}),
-    }).save_to_disk(str(tmp_path / "saved"))  # fmt: skip
+    datasets.DatasetDict(
+        {
+            "train": datasets.Dataset.from_dict({"id": [1, 2, 3, 4], "text": ROWS}),
+            "test": datasets.Dataset.from_dict({"id": [5], "text": ["Held-out text, one row."]}),
+        }
+    ).save_to_disk(str(tmp_path / "saved"))
     # empty rows and wikitext headings dropped; the test split first
     assert dataset_texts(str(tmp_path / "saved")) == ["Held-out text, one row."]
     assert dataset_texts(str(tmp_path / "saved"), split="train") == ROWS[2:]
     f = tmp_path / "q.jsonl"
-    f.write_text("".join(json.dumps({"n": i, "question": q}) + "\n" for i, q in
-                         enumerate(["What is a KV cache?", "Why batch requests?"])))  # fmt: skip
+    f.write_text(
+        "".join(
+            json.dumps({"n": i, "question": q}) + "\n"
+            for i, q in enumerate(["What is a KV cache?", "Why batch requests?"])
+        )
+    )
     assert dataset_texts(str(f)) == ["What is a KV cache?", "Why batch requests?"]
     with pytest.raises(UserError, match="no column 'body'"):
         dataset_texts(str(f), field="body")
@@ -53,8 +63,9 @@ def test_a_hub_data_set_is_read_from_the_local_cache_offline(tmp_path, monkeypat
 
     pd.DataFrame({"text": ROWS}).to_parquet(tmp_path / "t.parquet")
     built = tmp_path / "built"
-    datasets.load_dataset("parquet", data_files={"test": str(tmp_path / "t.parquet")},
-                          cache_dir=str(built))  # fmt: skip
+    datasets.load_dataset(
+        "parquet", data_files={"test": str(tmp_path / "t.parquet")}, cache_dir=str(built)
+    )
     (src,) = built.glob("parquet/*/0.0.0/*/dataset_info.json")
     cache = tmp_path / "cache"
     dst = cache / "wikitext" / "wikitext-2-raw-v1" / "0.0.0" / "0123abcd"
@@ -71,22 +82,50 @@ def test_a_hub_data_set_is_read_from_the_local_cache_offline(tmp_path, monkeypat
 
 
 def test_profile_runs_on_a_workloads_prompts_and_records_where_they_came_from(tmp_path):
-    r = runner.invoke(app, ["profile", "--workload", "chat-sample", "--samples", "1",
-                            "--new-tokens", "2", "--json",
-                            "--db", str(tmp_path / "r.db")])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "profile",
+            "--workload",
+            "chat-sample",
+            "--samples",
+            "1",
+            "--new-tokens",
+            "2",
+            "--json",
+            "--db",
+            str(tmp_path / "r.db"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert doc["meta"]["config"]["prompts_source"] == "workload chat-sample"
-    first_turns = [json.loads(x)["messages"][0]["content"]
-                   for x in resolve("chat-sample")[1].read_text().splitlines()]  # fmt: skip
+    first_turns = [
+        json.loads(x)["messages"][0]["content"]
+        for x in resolve("chat-sample")[1].read_text().splitlines()
+    ]
     assert doc["meta"]["config"]["prompts_count"] == len(first_turns)
 
 
 def test_sweep_takes_a_dataset(tmp_path):
     datasets.Dataset.from_dict({"text": ROWS}).save_to_disk(str(tmp_path / "d"))
-    r = runner.invoke(app, ["sweep", "-k", "new_tokens=1,2", "--samples", "1", "--warmup", "0",
-                            "--dataset", str(tmp_path / "d"), "--json",
-                            "--db", str(tmp_path / "r.db")])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "sweep",
+            "-k",
+            "new_tokens=1,2",
+            "--samples",
+            "1",
+            "--warmup",
+            "0",
+            "--dataset",
+            str(tmp_path / "d"),
+            "--json",
+            "--db",
+            str(tmp_path / "r.db"),
+        ],
+    )
     assert r.exit_code == 0, r.output
     from infermeter import Store
 
@@ -96,17 +135,40 @@ def test_sweep_takes_a_dataset(tmp_path):
     assert config["prompts_source"] == f"dataset {tmp_path / 'd'}" and config["prompts_count"] == 2
 
 
-@pytest.mark.parametrize("command", [["profile"], ["sweep", "-k", "new_tokens=1"],
-                                     ["experiment", "batch"], ["systems-analysis", "--variant",
-                                                               "top_k=1"]])  # fmt: skip
-@pytest.mark.parametrize(("args", "needle"), [
-    (["--workload", "chat-sample", "--dataset", "x"], "not both"),
-    (["--dataset-split", "test"], "choose within a --dataset"),
-    (["--workload", "azure-sample"], "holds lengths and arrival times"),
-    (["--dataset", "no-such/dataset"], "not a folder, a file, or a data set in the local cache"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["profile"],
+        ["sweep", "-k", "new_tokens=1"],
+        ["experiment", "batch"],
+        ["systems-analysis", "--variant", "top_k=1"],
+    ],
+)
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--workload", "chat-sample", "--dataset", "x"], "not both"),
+        (["--dataset-split", "test"], "choose within a --dataset"),
+        (["--workload", "azure-sample"], "holds lengths and arrival times"),
+        (
+            ["--dataset", "no-such/dataset"],
+            "not a folder, a file, or a data set in the local cache",
+        ),
+    ],
+)
 def test_every_command_refuses_bad_prompt_sources_in_one_line(command, args, needle, tmp_path):
-    r = runner.invoke(app, [*command, *args, "--db", str(tmp_path / "r.db"),
-                            *(["--out", str(tmp_path / "o")] if command[0] in
-                              ("experiment", "systems-analysis") else [])])  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            *command,
+            *args,
+            "--db",
+            str(tmp_path / "r.db"),
+            *(
+                ["--out", str(tmp_path / "o")]
+                if command[0] in ("experiment", "systems-analysis")
+                else []
+            ),
+        ],
+    )
     assert_one_line_error(r, needle)

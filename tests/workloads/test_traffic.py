@@ -82,12 +82,16 @@ def test_an_azure_trace_arrives_at_its_own_times_and_lengths(tiny_llama):
 
 def test_a_burstgpt_csv_reads_too(tiny_llama, tmp_path):
     f = tmp_path / "burst.csv"
-    f.write_text("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
-                 "5.0,ChatGPT,40,12,52,Conversation log\n"
-                 "7.5,GPT-4,80,20,100,API log\n")  # fmt: skip
+    f.write_text(
+        "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+        "5.0,ChatGPT,40,12,52,Conversation log\n"
+        "7.5,GPT-4,80,20,100,API log\n"
+    )
     t = load_traffic(str(f), tiny_llama.tokenizer, 4096, 10)
     assert [(x.offset_s, len(x.prompt_ids), x.new_tokens) for x in t.turns] == [
-        (0.0, 40, 12), (2.5, 80, 20)]  # fmt: skip
+        (0.0, 40, 12),
+        (2.5, 80, 20),
+    ]
 
 
 def test_mooncake_hash_ids_are_shared_prefixes(tiny_llama):
@@ -96,30 +100,35 @@ def test_mooncake_hash_ids_are_shared_prefixes(tiny_llama):
     t = load_traffic("mooncake-sample", tok, 8192, 100)
     assert [len(x.prompt_ids) for x in t.turns] == [r["input_length"] for r in records]
     assert [x.offset_s for x in t.turns] == pytest.approx(
-        [(r["timestamp"] - records[0]["timestamp"]) / 1e3 for r in records])
+        [(r["timestamp"] - records[0]["timestamp"]) / 1e3 for r in records]
+    )
     head = len(tok("a")["input_ids"]) - _ntok(tok, "a")  # BOS in front of every prompt
     for a, ra in zip(t.turns, records, strict=True):
         for b, rb in zip(t.turns, records, strict=True):
             shared = 0
             while shared < min(len(ra["hash_ids"]), len(rb["hash_ids"])) and (
-                    ra["hash_ids"][shared] == rb["hash_ids"][shared]):  # fmt: skip
+                ra["hash_ids"][shared] == rb["hash_ids"][shared]
+            ):
                 shared += 1
             n = head + shared * MOONCAKE_BLOCK_TOKENS
             n = min(n, len(a.prompt_ids), len(b.prompt_ids))
             assert a.prompt_ids[:n] == b.prompt_ids[:n]
             if shared < min(len(ra["hash_ids"]), len(rb["hash_ids"])):  # then they differ
                 assert a.prompt_ids[n : n + 16] != b.prompt_ids[n : n + 16]
+
     # the reuse figure against the trace's own blocks: per request, the most tokens of its
     # leading hash ids an earlier request sent (a last block can be partial)
     def shared_tokens(a: dict, b: dict) -> int:
         k = 0
         while k < min(len(a["hash_ids"]), len(b["hash_ids"])) and (
-                a["hash_ids"][k] == b["hash_ids"][k]):  # fmt: skip
+            a["hash_ids"][k] == b["hash_ids"][k]
+        ):
             k += 1
         return min(k * MOONCAKE_BLOCK_TOKENS, a["input_length"], b["input_length"])
 
-    reused = sum(max([shared_tokens(r, p) for p in records[:i]] or [0])
-                 for i, r in enumerate(records))  # fmt: skip
+    reused = sum(
+        max([shared_tokens(r, p) for p in records[:i]] or [0]) for i, r in enumerate(records)
+    )
     total = sum(r["input_length"] for r in records)
     assert t.describe()["prefix_reuse"] == pytest.approx(reused / total, abs=16 * 16 / total)
 
@@ -137,27 +146,48 @@ def test_a_multi_turn_load_sends_each_turn_after_the_one_before(
     server, requests, tiny_llama, tmp_path
 ):
     sessions = tmp_path / "chat.jsonl"
-    turns = [{"role": "user", "content": "Name a colour."}, {"role": "assistant", "content":
-             "Blue."}, {"role": "user", "content": "Another?"}, {"role": "assistant",
-             "content": "Green, then red."}, {"role": "user", "content": "And?"},
-             {"role": "assistant", "content": "Yellow."}]  # fmt: skip
+    turns = [
+        {"role": "user", "content": "Name a colour."},
+        {"role": "assistant", "content": "Blue."},
+        {"role": "user", "content": "Another?"},
+        {"role": "assistant", "content": "Green, then red."},
+        {"role": "user", "content": "And?"},
+        {"role": "assistant", "content": "Yellow."},
+    ]
     sessions.write_text("".join(json.dumps({"messages": turns}) + "\n" for _ in range(2)))
-    doc = run_load(LoadSpec(model="tiny-llama", rate=20.0, requests=requests, server=server,
-                            workload=f"chat:{sessions}"), loaded=tiny_llama)  # fmt: skip
+    doc = run_load(
+        LoadSpec(
+            model="tiny-llama",
+            rate=20.0,
+            requests=requests,
+            server=server,
+            workload=f"chat:{sessions}",
+        ),
+        loaded=tiny_llama,
+    )
     rows = {r["sample_id"]: r for r in doc["all_samples"]}
     assert len(rows) == requests and doc["meta"]["workload"]["multi_turn_sessions"] >= 1
     later = [r for r in rows.values() if r["turn"] > 0]
     assert later
     for r in later:
-        prev = next(p for p in rows.values()
-                    if p["session"] == r["session"] and p["turn"] == r["turn"] - 1)  # fmt: skip
+        prev = next(
+            p for p in rows.values() if p["session"] == r["session"] and p["turn"] == r["turn"] - 1
+        )
         assert r["arrival_ms"] >= prev["arrival_ms"] + prev["e2e_ms"] - 1e-6
         assert r["output_tokens"] == r["new_tokens_asked"]
 
 
 def test_a_trace_load_replays_its_arrival_times(tiny_llama, tmp_path):
-    doc = run_load(LoadSpec(model="tiny-llama", requests=4, workload="azure-sample",
-                            trace_speed=4.0, server="static"), loaded=tiny_llama)  # fmt: skip
+    doc = run_load(
+        LoadSpec(
+            model="tiny-llama",
+            requests=4,
+            workload="azure-sample",
+            trace_speed=4.0,
+            server="static",
+        ),
+        loaded=tiny_llama,
+    )
     trace = load_traffic("azure-sample", tiny_llama.tokenizer, 4096, 4, speed=4.0)
     arrivals = [r["arrival_ms"] for r in sorted(doc["all_samples"], key=lambda r: r["sample_id"])]
     assert arrivals == pytest.approx([t.offset_s * 1e3 for t in trace.turns])
@@ -168,9 +198,23 @@ def test_cli_prints_the_workload_and_stores_it(tmp_path):
     from infermeter import Store
 
     db = str(tmp_path / "r.db")
-    r = runner.invoke(app, ["load", "--workload", "mooncake-sample", "--requests", "4",
-                            "--trace-speed", "8", "--server", "static", "--db", db],
-                      env={"COLUMNS": "250"})  # fmt: skip
+    r = runner.invoke(
+        app,
+        [
+            "load",
+            "--workload",
+            "mooncake-sample",
+            "--requests",
+            "4",
+            "--trace-speed",
+            "8",
+            "--server",
+            "static",
+            "--db",
+            db,
+        ],
+        env={"COLUMNS": "250"},
+    )
     assert r.exit_code == 0, r.output
     assert "workload mooncake" in r.output and "prefix reuse" in r.output
     (run,) = Store(db).list_runs()
@@ -178,14 +222,17 @@ def test_cli_prints_the_workload_and_stores_it(tmp_path):
     assert stored["kind"] == "mooncake" and stored["requests"] == 4
 
 
-@pytest.mark.parametrize(("args", "needle"), [
-    (["--workload", "nope.json"], "no such file"),
-    (["--workload", "chat-sample", "--new-tokens", "8"], "--new-tokens would be ignored"),
-    (["--workload", "azure-sample", "--rate", "3"], "--rate would be ignored"),
-    (["--workload", "chat-sample", "--trace-speed", "2"], "a chat workload has no times"),
-    (["--trace-speed", "2"], "--trace-speed replays a trace"),
-    (["--workload", "azure-sample", "--trace-speed", "0"], "--trace-speed must be above 0"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--workload", "nope.json"], "no such file"),
+        (["--workload", "chat-sample", "--new-tokens", "8"], "--new-tokens would be ignored"),
+        (["--workload", "azure-sample", "--rate", "3"], "--rate would be ignored"),
+        (["--workload", "chat-sample", "--trace-speed", "2"], "a chat workload has no times"),
+        (["--trace-speed", "2"], "--trace-speed replays a trace"),
+        (["--workload", "azure-sample", "--trace-speed", "0"], "--trace-speed must be above 0"),
+    ],
+)
 def test_bad_workload_options_are_one_line(args, needle, tmp_path):
     r = runner.invoke(app, ["load", *args, "--db", str(tmp_path / "r.db")])
     assert_one_line_error(r, needle)
@@ -198,11 +245,14 @@ def test_bad_workload_files_are_one_line(tiny_llama, tmp_path):
     bad_json.write_text('{"messages": []}\nnot json\n')
     odd = tmp_path / "odd.txt"
     odd.write_text("hello\n")
-    for spec, needle in ((str(bad_csv), "neither Azure's nor BurstGPT's"),
-                         (f"chat:{bad_json}", "line 2 is not JSON"),
-                         (str(odd), "cannot tell its format"),
-                         ("mooncake-sample", "gives no request")):  # fmt: skip
+    for spec, needle in (
+        (str(bad_csv), "neither Azure's nor BurstGPT's"),
+        (f"chat:{bad_json}", "line 2 is not JSON"),
+        (str(odd), "cannot tell its format"),
+        ("mooncake-sample", "gives no request"),
+    ):
         with pytest.raises(UserError, match=needle):
             load_traffic(spec, tiny_llama.tokenizer, 100 if "mooncake" in spec else 4096, 10)
-    assert math.isfinite(load_traffic("chat-sample", tiny_llama.tokenizer, 4096, 1)
-                         .describe()["prefix_reuse"])  # fmt: skip
+    assert math.isfinite(
+        load_traffic("chat-sample", tiny_llama.tokenizer, 4096, 1).describe()["prefix_reuse"]
+    )

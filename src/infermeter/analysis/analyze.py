@@ -48,22 +48,24 @@ def analyze_run(
         roof = {"rows": [], "prefill": None, "decode": None, "approximate": [], "unavailable": why}
         findings = load_findings(run)
         model = {"rows": [], "note": why}
-    return Analysis({
-        "run_id": run.run_id,
-        "model": run.model_info.get("spec"),
-        "device": device,
-        "ceilings_source": (
-            calibration_label(measured)
-            if measured
-            else "spec sheet"
-            if ceilings
-            else "unknown hardware: run `infermeter calibrate` for measured ceilings"
-        ),
-        "roofline": roof,
-        "findings": [f.to_dict() for f in findings],
-        "time_model": model,
-        "communication": communication_roofline(run),
-    })
+    return Analysis(
+        {
+            "run_id": run.run_id,
+            "model": run.model_info.get("spec"),
+            "device": device,
+            "ceilings_source": (
+                calibration_label(measured)
+                if measured
+                else "spec sheet"
+                if ceilings
+                else "unknown hardware: run `infermeter calibrate` for measured ceilings"
+            ),
+            "roofline": roof,
+            "findings": [f.to_dict() for f in findings],
+            "time_model": model,
+            "communication": communication_roofline(run),
+        }
+    )
 
 
 #: a calibration older than this is called stale where a run lands above its ceilings
@@ -165,9 +167,13 @@ def _kv_findings(load: dict[str, Any], queue_ms: float) -> list[Finding]:
             title=f"KV cache full for {full:.0f}% of the run: requests waited {queue_ms:.0f} ms "
             f"(median) with {batch.get('batch_requests_mean') or 0:.1f} requests per step on "
             "average",
-            evidence={"kv_full_time_pct": full, "waiting_time_pct": batch.get("waiting_time_pct"),
-                      "kv_used_pct_max": batch.get("kv_used_pct_max"),
-                      "offloads": batch.get("offloads"), "queue_ms_median": queue_ms},  # fmt: skip
+            evidence={
+                "kv_full_time_pct": full,
+                "waiting_time_pct": batch.get("waiting_time_pct"),
+                "kv_used_pct_max": batch.get("kv_used_pct_max"),
+                "offloads": batch.get("offloads"),
+                "queue_ms_median": queue_ms,
+            },
             advice="a larger cache (--kv-blocks, or more device memory), shorter contexts, or "
             "fewer requests at once would let waiting requests in; a quantized or "
             "grouped-query KV cache holds more tokens per byte",

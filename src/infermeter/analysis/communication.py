@@ -54,9 +54,7 @@ def communication_roofline(run: Any) -> dict[str, Any] | None:
         comm_s = ph["comm_ms"] / 1e3
         modelled = {}
         for name, (bw, _) in INTERCONNECTS.items():
-            secs = sum(
-                c["count"] * ring_seconds(c["op"], c["bytes_per_call"], n, bw) for c in mine
-            )
+            secs = sum(c["count"] * ring_seconds(c["op"], c["bytes_per_call"], n, bw) for c in mine)
             modelled[name] = secs / forwards * 1e3
         out.append(
             {

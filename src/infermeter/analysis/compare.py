@@ -114,43 +114,45 @@ def compare_runs(base: Any, variant: Any, ceilings: Ceilings | None = None) -> d
     )
     tps_b, tps_v = sb["tokens_per_s"].median, variant.summary()["tokens_per_s"].median
     layers = _layers(base, variant, paired)
-    return Comparison({
-        "baseline": {"run_id": base.run_id, "knobs": base.knobs},
-        "variant": {"run_id": variant.run_id, "knobs": variant.knobs},
-        "changed": {
-            k: (base.knobs.get(k), variant.knobs.get(k))
-            for k in sorted(set(base.knobs) | set(variant.knobs))
-            if base.knobs.get(k) != variant.knobs.get(k)
-        },
-        "statistic": "median of per-round ratios of interleaved samples, 95% bootstrap interval"
-        if paired
-        else "ratio of medians over measured samples, 95% bootstrap interval",
-        "paired": paired,
-        "interleaved_group": group,
-        "drift_caveat": not paired,
-        "phases": phases,
-        "total": whole,
-        "total_speedup": total_speedup,
-        "total_verdict": whole["verdict"],
-        "predicted_total_speedup": predicted_total,
-        "total_prediction_error_pct": 100 * (predicted_total - total_speedup) / total_speedup
-        if predicted_total and total_speedup
-        else None,
-        "throughput_ratio": tps_v / tps_b if tps_b else None,
-        "layers_statistic": (
-            "median of per-round ratios of per-sample totals"
+    return Comparison(
+        {
+            "baseline": {"run_id": base.run_id, "knobs": base.knobs},
+            "variant": {"run_id": variant.run_id, "knobs": variant.knobs},
+            "changed": {
+                k: (base.knobs.get(k), variant.knobs.get(k))
+                for k in sorted(set(base.knobs) | set(variant.knobs))
+                if base.knobs.get(k) != variant.knobs.get(k)
+            },
+            "statistic": "median of per-round ratios of interleaved samples, 95% bootstrap interval"
             if paired
-            else "ratio of medians of per-sample totals"
-        )
-        + ", 95% bootstrap interval",
-        "layers": layers,
-        "where": _where(layers),
-        "prediction": "time model with measured curves"
-        if ceilings is not None and curves_of(ceilings.details)
-        else "roofline with ceilings"
-        if ceilings
-        else "first-order cost ratio",
-    })
+            else "ratio of medians over measured samples, 95% bootstrap interval",
+            "paired": paired,
+            "interleaved_group": group,
+            "drift_caveat": not paired,
+            "phases": phases,
+            "total": whole,
+            "total_speedup": total_speedup,
+            "total_verdict": whole["verdict"],
+            "predicted_total_speedup": predicted_total,
+            "total_prediction_error_pct": 100 * (predicted_total - total_speedup) / total_speedup
+            if predicted_total and total_speedup
+            else None,
+            "throughput_ratio": tps_v / tps_b if tps_b else None,
+            "layers_statistic": (
+                "median of per-round ratios of per-sample totals"
+                if paired
+                else "ratio of medians of per-sample totals"
+            )
+            + ", 95% bootstrap interval",
+            "layers": layers,
+            "where": _where(layers),
+            "prediction": "time model with measured curves"
+            if ceilings is not None and curves_of(ceilings.details)
+            else "roofline with ceilings"
+            if ceilings
+            else "first-order cost ratio",
+        }
+    )
 
 
 def _layers(base: Any, variant: Any, paired: bool = False) -> list[dict[str, Any]]:
@@ -213,9 +215,11 @@ def _where(layers: list[dict[str, Any]], top: int = 5) -> list[dict[str, Any]]:
     for row in list(picked):
         parts = [r for r in layers if inside(r, row)]
         best = max(parts, key=lambda r: abs(r["delta_ms"]), default=None)
-        if best is not None and best not in picked and abs(best["delta_ms"]) >= abs(
-            row["delta_ms"]
-        ) / 2:
+        if (
+            best is not None
+            and best not in picked
+            and abs(best["delta_ms"]) >= abs(row["delta_ms"]) / 2
+        ):
             picked.append(best)
 
     out: list[dict[str, Any]] = []

@@ -105,9 +105,12 @@ class _Cache:
 
 
 def _schedule(
-    decoding: list[_State], prefilling: list[_State], waiting: deque[_State],
-    limits: SchedulerLimits, cache: _Cache,
-) -> list[tuple[_State, int]]:  # fmt: skip
+    decoding: list[_State],
+    prefilling: list[_State],
+    waiting: deque[_State],
+    limits: SchedulerLimits,
+    cache: _Cache,
+) -> list[tuple[_State, int]]:
     """The next step's requests and their query tokens, as the FIFO scheduler picks them."""
     budget, room = limits.max_batch_tokens, limits.max_requests_per_step
     in_margin = cache.free_share() >= limits.safety_margin
@@ -146,8 +149,10 @@ def simulate(
     limits = limits or SchedulerLimits()
     cache = _Cache(limits)
     result = SimResult(requests)
-    order = sorted((i for i, r in enumerate(requests) if r.follows is None),
-                   key=lambda i: 0.0 if concurrency else offsets_s[i])  # fmt: skip
+    order = sorted(
+        (i for i, r in enumerate(requests) if r.follows is None),
+        key=lambda i: 0.0 if concurrency else offsets_s[i],
+    )
     next_turn = {r.follows: i for i, r in enumerate(requests) if r.follows is not None}
     upcoming: deque[int] = deque(order)
     ready: deque[tuple[float, Request]] = deque()  # later turns, with their arrival times
@@ -209,12 +214,19 @@ def simulate(
         idle = False
         dt = step_seconds(load)
         end = t + dt
-        result.steps.append({"t_ms": t * 1e3, "step_ms": dt * 1e3, "batch_requests": len(batch),
-                             "prefill_tokens": load.prefill_tokens,
-                             "decode_tokens": load.tokens - load.prefill_tokens,
-                             "context_tokens": load.context_tokens,
-                             "running": len(decoding) + len(prefilling), "waiting": len(waiting),
-                             "kv_used_pct": cache.used_pct()})  # fmt: skip
+        result.steps.append(
+            {
+                "t_ms": t * 1e3,
+                "step_ms": dt * 1e3,
+                "batch_requests": len(batch),
+                "prefill_tokens": load.prefill_tokens,
+                "decode_tokens": load.tokens - load.prefill_tokens,
+                "context_tokens": load.context_tokens,
+                "running": len(decoding) + len(prefilling),
+                "waiting": len(waiting),
+                "kv_used_pct": cache.used_pct(),
+            }
+        )
         for st, q in batch:
             r = st.req
             if st in waiting:

@@ -50,28 +50,43 @@ PRECISIONS: dict[str, Precision] = {
         Precision("bfloat16", 2, 2, "bfloat16", "bfloat16 weights and activations"),
         Precision("float16", 2, 2, "float16", "float16 weights and activations"),
         Precision(
-            "int8", 1, 2, "bfloat16",
+            "int8",
+            1,
+            2,
+            "bfloat16",
             "int8 weights (weight-only), dequantised to bfloat16 for the GEMMs",
         ),
         Precision(
-            "fp8", 1, 2, "bfloat16",
+            "fp8",
+            1,
+            2,
+            "bfloat16",
             "fp8 weights (weight-only), dequantised to bfloat16 for the GEMMs",
         ),
         Precision(
-            "int8-w8a8", 1, 2, "int8",
+            "int8-w8a8",
+            1,
+            2,
+            "int8",
             "int8 weights and activations (SmoothQuant W8A8): GEMMs at the int8 tensor rate",
         ),
         Precision(
-            "fp8-w8a8", 1, 2, "fp8",
+            "fp8-w8a8",
+            1,
+            2,
+            "fp8",
             "fp8 weights and activations (dynamic scales): GEMMs at the fp8 tensor rate",
         ),
         Precision(
-            "fp8-kv8", 1, 2, "fp8",
+            "fp8-kv8",
+            1,
+            2,
+            "fp8",
             "fp8 weights, activations and KV cache (TensorRT-LLM's FP8 with an FP8 KV cache)",
             kv_bytes=1,
         ),
     )
-}  # fmt: skip
+}
 
 
 def precision_of(dtype: str, cpu: bool = False) -> Precision:

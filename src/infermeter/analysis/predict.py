@@ -224,8 +224,9 @@ def at_least_bounds(seconds: float, t: ForwardTime) -> tuple[float, str | None]:
         "memory": t.memory_bound_s,
         "communication": t.comm_bound_s,
     }
-    name, floor = max(((k, v) for k, v in bounds.items() if v), key=lambda kv: kv[1],
-                      default=(None, 0.0))  # fmt: skip
+    name, floor = max(
+        ((k, v) for k, v in bounds.items() if v), key=lambda kv: kv[1], default=(None, 0.0)
+    )
     if seconds >= floor:
         return seconds, None
     return floor, (

@@ -61,8 +61,10 @@ class Stack:
     def summary(self) -> str:
         """One line: the stack and the constants it predicts with."""
         per_op = f"{self.op_seconds * 1e6:.3g} us per kernel"
-        kernels = f"{self.ops_per_block} kernels per block" if self.ops_per_block else (
-            "the model's own kernels"
+        kernels = (
+            f"{self.ops_per_block} kernels per block"
+            if self.ops_per_block
+            else ("the model's own kernels")
         )
         return (
             f"{self.title}: {per_op} ({'graph replay' if self.graphs else 'eager launch'}), "
@@ -218,9 +220,7 @@ STACKS: dict[str, Stack] = {
         Stack(
             key="lmdeploy",
             title="LMDeploy (TurboMind engine)",
-            what=(
-                "a C++/CUDA engine with fused kernels and a blocked KV cache, persistent batch"
-            ),
+            what=("a C++/CUDA engine with fused kernels and a blocked KV cache, persistent batch"),
             op_seconds=2e-6,
             overlap=1.0,
             step_seconds=1e-3,

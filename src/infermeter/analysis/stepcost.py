@@ -120,18 +120,19 @@ class StepCost:
         key = (tokens, requests, prefill)
         if key not in self._linear:
             w = Work(1, max(tokens, 1), 0, max(requests, 1), self.dtype_bytes, self.top_k)
-            t = forward_time(self.shape, self.dev, w, "prefill" if prefill else "decode",
-                             self.op_counts)  # fmt: skip
-            self._linear[key] = (t.gemm_s + t.elementwise_s + t.comm_s,
-                                 t.overhead_s + t.generate_s)  # fmt: skip
+            t = forward_time(
+                self.shape, self.dev, w, "prefill" if prefill else "decode", self.op_counts
+            )
+            self._linear[key] = (t.gemm_s + t.elementwise_s + t.comm_s, t.overhead_s + t.generate_s)
         return self._linear[key]
 
     def _attention(self, s: StepLoad) -> float:
         shape, dev = self.shape, self.dev
         layers = self._attention_layers()
         if self.packed and dev.curves is not None:
-            one = dev.curves.masked_attention_seconds(shape.heads, shape.head_dim, s.tokens,
-                                                      s.context_tokens)  # fmt: skip
+            one = dev.curves.masked_attention_seconds(
+                shape.heads, shape.head_dim, s.tokens, s.context_tokens
+            )
             if one is not None:
                 return layers * one
         if self.packed:
@@ -158,8 +159,14 @@ class StepCost:
         if not self.packed:
             return 0.0
         shape = self.shape
-        nbytes = (2.0 * s.context_tokens * self._attention_layers() * shape.heads
-                  * shape.head_dim * self.dtype_bytes)  # fmt: skip
+        nbytes = (
+            2.0
+            * s.context_tokens
+            * self._attention_layers()
+            * shape.heads
+            * shape.head_dim
+            * self.dtype_bytes
+        )
         if self.dev.curves is not None and self.dev.curves.copy:
             return self.dev.curves.copy_seconds(nbytes)
         bw = (self.dev.bandwidth_bytes_per_s or 0.0) * self.dev.bandwidth_efficiency
@@ -168,9 +175,14 @@ class StepCost:
     def parts(self, s: StepLoad) -> dict[str, float]:
         """Unscaled seconds by part (`requests` is the count: its factor is seconds each)."""
         work, host = self._forward(s.tokens, s.requests, s.prefill_tokens > 0)
-        return {"linear": work, "attention": self._attention(s), "kv_copy": self._kv_copy(s),
-                "host": host, "requests": float(s.requests),
-                "after_idle": float(s.after_idle)}  # fmt: skip
+        return {
+            "linear": work,
+            "attention": self._attention(s),
+            "kv_copy": self._kv_copy(s),
+            "host": host,
+            "requests": float(s.requests),
+            "after_idle": float(s.after_idle),
+        }
 
     def seconds(self, s: StepLoad) -> float:
         """The step's seconds from its start to the next step's (the scheduler's time included)."""
@@ -178,8 +190,11 @@ class StepCost:
         f = self.factors
         work = f.linear * p["linear"] + f.attention * p["attention"] + f.kv_copy * p["kv_copy"]
         host = f.host * p["host"] + f.requests * p["requests"] + f.after_idle * p["after_idle"]
-        overlap = 0.0 if self.dev.kind == "cpu" else (
-            1.0 if self.dev.overlap is None else self.dev.overlap)  # fmt: skip
+        overlap = (
+            0.0
+            if self.dev.kind == "cpu"
+            else (1.0 if self.dev.overlap is None else self.dev.overlap)
+        )
         return work + host - overlap * min(work, host) + f.between_s
 
 
@@ -187,8 +202,9 @@ def step_load_of_row(row: dict[str, Any], after_idle: bool = False) -> StepLoad 
     """A stored step row (run/batch_state.py) as a StepLoad; None for rows without the figures."""
     try:
         pre, dec = int(row["prefill_tokens"]), int(row["decode_tokens"])
-        return StepLoad(pre + dec, int(row["context_tokens"]), int(row["batch_requests"]), pre,
-                        after_idle)  # fmt: skip
+        return StepLoad(
+            pre + dec, int(row["context_tokens"]), int(row["batch_requests"]), pre, after_idle
+        )
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -238,8 +254,12 @@ def admission_delays_s(rows: list[dict[str, Any]], arrivals_ms: list[float]) -> 
     return out
 
 
-def learn_step_factors(cost: StepCost, runs: list[list[dict[str, Any]]], source: str,
-                       arrivals_ms: list[list[float]] | None = None) -> StepFactors:  # fmt: skip
+def learn_step_factors(
+    cost: StepCost,
+    runs: list[list[dict[str, Any]]],
+    source: str,
+    arrivals_ms: list[list[float]] | None = None,
+) -> StepFactors:
     """Factors fitted to the recorded steps of `runs` (each a run's step rows), or the defaults.
 
     Prefill-carrying steps are few and long, decode steps many and short: each kind weighs half
@@ -262,8 +282,10 @@ def learn_step_factors(cost: StepCost, runs: list[list[dict[str, Any]]], source:
             measured.append(row["step_ms"] / 1e3)
             prefill.append(s.prefill_tokens > 0)
     if len(measured) < MIN_STEPS:
-        return StepFactors(learnt_from=f"{len(measured)} stored load steps (too few to fit: "
-                                       "the time model as is, approximate)")  # fmt: skip
+        return StepFactors(
+            learnt_from=f"{len(measured)} stored load steps (too few to fit: "
+            "the time model as is, approximate)"
+        )
     a, y, pre = np.array(feats), np.array(measured), np.array(prefill)
     n_pre = max(int(pre.sum()), 1)
     n_dec = max(len(pre) - int(pre.sum()), 1)
@@ -271,12 +293,20 @@ def learn_step_factors(cost: StepCost, runs: list[list[dict[str, Any]]], source:
     lhs = a / y[:, None] * weight[:, None]
     start, _ = nnls(lhs, weight)
     # robust: a step slowed 2x by a neighbour on a shared machine is an outlier, not a cost
-    fit = least_squares(lambda c: (lhs @ c - weight) / weight, start, bounds=(0.0, np.inf),
-                        loss="soft_l1", f_scale=ROBUST_SCALE)  # fmt: skip
+    fit = least_squares(
+        lambda c: (lhs @ c - weight) / weight,
+        start,
+        bounds=(0.0, np.inf),
+        loss="soft_l1",
+        f_scale=ROBUST_SCALE,
+    )
     coef = fit.x
     err = np.abs(a @ coef - y) / y * 100
-    delays = [d for rows, arr in zip(runs, arrivals_ms or [], strict=False)
-              for d in admission_delays_s(rows, arr)]  # fmt: skip
+    delays = [
+        d
+        for rows, arr in zip(runs, arrivals_ms or [], strict=False)
+        for d in admission_delays_s(rows, arr)
+    ]
     return StepFactors(
         **{k: float(v) for k, v in zip(PARTS, coef, strict=True)},
         between_s=float(np.median(gaps)) if gaps else 0.0,

@@ -109,9 +109,7 @@ class DeviceModel:
         return self.curves is not None
 
 
-def device_model(
-    ceilings: Ceilings, dtype: str, stack: Stack | str | None = None
-) -> DeviceModel:
+def device_model(ceilings: Ceilings, dtype: str, stack: Stack | str | None = None) -> DeviceModel:
     """The device model of a spec row or of measured ceilings (with curves when calibrated).
 
     Curves of another dtype are used when this one was not measured, scaled by the two dtypes'

@@ -279,9 +279,14 @@ def _prepare_flex(
     device = q.device
     bs = spec.block_size
     block_mask = create_block_mask(
-        mask_mod_for(kind, spec, seq_len), B=None, H=None, Q_LEN=seq_len, KV_LEN=seq_len,
-        device=str(device), BLOCK_SIZE=bs,
-    )  # fmt: skip
+        mask_mod_for(kind, spec, seq_len),
+        B=None,
+        H=None,
+        Q_LEN=seq_len,
+        KV_LEN=seq_len,
+        device=str(device),
+        BLOCK_SIZE=bs,
+    )
     gqa = q.shape[1] != k.shape[1]
     compiled = _flex_compiled(spec, device)
     if not compiled:
@@ -343,8 +348,10 @@ def validate(spec: AttentionSpec) -> None:
         (1 <= spec.batch <= 1024, "--batch must be within 1..1024"),
         (1 <= spec.heads <= 1024, "--heads must be within 1..1024"),
         (1 <= spec.kv_heads <= spec.heads, "--kv-heads must be within 1..--heads"),
-        (spec.kv_heads >= 1 and spec.heads % spec.kv_heads == 0,
-         "--heads must be a multiple of --kv-heads"),
+        (
+            spec.kv_heads >= 1 and spec.heads % spec.kv_heads == 0,
+            "--heads must be a multiple of --kv-heads",
+        ),
         (spec.head_dim in (16, 32, 64, 128, 256), "--head-dim must be 16, 32, 64, 128 or 256"),
         (1 <= spec.window <= 1 << 20, "--window must be within 1..1048576"),
         (0 <= spec.seed < 2**31, "--seed must be within 0..2147483647"),

@@ -111,6 +111,7 @@ def measure_copies(device: Any, sizes: tuple[int, ...]) -> dict[str, list[float]
         dst.copy_(src)
         _sync(device)
         calls = _calls_for(time.perf_counter() - t0)
+
         def copy(i: int, d: Any = dst, s: Any = src) -> Any:
             return d.copy_(s)
 

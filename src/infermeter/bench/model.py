@@ -65,15 +65,17 @@ def validate(spec: ModelBenchSpec) -> None:
     """Every option checked before a model loads."""
     checks = [
         (bool(spec.models), "give at least one --model"),
-        (bool(spec.seq_lens) and all(1 <= s <= 65536 for s in spec.seq_lens),
-         "--seq-lens must be within 1..65536"),
+        (
+            bool(spec.seq_lens) and all(1 <= s <= 65536 for s in spec.seq_lens),
+            "--seq-lens must be within 1..65536",
+        ),
         (1 <= spec.batch <= 1024, "--batch must be within 1..1024"),
         (0 <= spec.steps <= 1000, "--steps must be within 0..1000"),
         (0 <= spec.warmup <= 100, "--warmup must be within 0..100"),
         (1 <= spec.samples <= 10000, "--samples must be within 1..10000"),
         (0.0 < spec.lr <= 1.0, "--lr must be within (0, 1]"),
         (0 <= spec.seed < 2**31, "--seed must be within 0..2147483647"),
-    ]  # fmt: skip
+    ]
     for ok, message in checks:
         if not ok:
             raise UserError(message, "see `infermeter bench model --help`")

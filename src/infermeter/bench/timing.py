@@ -52,10 +52,15 @@ def peak_memory_mb(call: Callable[[], Any], device: Any) -> tuple[float | None, 
         from torch.profiler import ProfilerActivity, profile
         from torch.profiler._memory_profiler import MemoryProfileTimeline
 
-        with _native_stderr_silenced(), profile(
-            activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True,
-            with_stack=True,
-        ) as prof:  # fmt: skip
+        with (
+            _native_stderr_silenced(),
+            profile(
+                activities=[ProfilerActivity.CPU],
+                profile_memory=True,
+                record_shapes=True,
+                with_stack=True,
+            ) as prof,
+        ):
             call()
         _, sizes = MemoryProfileTimeline(prof._memory_profile())._coalesce_timeline(dev.type)
         peak = max((sum(s) for s in sizes), default=0)

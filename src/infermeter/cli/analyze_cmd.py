@@ -176,8 +176,9 @@ def communication_lines(comm: dict[str, Any] | None) -> list[Text]:
     """Per phase: measured communication per forward, and the same calls on each link."""
     if not comm:
         return []
-    out = [Text(f"communication over {comm['processes']} processes ({comm['model']})",
-                style="bold")]  # fmt: skip
+    out = [
+        Text(f"communication over {comm['processes']} processes ({comm['model']})", style="bold")
+    ]
     for p in comm["phases"]:
         links = ", ".join(f"{k} {v:.3f}" for k, v in p["modelled_comm_ms_per_forward"].items())
         bus = p["attained_bus_bytes_per_s"]

@@ -112,24 +112,32 @@ def _write(doc: dict[str, Any], out: Path | None, name: str, console: Console) -
     folder = writable_dir(out)
     write_json(folder / name, doc)
     files = file_report(doc, folder)
-    console.print(f"wrote {folder / name} and {len(files)} report files "
-                  f"(report.md, report.html, CSV, PNG) in {folder}", markup=False)  # fmt: skip
+    console.print(
+        f"wrote {folder / name} and {len(files)} report files "
+        f"(report.md, report.html, CSV, PNG) in {folder}",
+        markup=False,
+    )
 
 
 @bench_app.command("attention")
 @guard
 def attention_command(
-    seq_lens: list[str] = typer.Option(["512", "1024", "2048", "4096"], "--seq-lens",
-                                       help="Sequence lengths (512 1024 or 512,1024)."),
+    seq_lens: list[str] = typer.Option(
+        ["512", "1024", "2048", "4096"],
+        "--seq-lens",
+        help="Sequence lengths (512 1024 or 512,1024).",
+    ),
     batch: int = typer.Option(1, help="Batch size."),
     heads: int = typer.Option(8, help="Query heads."),
     kv_heads: int = typer.Option(None, "--kv-heads", help="Key/value heads (GQA); default heads."),
     head_dim: int = typer.Option(64, "--head-dim", help="Head dimension."),
-    kinds: list[str] = typer.Option(["eager", "sdpa", "flex-causal", "sliding-window",
-                                     "block-sparse"], "--kinds",
-                                    help="eager, sdpa (every backend on the device), "
-                                    "sdpa-math|flash|efficient|cudnn, flex-causal, "
-                                    "sliding-window, block-sparse."),
+    kinds: list[str] = typer.Option(
+        ["eager", "sdpa", "flex-causal", "sliding-window", "block-sparse"],
+        "--kinds",
+        help="eager, sdpa (every backend on the device), "
+        "sdpa-math|flash|efficient|cudnn, flex-causal, "
+        "sliding-window, block-sparse.",
+    ),
     window: int = typer.Option(256, help="Keys back of the sliding window."),
     block_size: int = typer.Option(128, "--block-size", help="Block (tile) size of FlexAttention."),
     density: float = typer.Option(0.25, help="Kept fraction of key blocks, block-sparse."),
@@ -137,9 +145,12 @@ def attention_command(
     device: str = typer.Option("cpu", help="cpu, cuda, cuda:N or auto."),
     warmup: int = typer.Option(2, help="Untimed calls first."),
     samples: int = typer.Option(10, help="Timed calls per point."),
-    flex_compile: str = typer.Option("auto", "--flex-compile",
-                                     help="auto, on or off: torch.compile FlexAttention (off: "
-                                     "torch's unfused fallback computes every score)."),
+    flex_compile: str = typer.Option(
+        "auto",
+        "--flex-compile",
+        help="auto, on or off: torch.compile FlexAttention (off: "
+        "torch's unfused fallback computes every score).",
+    ),
     seed: int = typer.Option(0, help="Seeds q, k, v and the block-sparse pattern."),
     out: Path = typer.Option(None, help="Write bench_attention.json and its report here."),
     json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
@@ -151,12 +162,22 @@ def attention_command(
     from infermeter.bench.attention import AttentionSpec, run_benchmark
 
     spec = AttentionSpec(
-        seq_lens=_ints(seq_lens, "--seq-lens"), batch=batch, heads=heads,
-        kv_heads=heads if kv_heads is None else kv_heads, head_dim=head_dim,
-        kinds=_words(kinds), window=window, block_size=block_size, density=density,
-        dtype=dtype, device=device, warmup=warmup, samples=samples, flex_compile=flex_compile,
+        seq_lens=_ints(seq_lens, "--seq-lens"),
+        batch=batch,
+        heads=heads,
+        kv_heads=heads if kv_heads is None else kv_heads,
+        head_dim=head_dim,
+        kinds=_words(kinds),
+        window=window,
+        block_size=block_size,
+        density=density,
+        dtype=dtype,
+        device=device,
+        warmup=warmup,
+        samples=samples,
+        flex_compile=flex_compile,
         seed=seed,
-    )  # fmt: skip
+    )
     _bench(run_benchmark, spec, attention_table, out, "bench_attention.json", json_out)
 
 
@@ -165,29 +186,50 @@ def attention_table(doc: dict[str, Any]) -> Table:
     from infermeter.report.file_report import attention_rows
 
     s = doc["meta"]["spec"]
-    t = Table(title=f"attention · batch {s['batch']}, {s['heads']} heads ({s['kv_heads']} kv), "
-              f"head dim {s['head_dim']}, {s['dtype']}, {doc['meta']['device'].get('name', '')}",
-              title_justify="left")  # fmt: skip
-    cols = ("kind", "seq", "ms (median)", "95% CI", "peak MiB", "masked", "skipped",
-            "useful GFLOP", "GFLOP/s useful", "max |diff|")  # fmt: skip
+    t = Table(
+        title=f"attention · batch {s['batch']}, {s['heads']} heads ({s['kv_heads']} kv), "
+        f"head dim {s['head_dim']}, {s['dtype']}, {doc['meta']['device'].get('name', '')}",
+        title_justify="left",
+    )
+    cols = (
+        "kind",
+        "seq",
+        "ms (median)",
+        "95% CI",
+        "peak MiB",
+        "masked",
+        "skipped",
+        "useful GFLOP",
+        "GFLOP/s useful",
+        "max |diff|",
+    )
     for c in cols:
         t.add_column(c, justify="left" if c == "kind" else "right", no_wrap=c == "kind")
     for r in attention_rows(doc):
-        t.add_row(r["kind"], str(r["seq_len"]), fmt.significant(r["latency_ms"]), r["ci95"],
-                  fmt.significant(r["peak_memory_mb"]), f"{100 * r['mask_sparsity']:.1f}%",
-                  f"{100 * r['skipped_fraction']:.1f}%", fmt.significant(r["useful_gflop"]),
-                  fmt.significant(r["useful_gflop_per_s"]),
-                  f"{r['max_abs_diff_vs_dense']:.1e}")  # fmt: skip
+        t.add_row(
+            r["kind"],
+            str(r["seq_len"]),
+            fmt.significant(r["latency_ms"]),
+            r["ci95"],
+            fmt.significant(r["peak_memory_mb"]),
+            f"{100 * r['mask_sparsity']:.1f}%",
+            f"{100 * r['skipped_fraction']:.1f}%",
+            fmt.significant(r["useful_gflop"]),
+            fmt.significant(r["useful_gflop_per_s"]),
+            f"{r['max_abs_diff_vs_dense']:.1e}",
+        )
     return t
 
 
 @bench_app.command("model")
 @guard
 def model_command(
-    model: list[str] = typer.Option(["tiny-llama"], "--model", "-m",
-                                    help="Any --model spec; several allowed."),
-    seq_lens: list[str] = typer.Option(["128", "256", "512"], "--seq-lens",
-                                       help="Sequence lengths (128 256 or 128,256)."),
+    model: list[str] = typer.Option(
+        ["tiny-llama"], "--model", "-m", help="Any --model spec; several allowed."
+    ),
+    seq_lens: list[str] = typer.Option(
+        ["128", "256", "512"], "--seq-lens", help="Sequence lengths (128 256 or 128,256)."
+    ),
     batch: int = typer.Option(1, help="Batch size."),
     train: bool = typer.Option(False, "--train", help="Also forward + backward with the loss."),
     steps: int = typer.Option(0, help="AdamW steps after timing (needs --train): loss falls?"),
@@ -207,9 +249,18 @@ def model_command(
     from infermeter.bench.model import ModelBenchSpec, run_benchmark
 
     spec = ModelBenchSpec(
-        models=_words(model), seq_lens=_ints(seq_lens, "--seq-lens"), batch=batch, train=train,
-        steps=steps, lr=lr, dtype=dtype, device=device, warmup=warmup, samples=samples, seed=seed,
-    )  # fmt: skip
+        models=_words(model),
+        seq_lens=_ints(seq_lens, "--seq-lens"),
+        batch=batch,
+        train=train,
+        steps=steps,
+        lr=lr,
+        dtype=dtype,
+        device=device,
+        warmup=warmup,
+        samples=samples,
+        seed=seed,
+    )
     _bench(run_benchmark, spec, model_table, out, "bench_model.json", json_out)
 
 
@@ -217,16 +268,38 @@ def model_table(doc: dict[str, Any]) -> Table:
     """Forward and training medians with intervals, peaks, ratio and loss."""
     from infermeter.report.file_report import model_rows
 
-    t = Table(title=f"models · batch {doc['meta']['spec']['batch']} · "
-              f"{doc['meta']['device'].get('name', '')}", title_justify="left")  # fmt: skip
-    cols = ("model", "seq", "forward ms", "95% CI", "peak MiB", "train ms", "95% CI ",
-            "peak MiB ", "train/fwd", "loss", "after steps")  # fmt: skip
+    t = Table(
+        title=f"models · batch {doc['meta']['spec']['batch']} · "
+        f"{doc['meta']['device'].get('name', '')}",
+        title_justify="left",
+    )
+    cols = (
+        "model",
+        "seq",
+        "forward ms",
+        "95% CI",
+        "peak MiB",
+        "train ms",
+        "95% CI ",
+        "peak MiB ",
+        "train/fwd",
+        "loss",
+        "after steps",
+    )
     for c in cols:
         t.add_column(c, justify="left" if c == "model" else "right", no_wrap=c == "model")
     for r in model_rows(doc):
-        t.add_row(r["model"], str(r["seq_len"]), fmt.significant(r["forward_ms"]),
-                  r["forward_ci95"], fmt.significant(r["forward_peak_mb"]),
-                  fmt.significant(r["train_ms"]), r["train_ci95"],
-                  fmt.significant(r["train_peak_mb"]), fmt.significant(r["train_over_forward"]),
-                  fmt.significant(r["loss"]), fmt.significant(r["loss_after_steps"]))  # fmt: skip
+        t.add_row(
+            r["model"],
+            str(r["seq_len"]),
+            fmt.significant(r["forward_ms"]),
+            r["forward_ci95"],
+            fmt.significant(r["forward_peak_mb"]),
+            fmt.significant(r["train_ms"]),
+            r["train_ci95"],
+            fmt.significant(r["train_peak_mb"]),
+            fmt.significant(r["train_over_forward"]),
+            fmt.significant(r["loss"]),
+            fmt.significant(r["loss_after_steps"]),
+        )
     return t

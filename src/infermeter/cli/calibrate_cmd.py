@@ -152,19 +152,23 @@ def with_stability(measured: Any, previous: Any, latest: Any = None) -> Any:
     before = None
     if previous is not None and (previous.details.get("stability") or {}).get("stable", True):
         before = figures_of(previous.details, previous.flop_per_s, previous.bandwidth_bytes_per_s)
-    clamped = [n for c in (measured.details.get("curves") or {}).values()
-               for n in (c.get("reference") or {}).get("clamped", [])]  # fmt: skip
+    clamped = [
+        n
+        for c in (measured.details.get("curves") or {}).values()
+        for n in (c.get("reference") or {}).get("clamped", [])
+    ]
     when = previous.details.get("calibrated_at") if previous is not None else None
     newest = None
-    if latest is not None and previous is not None and latest.details.get(
-        "calibrated_at"
-    ) != previous.details.get("calibrated_at"):
+    if (
+        latest is not None
+        and previous is not None
+        and latest.details.get("calibrated_at") != previous.details.get("calibrated_at")
+    ):
         newest = figures_of(latest.details, latest.flop_per_s, latest.bandwidth_bytes_per_s)
     verdict = judge(measured.details.get("rounds") or {}, before, when, clamped, newest)
-    verdict["checked"] = (
-        f"every figure's rounds within {SPREAD_LIMIT:.0%} of their median"
-        + (f", and none fell beyond its interval from the calibration of "
-           f"{when[:16].replace('T', ' ')}" if before and when
-           else ", no earlier stable calibration to compare with")
-    )  # fmt: skip
+    verdict["checked"] = f"every figure's rounds within {SPREAD_LIMIT:.0%} of their median" + (
+        f", and none fell beyond its interval from the calibration of {when[:16].replace('T', ' ')}"
+        if before and when
+        else ", no earlier stable calibration to compare with"
+    )
     return replace(measured, details={**measured.details, "stability": verdict})

@@ -17,9 +17,14 @@ from infermeter.util import fmt
 
 
 def run_capacity(
-    spec: Any, cap: Any, store: Any, target: Any, folder: Path | None, json_out: bool,
+    spec: Any,
+    cap: Any,
+    store: Any,
+    target: Any,
+    folder: Path | None,
+    json_out: bool,
     store_run: Any,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """The search with `load` runs as its steps, each stored as it ends; the result."""
     from infermeter.models.loader import load_model
     from infermeter.run.capacity import answer_line, find_capacity
@@ -35,8 +40,12 @@ def run_capacity(
     def measure(rate: float, n: int) -> dict[str, Any]:
         nonlocal tries
         tries += 1  # a step run again takes fresh requests (another seed)
-        doc = run_load(replace(spec, rate=rate, requests=n, seed=spec.seed + tries),
-                       loaded=lm, sink=store, endpoint=target)  # fmt: skip
+        doc = run_load(
+            replace(spec, rate=rate, requests=n, seed=spec.seed + tries),
+            loaded=lm,
+            sink=store,
+            endpoint=target,
+        )
         interrupted = doc["meta"].pop("interrupted", None)
         store_run(doc, interrupted)
         if interrupted is not None:
@@ -45,14 +54,20 @@ def run_capacity(
 
     def said(step: Any) -> None:
         sat = ", queue growing at its end" if step.saturated else ""
-        console.print(f"  {step.rate:.3g} req/s: {step.met}/{step.requests} met every SLO "
-                      f"({step.low:.1%}-{step.high:.1%}) -> {step.verdict}"
-                      f"{'' if step.decided else ' (undecided)'}{sat}", markup=False)  # fmt: skip
+        console.print(
+            f"  {step.rate:.3g} req/s: {step.met}/{step.requests} met every SLO "
+            f"({step.low:.1%}-{step.high:.1%}) -> {step.verdict}"
+            f"{'' if step.decided else ' (undecided)'}{sat}",
+            markup=False,
+        )
 
     result = find_capacity(cap, measure, said)
     model = result["runs"][0]["meta"]["model"]
-    result["meta"] = {"model": model, "spec": result["runs"][0]["meta"]["spec"],
-                      "slos": dict(spec.slos)}  # fmt: skip
+    result["meta"] = {
+        "model": model,
+        "spec": result["runs"][0]["meta"]["spec"],
+        "slos": dict(spec.slos),
+    }
     result["run_ids"] = [d["meta"].get("run_id") for d in result.pop("runs")]
     if folder is not None:
         from infermeter.report.load_figures import capacity_figure
@@ -66,10 +81,14 @@ def run_capacity(
     for c in ("rate/s", "requests", "met", "interval", "goodput/s", "verdict"):
         t.add_column(c, justify="right")
     for r in sorted(result["steps"], key=lambda r: r["rate"]):
-        t.add_row(f"{r['rate']:.3g}", str(r["requests"]), f"{r['attainment']:.1%}",
-                  f"{r['ci_low']:.1%}-{r['ci_high']:.1%}", fmt.fixed(r["goodput_rps"]),
-                  r["verdict"] + ("" if r["decided"] else "?") + (" sat" if r["saturated"]
-                                                                  else ""))  # fmt: skip
+        t.add_row(
+            f"{r['rate']:.3g}",
+            str(r["requests"]),
+            f"{r['attainment']:.1%}",
+            f"{r['ci_low']:.1%}-{r['ci_high']:.1%}",
+            fmt.fixed(r["goodput_rps"]),
+            r["verdict"] + ("" if r["decided"] else "?") + (" sat" if r["saturated"] else ""),
+        )
     console.print(t)
     console.print(answer_line(result), markup=False)
     return result

@@ -34,11 +34,15 @@ def compare_command(
         "own) or a comma list of prefill, decode, total.",
     ),
     json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
-    slo: list[str] = typer.Option(None, help="ttft_ms=500, tpot_ms=80 or e2e_ms=2000 "
-                                  "(repeatable): attainment of both runs; default: each "
-                                  "run's own SLOs."),
-    fail_if_slo_missed: bool = typer.Option(False, "--fail-if-slo-missed",
-                                            help="Exit 3 when the variant misses an SLO."),
+    slo: list[str] = typer.Option(
+        None,
+        help="ttft_ms=500, tpot_ms=80 or e2e_ms=2000 "
+        "(repeatable): attainment of both runs; default: each "
+        "run's own SLOs.",
+    ),
+    fail_if_slo_missed: bool = typer.Option(
+        False, "--fail-if-slo-missed", help="Exit 3 when the variant misses an SLO."
+    ),
 ) -> None:
     """Speedup of VARIANT over BASELINE per phase and layer, predicted vs actual."""
     from infermeter.analysis.compare import compare_runs, parse_gate_phases, slower_rows
@@ -71,8 +75,7 @@ def compare_command(
                 console.print(f"{side}: {line}", markup=False)
     if fail_if_slo_missed:
         if not doc["slo"]["variant"]:
-            raise fail("--fail-if-slo-missed needs an --slo (or runs profiled with --slo)",
-                       2)  # fmt: skip
+            raise fail("--fail-if-slo-missed needs an --slo (or runs profiled with --slo)", 2)
         fail_on_miss(doc["slo"]["variant"], " by the variant")
     slower = slower_rows(doc, tolerance, judged) if fail_if_slower else []
     if slower:

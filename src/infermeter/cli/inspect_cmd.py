@@ -48,8 +48,13 @@ def structure_command(
     lm = _load(model, device)
     rows = structure(lm.model, depth)
     if json_out:
-        print_json({"kind": "inspect-structure", "model": lm.info.spec,
-                    "modules": [r.to_dict() for r in rows]})  # fmt: skip
+        print_json(
+            {
+                "kind": "inspect-structure",
+                "model": lm.info.spec,
+                "modules": [r.to_dict() for r in rows],
+            }
+        )
         return
     Console(soft_wrap=True).print(structure_table(lm.info.spec, rows))
 
@@ -95,9 +100,13 @@ def moe_command(model: str = _MODEL, device: str = _DEVICE, json_out: bool = _JS
         t.add_column(col)
     for r in layers:
         t.add_row(
-            str(r["layer"]), f"{r['router']} ({r['router_type']})", str(r["experts"]),
-            str(r["top_k"]), ", ".join(r["shared_experts"]) or "-", str(r["expert_width"]),
-        )  # fmt: skip
+            str(r["layer"]),
+            f"{r['router']} ({r['router_type']})",
+            str(r["experts"]),
+            str(r["top_k"]),
+            ", ".join(r["shared_experts"]) or "-",
+            str(r["expert_width"]),
+        )
     console = Console(soft_wrap=True)
     console.print(t)
     console.print(f"routing weights: {layers[0]['routing_normalised']}", markup=False)
@@ -128,23 +137,36 @@ def shapes_command(
         raise UserError("shapes of a vision-language model need images", "use a text model")
     (batch,) = build_batches(lm.tokenizer, WorkloadSpec(prompt_tokens=prompt_tokens), 1)
     rows = record_shapes(lm.model, batch.input_ids.to(next(lm.model.parameters()).device))
-    doc = clean_json({"kind": "inspect-shapes", "model": lm.info.spec,
-                      "prompt_tokens": prompt_tokens,
-                      "modules": [r.to_dict() for r in rows]})  # fmt: skip
+    doc = clean_json(
+        {
+            "kind": "inspect-shapes",
+            "model": lm.info.spec,
+            "prompt_tokens": prompt_tokens,
+            "modules": [r.to_dict() for r in rows],
+        }
+    )
     if out_dir is not None:
         write_json(out_dir / "shapes.json", doc)
     if json_out:
         print_json(doc)
         return
-    t = Table(title=f"{lm.info.spec}: shapes (prefill of {prompt_tokens} tokens, then one "
-              "decode step)", title_justify="left")  # fmt: skip
+    t = Table(
+        title=f"{lm.info.spec}: shapes (prefill of {prompt_tokens} tokens, then one decode step)",
+        title_justify="left",
+    )
     for col in ("phase", "module", "type", "calls", "inputs", "outputs"):
         t.add_column(col)
     for r in rows:
         if r.depth <= depth:
             short = r.name if r.depth <= 1 else r.name.rsplit(".", 1)[-1]
-            t.add_row(r.phase, "  " * r.depth + short, r.type, str(r.calls),
-                      "; ".join(r.inputs), "; ".join(r.outputs))  # fmt: skip
+            t.add_row(
+                r.phase,
+                "  " * r.depth + short,
+                r.type,
+                str(r.calls),
+                "; ".join(r.inputs),
+                "; ".join(r.outputs),
+            )
     Console(soft_wrap=True).print(t)
 
 
@@ -168,11 +190,20 @@ def verify_topk_command(
         seen = experts_per_token_by_router(lm)
     ok = all(v == [k] for v in seen.values()) and bool(seen)
     if json_out:
-        print_json({"kind": "inspect-verify-topk", "model": lm.info.spec, "top_k": k,
-                    "routers": seen, "verified": ok})  # fmt: skip
+        print_json(
+            {
+                "kind": "inspect-verify-topk",
+                "model": lm.info.spec,
+                "top_k": k,
+                "routers": seen,
+                "verified": ok,
+            }
+        )
     else:
-        t = Table(title=f"{lm.info.spec}: top_k={k}, distinct experts per token, measured",
-                  title_justify="left")  # fmt: skip
+        t = Table(
+            title=f"{lm.info.spec}: top_k={k}, distinct experts per token, measured",
+            title_justify="left",
+        )
         t.add_column("router")
         t.add_column("experts per token")
         for name, counts in seen.items():
@@ -226,8 +257,14 @@ def tokens_command(
         t.add_column(col, justify="left" if col in ("prompt", "first tokens") else "right")
     for i, r in enumerate(doc["prompts"], 1):
         per_word = f"{r['tokens'] / r['words']:.2f}" if r["words"] else "-"
-        t.add_row(str(i), str(r["chars"]), str(r["words"]), str(r["tokens"]), per_word,
-                  " | ".join(r["first_tokens"][:6]))  # fmt: skip
+        t.add_row(
+            str(i),
+            str(r["chars"]),
+            str(r["words"]),
+            str(r["tokens"]),
+            per_word,
+            " | ".join(r["first_tokens"][:6]),
+        )
     console = Console(soft_wrap=True)
     console.print(t)
     lines = [

@@ -34,84 +34,155 @@ def _rate(text: str) -> float:
 @guard
 def load_command(
     model: str = typer.Option("tiny-llama", "--model", "-m", help="Any --model spec."),
-    rate: str = typer.Option(None, help="Poisson arrivals per second (default 4), or inf (all "
-                             "at once); several (0.5,1,2,4) sweep the rate: latency vs "
-                             "throughput, knee."),
+    rate: str = typer.Option(
+        None,
+        help="Poisson arrivals per second (default 4), or inf (all "
+        "at once); several (0.5,1,2,4) sweep the rate: latency vs "
+        "throughput, knee.",
+    ),
     requests: int = typer.Option(16, help="Requests to send."),
     concurrency: int = typer.Option(None, help="Closed loop: this many in flight (no --rate)."),
-    prompt_tokens: str = typer.Option(None, "--prompt-tokens", help="Prompt lengths (default "
-                                      "64): 64, uniform:32-128, normal:64,16."),
-    new_tokens: str = typer.Option(None, "--new-tokens", help="Output lengths (default 16), "
-                                   "as above."),
-    workload: str = typer.Option(None, help="Real traffic instead of --prompt-tokens and "
-                                 "--new-tokens: sharegpt:FILE (ShareGPT JSON), chat:FILE "
-                                 "(multi-turn sessions, JSONL), azure:FILE (Azure or BurstGPT "
-                                 "trace CSV, replayed at its times), mooncake:FILE (trace JSONL "
-                                 "with shared prefixes), or a shipped sample: sharegpt-sample, "
-                                 "chat-sample, azure-sample, mooncake-sample."),
-    trace_speed: float = typer.Option(1.0, "--trace-speed", help="Replay a trace this many "
-                                      "times faster than recorded."),
-    server: str = typer.Option("continuous", help="continuous (transformers' continuous "
-                               "batching) or static (padded generate batches)."),
+    prompt_tokens: str = typer.Option(
+        None,
+        "--prompt-tokens",
+        help="Prompt lengths (default 64): 64, uniform:32-128, normal:64,16.",
+    ),
+    new_tokens: str = typer.Option(
+        None, "--new-tokens", help="Output lengths (default 16), as above."
+    ),
+    workload: str = typer.Option(
+        None,
+        help="Real traffic instead of --prompt-tokens and "
+        "--new-tokens: sharegpt:FILE (ShareGPT JSON), chat:FILE "
+        "(multi-turn sessions, JSONL), azure:FILE (Azure or BurstGPT "
+        "trace CSV, replayed at its times), mooncake:FILE (trace JSONL "
+        "with shared prefixes), or a shipped sample: sharegpt-sample, "
+        "chat-sample, azure-sample, mooncake-sample.",
+    ),
+    trace_speed: float = typer.Option(
+        1.0, "--trace-speed", help="Replay a trace this many times faster than recorded."
+    ),
+    server: str = typer.Option(
+        "continuous",
+        help="continuous (transformers' continuous batching) or static (padded generate batches).",
+    ),
     static_batch: int = typer.Option(8, "--static-batch", help="Largest static batch."),
-    kv_blocks: int = typer.Option(None, "--kv-blocks", help="Continuous batching's KV cache "
-                                  "size in blocks (default: transformers' own, from memory)."),
-    kv_page_tokens: int = typer.Option(None, "--kv-page-tokens", help="Tokens per KV-cache "
-                                       "block (default: transformers' own, 256)."),
-    metrics_url: str = typer.Option(None, "--metrics-url", help="A server's Prometheus metrics "
-                                    "(vLLM, SGLang, TGI: http://HOST:PORT/metrics), scraped "
-                                    "during the run and stored under their own names."),
-    metrics_interval_ms: float = typer.Option(1000.0, "--metrics-interval-ms",
-                                              help="Scrape interval (100 ms or more)."),
-    energy: str = typer.Option("auto", help="Power source for joules per request: auto, nvml, "
-                               "rapl, powermetrics or off (in-process runs)."),
-    power_interval_ms: float = typer.Option(100.0, "--power-interval-ms",
-                                            help="Power sampling interval (10 ms or more)."),
-    slo: list[str] = typer.Option(None, help="ttft_ms=500, tpot_ms=80 or e2e_ms=2000 "
-                                  "(repeatable): pass/fail per request, attainment, goodput."),
-    fail_if_slo_missed: bool = typer.Option(False, "--fail-if-slo-missed",
-                                            help="Exit 3 when any request misses an SLO."),
+    kv_blocks: int = typer.Option(
+        None,
+        "--kv-blocks",
+        help="Continuous batching's KV cache "
+        "size in blocks (default: transformers' own, from memory).",
+    ),
+    kv_page_tokens: int = typer.Option(
+        None,
+        "--kv-page-tokens",
+        help="Tokens per KV-cache block (default: transformers' own, 256).",
+    ),
+    metrics_url: str = typer.Option(
+        None,
+        "--metrics-url",
+        help="A server's Prometheus metrics "
+        "(vLLM, SGLang, TGI: http://HOST:PORT/metrics), scraped "
+        "during the run and stored under their own names.",
+    ),
+    metrics_interval_ms: float = typer.Option(
+        1000.0, "--metrics-interval-ms", help="Scrape interval (100 ms or more)."
+    ),
+    energy: str = typer.Option(
+        "auto",
+        help="Power source for joules per request: auto, nvml, "
+        "rapl, powermetrics or off (in-process runs).",
+    ),
+    power_interval_ms: float = typer.Option(
+        100.0, "--power-interval-ms", help="Power sampling interval (10 ms or more)."
+    ),
+    slo: list[str] = typer.Option(
+        None,
+        help="ttft_ms=500, tpot_ms=80 or e2e_ms=2000 "
+        "(repeatable): pass/fail per request, attainment, goodput.",
+    ),
+    fail_if_slo_missed: bool = typer.Option(
+        False, "--fail-if-slo-missed", help="Exit 3 when any request misses an SLO."
+    ),
     seed: int = typer.Option(0, help="Seeds arrivals, lengths and prompts."),
     device: str = typer.Option("cpu", help="cpu, cuda, cuda:N, mps or auto."),
     dtype: str = typer.Option("auto", help="auto, float32, bfloat16, float16."),
     out: Path = typer.Option(None, help="Also write DIR/load.json."),
     db: str = typer.Option(None, help="Database URL or SQLite file (the run is stored there)."),
     json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
-    endpoint: str = typer.Option(None, help="Load an OpenAI-compatible server instead (vLLM, "
-                                 "SGLang, TGI, llama.cpp, Ollama, transformers serve): its URL, "
-                                 "e.g. http://127.0.0.1:8000; --model then names the tokenizer."),
-    endpoint_model: str = typer.Option(None, "--endpoint-model",
-                                       help="The model name the server knows (default: the "
-                                       "first it lists)."),
-    api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="Environment "
-                                    "variable holding the endpoint's API key (never stored)."),
+    endpoint: str = typer.Option(
+        None,
+        help="Load an OpenAI-compatible server instead (vLLM, "
+        "SGLang, TGI, llama.cpp, Ollama, transformers serve): its URL, "
+        "e.g. http://127.0.0.1:8000; --model then names the tokenizer.",
+    ),
+    endpoint_model: str = typer.Option(
+        None,
+        "--endpoint-model",
+        help="The model name the server knows (default: the first it lists).",
+    ),
+    api_key_env: str = typer.Option(
+        "OPENAI_API_KEY",
+        "--api-key-env",
+        help="Environment variable holding the endpoint's API key (never stored).",
+    ),
     timeout: float = typer.Option(300.0, help="Seconds before an endpoint request fails."),
-    endpoint_api: str = typer.Option("completions", "--endpoint-api", help="completions "
-                                     "(/v1/completions) or chat (/v1/chat/completions: "
-                                     "sessions' messages, the server's chat template)."),
-    ignore_eos: bool = typer.Option(False, "--ignore-eos", help="Ask the endpoint to generate "
-                                    "every asked token (vLLM, SGLang, llama.cpp; transformers "
-                                    "serve refuses it); otherwise requests stop at its EOS."),
-    reference: bool = typer.Option(False, "--reference", help="With --endpoint: also run the "
-                                   "same requests in-process on --model (the same weights) and "
-                                   "show what the serving stack adds to TTFT, TPOT and e2e."),
-    find_max_rate: bool = typer.Option(False, "--find-max-rate", help="Search for the highest "
-                                       "rate whose SLO attainment stays above --slo-target "
-                                       "(ramp from --rate, then bisect); needs --slo."),
-    slo_target: float = typer.Option(0.99, "--slo-target", help="With --find-max-rate: the "
-                                     "share of requests that must meet every SLO."),
-    max_requests_per_step: int = typer.Option(512, "--max-requests-per-step", help="With "
-                                              "--find-max-rate: a rate is run again (counts "
-                                              "pooled) while undecided, up to this many."),
+    endpoint_api: str = typer.Option(
+        "completions",
+        "--endpoint-api",
+        help="completions "
+        "(/v1/completions) or chat (/v1/chat/completions: "
+        "sessions' messages, the server's chat template).",
+    ),
+    ignore_eos: bool = typer.Option(
+        False,
+        "--ignore-eos",
+        help="Ask the endpoint to generate "
+        "every asked token (vLLM, SGLang, llama.cpp; transformers "
+        "serve refuses it); otherwise requests stop at its EOS.",
+    ),
+    reference: bool = typer.Option(
+        False,
+        "--reference",
+        help="With --endpoint: also run the "
+        "same requests in-process on --model (the same weights) and "
+        "show what the serving stack adds to TTFT, TPOT and e2e.",
+    ),
+    find_max_rate: bool = typer.Option(
+        False,
+        "--find-max-rate",
+        help="Search for the highest "
+        "rate whose SLO attainment stays above --slo-target "
+        "(ramp from --rate, then bisect); needs --slo.",
+    ),
+    slo_target: float = typer.Option(
+        0.99,
+        "--slo-target",
+        help="With --find-max-rate: the share of requests that must meet every SLO.",
+    ),
+    max_requests_per_step: int = typer.Option(
+        512,
+        "--max-requests-per-step",
+        help="With "
+        "--find-max-rate: a rate is run again (counts "
+        "pooled) while undecided, up to this many.",
+    ),
     bisect: int = typer.Option(4, help="With --find-max-rate: bisections after the ramp."),
-    predict: bool = typer.Option(False, "--predict", help="Simulate the load instead of running "
-                                 "it: arrivals, transformers' continuous-batching scheduler and "
-                                 "each step's cost from the time model (learnt from stored "
-                                 "loads on the device); no weights are loaded."),
-    hardware: str = typer.Option("cpu-this", help="With --predict: cpu-this (calibrated) or a "
-                                 "GPU from `infermeter predict --help`."),
-    stack: str = typer.Option("hf", help="With --predict on a GPU: the stack's step costs "
-                              "(`infermeter predict --help`)."),
+    predict: bool = typer.Option(
+        False,
+        "--predict",
+        help="Simulate the load instead of running "
+        "it: arrivals, transformers' continuous-batching scheduler and "
+        "each step's cost from the time model (learnt from stored "
+        "loads on the device); no weights are loaded.",
+    ),
+    hardware: str = typer.Option(
+        "cpu-this",
+        help="With --predict: cpu-this (calibrated) or a GPU from `infermeter predict --help`.",
+    ),
+    stack: str = typer.Option(
+        "hf", help="With --predict on a GPU: the stack's step costs (`infermeter predict --help`)."
+    ),
 ) -> None:
     """Serve a stream of requests (in-process, or to --endpoint): TTFT, TPOT, e2e, SLOs.
 
@@ -124,23 +195,49 @@ def load_command(
     rate = rate or "4"
     rates = [_rate(r) for r in rate.split(",") if r.strip()] or [_rate(rate)]
     spec = LoadSpec(
-        model=model, rate=rates[0], requests=requests, concurrency=concurrency,
+        model=model,
+        rate=rates[0],
+        requests=requests,
+        concurrency=concurrency,
         prompt_tokens=Lengths.parse(prompt_tokens or "64", "--prompt-tokens"),
-        new_tokens=Lengths.parse(new_tokens or "16", "--new-tokens"), server=server,
-        static_batch=static_batch, slos=parse_slos(slo), seed=seed, device=device, dtype=dtype,
-        workload=workload, trace_speed=trace_speed, kv_blocks=kv_blocks,
-        kv_page_tokens=kv_page_tokens, energy=energy, power_interval_ms=power_interval_ms,
-        metrics_url=metrics_url, metrics_interval_ms=metrics_interval_ms,
-    ).validate()  # fmt: skip
+        new_tokens=Lengths.parse(new_tokens or "16", "--new-tokens"),
+        server=server,
+        static_batch=static_batch,
+        slos=parse_slos(slo),
+        seed=seed,
+        device=device,
+        dtype=dtype,
+        workload=workload,
+        trace_speed=trace_speed,
+        kv_blocks=kv_blocks,
+        kv_page_tokens=kv_page_tokens,
+        energy=energy,
+        power_interval_ms=power_interval_ms,
+        metrics_url=metrics_url,
+        metrics_interval_ms=metrics_interval_ms,
+    ).validate()
     _check_capacity_ranges(slo_target, max_requests_per_step, bisect)
     check_model_spec(model)  # after the ranges: a bad value is named before the model
-    target = _target(endpoint, endpoint_model, api_key_env, timeout, reference, len(rates),
-                     endpoint_api, ignore_eos)  # fmt: skip
+    target = _target(
+        endpoint,
+        endpoint_model,
+        api_key_env,
+        timeout,
+        reference,
+        len(rates),
+        endpoint_api,
+        ignore_eos,
+    )
     if (target is not None or predict) and spec.energy not in ("auto", "off"):
-        where = "the endpoint's server runs elsewhere" if target is not None else (
-            "--predict runs nothing")  # fmt: skip
-        raise UserError(f"--energy {spec.energy} reads this machine's power; {where}",
-                        "drop --energy (energy per request is measured in-process)")  # fmt: skip
+        where = (
+            "the endpoint's server runs elsewhere"
+            if target is not None
+            else ("--predict runs nothing")
+        )
+        raise UserError(
+            f"--energy {spec.energy} reads this machine's power; {where}",
+            "drop --energy (energy per request is measured in-process)",
+        )
     if fail_if_slo_missed and not spec.slos:
         raise UserError("--fail-if-slo-missed needs an --slo", "add e.g. --slo ttft_ms=500")
     from infermeter.store import Store
@@ -151,16 +248,18 @@ def load_command(
         from infermeter.cli.load_predict_view import check_predict_options, run_prediction
 
         check_predict_options(spec, endpoint, reference)
-        cap = (_capacity_spec(spec, rate, rates, slo_target, max_requests_per_step, bisect)
-               if find_max_rate else None)  # fmt: skip
+        cap = (
+            _capacity_spec(spec, rate, rates, slo_target, max_requests_per_step, bisect)
+            if find_max_rate
+            else None
+        )
         run_prediction(spec, rates, hardware, stack, cap, store, folder, json_out)
         return
     if find_max_rate:
         from infermeter.cli.capacity_view import run_capacity
 
         cap = _capacity_spec(spec, rate, rates, slo_target, max_requests_per_step, bisect)
-        run_capacity(spec, cap, store, target, folder, json_out,
-                     lambda d, i: _store(d, store, i))  # fmt: skip
+        run_capacity(spec, cap, store, target, folder, json_out, lambda d, i: _store(d, store, i))
         return
     if len(rates) > 1:
         _sweep(spec, rates, folder, json_out, fail_if_slo_missed, store, target)
@@ -212,6 +311,7 @@ def _check_capacity_ranges(target: float, most: int, bisect: int) -> None:
     if not 0 <= bisect <= 20:
         raise UserError(f"--bisect {bisect} is out of range", "use 0..20")
 
+
 def _capacity_spec(
     spec: Any, rate: str, rates: list[float], target: float, most: int, bisect: int
 ) -> Any:
@@ -221,11 +321,15 @@ def _capacity_spec(
     if not spec.slos:
         raise UserError("--find-max-rate searches under SLOs", "add e.g. --slo e2e_ms=2000")
     if spec.concurrency is not None:
-        raise UserError("--find-max-rate searches over arrival rates; --concurrency is a "
-                        "closed loop", "drop --concurrency")  # fmt: skip
+        raise UserError(
+            "--find-max-rate searches over arrival rates; --concurrency is a closed loop",
+            "drop --concurrency",
+        )
     if len(rates) > 1 or math.isinf(rates[0]):
-        raise UserError(f"--find-max-rate starts from one finite --rate, not {rate}",
-                        "give one start rate, e.g. --rate 1")  # fmt: skip
+        raise UserError(
+            f"--find-max-rate starts from one finite --rate, not {rate}",
+            "give one start rate, e.g. --rate 1",
+        )
     if spec.workload is not None:
         from infermeter.workloads.traffic import resolve
 
@@ -235,9 +339,12 @@ def _capacity_spec(
                 "use a sharegpt or chat workload, or --trace-speed by hand",
             )
     return CapacitySpec(
-        target=target, start_rate=rates[0], requests=spec.requests,
-        max_requests=max(most, spec.requests), bisect=bisect,
-    ).validate()  # fmt: skip
+        target=target,
+        start_rate=rates[0],
+        requests=spec.requests,
+        max_requests=max(most, spec.requests),
+        bisect=bisect,
+    ).validate()
 
 
 def _check_workload_options(
@@ -250,24 +357,35 @@ def _check_workload_options(
     """A workload gives lengths (and a trace its times): options that would be ignored, refused."""
     if workload is None:
         if trace_speed != 1.0:
-            raise UserError("--trace-speed replays a trace", "add --workload azure:FILE or "
-                            "mooncake:FILE, or drop --trace-speed")  # fmt: skip
+            raise UserError(
+                "--trace-speed replays a trace",
+                "add --workload azure:FILE or mooncake:FILE, or drop --trace-speed",
+            )
         return
-    given = [o for o, v in (("--prompt-tokens", prompt_tokens), ("--new-tokens", new_tokens))
-             if v is not None]  # fmt: skip
+    given = [
+        o
+        for o, v in (("--prompt-tokens", prompt_tokens), ("--new-tokens", new_tokens))
+        if v is not None
+    ]
     if given:
-        raise UserError(f"--workload gives each request's lengths; {' and '.join(given)} would "
-                        "be ignored", f"drop {' and '.join(given)}")  # fmt: skip
+        raise UserError(
+            f"--workload gives each request's lengths; {' and '.join(given)} would be ignored",
+            f"drop {' and '.join(given)}",
+        )
     from infermeter.workloads.traffic import resolve
 
     kind, _ = resolve(workload)  # a missing file is one line before the model loads
     timed = kind in ("azure", "mooncake")
     if timed and rate is not None:
-        raise UserError(f"a {kind} trace arrives at its own times; --rate would be ignored",
-                        "drop --rate (--trace-speed 2 replays it twice as fast)")  # fmt: skip
+        raise UserError(
+            f"a {kind} trace arrives at its own times; --rate would be ignored",
+            "drop --rate (--trace-speed 2 replays it twice as fast)",
+        )
     if not timed and trace_speed != 1.0:
-        raise UserError(f"--trace-speed replays a trace; a {kind} workload has no times",
-                        "drop --trace-speed (--rate sets its sessions' arrivals)")  # fmt: skip
+        raise UserError(
+            f"--trace-speed replays a trace; a {kind} workload has no times",
+            "drop --trace-speed (--rate sets its sessions' arrivals)",
+        )
 
 
 def _target(
@@ -285,11 +403,15 @@ def _target(
 
     if endpoint is None:
         if ignore_eos:
-            raise UserError("--ignore-eos is sent to an endpoint (in-process runs never stop "
-                            "at EOS)", "add --endpoint URL, or drop --ignore-eos")  # fmt: skip
+            raise UserError(
+                "--ignore-eos is sent to an endpoint (in-process runs never stop at EOS)",
+                "add --endpoint URL, or drop --ignore-eos",
+            )
         if reference:
-            raise UserError("--reference compares an endpoint with the model in-process",
-                            "add --endpoint URL, or drop --reference")  # fmt: skip
+            raise UserError(
+                "--reference compares an endpoint with the model in-process",
+                "add --endpoint URL, or drop --reference",
+            )
         return None
     from infermeter.run.endpoint import base_url
 
@@ -308,22 +430,32 @@ def _add_reference(doc: dict[str, Any], spec: Any) -> None:
     from infermeter.run.load import run_load, stack_cost
 
     ref = run_load(spec)
-    doc["reference"] = {"model": ref["meta"]["model"], "summary": ref["summary"],
-                        "stack_cost": stack_cost(doc["summary"], ref["summary"])}  # fmt: skip
+    doc["reference"] = {
+        "model": ref["meta"]["model"],
+        "summary": ref["summary"],
+        "stack_cost": stack_cost(doc["summary"], ref["summary"]),
+    }
 
 
 def _print_reference(doc: dict[str, Any]) -> None:
     """Per percentile: the endpoint's latency, the in-process one, and the difference."""
     ref = doc["reference"]
-    t = Table(title=f"what the serving stack adds: endpoint vs {ref['model']} in this process "
-              "(same requests, same arrivals)", title_justify="left")  # fmt: skip
+    t = Table(
+        title=f"what the serving stack adds: endpoint vs {ref['model']} in this process "
+        "(same requests, same arrivals)",
+        title_justify="left",
+    )
     for c in ("metric", "pct", "endpoint ms", "in-process ms", "stack adds ms", "share"):
         t.add_column(c, justify="left" if c in ("metric", "pct") else "right")
     for row in ref["stack_cost"]:
-        t.add_row(row["metric"], row["percentile"], fmt.fixed(row["endpoint_ms"], 1),
-                  fmt.fixed(row["in_process_ms"], 1), fmt.fixed(row["stack_ms"], 1),
-                  f"{row['stack_share'] * 100:.0f}%" if row["stack_share"] == row["stack_share"]
-                  else "-")  # fmt: skip
+        t.add_row(
+            row["metric"],
+            row["percentile"],
+            fmt.fixed(row["endpoint_ms"], 1),
+            fmt.fixed(row["in_process_ms"], 1),
+            fmt.fixed(row["stack_ms"], 1),
+            f"{row['stack_share'] * 100:.0f}%" if row["stack_share"] == row["stack_share"] else "-",
+        )
     Console(soft_wrap=True).print(t)
 
 
@@ -353,24 +485,44 @@ def _sweep(
     if json_out:
         print_json(doc)
     else:
-        t = Table(title=f"{doc['meta']['model']} · {spec.server} batching · {spec.requests} "
-                  "requests per rate", title_justify="left")  # fmt: skip
-        cols = ("rate/s", "req/s", "tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "e2e p99",
-                "goodput")  # fmt: skip
+        t = Table(
+            title=f"{doc['meta']['model']} · {spec.server} batching · {spec.requests} "
+            "requests per rate",
+            title_justify="left",
+        )
+        cols = (
+            "rate/s",
+            "req/s",
+            "tok/s",
+            "TTFT p50",
+            "TTFT p99",
+            "TPOT p50",
+            "e2e p99",
+            "goodput",
+        )
         for c in cols:
             t.add_column(c, justify="right")
         for p in doc["summary"]:
-            t.add_row(f"{p['rate']:g}", fmt.fixed(p["throughput_rps"]),
-                      fmt.fixed(p["output_tokens_per_s"], 1), fmt.fixed(p["ttft_ms_p50"], 1),
-                      fmt.fixed(p["ttft_ms_p99"], 1), fmt.fixed(p["tpot_ms_p50"], 1),
-                      fmt.fixed(p["e2e_ms_p99"], 1), fmt.fixed(p["goodput_rps"]))  # fmt: skip
+            t.add_row(
+                f"{p['rate']:g}",
+                fmt.fixed(p["throughput_rps"]),
+                fmt.fixed(p["output_tokens_per_s"], 1),
+                fmt.fixed(p["ttft_ms_p50"], 1),
+                fmt.fixed(p["ttft_ms_p99"], 1),
+                fmt.fixed(p["tpot_ms_p50"], 1),
+                fmt.fixed(p["e2e_ms_p99"], 1),
+                fmt.fixed(p["goodput_rps"]),
+            )
         console = Console(soft_wrap=True)
         console.print(t)
         knee_rate = doc["knee_rate"]
-        console.print(f"knee: {knee_rate:g} req/s offered (the highest rate whose p99 "
-                      "end-to-end latency stays within 2x of the lowest rate's)"
-                      if knee_rate is not None else "knee: none (fewer than two rates)",
-                      markup=False)  # fmt: skip
+        console.print(
+            f"knee: {knee_rate:g} req/s offered (the highest rate whose p99 "
+            "end-to-end latency stays within 2x of the lowest rate's)"
+            if knee_rate is not None
+            else "knee: none (fewer than two rates)",
+            markup=False,
+        )
     if gate:
         for run in doc["runs"]:
             fail_on_miss(run["summary"]["slo"], f" at rate {run['meta']['spec']['rate']:g}")
@@ -423,9 +575,14 @@ def _print(doc: dict[str, Any]) -> None:
         t.add_column(c, justify="left" if c == "metric" else "right")
     for m in ("queue_ms", "ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
         v = s[m]
-        t.add_row(m, fmt.fixed(v["p50"]), f"{fmt.fixed(v['median_ci95_low'])}-"
-                  f"{fmt.fixed(v['median_ci95_high'])}", fmt.fixed(v["p90"]),
-                  fmt.fixed(v["p99"]), fmt.fixed(v["mean"]))  # fmt: skip
+        t.add_row(
+            m,
+            fmt.fixed(v["p50"]),
+            f"{fmt.fixed(v['median_ci95_low'])}-{fmt.fixed(v['median_ci95_high'])}",
+            fmt.fixed(v["p90"]),
+            fmt.fixed(v["p99"]),
+            fmt.fixed(v["mean"]),
+        )
     console.print(t)
     line = slo_line(s["slo"])
     if line:
@@ -442,28 +599,44 @@ def _print(doc: dict[str, Any]) -> None:
     if ep:
         failed = [r for r in doc["all_samples"] if r["error"]]
         said = f"; {len(failed)} failed (first: {failed[0]['error']})" if failed else ""
-        short = sum(1 for r in doc["all_samples"] if not r["error"]
-                    and r["output_tokens"] < r["new_tokens_asked"])  # fmt: skip
+        short = sum(
+            1
+            for r in doc["all_samples"]
+            if not r["error"] and r["output_tokens"] < r["new_tokens_asked"]
+        )
         if short:
-            said += (f"; {short} stopped at the server's EOS before their asked length "
-                     "(--ignore-eos asks servers that know it not to)")
+            said += (
+                f"; {short} stopped at the server's EOS before their asked length "
+                "(--ignore-eos asks servers that know it not to)"
+            )
         console.print(
             f"endpoint {ep['url']} serving {ep['model']}: {ep['multi_token_chunks']} streamed "
             f"chunks carried several tokens (counted with {doc['meta']['model_info']['tokenizer']}"
             f"'s tokenizer, their gaps 0){said}",
-            style="dim", markup=False,
+            style="dim",
+            markup=False,
         )
 
 
 def workload_line(w: dict[str, Any]) -> str:
     """One line on the workload: its requests, sessions, lengths, prefix reuse, trace rate."""
     p, o = w["prompt_tokens"], w["output_tokens"]
-    sessions = (f" in {w['sessions']} sessions ({w['multi_turn_sessions']} multi-turn)"
-                if w["multi_turn_sessions"] else "")  # fmt: skip
-    trace = (f"; trace of {w['duration_s']:.1f} s at {w['speed']:g}x, {w['mean_rate_rps']:.2f} "
-             "req/s mean" if "duration_s" in w else "")  # fmt: skip
-    skipped = "; left out: " + ", ".join(f"{n} {why}" for why, n in w["skipped"].items()) if (
-        w["skipped"]) else ""
+    sessions = (
+        f" in {w['sessions']} sessions ({w['multi_turn_sessions']} multi-turn)"
+        if w["multi_turn_sessions"]
+        else ""
+    )
+    trace = (
+        f"; trace of {w['duration_s']:.1f} s at {w['speed']:g}x, {w['mean_rate_rps']:.2f} "
+        "req/s mean"
+        if "duration_s" in w
+        else ""
+    )
+    skipped = (
+        "; left out: " + ", ".join(f"{n} {why}" for why, n in w["skipped"].items())
+        if (w["skipped"])
+        else ""
+    )
     return (
         f"workload {w['kind']} ({w['source']}): {w['requests']} requests{sessions}; prompt "
         f"tokens p50 {p['p50']:.0f} p90 {p['p90']:.0f} max {p['max']:.0f}; output tokens p50 "
@@ -481,8 +654,11 @@ def batch_line(b: dict[str, Any], state: dict[str, Any]) -> str:
         return "not exposed" if v is None else f"{v:.0f}%"
 
     cache = state.get("cache") or {}
-    size = (f" of {cache['blocks']} blocks x {cache['page_tokens']} tokens"
-            if cache.get("blocks") and cache.get("page_tokens") else "")  # fmt: skip
+    size = (
+        f" of {cache['blocks']} blocks x {cache['page_tokens']} tokens"
+        if cache.get("blocks") and cache.get("page_tokens")
+        else ""
+    )
     if cache.get("sized"):
         size += f" (sized by {cache['sized']})"
     line = (
@@ -502,15 +678,18 @@ def batch_line(b: dict[str, Any], state: dict[str, Any]) -> str:
 
 def energy_line(e: dict[str, Any]) -> str:
     """One line on the run's energy: per request (step shares), per token, between steps."""
+
     def j(v: float | None, unit: str = "J") -> str:
         return "-" if v is None else f"{v:.3g} {unit}"
 
-    line = (f"energy ({e['source']}, {e['method']}): {j(e['total_j'])} over the run at "
-            f"{j(e['mean_power_w'], 'W')}; per request p50 {j(e['j_per_request_p50'])} "
-            f"(prefill {j(e['prefill_j'])}, decode {j(e['decode_j'])} in all); "
-            f"{j(e['j_per_output_token'], 'J/token')} in steps, "
-            f"{j(e['j_per_output_token_all'], 'J/token')} with the time between steps "
-            f"({j(e['between_steps_j'])})")  # fmt: skip
+    line = (
+        f"energy ({e['source']}, {e['method']}): {j(e['total_j'])} over the run at "
+        f"{j(e['mean_power_w'], 'W')}; per request p50 {j(e['j_per_request_p50'])} "
+        f"(prefill {j(e['prefill_j'])}, decode {j(e['decode_j'])} in all); "
+        f"{j(e['j_per_output_token'], 'J/token')} in steps, "
+        f"{j(e['j_per_output_token_all'], 'J/token')} with the time between steps "
+        f"({j(e['between_steps_j'])})"
+    )
     if e.get("j_per_goodput_request") is not None:
         line += f"; {j(e['j_per_goodput_request'])} per request that met every SLO"
     if e.get("note"):
@@ -524,5 +703,7 @@ def metrics_line(m: dict[str, Any]) -> str:
         return f"server metrics ({m['url']}): every scrape failed (first: {m['first_failure']})"
     state = "; ".join(f"{r['name']} max {r['max']:g}, last {r['last']:g}" for r in m["state"])
     failed = f", {m['failures']} failed (first: {m['first_failure']})" if m["failures"] else ""
-    return (f"server metrics ({m['url']}): {m['series']} series from {m['scrapes']} scrapes"
-            f"{failed}" + (f"; {state}" if state else "; no engine state metric among them"))
+    return (
+        f"server metrics ({m['url']}): {m['series']} series from {m['scrapes']} scrapes"
+        f"{failed}" + (f"; {state}" if state else "; no engine state metric among them")
+    )

@@ -20,27 +20,38 @@ from infermeter.util import fmt
 def check_predict_options(spec: Any, endpoint: str | None, reference: bool) -> None:
     """Refuse what a simulation of transformers' continuous batching cannot honour."""
     if endpoint is not None or reference:
-        raise UserError("--predict simulates transformers' continuous batching in this "
-                        "process, not an endpoint", "drop --endpoint and --reference")  # fmt: skip
+        raise UserError(
+            "--predict simulates transformers' continuous batching in this "
+            "process, not an endpoint",
+            "drop --endpoint and --reference",
+        )
     if spec.server != "continuous":
-        raise UserError("--predict simulates continuous batching only",
-                        "drop --server static")  # fmt: skip
+        raise UserError("--predict simulates continuous batching only", "drop --server static")
     if spec.metrics_url is not None:
         raise UserError("--predict runs no server to scrape", "drop --metrics-url")
 
 
 def run_prediction(
-    spec: Any, rates: list[float], hardware: str, stack: str, cap: Any, store: Any,
-    folder: Path | None, json_out: bool,
-) -> dict[str, Any]:  # fmt: skip
+    spec: Any,
+    rates: list[float],
+    hardware: str,
+    stack: str,
+    cap: Any,
+    store: Any,
+    folder: Path | None,
+    json_out: bool,
+) -> dict[str, Any]:
     """Simulate, store and show; the prediction document."""
     from infermeter.experiments.load_whatif import predict_load
     from infermeter.util.jsonio import clean_json, print_json, write_json
 
     if spec.concurrency is not None:
         rates = [math.inf]  # a closed loop: one run, arrivals set by completions
-    doc = clean_json(predict_load(spec.model, hardware, spec, rates, store,
-                                  stack=stack.strip().lower(), capacity=cap))  # fmt: skip
+    doc = clean_json(
+        predict_load(
+            spec.model, hardware, spec, rates, store, stack=stack.strip().lower(), capacity=cap
+        )
+    )
     doc["id"] = store.save_prediction(doc)
     files: list[Path] = []
     if folder is not None:
@@ -58,9 +69,11 @@ def run_prediction(
 
 def _as_sweep(doc: dict[str, Any]) -> dict[str, Any]:
     """The prediction in the shape `load --rate A,B`'s figures draw."""
-    return {"summary": doc["points"], "knee_rate": doc["knee_rate"],
-            "meta": {"model": f"{doc['model']} (predicted)",
-                     "spec": {"server": "continuous"}}}  # fmt: skip
+    return {
+        "summary": doc["points"],
+        "knee_rate": doc["knee_rate"],
+        "meta": {"model": f"{doc['model']} (predicted)", "spec": {"server": "continuous"}},
+    }
 
 
 def _ms(v: float | None) -> str:
@@ -70,23 +83,48 @@ def _ms(v: float | None) -> str:
 def _print(doc: dict[str, Any], files: list[Path], where: str) -> None:
     console = Console(soft_wrap=True, width=max(Console().width, 150))
     w = doc["workload"]
-    t = Table(title=f"predicted load: {doc['model']} on {doc['hardware']['name']}, "
-              f"{doc['dtype']}, {w['requests']} requests, transformers' continuous batching",
-              title_justify="left")  # fmt: skip
-    cols = ("rate/s", "throughput/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99",
-            "e2e p50", "e2e p99", "goodput/s", "batch")  # fmt: skip
+    t = Table(
+        title=f"predicted load: {doc['model']} on {doc['hardware']['name']}, "
+        f"{doc['dtype']}, {w['requests']} requests, transformers' continuous batching",
+        title_justify="left",
+    )
+    cols = (
+        "rate/s",
+        "throughput/s",
+        "TTFT p50",
+        "TTFT p99",
+        "TPOT p50",
+        "TPOT p99",
+        "e2e p50",
+        "e2e p99",
+        "goodput/s",
+        "batch",
+    )
     for c in cols:
         t.add_column(c, justify="right")
     for p in doc["points"]:
-        t.add_row(p["offered"] if math.isfinite(p["rate"]) else "closed loop",
-                  fmt.fixed(p["throughput_rps"]), _ms(p["ttft_ms_p50"]), _ms(p["ttft_ms_p99"]),
-                  _ms(p["tpot_ms_p50"]), _ms(p["tpot_ms_p99"]), _ms(p["e2e_ms_p50"]),
-                  _ms(p["e2e_ms_p99"]), fmt.fixed(p["goodput_rps"]),
-                  fmt.fixed(p["batch_requests_mean"]))  # fmt: skip
+        t.add_row(
+            p["offered"] if math.isfinite(p["rate"]) else "closed loop",
+            fmt.fixed(p["throughput_rps"]),
+            _ms(p["ttft_ms_p50"]),
+            _ms(p["ttft_ms_p99"]),
+            _ms(p["tpot_ms_p50"]),
+            _ms(p["tpot_ms_p99"]),
+            _ms(p["e2e_ms_p50"]),
+            _ms(p["e2e_ms_p99"]),
+            fmt.fixed(p["goodput_rps"]),
+            fmt.fixed(p["batch_requests_mean"]),
+        )
     console.print(t)
     sm, sch = doc["step_model"], doc["scheduler"]
-    fit = (f"; fit error p50 {sm['fit_error_pct_p50']:.1f}%, p90 {sm['fit_error_pct_p90']:.1f}% "
-           f"on {sm['steps']} steps") if sm.get("fit_error_pct_p50") is not None else ""
+    fit = (
+        (
+            f"; fit error p50 {sm['fit_error_pct_p50']:.1f}%, p90 {sm['fit_error_pct_p90']:.1f}% "
+            f"on {sm['steps']} steps"
+        )
+        if sm.get("fit_error_pct_p50") is not None
+        else ""
+    )
     blocks = "every request at once" if sch["blocks"] is None else f"{sch['blocks']} blocks"
     say = [
         "latencies in ms, percentiles over the simulated requests",
@@ -96,8 +134,9 @@ def _print(doc: dict[str, Any], files: list[Path], where: str) -> None:
         f"{sch['page_tokens']} tokens",
     ]
     if doc.get("knee_rate") is not None:
-        say.append(f"knee: {doc['knee_rate']:g} req/s (p99 end-to-end within 2x of the lowest "
-                   "rate's)")  # fmt: skip
+        say.append(
+            f"knee: {doc['knee_rate']:g} req/s (p99 end-to-end within 2x of the lowest rate's)"
+        )
     if doc.get("capacity"):
         say.append("predicted " + doc["capacity"]["answer"])
     say += doc["notes"]

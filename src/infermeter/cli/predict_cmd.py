@@ -54,7 +54,7 @@ def predict_command(
         "--model",
         "-m",
         help="A preset, smollm2-135m, a folder, a hub id in the local cache, or a config.json.",
-    ),  # fmt: skip
+    ),
     hardware: str = typer.Option(
         "cpu-this", help="h100-sxm, a100-80gb, l4, rtx-4090, m2-max, ... or cpu-this (calibrated)."
     ),
@@ -152,8 +152,19 @@ def _print(doc: dict[str, Any], files: list[Path], where: str) -> None:
         title_justify="left",
         box=box.SIMPLE_HEAD,
     )
-    cols = ("batch", "fits", "KV cache", "activations", "total", "free", "TTFT ms",
-            "prefill bound", "TPOT ms", "decode bound", "tokens/s")  # fmt: skip
+    cols = (
+        "batch",
+        "fits",
+        "KV cache",
+        "activations",
+        "total",
+        "free",
+        "TTFT ms",
+        "prefill bound",
+        "TPOT ms",
+        "decode bound",
+        "tokens/s",
+    )
     for c in cols:
         t.add_column(c, justify="right")
     for r in doc["rows"]:

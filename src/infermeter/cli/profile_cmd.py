@@ -255,15 +255,23 @@ def communication_table(rows: list[dict[str, Any]]) -> Any:
     from rich import box
     from rich.table import Table
 
-    t = Table(title="tensor-parallel communication (all ranks in lockstep; rank 0's clock)",
-              title_justify="left", box=box.SIMPLE_HEAD)  # fmt: skip
-    for col in ("phase", "forwards", "calls/fwd", "KB/fwd", "comm ms", "compute ms",
-                "comm share"):  # fmt: skip
+    t = Table(
+        title="tensor-parallel communication (all ranks in lockstep; rank 0's clock)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
+    for col in ("phase", "forwards", "calls/fwd", "KB/fwd", "comm ms", "compute ms", "comm share"):
         t.add_column(col, justify="left" if col == "phase" else "right")
     for r in rows:
         n = r["forwards"] or 1
         share = r["comm_share"]
-        t.add_row(r["phase"], str(r["forwards"]), f"{r['collectives'] / n:.1f}",
-                  f"{r['bytes'] / n / 1e3:.1f}", f"{r['comm_ms']:.1f}", f"{r['compute_ms']:.1f}",
-                  "-" if share is None else f"{share:.0%}")  # fmt: skip
+        t.add_row(
+            r["phase"],
+            str(r["forwards"]),
+            f"{r['collectives'] / n:.1f}",
+            f"{r['bytes'] / n / 1e3:.1f}",
+            f"{r['comm_ms']:.1f}",
+            f"{r['compute_ms']:.1f}",
+            "-" if share is None else f"{share:.0%}",
+        )
     return t

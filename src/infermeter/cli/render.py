@@ -45,8 +45,10 @@ def run_header(run: RunResult, where: str | None = None) -> Text:
     load = cfg.get("load")
     if load:  # `infermeter load`: each sample is a request
         rate = "all at once" if load.get("rate") in (None, float("inf")) else f"{load['rate']:g}/s"
-        line2 = (f"{len(run.samples)} requests arriving {rate} · {load.get('server')} batching "
-                 "· each sample is one request, TTFT from its arrival")  # fmt: skip
+        line2 = (
+            f"{len(run.samples)} requests arriving {rate} · {load.get('server')} batching "
+            "· each sample is one request, TTFT from its arrival"
+        )
     from infermeter.instrument.config import MODE_COST
 
     mode = str(cfg.get("mode"))

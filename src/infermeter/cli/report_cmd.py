@@ -72,11 +72,14 @@ def _report_file(path: Path, out: Path, overwrite: bool) -> None:
     try:
         doc = json.loads(path.read_text())
     except OSError as exc:
-        raise UserError(f"cannot read {str(path)!r} ({exc.strerror or exc})",
-                        "give an existing JSON file") from None  # fmt: skip
+        raise UserError(
+            f"cannot read {str(path)!r} ({exc.strerror or exc})", "give an existing JSON file"
+        ) from None
     except json.JSONDecodeError as exc:
-        raise UserError(f"{str(path)!r} is not valid JSON ({exc.msg}, line {exc.lineno})",
-                        "give a file written by `bench` or `inspect --json`") from None  # fmt: skip
+        raise UserError(
+            f"{str(path)!r} is not valid JSON ({exc.msg}, line {exc.lineno})",
+            "give a file written by `bench` or `inspect --json`",
+        ) from None
     _refuse_to_overwrite(out, overwrite)
     folder = writable_dir(out)
     console = Console(soft_wrap=True)

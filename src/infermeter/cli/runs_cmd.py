@@ -144,8 +144,9 @@ def cleanup_runs(
     ids = store.older_than(cutoff.isoformat(timespec="seconds"), running=force)
     kept = len(store.older_than(cutoff.isoformat(timespec="seconds"), running=True)) - len(ids)
     if kept:
-        err_console.print(f"{kept} runs still in progress are kept (--force deletes them)",
-                          markup=False)  # fmt: skip
+        err_console.print(
+            f"{kept} runs still in progress are kept (--force deletes them)", markup=False
+        )
     if not ids:
         err_console.print(
             f"no runs older than {max_age_days:g} days in {store.where}", markup=False

@@ -11,10 +11,13 @@ def slo_line(report: dict[str, Any]) -> str | None:
     """'SLO attainment ttft_ms <= 500: 100.0%, ...; all met ...; goodput ...', or None."""
     if not report:
         return None
-    parts = ", ".join(f"{m} <= {b:g}: {report['attainment_pct'][m]:.1f}%"
-                      for m, b in report["slos"].items())  # fmt: skip
-    return (f"SLO attainment {parts}; all met {report['all_met_pct']:.1f}%; "
-            f"goodput {report['goodput_rps']:.2f} req/s")  # fmt: skip
+    parts = ", ".join(
+        f"{m} <= {b:g}: {report['attainment_pct'][m]:.1f}%" for m, b in report["slos"].items()
+    )
+    return (
+        f"SLO attainment {parts}; all met {report['all_met_pct']:.1f}%; "
+        f"goodput {report['goodput_rps']:.2f} req/s"
+    )
 
 
 def fail_on_miss(report: dict[str, Any], where: str = "") -> None:

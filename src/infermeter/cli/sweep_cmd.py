@@ -84,8 +84,11 @@ def sweep_command(
         "machine falls on all alike; compare then pairs their samples. One loaded model: not "
         "with dtype or compile.",
     ),
-    slo: list[str] = typer.Option(None, help="ttft_ms=500, tpot_ms=80 or e2e_ms=2000 "
-                                  "(repeatable): each point's attainment and goodput."),
+    slo: list[str] = typer.Option(
+        None,
+        help="ttft_ms=500, tpot_ms=80 or e2e_ms=2000 "
+        "(repeatable): each point's attainment and goodput.",
+    ),
     db: str = typer.Option(None, help="Database URL or SQLite file."),
     out: Path = typer.Option(None, help="Write DIR/sweep-ID.json there."),
     json_out: bool = typer.Option(False, "--json", help="Print the sweep JSON on stdout."),
@@ -149,8 +152,9 @@ def sweep_command(
     )
     spec.points()  # parse every value now: a bad one fails before the model loads
     out_dir = writable_dir(out) if out else None
-    placement = _placement(ray, cpus_per_point, gpus_per_point, accelerator_type, node_label,
-                           ray_cpus)  # fmt: skip
+    placement = _placement(
+        ray, cpus_per_point, gpus_per_point, accelerator_type, node_label, ray_cpus
+    )
     store = Store(db)
     if placement is not None:
         result = _run_on_ray(spec, store, placement)
@@ -184,8 +188,11 @@ def _placement(
 
     if ray is None:
         if accelerator or labels or ray_cpus is not None or gpus or cpus != 1.0:
-            raise UserError("--cpus/--gpus-per-point, --accelerator-type, --node-label and "
-                            "--ray-cpus place Ray tasks", "add --ray")  # fmt: skip
+            raise UserError(
+                "--cpus/--gpus-per-point, --accelerator-type, --node-label and "
+                "--ray-cpus place Ray tasks",
+                "add --ray",
+            )
         return None
     if cpus < 0 or gpus < 0 or (cpus == 0 and gpus == 0):
         raise UserError(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -40,8 +41,9 @@ def systems_analysis_command(
     db: str = typer.Option(None, help="Database URL or SQLite file."),
     out: Path = typer.Option(Path("systems-analysis"), help="Folder for the two JSON files."),
     routing: str = typer.Option(
-        None, help="Routing shortcuts to analyse against learned routing: shortcuts, "
-        "shortcuts:key=v,... or a JSON config (the reference's VAR config)."
+        None,
+        help="Routing shortcuts to analyse against learned routing: shortcuts, "
+        "shortcuts:key=v,... or a JSON config (the reference's VAR config).",
     ),
     target_speedup: float = typer.Option(1.2, help="Speedup the break-even distribution aims at."),
     workload: str = WORKLOAD,
@@ -58,8 +60,9 @@ def systems_analysis_command(
 
     b, v = _knob_pairs(baseline), _knob_pairs(variant)
     if not v and routing is None:
-        raise UserError("--variant or --routing is required",
-                        "e.g. --variant top_k=2, or --routing shortcuts")  # fmt: skip
+        raise UserError(
+            "--variant or --routing is required", "e.g. --variant top_k=2, or --routing shortcuts"
+        )
     if not 1.0 < target_speedup <= 100.0:
         raise UserError(f"--target-speedup {target_speedup} is outside (1, 100]", "e.g. 1.2")
     if routing is not None:
@@ -78,8 +81,14 @@ def systems_analysis_command(
         **prompt_fields(None, workload, dataset, dataset_split, dataset_field),
     ).validate()
     loaded = load_model(model, device=device)
-    doc = systems_analysis(base, b, v, loaded, Store(db), folder, routing=routing,
-                           target_speedup=target_speedup)  # fmt: skip
+    doc = systems_analysis(
+        base, b, v, loaded, Store(db), folder, routing=routing, target_speedup=target_speedup
+    )
+    _print_systems(doc, folder)
+
+
+def _print_systems(doc: dict[str, Any], folder: Path) -> None:
+    """The analysis in a few lines: speedups, routing costs, scaling, findings, the files."""
     c = doc["comparison"]
     console = Console(soft_wrap=True)
     console.print(
@@ -92,13 +101,17 @@ def systems_analysis_command(
     if "routing" in doc:
         r = doc["routing"]
         dist = ", ".join(f"{k} {v:.1f}%" for k, v in r["routing_distribution"].items())
-        console.print(f"routing: {dist}; cache utilisation "
-                      f"{100 * (r['cache_utilization'] or 0):.1f}%", markup=False)  # fmt: skip
+        console.print(
+            f"routing: {dist}; cache utilisation {100 * (r['cache_utilization'] or 0):.1f}%",
+            markup=False,
+        )
         for phase, p in r["phases"].items():
             costs = ", ".join(f"{k} {v:.2f}" for k, v in p["costs_us_per_token"].items())
-            console.print(f"{phase} us/token: {costs}; breakeven for "
-                          f"{r['target_speedup']}x: {p['breakeven'] or 'unreachable'}",
-                          markup=False)  # fmt: skip
+            console.print(
+                f"{phase} us/token: {costs}; breakeven for "
+                f"{r['target_speedup']}x: {p['breakeven'] or 'unreachable'}",
+                markup=False,
+            )
     if doc["scaling_fit"]:
         console.print(
             f"scaling: {doc['scaling_fit']['verdict']}: {doc['scaling_fit']['evidence']}",

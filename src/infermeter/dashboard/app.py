@@ -219,7 +219,7 @@ def _add_run_views(app: FastAPI, store: DashboardStore) -> None:
                         "ttft_ms": s.ttft_ms,
                         "tpot_ms": s.tpot_ms,
                         "total_ms": s.total_ms,
-                    }  # fmt: skip
+                    }
                     for s in r.measured
                 ],
             }

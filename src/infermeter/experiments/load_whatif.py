@@ -40,8 +40,11 @@ def stored_load_steps(store: Any, ceilings: Any, local: bool, model: str) -> dic
     Returns {"steps": rows per run, "arrivals_ms": each run's request arrivals (on the steps'
     clock), "source": where they came from, "cache": the newest run's scheduler limits}.
     """
-    rows = [r for r in store.list_runs(status="finished", limit=LEARN_LIMIT)
-            if r["mode"] == "load" and same_device(r["device"], ceilings, local)]  # fmt: skip
+    rows = [
+        r
+        for r in store.list_runs(status="finished", limit=LEARN_LIMIT)
+        if r["mode"] == "load" and same_device(r["device"], ceilings, local)
+    ]
     runs = []
     for r in rows:
         run = store.get(r["id"])
@@ -49,17 +52,25 @@ def stored_load_steps(store: Any, ceilings: Any, local: bool, model: str) -> dic
         steps = [s for s in load.get("steps") or [] if "context_tokens" in s]
         if steps:
             arrivals = sorted(x.start_ms for x in run.samples if not x.warmup)
-            runs.append((r["model"], steps, arrivals,
-                         (load.get("step_state") or {}).get("cache") or {}))  # fmt: skip
+            runs.append(
+                (r["model"], steps, arrivals, (load.get("step_state") or {}).get("cache") or {})
+            )
     mine = [x for x in runs if x[0] == model]
     chosen = mine or runs
     if not chosen:
-        return {"steps": [], "arrivals_ms": [], "cache": {},
-                "source": "no stored load run with step records on this device"}  # fmt: skip
+        return {
+            "steps": [],
+            "arrivals_ms": [],
+            "cache": {},
+            "source": "no stored load run with step records on this device",
+        }
     whose = "this model's" if mine else "other models'"
-    return {"steps": [x[1] for x in chosen], "arrivals_ms": [x[2] for x in chosen],
-            "source": f"{len(chosen)} stored load runs ({whose}) on this device",
-            "cache": chosen[0][3]}  # fmt: skip
+    return {
+        "steps": [x[1] for x in chosen],
+        "arrivals_ms": [x[2] for x in chosen],
+        "source": f"{len(chosen)} stored load runs ({whose}) on this device",
+        "cache": chosen[0][3],
+    }
 
 
 def _limits(spec: LoadSpec, cache: dict[str, Any], gpu_blocks: int | None) -> SchedulerLimits:
@@ -67,8 +78,7 @@ def _limits(spec: LoadSpec, cache: dict[str, Any], gpu_blocks: int | None) -> Sc
     page = spec.kv_page_tokens or cache.get("page_tokens") or base.page_tokens
     return SchedulerLimits(
         max_batch_tokens=int(cache.get("max_batch_tokens") or base.max_batch_tokens),
-        max_requests_per_step=int(cache.get("max_requests_per_step")
-                                  or base.max_requests_per_step),  # fmt: skip
+        max_requests_per_step=int(cache.get("max_requests_per_step") or base.max_requests_per_step),
         blocks=spec.kv_blocks or gpu_blocks,
         page_tokens=int(page),
         safety_margin=float(cache.get("safety_margin", base.safety_margin)),
@@ -88,22 +98,29 @@ def _gpu_blocks(shape: Any, params: int, dev: Any, dtype_bytes: float, page: int
     return max(1, int(GPU_CACHE_SHARE * free // (per_token * page)))
 
 
-def simulate_rate(spec: LoadSpec, rate: float, tokenizer: Any, limit: int, cost: StepCost,
-                  limits: SchedulerLimits) -> tuple[dict[str, Any], SimResult]:  # fmt: skip
+def simulate_rate(
+    spec: LoadSpec, rate: float, tokenizer: Any, limit: int, cost: StepCost, limits: SchedulerLimits
+) -> tuple[dict[str, Any], SimResult]:
     """One simulated load run at `rate`: a document shaped as `run_load`'s, and the simulation."""
     plan = plan_requests(replace(spec, rate=rate), tokenizer, limit)
     offsets = [0.0 if math.isnan(o) else o for o in plan.offsets_s]
-    sim = simulate(plan.requests, offsets, cost.seconds, limits, spec.concurrency,
-                   cost.factors.admission_s)  # fmt: skip
+    sim = simulate(
+        plan.requests, offsets, cost.seconds, limits, spec.concurrency, cost.factors.admission_s
+    )
     served = [r for r in plan.requests if math.isfinite(r.end_s)]
     rows = [r.row(0.0) for r in served]
     wall_s = max((r.end_s for r in served), default=0.0) - min(
-        (r.arrival_s for r in served), default=0.0)  # fmt: skip
+        (r.arrival_s for r in served), default=0.0
+    )
     summary = summarize_load(rows, wall_s)
     summary["slo"] = slo_report(rows, spec.slos, wall_s)
     summary["not_simulated"] = len(plan.requests) - len(served)
-    return {"all_samples": rows, "summary": summary, "steps": sim.steps,
-            "meta": {"notes": sim.notes}}, sim  # fmt: skip
+    return {
+        "all_samples": rows,
+        "summary": summary,
+        "steps": sim.steps,
+        "meta": {"notes": sim.notes},
+    }, sim
 
 
 def predict_load(
@@ -134,8 +151,7 @@ def predict_load(
     check_stack(stack, ceilings, local)
     config, shown = config_of(model)
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    limit = int(config_value(text, "max_position_embeddings", "n_positions", default=0)
-                or 10**9)  # fmt: skip
+    limit = int(config_value(text, "max_position_embeddings", "n_positions", default=0) or 10**9)
     tokenizer = None
     if spec.workload is not None:
         from infermeter.models.tokenizer import tokenizer_of
@@ -147,57 +163,85 @@ def predict_load(
     dev = device_model(ceilings, compute, None if local else stack)
     cost = StepCost(shape, dev, precision.act_bytes, op_counts, top_k=None)
     stored = stored_load_steps(store, ceilings, local, shown)
-    cost.factors = (learn_step_factors(cost, stored["steps"], stored["source"],
-                                       stored["arrivals_ms"]) if stored["steps"] else
-                    StepFactors(learnt_from=f"{stored['source']}: the time model as is "
-                                "(approximate)"))  # fmt: skip
+    cost.factors = (
+        learn_step_factors(cost, stored["steps"], stored["source"], stored["arrivals_ms"])
+        if stored["steps"]
+        else StepFactors(learnt_from=f"{stored['source']}: the time model as is (approximate)")
+    )
     cache = stored["cache"]
-    gpu_blocks = _gpu_blocks(shape, estimate_params(config), dev, precision.weight_bytes,
-                             spec.kv_page_tokens or SchedulerLimits().page_tokens)  # fmt: skip
+    gpu_blocks = _gpu_blocks(
+        shape,
+        estimate_params(config),
+        dev,
+        precision.weight_bytes,
+        spec.kv_page_tokens or SchedulerLimits().page_tokens,
+    )
     limits = _limits(spec, cache, gpu_blocks)
     points, notes = [], []
     for rate in rates:
         doc, sim = simulate_rate(spec, rate, tokenizer, limit, cost, limits)
         point = sweep_point(rate, doc["summary"])
         point["steps"] = len(sim.steps)
-        point["batch_requests_mean"] = (sum(s["batch_requests"] for s in sim.steps)
-                                        / len(sim.steps)) if sim.steps else None  # fmt: skip
+        point["batch_requests_mean"] = (
+            (sum(s["batch_requests"] for s in sim.steps) / len(sim.steps)) if sim.steps else None
+        )
         points.append(point)
         notes += [f"{rate:g} req/s: {n}" for n in sim.notes]
     found = None
     if capacity is not None and spec.slos:
         found = _capacity(spec, capacity, tokenizer, limit, cost, limits)
-    approximate = [] if cost.factors.steps else [
-        "step costs from the time model alone: no stored `load` run on this device to learn "
-        "the server's own costs from (run `infermeter load` once, then predict again)"]
+    approximate = (
+        []
+        if cost.factors.steps
+        else [
+            "step costs from the time model alone: no stored `load` run on this device to learn "
+            "the server's own costs from (run `infermeter load` once, then predict again)"
+        ]
+    )
     if stack != "hf":
-        approximate.append(f"the scheduler simulated is transformers' FIFO continuous batching; "
-                           f"{stack}'s own (its token budget, preemption, prefix caching) "
-                           "differs")  # fmt: skip
+        approximate.append(
+            f"the scheduler simulated is transformers' FIFO continuous batching; "
+            f"{stack}'s own (its token budget, preemption, prefix caching) "
+            "differs"
+        )
     if not dev.measured:
-        approximate.append("the device is a spec row, not measured: its step costs are the "
-                           f"{stack} stack's published-fit constants")  # fmt: skip
-    return LoadPrediction({
-        "kind": "infermeter-predict-load",
-        "model": shown,
-        "hardware": {"key": hardware.strip().lower(), "name": ceilings.device,
-                     "kind": ceilings.kind, "measured": dev.measured, "sources": dev.sources},
-        "stack": stack,
-        "dtype": dtype,
-        "workload": {**asdict(spec), "prompt_tokens": asdict(spec.prompt_tokens),
-                     "new_tokens": asdict(spec.new_tokens), "slos": dict(spec.slos)},
-        "scheduler": {**asdict(limits), "kind": "transformers' FIFO continuous batching"},
-        "step_model": cost.factors.to_dict(),
-        "points": points,
-        "knee_rate": knee(points),
-        "capacity": found,
-        "notes": notes,
-        "approximate": approximate,
-    })  # fmt: skip
+        approximate.append(
+            "the device is a spec row, not measured: its step costs are the "
+            f"{stack} stack's published-fit constants"
+        )
+    return LoadPrediction(
+        {
+            "kind": "infermeter-predict-load",
+            "model": shown,
+            "hardware": {
+                "key": hardware.strip().lower(),
+                "name": ceilings.device,
+                "kind": ceilings.kind,
+                "measured": dev.measured,
+                "sources": dev.sources,
+            },
+            "stack": stack,
+            "dtype": dtype,
+            "workload": {
+                **asdict(spec),
+                "prompt_tokens": asdict(spec.prompt_tokens),
+                "new_tokens": asdict(spec.new_tokens),
+                "slos": dict(spec.slos),
+            },
+            "scheduler": {**asdict(limits), "kind": "transformers' FIFO continuous batching"},
+            "step_model": cost.factors.to_dict(),
+            "points": points,
+            "knee_rate": knee(points),
+            "capacity": found,
+            "notes": notes,
+            "approximate": approximate,
+        }
+    )
 
 
-def _capacity(spec: LoadSpec, cap: Any, tokenizer: Any, limit: int, cost: StepCost,
-              limits: SchedulerLimits) -> dict[str, Any]:  # fmt: skip
+def _capacity(
+    spec: LoadSpec, cap: Any, tokenizer: Any, limit: int, cost: StepCost, limits: SchedulerLimits
+) -> dict[str, Any]:
     """`load --find-max-rate`'s search, each step a simulated run (a fresh seed per try)."""
     from infermeter.run.capacity import answer_line, find_capacity
 
@@ -213,4 +257,3 @@ def _capacity(spec: LoadSpec, cap: Any, tokenizer: Any, limit: int, cost: StepCo
     result.pop("runs", None)
     result["answer"] = answer_line(result)
     return result
-

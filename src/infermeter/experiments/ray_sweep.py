@@ -97,9 +97,12 @@ def _model_in_worker(spec: SweepSpec, dtype: str) -> LoadedModel:
     if key not in _MODELS:
         _MODELS.clear()
         _MODELS[key] = load_model(
-            b.model, dtype=dtype, device=b.device, attn_implementation=b.attn_implementation,
+            b.model,
+            dtype=dtype,
+            device=b.device,
+            attn_implementation=b.attn_implementation,
             seed=b.seed,
-        )  # fmt: skip
+        )
     return _MODELS[key]
 
 
@@ -165,8 +168,10 @@ def check_feasible(nodes: list[dict[str, Any]], placement: RayPlacement) -> None
     accelerator type asked for.
     """
     alive = [n.get("Resources", {}) for n in nodes if n.get("Alive", True)]
-    asks = (("CPU", placement.cpus_per_point, "--cpus-per-point"),
-            ("GPU", placement.gpus_per_point, "--gpus-per-point"))  # fmt: skip
+    asks = (
+        ("CPU", placement.cpus_per_point, "--cpus-per-point"),
+        ("GPU", placement.gpus_per_point, "--gpus-per-point"),
+    )
     for key, wanted, option in asks:
         most = max((float(r.get(key, 0)) for r in alive), default=0.0)
         if wanted and wanted > most:

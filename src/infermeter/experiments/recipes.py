@@ -122,10 +122,14 @@ EXPERIMENTS: dict[str, Experiment] = {
             "routing-shortcuts",
             "MoE routing shortcuts by frequency threshold -> latency and the quality proxy",
             lambda info, quick, cuda: {
-                "routing": ["learned", *(f"shortcuts:frequency_threshold={t}"
-                                         for t in ((0.9, 0.5) if quick else (0.95, 0.9, 0.7,
-                                                                              0.5, 0.3)))]
-            },  # fmt: skip
+                "routing": [
+                    "learned",
+                    *(
+                        f"shortcuts:frequency_threshold={t}"
+                        for t in ((0.9, 0.5) if quick else (0.95, 0.9, 0.7, 0.5, 0.3))
+                    ),
+                ]
+            },
             base={"prompt_tokens": 128, "new_tokens": 32, "samples": 5},
             quick_base={"prompt_tokens": 32, "new_tokens": 8, "samples": 3},
             figure={

@@ -24,9 +24,12 @@ from infermeter.models.architecture import discover
 from infermeter.models.loader import LoadedModel
 
 PATH_COSTS = (
-    "fast_path_lookup", "cache_lookup", "learned_routing", "learned_via_shortcuts",
+    "fast_path_lookup",
+    "cache_lookup",
+    "learned_routing",
+    "learned_via_shortcuts",
     "expert_compute",
-)  # fmt: skip
+)
 
 
 def _median_us(fn: Callable[[], Any], repeats: int, device: Any) -> float:
@@ -88,16 +91,20 @@ def measure_path_costs(
             entries = [_Entry(experts[i], weights[i]) for i in range(flat.shape[0])]
             fast = LayerRouting(table=dict(zip(routing.ids, entries, strict=True)))
             cached = LayerRouting()
-            routing.cfg = RoutingShortcuts(**{**cfg.to_dict(), "cache_ttl": 10**9,
-                                              "cache_size": 10**7})  # fmt: skip
+            routing.cfg = RoutingShortcuts(
+                **{**cfg.to_dict(), "cache_ttl": 10**9, "cache_size": 10**7}
+            )
             routing._remember(cached, list(range(flat.shape[0])), experts, weights)
             out["fast_path_lookup"] += _median_us(
-                partial(routing._route, fast, router, flat), repeats, flat.device)
+                partial(routing._route, fast, router, flat), repeats, flat.device
+            )
             out["cache_lookup"] += _median_us(
-                partial(routing._route, cached, router, flat), repeats, flat.device)
+                partial(routing._route, cached, router, flat), repeats, flat.device
+            )
             routing.cfg = cfg  # a fresh state per call: nothing cached yet, insertion paid
             out["learned_via_shortcuts"] += _median_us(
-                partial(_fresh_route, routing, router, flat), repeats, flat.device)
+                partial(_fresh_route, routing, router, flat), repeats, flat.device
+            )
             out["learned_routing"] += learned_us
             block_us = _median_us(partial(block.mlp, h), repeats, flat.device)
             out["expert_compute"] += max(block_us - learned_us, 0.0)

@@ -129,9 +129,13 @@ def draw(exp: Experiment, doc: dict[str, Any], folder: Path) -> list[Path]:
 
 
 def _run_serving(
-    exp: Experiment, store: Any, out: Path, quick: bool, samples: int | None,
+    exp: Experiment,
+    store: Any,
+    out: Path,
+    quick: bool,
+    samples: int | None,
     loaded: LoadedModel,
-) -> ExperimentOutput:  # fmt: skip
+) -> ExperimentOutput:
     """A rate sweep of `infermeter load`: each rate a stored run, the sweep's JSON, figures.
 
     Static batches, which start at once on any device (continuous batching's manager takes
@@ -142,10 +146,12 @@ def _run_serving(
 
     settings = {**exp.base, **(exp.quick_base if quick else {})}
     spec = LoadSpec(
-        model=loaded.info.spec, requests=samples or settings["samples"],
+        model=loaded.info.spec,
+        requests=samples or settings["samples"],
         prompt_tokens=Lengths("fixed", settings["prompt_tokens"]),
-        new_tokens=Lengths("fixed", settings["new_tokens"]), server="static",
-    )  # fmt: skip
+        new_tokens=Lengths("fixed", settings["new_tokens"]),
+        server="static",
+    )
     rates = [float(r) for r in exp.grid(loaded.info, quick, False)["rate"]]
     doc = run_rate_sweep(spec, rates, loaded=loaded)
     for run in doc["runs"]:
@@ -153,5 +159,4 @@ def _run_serving(
     folder = out / exp.name
     folder.mkdir(parents=True, exist_ok=True)
     files = [write_json(folder / "load_sweep.json", doc), *load_sweep_figures(doc, folder)]
-    return ExperimentOutput(exp.name, f"rates {','.join(f'{r:g}' for r in rates)}", files,
-                            None, 0)  # fmt: skip
+    return ExperimentOutput(exp.name, f"rates {','.join(f'{r:g}' for r in rates)}", files, None, 0)

@@ -91,9 +91,12 @@ def _brief(run: RunResult) -> dict[str, Any]:
 
 
 def _scaling(
-    base: RunConfig, variant: dict[str, str], loaded: LoadedModel, store: SweepStore,
+    base: RunConfig,
+    variant: dict[str, str],
+    loaded: LoadedModel,
+    store: SweepStore,
     lengths: tuple[int, ...],
-) -> tuple[list[RunResult], dict[str, Any], Any]:  # fmt: skip
+) -> tuple[list[RunResult], dict[str, Any], Any]:
     """The variant over prompt lengths (minimal mode): runs, TTFT per length, the fit."""
     runs = [
         _run_with(replace(base, prompt_tokens=n, mode="minimal"), variant, loaded, store)
@@ -101,10 +104,15 @@ def _scaling(
     ]
     ttft_ms = [r.summary()["ttft_ms"].median for r in runs]
     scaling = {  # avg_time_ms and time_per_token_ms: the reference's names for the same
-        str(n): {"ttft_ms": t, "ttft_per_token_ms": t / n, "avg_time_ms": t,
-                 "time_per_token_ms": t / n, "run_id": r.run_id}
+        str(n): {
+            "ttft_ms": t,
+            "ttft_per_token_ms": t / n,
+            "avg_time_ms": t,
+            "time_per_token_ms": t / n,
+            "run_id": r.run_id,
+        }
         for n, r, t in zip(lengths, runs, ttft_ms, strict=True)
-    }  # fmt: skip
+    }
     fit = fit_scaling(
         list(lengths),
         [t / n for t, n in zip(ttft_ms, lengths, strict=True)],
@@ -230,24 +238,32 @@ def routing_analysis(
             continue
         per_call = n if phase == "prefill" else b.measured[0].batch_size
         costs = measure_path_costs(loaded, cfg, per_call)
-        rest = max(base_ms[phase] * 1e3 / n - costs["learned_routing"] - costs["expert_compute"],
-                   0.0)  # fmt: skip
-        table = {"fast_path_lookup": costs["fast_path_lookup"],
-                 "cache_lookup": costs["cache_lookup"], "expert_compute": costs["expert_compute"],
-                 "rest_of_model": rest}  # fmt: skip
+        rest = max(
+            base_ms[phase] * 1e3 / n - costs["learned_routing"] - costs["expert_compute"], 0.0
+        )
+        table = {
+            "fast_path_lookup": costs["fast_path_lookup"],
+            "cache_lookup": costs["cache_lookup"],
+            "expert_compute": costs["expert_compute"],
+            "rest_of_model": rest,
+        }
         # learned tokens of the variant pass the shortcut dispatch; the baseline's do not
-        model = PerformanceModel({**table, "learned_routing": costs["learned_via_shortcuts"]},
-                                 reference_cost=costs["learned_routing"])  # fmt: skip
+        model = PerformanceModel(
+            {**table, "learned_routing": costs["learned_via_shortcuts"]},
+            reference_cost=costs["learned_routing"],
+        )
         var_us = model.predict_latency(dist)["per_token_us"]
         predicted_ms += n * var_us / 1e3
         phases[phase] = {
-            "tokens": n, "costs_us_per_token": {**costs, "rest_of_model": rest},
-            "baseline_ms": base_ms[phase], "predicted_ms": n * var_us / 1e3,
+            "tokens": n,
+            "costs_us_per_token": {**costs, "rest_of_model": rest},
+            "baseline_ms": base_ms[phase],
+            "predicted_ms": n * var_us / 1e3,
             "predicted_speedup": model.predict_speedup(dist),
             "breakeven": model.find_breakeven_distribution(target_speedup, max_learned=100.0),
             "bottleneck": model.analyze_bottleneck(dist),
-        }  # fmt: skip
-    actual = (b.summary()["total_ms"].median / v.summary()["total_ms"].median)
+        }
+    actual = b.summary()["total_ms"].median / v.summary()["total_ms"].median
     predicted = sum(base_ms[p] for p in phases) / predicted_ms if predicted_ms else None
     return {
         "config": cfg.to_dict(),
@@ -263,17 +279,25 @@ def routing_analysis(
 
 
 def _add_routing(
-    doc: dict[str, Any], b: RunResult, v: RunResult, loaded: LoadedModel, routing: str,
-    target_speedup: float, evidence: Any,
-) -> None:  # fmt: skip
+    doc: dict[str, Any],
+    b: RunResult,
+    v: RunResult,
+    loaded: LoadedModel,
+    routing: str,
+    target_speedup: float,
+    evidence: Any,
+) -> None:
     """The routing analysis into the document, in the reference's field names."""
     r = routing_analysis(b, v, loaded, routing, target_speedup)
     evidence.routing_learned_pct = r["routing_distribution"].get("learned")
     evidence.cache_utilization = r["cache_utilization"]
     doc["routing"] = r
     doc["baseline"]["avg_time_ms"] = doc["baseline"]["total_ms"]
-    doc["var"] = {**doc["variant"], "avg_time_ms": doc["variant"]["total_ms"],
-                  "var_stats": r["var_stats"]}  # fmt: skip
+    doc["var"] = {
+        **doc["variant"],
+        "avg_time_ms": doc["variant"]["total_ms"],
+        "var_stats": r["var_stats"],
+    }
     doc["comparison"] = {
         **doc["comparison"],
         "roofline_predicted_speedup": doc["comparison"]["predicted_speedup"],

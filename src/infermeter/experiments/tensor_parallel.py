@@ -152,13 +152,28 @@ def profile_tp(config: RunConfig, tp: int, db_url: str) -> str:
         }
         job_file = Path(tmp) / "job.json"
         job_file.write_text(json.dumps(job))
-        cmd = [sys.executable, "-m", "infermeter.experiments.tensor_parallel", "--launch",
-               str(os.getpid()), "--standalone", f"--nproc-per-node={tp}", "-m",
-               "infermeter.experiments.tensor_parallel", str(job_file)]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "infermeter.experiments.tensor_parallel",
+            "--launch",
+            str(os.getpid()),
+            "--standalone",
+            f"--nproc-per-node={tp}",
+            "-m",
+            "infermeter.experiments.tensor_parallel",
+            str(job_file),
+        ]
         threads = max(1, (os.cpu_count() or 1) // tp)
         env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            cmd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         try:
             with stop_on_signals():
                 _, stderr = proc.communicate()

@@ -208,8 +208,13 @@ def _stack_doc(key: str) -> dict[str, Any]:
     from infermeter.analysis.stacks import STACKS
 
     s = STACKS[key]
-    return {"key": key, "title": s.title, "what": s.what, "summary": s.summary(),
-            "sources": dict(s.sources)}  # fmt: skip
+    return {
+        "key": key,
+        "title": s.title,
+        "what": s.what,
+        "summary": s.summary(),
+        "sources": dict(s.sources),
+    }
 
 
 def _learnt_from(runs: list[Any], model: str) -> str:

@@ -66,7 +66,7 @@ def _parts(arch: Any) -> list[Any]:
             arch.lm_head,
             arch.vision_tower,
             arch.projector,
-        )  # fmt: skip
+        )
         if m is not None
     ]
     for b in arch.blocks:

@@ -17,12 +17,27 @@ import pandas as pd
 
 #: Modules called directly by the model's forward (their sum plus "other" is the forward time).
 TOP_LEVEL = (
-    "embeddings", "rotary", "block", "final_norm", "lm_head", "vision_tower", "projector",
-)  # fmt: skip
+    "embeddings",
+    "rotary",
+    "block",
+    "final_norm",
+    "lm_head",
+    "vision_tower",
+    "projector",
+)
 #: Parts inside a block, in display order.
 BLOCK_PARTS = (
-    "attention", "mlp", "moe", "mixer", "norm", "o_proj", "router", "qk", "softmax", "av",
-)  # fmt: skip
+    "attention",
+    "mlp",
+    "moe",
+    "mixer",
+    "norm",
+    "o_proj",
+    "router",
+    "qk",
+    "softmax",
+    "av",
+)
 #: generate's own work between forwards, timed from the forward's and the token's marks:
 #: logits processing and token choice after a forward, step preparation before the next.
 GENERATE_PARTS = ("choose_token", "prepare_step")
@@ -45,8 +60,15 @@ REST = {
 
 
 _PART_COLUMNS = [
-    "phase", "part", "parent", "calls", "total_ms", "mean_ms", "pct_forward", "pct_parent",
-]  # fmt: skip
+    "phase",
+    "part",
+    "parent",
+    "calls",
+    "total_ms",
+    "mean_ms",
+    "pct_forward",
+    "pct_parent",
+]
 
 
 def _row(

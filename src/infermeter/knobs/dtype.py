@@ -52,8 +52,10 @@ def _quality_vs_float32(loaded: LoadedModel) -> dict[str, Any]:
     need_mb = 2 * loaded.info.params * 4 / 2**20
     device = next(model.parameters()).device
     if need_mb > 0.8 * available_memory_mb(device):
-        return {"quality": None, "quality_reference": f"skipped: a float32 copy needs "
-                f"{need_mb:,.0f} MiB"}  # fmt: skip
+        return {
+            "quality": None,
+            "quality_reference": f"skipped: a float32 copy needs {need_mb:,.0f} MiB",
+        }
     ids = calibration_ids(model, loaded.tokenizer)
     reference = copy.deepcopy(model).float()
     try:
@@ -74,8 +76,11 @@ def _verify_dtype(
         if not set(STORED[value]) & set(stored):
             raise KnobNotApplied(f"dtype={value} but the weights are stored as {sorted(stored)}")
         record = loaded.info.quantization or {}
-        evidence.update(method=record.get("method"), quality_reference=record.get(
-            "quality_reference"), **(record.get("quality") or {}))  # fmt: skip
+        evidence.update(
+            method=record.get("method"),
+            quality_reference=record.get("quality_reference"),
+            **(record.get("quality") or {}),
+        )
         return evidence
     dtypes = sorted({str(p.dtype).removeprefix("torch.") for p in loaded.model.parameters()})
     if value not in dtypes:
@@ -85,8 +90,9 @@ def _verify_dtype(
         evidence.update(top1_agreement=1.0, kl_nats=0.0, quality_reference="itself")
     else:
         measured = _quality_vs_float32(loaded)
-        evidence.update(quality_reference=measured["quality_reference"],
-                        **(measured["quality"] or {}))  # fmt: skip
+        evidence.update(
+            quality_reference=measured["quality_reference"], **(measured["quality"] or {})
+        )
     return evidence
 
 

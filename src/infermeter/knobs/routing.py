@@ -80,8 +80,9 @@ class RoutingShortcuts:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
-            raise UserError(f"routing config: unknown keys {unknown}",
-                            f"use only {', '.join(sorted(known))}")  # fmt: skip
+            raise UserError(
+                f"routing config: unknown keys {unknown}", f"use only {', '.join(sorted(known))}"
+            )
         try:
             return cls(**d).validate()
         except TypeError as exc:
@@ -115,11 +116,14 @@ def shortcut_config(text: str) -> RoutingShortcuts | None:
         try:
             return RoutingShortcuts.from_dict(json.loads(path.read_text()))
         except OSError as exc:
-            raise UserError(f"cannot read routing config {t!r} ({exc.strerror or exc})",
-                            "give an existing JSON file") from None  # fmt: skip
+            raise UserError(
+                f"cannot read routing config {t!r} ({exc.strerror or exc})",
+                "give an existing JSON file",
+            ) from None
         except json.JSONDecodeError as exc:
-            raise UserError(f"routing config {t!r} is not valid JSON ({exc.msg})",
-                            "fix the file") from None  # fmt: skip
+            raise UserError(
+                f"routing config {t!r} is not valid JSON ({exc.msg})", "fix the file"
+            ) from None
     raise UserError(
         f"routing={t!r} is not a routing value",
         "use learned, shortcuts, shortcuts:frequency_threshold=0.8,cache_size=64 or FILE.json",
@@ -161,8 +165,12 @@ class LayerRouting:
             keys = sorted(self.table)
             experts = torch.stack([self.table[t].experts for t in keys])
             weights = torch.stack([self.table[t].weights for t in keys])
-            self._packed = (len(self.table), torch.tensor(keys, device=ids.device),
-                            experts.to(ids.device), weights.to(ids.device))  # fmt: skip
+            self._packed = (
+                len(self.table),
+                torch.tensor(keys, device=ids.device),
+                experts.to(ids.device),
+                weights.to(ids.device),
+            )
         _, keys_t, experts_t, weights_t = self._packed
         pos = torch.searchsorted(keys_t, ids).clamp_(max=keys_t.numel() - 1)
         hit = keys_t[pos] == ids
@@ -360,16 +368,22 @@ class ShortcutRouting:
         return entry
 
     def _remember(
-        self, state: LayerRouting, positions: list[int], experts: Any, weights: Any,
+        self,
+        state: LayerRouting,
+        positions: list[int],
+        experts: Any,
+        weights: Any,
         rows: list[int] | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Learned decisions into the cache (newest last; the oldest evicted past its size)."""
         if not self.cfg.cache_size:
             return
         for j, pos in enumerate(positions):
             row = j if rows is not None else pos
-            state.cache[self._key(pos)] = (state.calls, _Entry(experts[row].clone(),
-                                                               weights[row].clone()))
+            state.cache[self._key(pos)] = (
+                state.calls,
+                _Entry(experts[row].clone(), weights[row].clone()),
+            )
             state.cache.move_to_end(self._key(pos))
             while len(state.cache) > self.cfg.cache_size:
                 state.cache.popitem(last=False)
@@ -388,9 +402,10 @@ class ShortcutRouting:
             "table_entries": [len(s.table) for s in self.layers],
             "cache_utilization": (
                 sum(len(s.cache) for s in self.layers) / (self.cfg.cache_size * len(self.layers))
-                if self.cfg.cache_size and self.layers else 0.0
+                if self.cfg.cache_size and self.layers
+                else 0.0
             ),
-        }  # fmt: skip
+        }
 
     def reset_counts(self) -> None:
         """Zero the per-path counts (the cache and table stay)."""
@@ -424,9 +439,7 @@ def _apply(loaded: LoadedModel, value: str) -> Iterator[dict[str, Any]]:
         yield {"routing": "shortcuts", "config": cfg.to_dict(), "state": routing}
 
 
-def _verify(
-    loaded: LoadedModel, value: str, result: Any, applied: Any = None
-) -> dict[str, Any]:
+def _verify(loaded: LoadedModel, value: str, result: Any, applied: Any = None) -> dict[str, Any]:
     """One forward of the calibration prompt with shortcuts, and one with the learned router.
 
     Evidence: the split of tokens over the paths, the top-k overlap with the learned router on

@@ -95,14 +95,22 @@ def calibrate(device: Any, quick: bool = False) -> Ceilings:
     figures = {name: figure_of(r) for name, r in rounds.items()}
     return Ceilings(
         device=str(desc.get("name")),
-        flop_per_s={k.removeprefix("matmul "): f["best"] for k, f in figures.items()
-                    if k.startswith("matmul ")},  # fmt: skip
+        flop_per_s={
+            k.removeprefix("matmul "): f["best"]
+            for k, f in figures.items()
+            if k.startswith("matmul ")
+        },
         bandwidth_bytes_per_s=figures["copy bandwidth"]["best"],
         source=f"measured by infermeter calibrate ({n}^3 matmuls, {mb} MiB copies, best of "
         f"{ROUNDS} rounds)",
         measured=True,
-        details={"matmul_n": n, "copy_mb": mb, "torch": torch.__version__, "device": desc,
-                 "rounds": figures},  # fmt: skip
+        details={
+            "matmul_n": n,
+            "copy_mb": mb,
+            "torch": torch.__version__,
+            "device": desc,
+            "rounds": figures,
+        },
         memory_bytes=_memory_bytes(device),
         kind="cpu" if device.type == "cpu" else "gpu",
     )

@@ -74,8 +74,14 @@ SPECS: list[tuple[str, str, Ceilings]] = [
         r"H100.*(SXM|HBM3)",
         Ceilings(
             "NVIDIA H100 SXM5 80GB",
-            {"float32": 67 * T, "tf32": 494.7 * T, "bfloat16": 989.4 * T, "float16": 989.4 * T,
-             "fp8": 1978.9 * T, "int8": 1978.9 * T},  # fmt: skip
+            {
+                "float32": 67 * T,
+                "tf32": 494.7 * T,
+                "bfloat16": 989.4 * T,
+                "float16": 989.4 * T,
+                "fp8": 1978.9 * T,
+                "int8": 1978.9 * T,
+            },
             3.35e12,
             "NVIDIA H100 Tensor Core GPU datasheet (dense; sparsity doubles tensor rates)",
             memory_bytes=80e9,
@@ -87,8 +93,14 @@ SPECS: list[tuple[str, str, Ceilings]] = [
         r"H100.*(PCIe|HBM2e)",
         Ceilings(
             "NVIDIA H100 PCIe 80GB",
-            {"float32": 51 * T, "tf32": 378 * T, "bfloat16": 756 * T, "float16": 756 * T,
-             "fp8": 1513 * T, "int8": 1513 * T},  # fmt: skip
+            {
+                "float32": 51 * T,
+                "tf32": 378 * T,
+                "bfloat16": 756 * T,
+                "float16": 756 * T,
+                "fp8": 1513 * T,
+                "int8": 1513 * T,
+            },
             2.0e12,
             "NVIDIA H100 Tensor Core GPU datasheet, PCIe column (dense)",
             memory_bytes=80e9,
@@ -100,8 +112,14 @@ SPECS: list[tuple[str, str, Ceilings]] = [
         r"H200",
         Ceilings(
             "NVIDIA H200 SXM 141GB",
-            {"float32": 67 * T, "tf32": 494.7 * T, "bfloat16": 989.4 * T, "float16": 989.4 * T,
-             "fp8": 1978.9 * T, "int8": 1978.9 * T},  # fmt: skip
+            {
+                "float32": 67 * T,
+                "tf32": 494.7 * T,
+                "bfloat16": 989.4 * T,
+                "float16": 989.4 * T,
+                "fp8": 1978.9 * T,
+                "int8": 1978.9 * T,
+            },
             4.8e12,
             "NVIDIA H200 Tensor Core GPU datasheet (dense)",
             memory_bytes=141e9,
@@ -113,8 +131,13 @@ SPECS: list[tuple[str, str, Ceilings]] = [
         r"A100.*80GB PCIe",
         Ceilings(
             "NVIDIA A100 PCIe 80GB",
-            {"float32": 19.5 * T, "tf32": 156 * T, "bfloat16": 312 * T, "float16": 312 * T,
-             "int8": 624 * T},  # fmt: skip
+            {
+                "float32": 19.5 * T,
+                "tf32": 156 * T,
+                "bfloat16": 312 * T,
+                "float16": 312 * T,
+                "int8": 624 * T,
+            },
             1.935e12,
             "NVIDIA A100 Tensor Core GPU datasheet, 80GB PCIe column (dense)",
             memory_bytes=80e9,
@@ -126,8 +149,13 @@ SPECS: list[tuple[str, str, Ceilings]] = [
         r"A100.*80",
         Ceilings(
             "NVIDIA A100 SXM 80GB",
-            {"float32": 19.5 * T, "tf32": 156 * T, "bfloat16": 312 * T, "float16": 312 * T,
-             "int8": 624 * T},  # fmt: skip
+            {
+                "float32": 19.5 * T,
+                "tf32": 156 * T,
+                "bfloat16": 312 * T,
+                "float16": 312 * T,
+                "int8": 624 * T,
+            },
             2.039e12,
             "NVIDIA A100 Tensor Core GPU datasheet (dense)",
             memory_bytes=80e9,
@@ -139,8 +167,13 @@ SPECS: list[tuple[str, str, Ceilings]] = [
         r"A100",
         Ceilings(
             "NVIDIA A100 40GB",
-            {"float32": 19.5 * T, "tf32": 156 * T, "bfloat16": 312 * T, "float16": 312 * T,
-             "int8": 624 * T},  # fmt: skip
+            {
+                "float32": 19.5 * T,
+                "tf32": 156 * T,
+                "bfloat16": 312 * T,
+                "float16": 312 * T,
+                "int8": 624 * T,
+            },
             1.555e12,
             "NVIDIA A100 Tensor Core GPU datasheet, 40GB (dense)",
             memory_bytes=40e9,
@@ -152,8 +185,14 @@ SPECS: list[tuple[str, str, Ceilings]] = [
         r"L40S",
         Ceilings(
             "NVIDIA L40S",
-            {"float32": 91.6 * T, "tf32": 183 * T, "bfloat16": 362.05 * T, "float16": 362.05 * T,
-             "fp8": 733 * T, "int8": 733 * T},  # fmt: skip
+            {
+                "float32": 91.6 * T,
+                "tf32": 183 * T,
+                "bfloat16": 362.05 * T,
+                "float16": 362.05 * T,
+                "fp8": 733 * T,
+                "int8": 733 * T,
+            },
             864 * G,
             "NVIDIA L40S datasheet (dense)",
             memory_bytes=48e9,
@@ -165,8 +204,14 @@ SPECS: list[tuple[str, str, Ceilings]] = [
         r"\bL4\b",
         Ceilings(
             "NVIDIA L4",
-            {"float32": 30.3 * T, "tf32": 60 * T, "bfloat16": 121 * T, "float16": 121 * T,
-             "fp8": 242.5 * T, "int8": 242.5 * T},  # fmt: skip
+            {
+                "float32": 30.3 * T,
+                "tf32": 60 * T,
+                "bfloat16": 121 * T,
+                "float16": 121 * T,
+                "fp8": 242.5 * T,
+                "int8": 242.5 * T,
+            },
             300 * G,
             "NVIDIA L4 datasheet (dense)",
             memory_bytes=24e9,
@@ -178,8 +223,13 @@ SPECS: list[tuple[str, str, Ceilings]] = [
         r"A10G|\bA10\b",
         Ceilings(
             "NVIDIA A10 / A10G",
-            {"float32": 31.2 * T, "tf32": 62.5 * T, "bfloat16": 125 * T, "float16": 125 * T,
-             "int8": 250 * T},  # fmt: skip
+            {
+                "float32": 31.2 * T,
+                "tf32": 62.5 * T,
+                "bfloat16": 125 * T,
+                "float16": 125 * T,
+                "int8": 250 * T,
+            },
             600 * G,
             "NVIDIA A10 datasheet (dense); AWS's A10G is listed with the same memory bandwidth",
             memory_bytes=24e9,
@@ -203,8 +253,13 @@ SPECS: list[tuple[str, str, Ceilings]] = [
         r"4090",
         Ceilings(
             "NVIDIA GeForce RTX 4090",
-            {"float32": 82.6 * T, "bfloat16": 165.2 * T, "float16": 165.2 * T, "fp8": 330.3 * T,
-             "int8": 660.6 * T},  # fmt: skip
+            {
+                "float32": 82.6 * T,
+                "bfloat16": 165.2 * T,
+                "float16": 165.2 * T,
+                "fp8": 330.3 * T,
+                "int8": 660.6 * T,
+            },
             1008 * G,
             "NVIDIA Ada Lovelace architecture whitepaper (FP16/BF16 tensor, FP32 accumulate)",
             # GeForce halves the tensor rate with FP32 accumulation; FP16 accumulation (what

@@ -82,8 +82,10 @@ def judge(
         moved = _apart(f, old)
         if moved is None:
             continue
-        change = (f"{name}: {_fmt(name, f['best'])}, was {_fmt(name, old['best'])} in the "
-                  f"calibration{when} ({moved:+.0%}, outside both intervals)")  # fmt: skip
+        change = (
+            f"{name}: {_fmt(name, f['best'])}, was {_fmt(name, old['best'])} in the "
+            f"calibration{when} ({moved:+.0%}, outside both intervals)"
+        )
         if moved > 0:
             notes.append(f"{change}: that one was measured on a busier machine; this replaces it")
         elif latest and latest.get(name) and _apart(f, latest[name]) is None:
@@ -98,8 +100,9 @@ def judge(
     return {"stable": not reasons, "reasons": reasons, "notes": notes}
 
 
-def figures_of(details: dict[str, Any], flop_per_s: dict[str, float], bandwidth: float | None
-               ) -> dict[str, dict[str, Any]]:  # fmt: skip
+def figures_of(
+    details: dict[str, Any], flop_per_s: dict[str, float], bandwidth: float | None
+) -> dict[str, dict[str, Any]]:
     """A stored calibration's figures: its rounds where kept, else its best values alone."""
     if details.get("rounds"):
         return dict(details["rounds"])

@@ -37,10 +37,37 @@ import numpy as np
 
 # Two-sided 95% critical values of Student's t for 1..30 degrees of freedom (standard tables).
 _T95 = (
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
-)  # fmt: skip
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+)
 
 #: Coefficient of variation above which a summary is flagged as noisy.
 NOISY_CV = 0.10
@@ -239,8 +266,14 @@ def compare_samples(
     mb, mv = (float(np.median(x)) if x.size else math.nan for x in (b, v))
     out["speedup"] = mb / mv if mv else None
     if b.size < 2 or v.size < 2 or not mv or not mb:
-        return {**out, "ci95_low": None, "ci95_high": None, "p_value": None,
-                "verdict": "too few samples", "samples_to_resolve": None}  # fmt: skip
+        return {
+            **out,
+            "ci95_low": None,
+            "ci95_high": None,
+            "p_value": None,
+            "verdict": "too few samples",
+            "samples_to_resolve": None,
+        }
     rng = np.random.default_rng(seed)
     boot_b = np.median(rng.choice(b, size=(RESAMPLES, b.size)), axis=1)
     boot_v = np.median(rng.choice(v, size=(RESAMPLES, v.size)), axis=1)
@@ -269,8 +302,14 @@ def _judgement(
         half_log = (math.log(hi) - math.log(lo)) / 2
         resolve = min(100_000, math.ceil(n * (half_log / abs(math.log(speedup))) ** 2))
         resolve = max(resolve, fewest)
-    return {**out, "ci95_low": lo, "ci95_high": hi, "p_value": p, "verdict": verdict,
-            "samples_to_resolve": resolve}  # fmt: skip
+    return {
+        **out,
+        "ci95_low": lo,
+        "ci95_high": hi,
+        "p_value": p,
+        "verdict": verdict,
+        "samples_to_resolve": resolve,
+    }
 
 
 def compare_paired_samples(
@@ -297,8 +336,14 @@ def compare_paired_samples(
     ratios = np.asarray([b / v for b, v in pairs], dtype=float)
     out["speedup"] = float(np.median(ratios)) if n else None
     if n < 3 or not np.all(ratios > 0):
-        return {**out, "ci95_low": None, "ci95_high": None, "p_value": None,
-                "verdict": "too few samples", "samples_to_resolve": None}  # fmt: skip
+        return {
+            **out,
+            "ci95_low": None,
+            "ci95_high": None,
+            "p_value": None,
+            "verdict": "too few samples",
+            "samples_to_resolve": None,
+        }
     rng = np.random.default_rng(seed)
     boot = np.median(rng.choice(ratios, size=(RESAMPLES, n)), axis=1)
     lo, hi = (float(x) for x in np.percentile(boot, [2.5, 97.5]))

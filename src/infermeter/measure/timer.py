@@ -103,7 +103,6 @@ class Timer:
             if s.end is not None
         ]
 
-
     def rows(self, origin: Any = None, offset_ms: float = 0.0) -> list[dict[str, Any]]:
         """Finished sections as stored rows: name, depth, thread, start_ms, ms.
 

@@ -73,7 +73,7 @@ def past_tokens(kwargs: Mapping[str, Any]) -> int:
 
 
 def forward_phase(kwargs: Mapping[str, Any]) -> str:
-    """"decode" when the forward extends a sequence already in its cache, else "prefill"."""
+    """The phase: "decode" when the forward extends a cached sequence, else "prefill"."""
     return "decode" if past_tokens(kwargs) > 0 else "prefill"
 
 

@@ -137,9 +137,9 @@ def moe_layers(model: Any) -> list[dict[str, Any]]:
         if not b.is_moe:
             continue
         layer = census.layers[b.index] if b.index < len(census.layers) else None
-        shared = [
-            n for n, _ in b.mlp.named_children() if "shared" in n
-        ] if b.mlp is not None else []  # fmt: skip
+        shared = (
+            [n for n, _ in b.mlp.named_children() if "shared" in n] if b.mlp is not None else []
+        )
         out.append(
             {
                 "layer": b.index,

@@ -93,9 +93,10 @@ def _targets(model: Any) -> tuple[list[str], int]:
     import torch
 
     names = [
-        n for n, m in model.named_modules()
+        n
+        for n, m in model.named_modules()
         if isinstance(m, torch.nn.Linear) and n.rsplit(".", 1)[-1] not in KEEP
-    ]  # fmt: skip
+    ]
     converted = sum(model.get_submodule(n).weight.numel() for n in names)
     total = sum(p.numel() for p in model.parameters())
     return names, total - converted
@@ -108,8 +109,10 @@ def check_scheme(scheme: str, device: Any) -> None:
     dev = torch.device(device)
     if scheme == "fp8":
         if dev.type != "cuda":
-            raise UserError("dtype=fp8 needs an NVIDIA GPU (compute capability 8.9 or newer)",
-                            "use int8 on this device")  # fmt: skip
+            raise UserError(
+                "dtype=fp8 needs an NVIDIA GPU (compute capability 8.9 or newer)",
+                "use int8 on this device",
+            )
         if torch.cuda.get_device_capability(dev) < (8, 9):
             raise UserError(
                 f"dtype=fp8 needs compute capability 8.9+ (this GPU: "
@@ -119,8 +122,10 @@ def check_scheme(scheme: str, device: Any) -> None:
         if torchao_quantization() is None:
             raise UserError("dtype=fp8 needs torchao", "pip install 'infermeter[quant]'")
     if scheme == "int8" and dev.type != "cpu" and torchao_quantization() is None:
-        raise UserError(f"dtype=int8 on {dev.type} needs torchao",
-                        "pip install 'infermeter[quant]', or use --device cpu")  # fmt: skip
+        raise UserError(
+            f"dtype=int8 on {dev.type} needs torchao",
+            "pip install 'infermeter[quant]', or use --device cpu",
+        )
 
 
 def quantize_weights(model: Any, scheme: str) -> dict[str, Any]:
@@ -143,8 +148,12 @@ def quantize_weights(model: Any, scheme: str) -> dict[str, Any]:
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # its deprecation notices name torchao: we know
-            quantize_dynamic(model, {n: torch.ao.quantization.default_dynamic_qconfig
-                                     for n in names}, dtype=torch.qint8, inplace=True)  # fmt: skip
+            quantize_dynamic(
+                model,
+                {n: torch.ao.quantization.default_dynamic_qconfig for n in names},
+                dtype=torch.qint8,
+                inplace=True,
+            )
         method = "torch.ao quantize_dynamic (int8 weights, activations quantized per call)"
     return {
         "scheme": scheme,

@@ -66,14 +66,28 @@ def lines_figure(
             label = f"{name}{suffix}"
             # one colour per kind or model, one line style per metric; distinct markers keep
             # lines that coincide (equal memory) visible as a pair
-            ax.errorbar(xs, mids, yerr=err, marker=MARKERS[gi % len(MARKERS)], capsize=3,
-                        label=label, alpha=0.9, color=f"C{gi % 10}",
-                        linestyle=("-", "--", ":")[mi % 3])  # fmt: skip
+            ax.errorbar(
+                xs,
+                mids,
+                yerr=err,
+                marker=MARKERS[gi % len(MARKERS)],
+                capsize=3,
+                label=label,
+                alpha=0.9,
+                color=f"C{gi % 10}",
+                linestyle=("-", "--", ":")[mi % 3],
+            )
             table += [
-                {group: name, "metric": metric, "seq_len": x, "median": v[0], "low": v[1],
-                 "high": v[2]}
+                {
+                    group: name,
+                    "metric": metric,
+                    "seq_len": x,
+                    "median": v[0],
+                    "low": v[1],
+                    "high": v[2],
+                }
                 for x, v in pts
-            ]  # fmt: skip
+            ]
     if not table:
         plt.close(fig)
         return []
@@ -99,14 +113,34 @@ def attention_figures(doc: dict[str, Any], out: Path) -> list[Path]:
     )
     rows = doc["summary"]
     return [
-        *lines_figure(rows, "kind", [("latency_ms", "")], "latency (ms, median, 95% CI)",
-                      f"Attention latency vs length · {shape}", out, "attention_latency"),
-        *lines_figure(rows, "kind", [("peak_memory_mb", "")], "peak memory (MiB)",
-                      f"Attention peak memory vs length · {shape}", out, "attention_memory"),
-        *lines_figure(rows, "kind", [("useful_flop_per_s", "")],
-                      "useful FLOP/s (masked-in entries / median time)",
-                      f"Attention efficiency · {shape}", out, "attention_efficiency"),
-    ]  # fmt: skip
+        *lines_figure(
+            rows,
+            "kind",
+            [("latency_ms", "")],
+            "latency (ms, median, 95% CI)",
+            f"Attention latency vs length · {shape}",
+            out,
+            "attention_latency",
+        ),
+        *lines_figure(
+            rows,
+            "kind",
+            [("peak_memory_mb", "")],
+            "peak memory (MiB)",
+            f"Attention peak memory vs length · {shape}",
+            out,
+            "attention_memory",
+        ),
+        *lines_figure(
+            rows,
+            "kind",
+            [("useful_flop_per_s", "")],
+            "useful FLOP/s (masked-in entries / median time)",
+            f"Attention efficiency · {shape}",
+            out,
+            "attention_efficiency",
+        ),
+    ]
 
 
 def model_figures(doc: dict[str, Any], out: Path) -> list[Path]:
@@ -116,8 +150,22 @@ def model_figures(doc: dict[str, Any], out: Path) -> list[Path]:
     both = [("forward_ms", " forward"), ("train_ms", " forward+backward")]
     peaks = [("forward_peak_mb", " forward"), ("train_peak_mb", " forward+backward")]
     return [
-        *lines_figure(rows, "model", both, "latency (ms, median, 95% CI)",
-                      f"Model latency vs length · batch {batch}", out, "model_latency"),
-        *lines_figure(rows, "model", peaks, "peak memory (MiB)",
-                      f"Model peak memory vs length · batch {batch}", out, "model_memory"),
-    ]  # fmt: skip
+        *lines_figure(
+            rows,
+            "model",
+            both,
+            "latency (ms, median, 95% CI)",
+            f"Model latency vs length · batch {batch}",
+            out,
+            "model_latency",
+        ),
+        *lines_figure(
+            rows,
+            "model",
+            peaks,
+            "peak memory (MiB)",
+            f"Model peak memory vs length · batch {batch}",
+            out,
+            "model_memory",
+        ),
+    ]

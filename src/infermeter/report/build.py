@@ -143,6 +143,24 @@ def _summary_rows(run: Any) -> list[dict[str, Any]]:
     ]
 
 
+def _slo_section(doc: Any, run: Any, out: Path) -> list[Path]:
+    """SLO attainment and goodput, when the run has SLOs; the CSV written."""
+    slo = run.slo_report()
+    if not slo:
+        return []
+    doc.heading("Service-level objectives")
+    rows = [
+        {"slo": f"{m} <= {b:g}", "attainment_pct": slo["attainment_pct"][m]}
+        for m, b in slo["slos"].items()
+    ]
+    doc.table(rows)
+    doc.text(
+        f"all met: {slo['all_met_pct']:.1f}% of requests; goodput "
+        f"{slo['goodput_rps']:.2f} requests/s"
+    )
+    return [write_csv(out / "slo.csv", rows)]
+
+
 def _time_tables(doc: Any, run: Any) -> None:
     """A session's user regions (the median of each name's calls), then the nested parts."""
     from infermeter.measure.timer import section_summary
@@ -184,15 +202,7 @@ def run_report(run: Any, out: Path, analysis: dict[str, Any] | None = None) -> l
     if phases:
         doc.table(phases)
         files.append(write_csv(out / "phases.csv", phases))
-    slo = run.slo_report()
-    if slo:
-        doc.heading("Service-level objectives")
-        rows = [{"slo": f"{m} <= {b:g}", "attainment_pct": slo["attainment_pct"][m]}
-                for m, b in slo["slos"].items()]  # fmt: skip
-        doc.table(rows)
-        doc.text(f"all met: {slo['all_met_pct']:.1f}% of requests; goodput "
-                 f"{slo['goodput_rps']:.2f} requests/s")  # fmt: skip
-        files.append(write_csv(out / "slo.csv", rows))
+    files += _slo_section(doc, run, out)
     if run.energy:
         doc.heading("Energy")
         e = run.energy

@@ -197,9 +197,15 @@ def _draw_intervals(
         lows.append(max(0.0, med - lo))
         highs.append(max(0.0, hi - med))
     ax.errorbar(
-        xs, [tops[i] for i in xs], yerr=[lows, highs], fmt="none", ecolor="black",
-        elinewidth=0.9, capsize=3, label="95% CI of the median",
-    )  # fmt: skip
+        xs,
+        [tops[i] for i in xs],
+        yerr=[lows, highs],
+        fmt="none",
+        ecolor="black",
+        elinewidth=0.9,
+        capsize=3,
+        label="95% CI of the median",
+    )
     alike = []
     for i in range(1, len(rows)):
         a, b = spans[i - 1], spans[i]

@@ -19,14 +19,32 @@ from infermeter.util.jsonio import write_json
 
 #: the columns people read first in an attention table, in order
 ATTENTION_COLUMNS = (
-    "kind", "seq_len", "latency_ms", "ci95", "peak_memory_mb", "mask_sparsity",
-    "skipped_fraction", "useful_gflop", "executed_gflop", "useful_gflop_per_s",
-    "max_abs_diff_vs_dense", "compile_ms",
-)  # fmt: skip
+    "kind",
+    "seq_len",
+    "latency_ms",
+    "ci95",
+    "peak_memory_mb",
+    "mask_sparsity",
+    "skipped_fraction",
+    "useful_gflop",
+    "executed_gflop",
+    "useful_gflop_per_s",
+    "max_abs_diff_vs_dense",
+    "compile_ms",
+)
 MODEL_COLUMNS = (
-    "model", "seq_len", "forward_ms", "forward_ci95", "forward_peak_mb", "train_ms",
-    "train_ci95", "train_peak_mb", "train_over_forward", "loss", "loss_after_steps",
-)  # fmt: skip
+    "model",
+    "seq_len",
+    "forward_ms",
+    "forward_ci95",
+    "forward_peak_mb",
+    "train_ms",
+    "train_ci95",
+    "train_peak_mb",
+    "train_over_forward",
+    "loss",
+    "loss_after_steps",
+)
 
 
 def _ci(summary: dict[str, Any] | None) -> str:
@@ -92,10 +110,13 @@ def _bench_report(doc: dict[str, Any], out: Path, title: str) -> list[Path]:
     meta = doc["meta"]
     report = _Doc(title, out)
     device = meta.get("device") or {}
-    spec = ", ".join(f"{k}={_cell(v) if isinstance(v, list | tuple) else v}"
-                     for k, v in meta["spec"].items())  # fmt: skip
-    report.text(f"device: {device.get('name', device.get('type'))} · torch "
-                f"{meta['versions'].get('torch')} · {spec}")  # fmt: skip
+    spec = ", ".join(
+        f"{k}={_cell(v) if isinstance(v, list | tuple) else v}" for k, v in meta["spec"].items()
+    )
+    report.text(
+        f"device: {device.get('name', device.get('type'))} · torch "
+        f"{meta['versions'].get('torch')} · {spec}"
+    )
     cols: tuple[str, ...]
     if meta["kind"] == "bench-attention":
         rows, cols, figures = attention_rows(doc), ATTENTION_COLUMNS, attention_figures(doc, out)

@@ -31,22 +31,36 @@ def load_sweep_figures(doc: dict[str, Any], out: Path) -> list[Path]:
     knee_rate = doc.get("knee_rate")
     fig, ax = plt.subplots(figsize=(7, 4.2))
     xs = [p["throughput_rps"] for p in points]
-    for key, label, style in (("ttft_ms_p99", "TTFT p99", "o-"), ("ttft_ms_p50", "TTFT p50",
-                              "o--"), ("e2e_ms_p99", "end-to-end p99", "s-"),
-                              ("e2e_ms_p50", "end-to-end p50", "s--")):  # fmt: skip
+    for key, label, style in (
+        ("ttft_ms_p99", "TTFT p99", "o-"),
+        ("ttft_ms_p50", "TTFT p50", "o--"),
+        ("e2e_ms_p99", "end-to-end p99", "s-"),
+        ("e2e_ms_p50", "end-to-end p50", "s--"),
+    ):
         ax.plot(xs, [p[key] for p in points], style, label=label)
     for p in points:
-        ax.annotate(f"{p['rate']:g}/s", (p["throughput_rps"], p["e2e_ms_p99"]), fontsize=7,
-                    textcoords="offset points", xytext=(4, 4))  # fmt: skip
+        ax.annotate(
+            f"{p['rate']:g}/s",
+            (p["throughput_rps"], p["e2e_ms_p99"]),
+            fontsize=7,
+            textcoords="offset points",
+            xytext=(4, 4),
+        )
     k = next((p for p in points if p["rate"] == knee_rate), None)
     if k is not None:
-        ax.axvline(k["throughput_rps"], color="#C44E52", linestyle=":",
-                   label=f"knee: {knee_rate:g} req/s offered")  # fmt: skip
+        ax.axvline(
+            k["throughput_rps"],
+            color="#C44E52",
+            linestyle=":",
+            label=f"knee: {knee_rate:g} req/s offered",
+        )
     ax.set_yscale("log")
     ax.set_xlabel("throughput (requests/s)")
     ax.set_ylabel("latency (ms)")
-    ax.set_title(f"{doc['meta']['model']}: latency vs throughput "
-                 f"({doc['meta']['spec']['server']} batching)", fontsize=10)  # fmt: skip
+    ax.set_title(
+        f"{doc['meta']['model']}: latency vs throughput ({doc['meta']['spec']['server']} batching)",
+        fontsize=10,
+    )
     ax.grid(True, alpha=0.3)
     _legend_outside(ax)
     files = save_figure(fig, out, "latency_vs_throughput", points)
@@ -75,11 +89,21 @@ def energy_latency_figure(points: list[dict[str, Any]], out: Path) -> list[Path]
     if not pts:
         return []
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    ax.plot([p["e2e_ms_p99"] for p in pts], [p["j_per_request_p50"] for p in pts], "o-",
-            color="#55A868", label="J per request (median)")  # fmt: skip
+    ax.plot(
+        [p["e2e_ms_p99"] for p in pts],
+        [p["j_per_request_p50"] for p in pts],
+        "o-",
+        color="#55A868",
+        label="J per request (median)",
+    )
     for p in pts:
-        ax.annotate(f"{p['rate']:g}/s", (p["e2e_ms_p99"], p["j_per_request_p50"]), fontsize=7,
-                    textcoords="offset points", xytext=(4, 4))  # fmt: skip
+        ax.annotate(
+            f"{p['rate']:g}/s",
+            (p["e2e_ms_p99"], p["j_per_request_p50"]),
+            fontsize=7,
+            textcoords="offset points",
+            xytext=(4, 4),
+        )
     ax.set_xlabel("end-to-end latency p99 (ms)")
     ax.set_ylabel("energy per request (J)")
     ax.set_title("energy vs latency across offered rates", fontsize=10)
@@ -97,20 +121,35 @@ def capacity_figure(result: dict[str, Any], out: Path, title: str) -> list[Path]
     fig, (ax, ax2) = plt.subplots(2, 1, figsize=(7, 5.6), sharex=True)
     rates = [r["rate"] for r in rows]
     att = [100 * r["attainment"] for r in rows]
-    err = [[100 * (r["attainment"] - r["ci_low"]) for r in rows],
-           [100 * (r["ci_high"] - r["attainment"]) for r in rows]]  # fmt: skip
-    ax.errorbar(rates, att, yerr=err, fmt="-", color="#4C72B0", capsize=3, zorder=1,
-                label=f"attainment ({result['confidence']:.0%} interval)")  # fmt: skip
-    kinds = (("pass", "o", "#55A868", lambda r: r["verdict"] == "pass"),
-             ("fail", "X", "#C44E52", lambda r: r["verdict"] == "fail" and not r["saturated"]),
-             ("fail: queue growing", "P", "#DD8452", lambda r: r["saturated"]))  # fmt: skip
+    err = [
+        [100 * (r["attainment"] - r["ci_low"]) for r in rows],
+        [100 * (r["ci_high"] - r["attainment"]) for r in rows],
+    ]
+    ax.errorbar(
+        rates,
+        att,
+        yerr=err,
+        fmt="-",
+        color="#4C72B0",
+        capsize=3,
+        zorder=1,
+        label=f"attainment ({result['confidence']:.0%} interval)",
+    )
+    kinds = (
+        ("pass", "o", "#55A868", lambda r: r["verdict"] == "pass"),
+        ("fail", "X", "#C44E52", lambda r: r["verdict"] == "fail" and not r["saturated"]),
+        ("fail: queue growing", "P", "#DD8452", lambda r: r["saturated"]),
+    )
     for label, marker, color, which in kinds:
         pts = [(r["rate"], 100 * r["attainment"]) for r in rows if which(r)]
         if pts:
-            ax.scatter(*zip(*pts, strict=True), marker=marker, color=color, zorder=2,
-                       label=label)  # fmt: skip
-    ax.axhline(100 * result["target"], color="#8C8C8C", linestyle=":",
-               label=f"target {100 * result['target']:.3g}%")  # fmt: skip
+            ax.scatter(*zip(*pts, strict=True), marker=marker, color=color, zorder=2, label=label)
+    ax.axhline(
+        100 * result["target"],
+        color="#8C8C8C",
+        linestyle=":",
+        label=f"target {100 * result['target']:.3g}%",
+    )
     ax.set_ylabel("requests meeting every SLO (%)")
     ax2.plot(rates, [r["goodput_rps"] for r in rows], "s-", color="#8172B3", label="goodput")
     ax2.plot(rates, rates, ":", color="#8C8C8C", label="offered")
@@ -125,9 +164,15 @@ def capacity_figure(result: dict[str, Any], out: Path, title: str) -> list[Path]
         if result["max_rate"] is not None:
             a.axvline(result["max_rate"], color="#55A868", linestyle="--", linewidth=1)
     if result["max_rate"] is not None:
-        ax2.annotate(f"capacity {result['max_rate']:.3g} req/s", (result["max_rate"], 1),
-                     xycoords=("data", "axes fraction"), xytext=(4, -12),
-                     textcoords="offset points", fontsize=8, color="#55A868")  # fmt: skip
+        ax2.annotate(
+            f"capacity {result['max_rate']:.3g} req/s",
+            (result["max_rate"], 1),
+            xycoords=("data", "axes fraction"),
+            xytext=(4, -12),
+            textcoords="offset points",
+            fontsize=8,
+            color="#55A868",
+        )
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax2.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.set_title(title, fontsize=10)

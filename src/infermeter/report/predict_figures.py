@@ -46,8 +46,13 @@ def latency_figure(doc: dict[str, Any], out: Path) -> list[Path]:
     ax.set_xlabel("batch (sequences per replica; hatched: does not fit)")
     ax.set_ylabel("predicted TPOT (ms)")
     ax2 = ax.twinx()
-    ax2.plot(xs, [r["throughput_tok_s"] for r in rows], "o-", color="#DD8452",
-             label="throughput (tokens/s)")  # fmt: skip
+    ax2.plot(
+        xs,
+        [r["throughput_tok_s"] for r in rows],
+        "o-",
+        color="#DD8452",
+        label="throughput (tokens/s)",
+    )
     ax2.set_ylabel("predicted generation throughput (tokens/s)")
     ax.set_title(_title(doc), fontsize=9)
     fig.legend(loc="upper left", bbox_to_anchor=(0.1, 0.88), fontsize=8)

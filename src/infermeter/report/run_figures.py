@@ -179,20 +179,25 @@ def batch_state_figure(run: Any, out: Path) -> list[Path]:
         return []
     t = [s["t_ms"] / 1e3 for s in steps]
     fig, axes = plt.subplots(3, 1, figsize=(8, 6), sharex=True)
-    for key, label, color in (("running", "running", "#4C72B0"),
-                              ("waiting", "waiting", "#C44E52")):  # fmt: skip
+    for key, label, color in (("running", "running", "#4C72B0"), ("waiting", "waiting", "#C44E52")):
         if any(key in s for s in steps):
-            axes[0].step(t, [s.get(key, 0) for s in steps], where="post", label=label,
-                         color=color)  # fmt: skip
+            axes[0].step(t, [s.get(key, 0) for s in steps], where="post", label=label, color=color)
     axes[0].set_ylabel("requests")
-    for key, label, color in (("prefill_tokens", "prefill", "#4C72B0"),
-                              ("decode_tokens", "decode", "#DD8452")):  # fmt: skip
+    for key, label, color in (
+        ("prefill_tokens", "prefill", "#4C72B0"),
+        ("decode_tokens", "decode", "#DD8452"),
+    ):
         if any(key in s for s in steps):
             axes[1].plot(t, [s.get(key, 0) for s in steps], ".", ms=3, label=label, color=color)
     axes[1].set_ylabel("tokens per step")
     if any("kv_used_pct" in s for s in steps):
-        axes[2].step(t, [s.get("kv_used_pct", 0) for s in steps], where="post", color="#55A868",
-                     label="KV cache used")  # fmt: skip
+        axes[2].step(
+            t,
+            [s.get("kv_used_pct", 0) for s in steps],
+            where="post",
+            color="#55A868",
+            label="KV cache used",
+        )
         axes[2].axhline(95, color="#8C8C8C", linestyle=":", label="full (95%)")
     axes[2].set_ylabel("KV cache used (%)")
     axes[2].set_ylim(0, 105)
@@ -201,10 +206,17 @@ def batch_state_figure(run: Any, out: Path) -> list[Path]:
         ax.grid(True, alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
-    axes[0].set_title(f"{run.model_info.get('spec')}: the continuous batch over the run "
-                      f"{run.run_id}", fontsize=9)  # fmt: skip
+    axes[0].set_title(
+        f"{run.model_info.get('spec')}: the continuous batch over the run {run.run_id}", fontsize=9
+    )
     return save_figure(fig, out, "batch_state", steps)
 
 
-RUN_FIGURES = (timeline_figure, layer_figure, steps_figure, memory_figure, power_figure,
-               batch_state_figure)  # fmt: skip
+RUN_FIGURES = (
+    timeline_figure,
+    layer_figure,
+    steps_figure,
+    memory_figure,
+    power_figure,
+    batch_state_figure,
+)

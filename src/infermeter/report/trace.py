@@ -21,9 +21,17 @@ from infermeter.run.results import RunResult
 PID = 1
 TRACKS = {1: "run phases", 2: "samples", 3: "model", 4: "user sections"}
 _BLOCKS = {
-    "forward", "embeddings", "rotary", "block", "final_norm", "lm_head", "vision_tower",
-    "projector", "choose_token", "prepare_step",
-}  # fmt: skip
+    "forward",
+    "embeddings",
+    "rotary",
+    "block",
+    "final_norm",
+    "lm_head",
+    "vision_tower",
+    "projector",
+    "choose_token",
+    "prepare_step",
+}
 #: Which module kinds each detail level exports (None: all).
 DETAIL: dict[str, set[str] | None] = {
     "blocks": _BLOCKS,

@@ -71,12 +71,14 @@ class StepRecorder:
         cb_config = getattr(processor, "cb_config", None)
         scheduler_type = getattr(cb_config, "scheduler_type", None)
         # what the scheduler worked within: `load --predict` simulates the same limits
-        self.cache |= {"blocks": getattr(cache, "num_blocks", None),
-                       "page_tokens": getattr(cb_config, "page_size", None),
-                       "max_batch_tokens": getattr(processor, "max_batch_tokens", None),
-                       "max_requests_per_step": getattr(scheduler, "max_requests_per_batch", None),
-                       "safety_margin": getattr(scheduler, "safety_margin", None),
-                       "scheduler": scheduler_type}  # fmt: skip
+        self.cache |= {
+            "blocks": getattr(cache, "num_blocks", None),
+            "page_tokens": getattr(cb_config, "page_size", None),
+            "max_batch_tokens": getattr(processor, "max_batch_tokens", None),
+            "max_requests_per_step": getattr(scheduler, "max_requests_per_batch", None),
+            "safety_margin": getattr(scheduler, "safety_margin", None),
+            "scheduler": scheduler_type,
+        }
         step = processor._generation_step
 
         def observed_step(*args: Any, **kwargs: Any) -> Any:
@@ -117,11 +119,14 @@ class StepRecorder:
                 row["decode_tokens"] = sum(f.query_length for f in decode)
                 row["prefill_tokens"] = sum(f.query_length for f in batch) - row["decode_tokens"]
                 # keys the step's attention reads: each request's cache before it plus its queries
-                row["context_tokens"] = sum(int(f.state.position_offset) + int(f.query_length)
-                                            for f in batch)  # fmt: skip
+                row["context_tokens"] = sum(
+                    int(f.state.position_offset) + int(f.query_length) for f in batch
+                )
                 # who was in the step, for energy shares (run/load_energy.py); not stored
-                row["_members"] = [(str(f.state.request_id), int(f.query_length),
-                                    f.state.generated_len() == 0) for f in batch]  # fmt: skip
+                row["_members"] = [
+                    (str(f.state.request_id), int(f.query_length), f.state.generated_len() == 0)
+                    for f in batch
+                ]
             except AttributeError:
                 self.missing.add("prefill and decode tokens per step")
         cache: Any = getattr(processor, "cache", None)
@@ -179,8 +184,9 @@ def summarize_steps(steps: list[dict[str, Any]], wall_ms: float) -> dict[str, An
         "batch_requests_max": int(max(batch)) if batch else None,
         "kv_used_pct_max": float(max(kv)) if kv else None,
         "kv_used_pct_p50": float(np.median(kv)) if kv else None,
-        "kv_full_time_pct": share(lambda s: s["kv_used_pct"] >= 95.0 if "kv_used_pct" in s
-                                  else None),  # fmt: skip
+        "kv_full_time_pct": share(
+            lambda s: s["kv_used_pct"] >= 95.0 if "kv_used_pct" in s else None
+        ),
         "waiting_time_pct": share(lambda s: s["waiting"] > 0 if "waiting" in s else None),
         "prefill_tokens": sum(s.get("prefill_tokens", 0) for s in steps),
         "decode_tokens": sum(s.get("decode_tokens", 0) for s in steps),

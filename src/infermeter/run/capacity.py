@@ -63,12 +63,16 @@ class CapacitySpec:
         checks = [
             (0 < self.target < 1, "--slo-target must be between 0 and 1 (e.g. 0.99)"),
             (0.5 <= self.confidence < 1, "the confidence must be within 0.5..1"),
-            (self.start_rate > 0 and math.isfinite(self.start_rate),
-             "--rate (the search's start) must be a finite rate above 0"),
-            (1 <= self.requests <= self.max_requests <= 100_000,
-             "--requests must be within 1..--max-requests-per-step (at most 100000)"),
+            (
+                self.start_rate > 0 and math.isfinite(self.start_rate),
+                "--rate (the search's start) must be a finite rate above 0",
+            ),
+            (
+                1 <= self.requests <= self.max_requests <= 100_000,
+                "--requests must be within 1..--max-requests-per-step (at most 100000)",
+            ),
             (0 <= self.bisect <= 20, "--bisect must be within 0..20"),
-        ]  # fmt: skip
+        ]
         for ok, message in checks:
             if not ok:
                 raise UserError(message, "see `infermeter load --help`")
@@ -96,13 +100,19 @@ class Step:
     def row(self) -> dict[str, Any]:
         """The step as a table row (the figure's CSV)."""
         return {
-            "rate": self.rate, "requests": self.requests, "met": self.met,
+            "rate": self.rate,
+            "requests": self.requests,
+            "met": self.met,
             "attainment": self.met / self.requests if self.requests else math.nan,
-            "ci_low": self.low, "ci_high": self.high, "goodput_rps": self.goodput_rps,
-            "throughput_rps": self.throughput_rps, "saturated": self.saturated,
+            "ci_low": self.low,
+            "ci_high": self.high,
+            "goodput_rps": self.goodput_rps,
+            "throughput_rps": self.throughput_rps,
+            "saturated": self.saturated,
             "in_flight_mean": self.in_flight_mean,
-            "verdict": self.verdict, "decided": self.decided,
-        }  # fmt: skip
+            "verdict": self.verdict,
+            "decided": self.decided,
+        }
 
 
 def attainment_interval(met: int, n: int, confidence: float) -> tuple[float, float]:
@@ -117,8 +127,10 @@ def saturated(rows: list[dict[str, Any]]) -> bool:
     """True when TTFT is still growing at the end of the step (a queue without bound)."""
     import numpy as np
 
-    served = sorted((r for r in rows if r.get("error") is None and math.isfinite(r["ttft_ms"])),
-                    key=lambda r: r["arrival_ms"])  # fmt: skip
+    served = sorted(
+        (r for r in rows if r.get("error") is None and math.isfinite(r["ttft_ms"])),
+        key=lambda r: r["arrival_ms"],
+    )
     if len(served) < 8:
         return False
     q = len(served) // 4
@@ -164,9 +176,10 @@ def run_step(
 
 
 def find_capacity(
-    spec: CapacitySpec, measure: Callable[[float, int], dict[str, Any]],
+    spec: CapacitySpec,
+    measure: Callable[[float, int], dict[str, Any]],
     on_step: Callable[[Step], None] | None = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """Ramp, then bisect: the highest passing rate, the lowest failing one, every step."""
     steps: list[Step] = []
 
@@ -206,14 +219,16 @@ def find_capacity(
     saturation = next((s.rate for s in sorted(steps, key=lambda s: s.rate) if s.saturated), None)
     alone = best is None and steps[-1].in_flight_mean < ALONE_IN_FLIGHT
     return {
-        "target": spec.target, "confidence": spec.confidence,
-        "max_rate": best, "first_failing_rate": worst,
+        "target": spec.target,
+        "confidence": spec.confidence,
+        "max_rate": best,
+        "first_failing_rate": worst,
         "saturation_rate": saturation,
         "missed_alone": alone,
         "found": best is not None and worst is not None,
         "steps": [s.row() for s in steps],
         "runs": [d for s in steps for d in s.runs],
-    }  # fmt: skip
+    }
 
 
 def answer_line(result: dict[str, Any]) -> str:
@@ -224,16 +239,26 @@ def answer_line(result: dict[str, Any]) -> str:
     sat = result["saturation_rate"]
     said = f"; queueing without bound from {sat:.3g} req/s" if sat is not None else ""
     if best is None:
-        alone = (": requests miss it served alone (under 1.1 in flight), so no rate can"
-                 if result["missed_alone"] else "")  # fmt: skip
-        return (f"capacity: no rate tried meets every SLO for {float(target):.1%} of requests "
-                f"(down to {worst:.3g} req/s){alone}{said}")  # fmt: skip
+        alone = (
+            ": requests miss it served alone (under 1.1 in flight), so no rate can"
+            if result["missed_alone"]
+            else ""
+        )
+        return (
+            f"capacity: no rate tried meets every SLO for {float(target):.1%} of requests "
+            f"(down to {worst:.3g} req/s){alone}{said}"
+        )
     b = rows[best]
-    sure = ("" if b["decided"] else ", undecided: its interval straddles the target, judged by "
-            "its point estimate")  # fmt: skip
-    head = (f"capacity: {best:.3g} req/s meets every SLO for {b['attainment']:.1%} of "
-            f"{b['requests']} requests ({result['confidence']:.0%} interval "
-            f"{b['ci_low']:.1%}-{b['ci_high']:.1%}, target {float(target):.1%}{sure})")
+    sure = (
+        ""
+        if b["decided"]
+        else ", undecided: its interval straddles the target, judged by its point estimate"
+    )
+    head = (
+        f"capacity: {best:.3g} req/s meets every SLO for {b['attainment']:.1%} of "
+        f"{b['requests']} requests ({result['confidence']:.0%} interval "
+        f"{b['ci_low']:.1%}-{b['ci_high']:.1%}, target {float(target):.1%}{sure})"
+    )
     if worst is None:
         return head + f"; no rate tried failed (up to {best:.3g} req/s): the capacity is higher"
     return head + f"; {worst:.3g} req/s does not{said}"

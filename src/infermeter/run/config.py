@@ -119,7 +119,6 @@ class RunConfig:
                 "use 1 or more, or leave it out for whole prompts",
             ),
             (self.mode in MODES, f"unknown mode {self.mode!r}", f"use one of {', '.join(MODES)}"),
-
             (
                 0 <= self.seed < 2**32,
                 f"--seed {self.seed} is outside 0..{2**32 - 1}",
@@ -207,9 +206,14 @@ class RunConfig:
 #: the settings a run's label names when they differ from RunConfig's defaults (knob values are
 #: named always): what tells two runs of one model apart in a list
 LABEL_SETTINGS = (
-    "prompt_tokens", "new_tokens", "batch_size", "dtype", "compile", "attn_implementation",
+    "prompt_tokens",
+    "new_tokens",
+    "batch_size",
+    "dtype",
+    "compile",
+    "attn_implementation",
     "decoding",
-)  # fmt: skip
+)
 
 
 def run_label(

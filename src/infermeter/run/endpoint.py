@@ -54,8 +54,9 @@ def _client(endpoint: str, key_env: str, timeout_s: float) -> Any:
     import openai
 
     key = os.environ.get(key_env) or "none"  # servers without keys accept any
-    return openai.AsyncOpenAI(base_url=base_url(endpoint), api_key=key, timeout=timeout_s,
-                              max_retries=0)  # fmt: skip
+    return openai.AsyncOpenAI(
+        base_url=base_url(endpoint), api_key=key, timeout=timeout_s, max_retries=0
+    )
 
 
 async def served_model(client: Any, endpoint: str) -> str:
@@ -91,9 +92,13 @@ def _reason(exc: BaseException) -> str:
 async def _open_stream(
     client: Any, model: str, request: Any, text: str, api: str, ignore_eos: bool = False
 ) -> Any:
-    common: dict[str, Any] = {"model": model, "max_tokens": request.new_tokens,
-                              "temperature": 0.0, "stream": True,
-                              "stream_options": {"include_usage": True}}  # fmt: skip
+    common: dict[str, Any] = {
+        "model": model,
+        "max_tokens": request.new_tokens,
+        "temperature": 0.0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
     if ignore_eos:  # vLLM, SGLang and llama.cpp's server know it; others may refuse (HTTP 4xx)
         common["extra_body"] = {"ignore_eos": True}
     if api == "chat":
@@ -109,9 +114,14 @@ def _piece(choice: Any) -> str | None:
 
 
 async def send(
-    client: Any, model: str, request: Any, text: str, tokenizer: Any, api: str = "completions",
+    client: Any,
+    model: str,
+    request: Any,
+    text: str,
+    tokenizer: Any,
+    api: str = "completions",
     ignore_eos: bool = False,
-) -> int:  # fmt: skip
+) -> int:
     """Stream one request's completion into `request` (its token times, end, error).
 
     Returns how many of its chunks carried more than one token.
@@ -172,8 +182,11 @@ def serve_endpoint(
             slots = asyncio.Semaphore(concurrency) if concurrency else None
             t0 = time.perf_counter()
             multi = 0
-            next_turn = {r.follows: i for i, r in enumerate(requests)
-                         if getattr(r, "follows", None) is not None}  # fmt: skip
+            next_turn = {
+                r.follows: i
+                for i, r in enumerate(requests)
+                if getattr(r, "follows", None) is not None
+            }
 
             async def one(i: int, after_s: float | None = None) -> None:
                 nonlocal multi
@@ -181,8 +194,7 @@ def serve_endpoint(
                 if slots is not None:
                     async with slots:
                         r.arrival_s = time.perf_counter()
-                        multi += await send(client, name, r, texts[i], tokenizer, api,
-                                            ignore_eos)  # fmt: skip
+                        multi += await send(client, name, r, texts[i], tokenizer, api, ignore_eos)
                 else:
                     r.arrival_s = t0 + offsets_s[i] if after_s is None else after_s
                     await asyncio.sleep(max(0.0, r.arrival_s - time.perf_counter()))

@@ -58,8 +58,10 @@ class Lengths:
         m = re.fullmatch(r"normal:(\d+(?:\.\d+)?),(\d+(?:\.\d+)?)", t)
         if m:
             return cls("normal", float(m.group(1)), float(m.group(2)))
-        raise UserError(f"{option} {text!r} is not a length distribution",
-                        f"use e.g. {option} 64, uniform:32-128 or normal:64,16")  # fmt: skip
+        raise UserError(
+            f"{option} {text!r} is not a length distribution",
+            f"use e.g. {option} 64, uniform:32-128 or normal:64,16",
+        )
 
     def sample(self, n: int, rng: Any, limit: int) -> list[int]:
         """`n` lengths, each within 1..limit."""
@@ -73,8 +75,13 @@ class Lengths:
 
     def most(self) -> int:
         """The largest length it can give (normal: mean + 4 std)."""
-        return int(self.b if self.kind == "uniform" else self.a + 4 * self.b
-                   if self.kind == "normal" else self.a)  # fmt: skip
+        return int(
+            self.b
+            if self.kind == "uniform"
+            else self.a + 4 * self.b
+            if self.kind == "normal"
+            else self.a
+        )
 
 
 @dataclass(frozen=True)
@@ -112,22 +119,33 @@ class LoadSpec:
         checks = [
             (self.rate > 0, "--rate must be above 0 (inf: all at once)"),
             (1 <= self.requests <= 100_000, "--requests must be within 1..100000"),
-            (self.concurrency is None or 1 <= self.concurrency <= 4096,
-             "--concurrency must be within 1..4096"),
+            (
+                self.concurrency is None or 1 <= self.concurrency <= 4096,
+                "--concurrency must be within 1..4096",
+            ),
             (self.server in SERVERS, f"--server must be one of {', '.join(SERVERS)}"),
             (1 <= self.static_batch <= 1024, "--static-batch must be within 1..1024"),
             (0 <= self.seed < 2**31, "--seed must be within 0..2147483647"),
-            (self.prompt_tokens.most() <= 65536 and self.new_tokens.most() <= 65536,
-             "lengths must stay within 65536 tokens"),
+            (
+                self.prompt_tokens.most() <= 65536 and self.new_tokens.most() <= 65536,
+                "lengths must stay within 65536 tokens",
+            ),
             (0 < self.trace_speed <= 1e6, "--trace-speed must be above 0 (and at most 1e6)"),
-            (self.kv_blocks is None or 1 <= self.kv_blocks <= 10_000_000,
-             "--kv-blocks must be within 1..10000000"),
-            (self.kv_page_tokens is None or 1 <= self.kv_page_tokens <= 65536,
-             "--kv-page-tokens must be within 1..65536"),
-            ((self.kv_blocks is None and self.kv_page_tokens is None)
-             or self.server == "continuous", "--kv-blocks and --kv-page-tokens size "
-             "continuous batching's cache: use --server continuous"),
-        ]  # fmt: skip
+            (
+                self.kv_blocks is None or 1 <= self.kv_blocks <= 10_000_000,
+                "--kv-blocks must be within 1..10000000",
+            ),
+            (
+                self.kv_page_tokens is None or 1 <= self.kv_page_tokens <= 65536,
+                "--kv-page-tokens must be within 1..65536",
+            ),
+            (
+                (self.kv_blocks is None and self.kv_page_tokens is None)
+                or self.server == "continuous",
+                "--kv-blocks and --kv-page-tokens size "
+                "continuous batching's cache: use --server continuous",
+            ),
+        ]
         for ok, message in checks:
             if not ok:
                 raise UserError(message, "see `infermeter load --help`")
@@ -136,16 +154,19 @@ class LoadSpec:
         from infermeter.measure.energy.select import CHOICES
 
         if self.energy not in CHOICES:
-            raise UserError(f"--energy {self.energy!r} is not a source",
-                            f"use one of {', '.join(CHOICES)}")  # fmt: skip
+            raise UserError(
+                f"--energy {self.energy!r} is not a source", f"use one of {', '.join(CHOICES)}"
+            )
         check_interval(self.power_interval_ms)
         if self.metrics_url is not None:
             from infermeter.run.server_metrics import check_url
 
             check_url(self.metrics_url)
         if not 100.0 <= self.metrics_interval_ms <= 3_600_000:
-            raise UserError(f"--metrics-interval-ms {self.metrics_interval_ms:g} is out of range",
-                            "use 100..3600000 ms")  # fmt: skip
+            raise UserError(
+                f"--metrics-interval-ms {self.metrics_interval_ms:g} is out of range",
+                "use 100..3600000 ms",
+            )
         return self
 
 
@@ -220,19 +241,32 @@ def plan_requests(spec: LoadSpec, tokenizer: Any, limit: int) -> Plan:
     have the asked lengths and placeholder prompts.
     """
     if spec.workload is None:
-        made = (make_requests(spec, tokenizer, limit) if tokenizer is not None else
-                [Request(i, [0] * p, n) for i, (p, n) in enumerate(request_lengths(spec, limit))])
+        made = (
+            make_requests(spec, tokenizer, limit)
+            if tokenizer is not None
+            else [Request(i, [0] * p, n) for i, (p, n) in enumerate(request_lengths(spec, limit))]
+        )
         return Plan(made, arrival_offsets_s(spec.rate, len(made), spec.seed))
     from infermeter.workloads.traffic import load_traffic
 
-    traffic = load_traffic(spec.workload, tokenizer, limit, spec.requests, spec.seed,
-                           spec.trace_speed)  # fmt: skip
+    traffic = load_traffic(
+        spec.workload, tokenizer, limit, spec.requests, spec.seed, spec.trace_speed
+    )
     reqs: list[Request] = []
     last_of: dict[int, int] = {}
     for i, t in enumerate(traffic.turns):
         follows = last_of.get(t.session) if t.turn > 0 else None
-        reqs.append(Request(i, t.prompt_ids, t.new_tokens, follows=follows, session=t.session,
-                            turn=t.turn, messages=t.messages))  # fmt: skip
+        reqs.append(
+            Request(
+                i,
+                t.prompt_ids,
+                t.new_tokens,
+                follows=follows,
+                session=t.session,
+                turn=t.turn,
+                messages=t.messages,
+            )
+        )
         last_of[t.session] = i
     if traffic.timed:
         offsets = [t.offset_s or 0.0 for t in traffic.turns]
@@ -295,9 +329,12 @@ class _Arrivals:
     """
 
     def __init__(
-        self, reqs: list[Request], offsets: list[float], concurrency: int | None,
+        self,
+        reqs: list[Request],
+        offsets: list[float],
+        concurrency: int | None,
         live: Any = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.reqs, self.offsets, self.concurrency = reqs, offsets, concurrency
         #: requests that arrive on their own (not after an earlier turn), in arrival order
         self.order = [i for i, r in enumerate(reqs) if r.follows is None]
@@ -315,8 +352,9 @@ class _Arrivals:
         self.served += 1
         nxt = self.next_turn.get(request.index)
         if nxt is not None:
-            self.reqs[nxt].arrival_s = request.end_s if math.isfinite(request.end_s) else (
-                time.perf_counter())
+            self.reqs[nxt].arrival_s = (
+                request.end_s if math.isfinite(request.end_s) else (time.perf_counter())
+            )
             self.ready.append(self.reqs[nxt])
         if self.live is not None:  # the progress row's `steps` holds a load's in-flight count
             steps = self.live.state.get("steps") or {}  # a new dict: a row is a snapshot
@@ -367,8 +405,7 @@ def serve_continuous(loaded: Any, arrivals: _Arrivals, spec: LoadSpec | None = N
     model = loaded.model
     most = max(r.new_tokens for r in arrivals.reqs)
     pad = loaded.tokenizer.pad_token_id if loaded.tokenizer.pad_token_id is not None else 0
-    gen = GenerationConfig(max_new_tokens=most, do_sample=False, eos_token_id=-1,
-                           pad_token_id=pad)  # fmt: skip
+    gen = GenerationConfig(max_new_tokens=most, do_sample=False, eos_token_id=-1, pad_token_id=pad)
     saved_attn = getattr(model.config, "_attn_implementation", None)
     cb_config, sized = _cb_config(spec, arrivals.reqs, model)
     manager = model.init_continuous_batching(
@@ -378,17 +415,22 @@ def serve_continuous(loaded: Any, arrivals: _Arrivals, spec: LoadSpec | None = N
     recorder.cache["sized"] = sized
     manager.start()
     try:
-        warm = manager.add_request(arrivals.reqs[0].prompt_ids[:8], request_id="warm-up",
-                                   max_new_tokens=2, eos_token_id=-1)  # fmt: skip
+        warm = manager.add_request(
+            arrivals.reqs[0].prompt_ids[:8], request_id="warm-up", max_new_tokens=2, eos_token_id=-1
+        )
         _collect(manager, {warm: None}, arrivals, timeout_s=600.0)
         pending: dict[str, Request] = {}
         t0 = time.perf_counter()
         done = 0
         while done < len(arrivals.reqs):
             for r in arrivals.due(t0):
-                rid = manager.add_request(r.prompt_ids, request_id=f"r{r.index}",
-                                          max_new_tokens=r.new_tokens, record_timestamps=True,
-                                          eos_token_id=-1)  # fmt: skip
+                rid = manager.add_request(
+                    r.prompt_ids,
+                    request_id=f"r{r.index}",
+                    max_new_tokens=r.new_tokens,
+                    record_timestamps=True,
+                    eos_token_id=-1,
+                )
                 if rid is None:
                     raise GenerationFailed(None, RuntimeError("the manager refused a request"))
                 pending[rid] = r
@@ -424,8 +466,11 @@ def _cb_config(spec: LoadSpec | None, reqs: list[Request], model: Any) -> tuple[
         sizes["page_size"] = spec.kv_page_tokens
     if spec is not None and spec.kv_blocks is not None:
         return ContinuousBatchingConfig(num_blocks=spec.kv_blocks, **sizes), "--kv-blocks"
-    blocks = _blocks_for_all(reqs, model, sizes.get("page_size") or ContinuousBatchingConfig()
-                             .page_size) if model.device.type == "cpu" else None  # fmt: skip
+    blocks = (
+        _blocks_for_all(reqs, model, sizes.get("page_size") or ContinuousBatchingConfig().page_size)
+        if model.device.type == "cpu"
+        else None
+    )
     if blocks is None:
         return (ContinuousBatchingConfig(**sizes) if sizes else None), "transformers (memory)"
     return ContinuousBatchingConfig(num_blocks=blocks, **sizes), "every request at once"
@@ -437,8 +482,11 @@ def _blocks_for_all(reqs: list[Request], model: Any, page: int) -> int | None:
 
     from infermeter.models.info import config_value
 
-    c = model.config.get_text_config() if hasattr(model.config, "get_text_config") else (
-        model.config)
+    c = (
+        model.config.get_text_config()
+        if hasattr(model.config, "get_text_config")
+        else (model.config)
+    )
     heads = int(config_value(c, "num_attention_heads", "n_head", default=0) or 0)
     hidden = int(config_value(c, "hidden_size", "n_embd", "d_model", default=0) or 0)
     layers = int(config_value(c, "num_hidden_layers", "n_layer", default=0) or 0)
@@ -500,8 +548,8 @@ def serve_static(loaded: Any, arrivals: _Arrivals, batch: int) -> None:
         ids = torch.full((len(take), width), pad, dtype=torch.long)
         mask = torch.zeros((len(take), width), dtype=torch.long)
         for row, r in enumerate(take):
-            ids[row, width - len(r.prompt_ids):] = torch.tensor(r.prompt_ids)
-            mask[row, width - len(r.prompt_ids):] = 1
+            ids[row, width - len(r.prompt_ids) :] = torch.tensor(r.prompt_ids)
+            mask[row, width - len(r.prompt_ids) :] = 1
         most = max(r.new_tokens for r in take)
         gen = generation_config(loaded.tokenizer, most)
         kw = {"input_ids": ids.to(device), "attention_mask": mask.to(device)}
@@ -537,8 +585,9 @@ def summarize_load(rows: list[dict[str, Any]], wall_s: float) -> dict[str, Any]:
         "wall_s": wall_s,
         "throughput_rps": len(rows) / wall_s if wall_s > 0 else math.nan,
         "output_tokens_per_s": sum(r["output_tokens"] for r in rows) / wall_s
-        if wall_s > 0 else math.nan,
-    }  # fmt: skip
+        if wall_s > 0
+        else math.nan,
+    }
     for m in ("queue_ms", "ttft_ms", "tpot_ms", "e2e_ms"):
         out[m] = summarize(r[m] for r in rows).to_dict()
     out["itl_ms"] = summarize(x for r in rows for x in r["itl_ms"]).to_dict()
@@ -650,8 +699,10 @@ def _add_metrics(doc: dict[str, Any], scraper: Any, origin: float) -> None:
     doc["server_metrics"] = scraper.series(origin)
     doc["summary"]["server_metrics"] = {
         k: doc["server_metrics"][k] for k in ("url", "scrapes", "failures", "first_failure")
-    } | {"series": len(doc["server_metrics"]["series"]),
-         "state": state_summary(doc["server_metrics"])}  # fmt: skip
+    } | {
+        "series": len(doc["server_metrics"]["series"]),
+        "state": state_summary(doc["server_metrics"]),
+    }
 
 
 def _power_sampler(spec: LoadSpec) -> tuple[Any, str | None]:
@@ -681,8 +732,7 @@ def _energy(
         row.update({k: got.get(k) for k in ("energy_j", "prefill_j", "decode_j")})
     out = {"available": True, **energy_summary(doc["all_samples"], totals)}
     if not steps:
-        out["note"] = ("no scheduler steps (static batching): the run's energy only, not per "
-                       "request")  # fmt: skip
+        out["note"] = "no scheduler steps (static batching): the run's energy only, not per request"
     return out
 
 
@@ -697,8 +747,11 @@ def _add_steps(doc: dict[str, Any], recorder: Any, origin: float) -> list[Any]:
     members = [s.pop("_members", []) for s in steps]
     doc["steps"] = steps
     doc["summary"]["batch"] = summarize_steps(steps, doc["summary"]["wall_s"] * 1e3)
-    doc["meta"]["step_state"] = {"missing": sorted(recorder.missing),
-                                 "thinned": recorder.thinned, "cache": recorder.cache}  # fmt: skip
+    doc["meta"]["step_state"] = {
+        "missing": sorted(recorder.missing),
+        "thinned": recorder.thinned,
+        "cache": recorder.cache,
+    }
     return members
 
 
@@ -717,8 +770,12 @@ def _document(
     rows = [failed_latencies(r.row(origin)) for r in reqs]
     summary = summarize_load(rows, wall_s)
     summary["slo"] = slo_report(rows, spec.slos, wall_s)
-    asked = {**asdict(spec), "prompt_tokens": asdict(spec.prompt_tokens),
-             "new_tokens": asdict(spec.new_tokens), "slos": dict(spec.slos)}  # fmt: skip
+    asked = {
+        **asdict(spec),
+        "prompt_tokens": asdict(spec.prompt_tokens),
+        "new_tokens": asdict(spec.new_tokens),
+        "slos": dict(spec.slos),
+    }
     meta = {**meta, "spec": asked}
     if interrupted is not None:
         meta["interrupted"] = interrupted
@@ -755,10 +812,19 @@ def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any) -> dict[str, A
             live("requests", 0, len(reqs))
         with stop_on_signals():
             info = serve_endpoint(
-                reqs, texts, plan.offsets_s, spec.concurrency, endpoint.url, endpoint.model,
-                tokenizer, endpoint.key_env, endpoint.timeout_s, on_finished=finished,
-                api=endpoint.api, ignore_eos=endpoint.ignore_eos,
-            )  # fmt: skip
+                reqs,
+                texts,
+                plan.offsets_s,
+                spec.concurrency,
+                endpoint.url,
+                endpoint.model,
+                tokenizer,
+                endpoint.key_env,
+                endpoint.timeout_s,
+                on_finished=finished,
+                api=endpoint.api,
+                ignore_eos=endpoint.ignore_eos,
+            )
     except KeyboardInterrupt as exc:
         interrupted = exc
     finally:
@@ -771,12 +837,20 @@ def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any) -> dict[str, A
     meta = {
         "kind": "load",
         "model": name,
-        "model_info": {"spec": f"{name} @ {url}", "name": name, "endpoint": url,
-                       "tokenizer": spec.model},  # fmt: skip
+        "model_info": {
+            "spec": f"{name} @ {url}",
+            "name": name,
+            "endpoint": url,
+            "tokenizer": spec.model,
+        },
         "device": {"name": f"endpoint {url}", "kind": "endpoint"},
         "versions": {},
-        "endpoint": {"url": url, "model": name, "api": endpoint.api,
-                     "multi_token_chunks": info["multi_token_chunks"]},  # fmt: skip
+        "endpoint": {
+            "url": url,
+            "model": name,
+            "api": endpoint.api,
+            "multi_token_chunks": info["multi_token_chunks"],
+        },
         "workload": plan.workload,
     }
     doc = _document(spec, reqs, meta, interrupted)
@@ -797,9 +871,16 @@ def stack_cost(endpoint: dict[str, Any], in_process: dict[str, Any]) -> list[dic
     for metric in ("ttft_ms", "tpot_ms", "e2e_ms"):
         for q in ("p50", "p90", "p99"):
             e, i = endpoint[metric].get(q, math.nan), in_process[metric].get(q, math.nan)
-            out.append({"metric": metric, "percentile": q, "endpoint_ms": e,
-                        "in_process_ms": i, "stack_ms": e - i,
-                        "stack_share": (e - i) / e if e else math.nan})  # fmt: skip
+            out.append(
+                {
+                    "metric": metric,
+                    "percentile": q,
+                    "endpoint_ms": e,
+                    "in_process_ms": i,
+                    "stack_ms": e - i,
+                    "stack_share": (e - i) / e if e else math.nan,
+                }
+            )
     return out
 
 
@@ -826,16 +907,27 @@ def knee(points: list[dict[str, Any]], factor: float = 2.0) -> float | None:
 def sweep_point(rate: float, s: dict[str, Any]) -> dict[str, Any]:
     """One offered rate's row of a sweep from its run's summary (measured or simulated)."""
     return {
-        "rate": rate, "offered": f"{rate:g}/s" if math.isfinite(rate) else "all at once",
+        "rate": rate,
+        "offered": f"{rate:g}/s" if math.isfinite(rate) else "all at once",
         "throughput_rps": s["throughput_rps"],
         "output_tokens_per_s": s["output_tokens_per_s"],
-        **{f"{m}_{q}": s[m][q] for m in ("queue_ms", "ttft_ms", "tpot_ms", "e2e_ms")
-           for q in ("p50", "p99")},
+        **{
+            f"{m}_{q}": s[m][q]
+            for m in ("queue_ms", "ttft_ms", "tpot_ms", "e2e_ms")
+            for q in ("p50", "p99")
+        },
         "goodput_rps": (s["slo"] or {}).get("goodput_rps"),
         "slo_all_met_pct": (s["slo"] or {}).get("all_met_pct"),
-        **{k: (s.get("energy") or {}).get(k) for k in ("j_per_request_p50",
-           "j_per_output_token", "j_per_goodput_request", "mean_power_w")},
-    }  # fmt: skip
+        **{
+            k: (s.get("energy") or {}).get(k)
+            for k in (
+                "j_per_request_p50",
+                "j_per_output_token",
+                "j_per_goodput_request",
+                "mean_power_w",
+            )
+        },
+    }
 
 
 def run_rate_sweep(
@@ -874,13 +966,33 @@ def run_rate_sweep(
     points = [sweep_point(rate, doc["summary"]) for rate, doc in zip(rates, runs, strict=True)]
     meta = {**runs[0]["meta"], "kind": "load-sweep", "rates": rates}
     meta.pop("interrupted", None)
-    return {"meta": meta, "summary": points, "knee_rate": knee(points), "runs": runs,
-            "interrupted": interrupted}  # fmt: skip
+    return {
+        "meta": meta,
+        "summary": points,
+        "knee_rate": knee(points),
+        "runs": runs,
+        "interrupted": interrupted,
+    }
 
 
 def _interrupt_name(exc: Any) -> str:
-    """"SIGTERM" for a signal, "Ctrl-C" for a KeyboardInterrupt."""
+    """The interruption's name: "SIGTERM" for a signal, "Ctrl-C" for a KeyboardInterrupt."""
     return str(getattr(exc, "signal_name", "Ctrl-C"))
+
+
+def _as_run_notes(meta: dict[str, Any], finished: int) -> list[str]:
+    """What a stored load run's samples are, and how many requests an interruption kept."""
+    spec = meta["spec"]
+    notes = [
+        f"load run: {finished} requests, {spec['server']} batching; each sample is one "
+        "request (TTFT from its arrival)"
+    ]
+    if meta.get("interrupted"):
+        notes.append(
+            f"interrupted ({_interrupt_name(meta['interrupted'])}): the {finished} of "
+            f"{spec['requests']} requests that finished"
+        )
+    return notes
 
 
 def as_run(doc: dict[str, Any], model_info: dict[str, Any]) -> Any:
@@ -899,34 +1011,60 @@ def as_run(doc: dict[str, Any], model_info: dict[str, Any]) -> Any:
     # a failed request (an endpoint's timeout, HTTP error) has no latencies to store: it is
     # kept in `checks["load"]["failed"]` with its reason, and in the summary's count
     rows = [r for r in all_rows if r.get("error") is None]
-    failed = [{"sample_id": r["sample_id"], "error": r["error"]} for r in all_rows
-              if r.get("error") is not None]  # fmt: skip
+    failed = [
+        {"sample_id": r["sample_id"], "error": r["error"]}
+        for r in all_rows
+        if r.get("error") is not None
+    ]
     samples = [
         SampleResult(
-            index=r["sample_id"], warmup=False, batch_size=1, prompt_tokens=r["prompt_tokens"],
-            new_tokens=r["output_tokens"], vision_tokens=0, start_ms=r["arrival_ms"],
-            ttft_ms=r["ttft_ms"], step_ms=tuple(r["itl_ms"]), memory={},
+            index=r["sample_id"],
+            warmup=False,
+            batch_size=1,
+            prompt_tokens=r["prompt_tokens"],
+            new_tokens=r["output_tokens"],
+            vision_tokens=0,
+            start_ms=r["arrival_ms"],
+            ttft_ms=r["ttft_ms"],
+            step_ms=tuple(r["itl_ms"]),
+            memory={},
         )
         for r in rows
-    ]  # fmt: skip
-    config = {"model": spec["model"], "mode": "load", "slos": [list(p) for p in spec["slos"]
-              .items()], "load": spec}  # fmt: skip
+    ]
+    config = {
+        "model": spec["model"],
+        "mode": "load",
+        "slos": [list(p) for p in spec["slos"].items()],
+        "load": spec,
+    }
     return RunResult(
-        run_id=None, config=config,
-        knobs={"rate": spec["rate"] if math.isfinite(spec["rate"]) else "inf",
-               "server": spec["server"]},
-        model_info=model_info, device=meta["device"], versions=meta["versions"],
-        created=now_iso(), samples=samples,
+        run_id=None,
+        config=config,
+        knobs={
+            "rate": spec["rate"] if math.isfinite(spec["rate"]) else "inf",
+            "server": spec["server"],
+        },
+        model_info=model_info,
+        device=meta["device"],
+        versions=meta["versions"],
+        created=now_iso(),
+        samples=samples,
         status="terminated" if meta.get("interrupted") is not None else "finished",
-        notes=[f"load run: {len(rows)} requests, {spec['server']} batching; each sample is one "
-               "request (TTFT from its arrival)"]
-        + ([f"interrupted ({_interrupt_name(meta['interrupted'])}): the {len(rows)} of "
-            f"{spec['requests']} requests that finished"] if meta.get("interrupted") else []),
-        checks={"load": {"summary": doc["summary"], "timeline": doc["timeline"],
-                         "queue_ms": [r["queue_ms"] for r in rows], "failed": failed,
-                         "workload": meta.get("workload"), "steps": doc.get("steps"),
-                         "request_energy": [{k: r.get(k) for k in ("sample_id", "energy_j",
-                                             "prefill_j", "decode_j")} for r in rows],
-                         "server_metrics": doc.get("server_metrics"),
-                         "step_state": meta.get("step_state")}},
-    )  # fmt: skip
+        notes=_as_run_notes(meta, len(rows)),
+        checks={
+            "load": {
+                "summary": doc["summary"],
+                "timeline": doc["timeline"],
+                "queue_ms": [r["queue_ms"] for r in rows],
+                "failed": failed,
+                "workload": meta.get("workload"),
+                "steps": doc.get("steps"),
+                "request_energy": [
+                    {k: r.get(k) for k in ("sample_id", "energy_j", "prefill_j", "decode_j")}
+                    for r in rows
+                ],
+                "server_metrics": doc.get("server_metrics"),
+                "step_state": meta.get("step_state"),
+            }
+        },
+    )

@@ -21,9 +21,11 @@ from typing import Any
 
 
 def attribute(
-    steps: list[dict[str, Any]], members: list[list[tuple[str, int, bool]]], trace: Any,
+    steps: list[dict[str, Any]],
+    members: list[list[tuple[str, int, bool]]],
+    trace: Any,
     wall_ms: float,
-) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:  # fmt: skip
+) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
     """Per request id {energy_j, prefill_j, decode_j}, and the run's totals.
 
     `steps` have `t_ms` and `step_ms` on the trace's time base; `members[i]` is step i's

@@ -23,10 +23,17 @@ from infermeter.errors import UserError
 MAX_SERIES = 500
 #: metric names that say the batch's state, per engine, for the printed line and the figure
 STATE_METRICS = (
-    "vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
-    "vllm:gpu_cache_usage_perc", "vllm:num_preemptions_total", "sglang:num_running_reqs",
-    "sglang:num_queue_reqs", "sglang:token_usage", "tgi_queue_size", "tgi_batch_current_size",
-)  # fmt: skip
+    "vllm:num_requests_running",
+    "vllm:num_requests_waiting",
+    "vllm:kv_cache_usage_perc",
+    "vllm:gpu_cache_usage_perc",
+    "vllm:num_preemptions_total",
+    "sglang:num_running_reqs",
+    "sglang:num_queue_reqs",
+    "sglang:token_usage",
+    "tgi_queue_size",
+    "tgi_batch_current_size",
+)
 
 
 def check_url(url: str) -> str:
@@ -35,8 +42,10 @@ def check_url(url: str) -> str:
 
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise UserError(f"--metrics-url {url!r} is not an http(s) URL",
-                        "e.g. --metrics-url http://127.0.0.1:8000/metrics")  # fmt: skip
+        raise UserError(
+            f"--metrics-url {url!r} is not an http(s) URL",
+            "e.g. --metrics-url http://127.0.0.1:8000/metrics",
+        )
     return url.strip()
 
 
@@ -105,8 +114,11 @@ class Scraper:
         dropped = 0
         for t, samples in self.readings:
             for name, labels, value in samples:
-                key = name + ("{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-                              + "}" if labels else "")  # fmt: skip
+                key = name + (
+                    "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
+                    if labels
+                    else ""
+                )
                 if key not in out:
                     if len(out) >= MAX_SERIES:
                         dropped += 1
@@ -114,10 +126,15 @@ class Scraper:
                     out[key] = {"name": name, "labels": labels, "t_ms": [], "values": []}
                 out[key]["t_ms"].append((t - origin_s) * 1e3)
                 out[key]["values"].append(value)
-        return {"url": self.url, "interval_ms": self.interval_s * 1e3,
-                "scrapes": len(self.readings), "failures": len(self.failures),
-                "first_failure": self.failures[0] if self.failures else None,
-                "series_dropped": dropped, "series": out}  # fmt: skip
+        return {
+            "url": self.url,
+            "interval_ms": self.interval_s * 1e3,
+            "scrapes": len(self.readings),
+            "failures": len(self.failures),
+            "first_failure": self.failures[0] if self.failures else None,
+            "series_dropped": dropped,
+            "series": out,
+        }
 
 
 def state_summary(scraped: dict[str, Any]) -> list[dict[str, Any]]:
@@ -126,6 +143,11 @@ def state_summary(scraped: dict[str, Any]) -> list[dict[str, Any]]:
     for name in STATE_METRICS:
         keyed = [s for s in scraped["series"].values() if s["name"] == name]
         if keyed:
-            rows.append({"name": name, "max": max(max(s["values"]) for s in keyed),
-                         "last": sum(s["values"][-1] for s in keyed)})  # fmt: skip
+            rows.append(
+                {
+                    "name": name,
+                    "max": max(max(s["values"]) for s in keyed),
+                    "last": sum(s["values"][-1] for s in keyed),
+                }
+            )
     return rows

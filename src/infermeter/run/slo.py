@@ -26,14 +26,17 @@ def parse_slos(items: list[str] | None) -> tuple[tuple[str, float], ...]:
         except ValueError:
             bound = math.nan
         if not sep or name.strip() not in SLO_METRICS or not (bound > 0 and math.isfinite(bound)):
-            raise UserError(f"--slo {text!r} is not METRIC=BOUND",
-                            f"use {', '.join(SLO_METRICS)}, e.g. --slo ttft_ms=500")  # fmt: skip
+            raise UserError(
+                f"--slo {text!r} is not METRIC=BOUND",
+                f"use {', '.join(SLO_METRICS)}, e.g. --slo ttft_ms=500",
+            )
         out.append((name.strip(), bound))
     return tuple(out)
 
 
-def slo_report(rows: list[dict[str, Any]], slos: tuple[tuple[str, float], ...],
-               wall_s: float) -> dict[str, Any]:  # fmt: skip
+def slo_report(
+    rows: list[dict[str, Any]], slos: tuple[tuple[str, float], ...], wall_s: float
+) -> dict[str, Any]:
     """Per request pass/fail (written into `rows`), attainment per SLO and of all, goodput.
 
     A request with an error, or without the measured metric, fails that SLO.
@@ -65,6 +68,7 @@ def check_slos(slos: tuple[tuple[str, float], ...]) -> None:
     """Every SLO names a known metric with a positive, finite bound."""
     for name, bound in slos:
         if name not in SLO_METRICS or not (bound > 0 and math.isfinite(bound)):
-            raise UserError(f"--slo {name}={bound} is not an SLO",
-                            f"use {', '.join(SLO_METRICS)} with a positive bound, "
-                            "e.g. --slo ttft_ms=500")  # fmt: skip
+            raise UserError(
+                f"--slo {name}={bound} is not an SLO",
+                f"use {', '.join(SLO_METRICS)} with a positive bound, e.g. --slo ttft_ms=500",
+            )

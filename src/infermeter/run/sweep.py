@@ -203,8 +203,9 @@ def run_sweep(
     t0 = time.perf_counter()
     try:
         if spec.interleave:
-            _sweep_interleaved(spec, grid, points, done, model_for(base.dtype), store, result,
-                               progress)  # fmt: skip
+            _sweep_interleaved(
+                spec, grid, points, done, model_for(base.dtype), store, result, progress
+            )
         else:
             _sweep_sequential(base, grid, points, done, model_for, store, result, progress)
     except KeyboardInterrupt:
@@ -400,9 +401,10 @@ def _sweep_interleaved(
             loaded,
             sink=store,
             sweep_id=result.sweep_id,
-            on_round=lambda r, total: progress(r, total, f"round {r} of {total}, "
-                                               f"{len(arms)} points interleaved", False),
-        )  # fmt: skip
+            on_round=lambda r, total: progress(
+                r, total, f"round {r} of {total}, {len(arms)} points interleaved", False
+            ),
+        )
     else:
         runs = []
     if failures:

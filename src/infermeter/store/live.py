@@ -39,6 +39,7 @@ def _stale(row: ProgressRow, status: str | None) -> bool:
     except ValueError:
         return True
 
+
 #: The per-layer table a finished run keeps (instrument/tables.py names it so).
 FINAL_LAYERS = "layers"
 

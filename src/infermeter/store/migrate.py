@@ -94,8 +94,11 @@ def migrate(
     """
     report = MigrateReport()
     runs_t, sweeps_t, preds_t, ceil_t = (
-        _table(RunRow), _table(SweepRow), _table(PredictionRow), _table(CeilingsRow)
-    )  # fmt: skip
+        _table(RunRow),
+        _table(SweepRow),
+        _table(PredictionRow),
+        _table(CeilingsRow),
+    )
     with source.engine.connect() as src:
         with dest.engine.begin() as dst:
             have = _ids(dst, sweeps_t)

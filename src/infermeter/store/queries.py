@@ -190,8 +190,9 @@ class StoreQueries(StoreCore):
                     .limit(50)
                 ).all()
             )
-            stable = [r for r in rows if ((r.details or {}).get("stability") or {}).get(
-                "stable", True)]  # fmt: skip
+            stable = [
+                r for r in rows if ((r.details or {}).get("stability") or {}).get("stable", True)
+            ]
             row = stable[0] if stable and stable_only else (rows[0] if rows else None)
             if row is None:
                 return None

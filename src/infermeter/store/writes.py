@@ -117,8 +117,9 @@ class StoreWrites(StoreCore):
                 return
             if row is None:
                 me = psutil.Process()
-                row = ProgressRow(key=key, host=socket.gethostname(), pid=me.pid,
-                                  pid_started=me.create_time())  # fmt: skip
+                row = ProgressRow(
+                    key=key, host=socket.gethostname(), pid=me.pid, pid_started=me.create_time()
+                )
                 s.add(row)
             for name in ("run_id", "model", "stage", "done", "total", "tokens", "steps"):
                 setattr(row, name, state.get(name))

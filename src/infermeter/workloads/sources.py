@@ -30,8 +30,13 @@ MAX_TEXTS = 10_000
 TEXT_FIELDS = ("text", "prompt", "question", "instruction", "content", "input")
 #: configs the reference's short names stand for
 DEFAULT_CONFIGS = {"wikitext": "wikitext-2-raw-v1"}
-_FILE_BUILDERS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet",
-                  ".txt": "text"}  # fmt: skip
+_FILE_BUILDERS = {
+    ".json": "json",
+    ".jsonl": "json",
+    ".csv": "csv",
+    ".parquet": "parquet",
+    ".txt": "text",
+}
 _HEADING = re.compile(r"=+ .* =+")
 
 
@@ -82,13 +87,17 @@ def _load(name: str, split: str | None) -> Any:
         try:
             data = datasets.load_from_disk(str(path))
         except FileNotFoundError:
-            raise UserError(f"--dataset {path} is not a folder written by save_to_disk",
-                            "give such a folder, a data file, or a hub id") from None  # fmt: skip
+            raise UserError(
+                f"--dataset {path} is not a folder written by save_to_disk",
+                "give such a folder, a data file, or a hub id",
+            ) from None
     elif path.is_file():
         builder = _FILE_BUILDERS.get(path.suffix.lower())
         if builder is None:
-            raise UserError(f"--dataset {name}: cannot read {path.suffix or 'a file without a'} "
-                            "suffix", f"give one of {', '.join(_FILE_BUILDERS)}")  # fmt: skip
+            raise UserError(
+                f"--dataset {name}: cannot read {path.suffix or 'a file without a'} suffix",
+                f"give one of {', '.join(_FILE_BUILDERS)}",
+            )
         data = datasets.load_dataset(builder, data_files=str(path))
     else:
         repo, _, given = name.partition(":")
@@ -100,7 +109,7 @@ def _load(name: str, split: str | None) -> Any:
             raise UserError(
                 f"--dataset {name} is not a folder, a file, or a data set in the local cache "
                 f"{_cache_dir()} ({first})",
-                f"download it once where there is a network (python -c \"import datasets; "
+                f'download it once where there is a network (python -c "import datasets; '
                 f"datasets.load_dataset('{repo}'{', ' + repr(config) if config else ''})\"), "
                 "or give a saved folder or a file",
             ) from None
@@ -108,8 +117,10 @@ def _load(name: str, split: str | None) -> Any:
         names = list(data)
         pick = split or next((s for s in ("test", "validation", "train") if s in data), names[0])
         if pick not in data:
-            raise UserError(f"--dataset {name} has no split {pick!r}",
-                            f"use --dataset-split {' or '.join(names)}")  # fmt: skip
+            raise UserError(
+                f"--dataset {name} has no split {pick!r}",
+                f"use --dataset-split {' or '.join(names)}",
+            )
         return data[pick]
     return data
 
@@ -117,16 +128,23 @@ def _load(name: str, split: str | None) -> Any:
 def dataset_texts(name: str, split: str | None = None, field: str | None = None) -> list[str]:
     """Up to MAX_TEXTS non-empty texts of the data set's text column."""
     data = _load(name, split)
-    columns = [c for c, f in data.features.items()
-               if getattr(f, "dtype", None) in ("string", "large_string")]  # fmt: skip
+    columns = [
+        c
+        for c, f in data.features.items()
+        if getattr(f, "dtype", None) in ("string", "large_string")
+    ]
     if field is not None and field not in data.column_names:
-        raise UserError(f"--dataset {name} has no column {field!r}",
-                        f"use --dataset-field {' or '.join(data.column_names)}")  # fmt: skip
-    column = field or next((c for c in TEXT_FIELDS if c in columns), None) or (
-        columns[0] if columns else None)
+        raise UserError(
+            f"--dataset {name} has no column {field!r}",
+            f"use --dataset-field {' or '.join(data.column_names)}",
+        )
+    column = (
+        field
+        or next((c for c in TEXT_FIELDS if c in columns), None)
+        or (columns[0] if columns else None)
+    )
     if column is None:
-        raise UserError(f"--dataset {name} has no text column",
-                        "name one with --dataset-field")  # fmt: skip
+        raise UserError(f"--dataset {name} has no text column", "name one with --dataset-field")
     texts = []
     for value in data.select_columns([column]).iter(batch_size=1000):
         for t in value[column]:
@@ -140,15 +158,19 @@ def dataset_texts(name: str, split: str | None = None, field: str | None = None)
 
 
 def prompt_texts(
-    workload: str | None, dataset: str | None, split: str | None = None,
+    workload: str | None,
+    dataset: str | None,
+    split: str | None = None,
     field: str | None = None,
-) -> tuple[tuple[str, ...], str] | None:  # fmt: skip
+) -> tuple[tuple[str, ...], str] | None:
     """(texts, where they came from) of --workload or --dataset; None when neither is given."""
     if workload and dataset:
         raise UserError("give --workload or --dataset, not both", "pick one source of prompts")
     if (split or field) and not dataset:
-        raise UserError("--dataset-split and --dataset-field choose within a --dataset",
-                        "add --dataset NAME, or drop them")  # fmt: skip
+        raise UserError(
+            "--dataset-split and --dataset-field choose within a --dataset",
+            "add --dataset NAME, or drop them",
+        )
     if workload:
         return tuple(workload_texts(workload)), f"workload {workload}"
     if dataset:

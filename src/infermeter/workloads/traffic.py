@@ -86,9 +86,13 @@ class Traffic:
 
         def dist(values: list[int]) -> dict[str, float]:
             a = np.asarray(values or [0], dtype=float)
-            return {"mean": float(a.mean()), "p50": float(np.percentile(a, 50)),
-                    "p90": float(np.percentile(a, 90)), "p99": float(np.percentile(a, 99)),
-                    "max": float(a.max())}  # fmt: skip
+            return {
+                "mean": float(a.mean()),
+                "p50": float(np.percentile(a, 50)),
+                "p90": float(np.percentile(a, 90)),
+                "p99": float(np.percentile(a, 99)),
+                "max": float(a.max()),
+            }
 
         sessions = {t.session for t in self.turns}
         out: dict[str, Any] = {
@@ -187,8 +191,10 @@ def load_traffic(
         _turns_of_trace(traffic, rows, tokenizer, limit, requests, seed)
     if not traffic.turns:
         reasons = ", ".join(f"{n} {why}" for why, n in traffic.skipped.items()) or "it is empty"
-        raise UserError(f"--workload {path} gives no request ({reasons})",
-                        "check the file, or use a model with a longer context")  # fmt: skip
+        raise UserError(
+            f"--workload {path} gives no request ({reasons})",
+            "check the file, or use a model with a longer context",
+        )
     return traffic
 
 
@@ -208,8 +214,10 @@ def _read_json_lines(path: Path) -> list[Any]:
             try:
                 out.append(json.loads(line))
             except json.JSONDecodeError as exc:
-                raise UserError(f"--workload {path} line {n} is not JSON ({exc.msg})",
-                                "write one JSON object per line") from None  # fmt: skip
+                raise UserError(
+                    f"--workload {path} line {n} is not JSON ({exc.msg})",
+                    "write one JSON object per line",
+                ) from None
     return out
 
 
@@ -220,11 +228,21 @@ def _messages(record: Any) -> list[dict[str, str]] | None:
     if isinstance(record.get("messages"), list):
         raw = [(m.get("role"), m.get("content")) for m in record["messages"] if isinstance(m, dict)]
     elif isinstance(record.get("conversations"), list):
-        roles = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant",
-                 "chatgpt": "assistant", "bard": "assistant", "bing": "assistant",
-                 "system": "system"}  # fmt: skip
-        raw = [(roles.get(str(m.get("from"))), m.get("value"))
-               for m in record["conversations"] if isinstance(m, dict)]  # fmt: skip
+        roles = {
+            "human": "user",
+            "user": "user",
+            "gpt": "assistant",
+            "assistant": "assistant",
+            "chatgpt": "assistant",
+            "bard": "assistant",
+            "bing": "assistant",
+            "system": "system",
+        }
+        raw = [
+            (roles.get(str(m.get("from"))), m.get("value"))
+            for m in record["conversations"]
+            if isinstance(m, dict)
+        ]
     else:
         return None
     return [{"role": r, "content": c} for r, c in raw if r and isinstance(c, str)]
@@ -232,14 +250,19 @@ def _messages(record: Any) -> list[dict[str, str]] | None:
 
 def _conversations(path: Path, kind: str) -> list[list[dict[str, str]]]:
     try:
-        records = json.loads(path.read_text("utf-8")) if kind == "sharegpt" else (
-            _read_json_lines(path))
+        records = (
+            json.loads(path.read_text("utf-8")) if kind == "sharegpt" else (_read_json_lines(path))
+        )
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"--workload {path} is not {kind} JSON ({exc})",
-                        "give a ShareGPT JSON list, or chat:FILE for JSONL") from None  # fmt: skip
+        raise UserError(
+            f"--workload {path} is not {kind} JSON ({exc})",
+            "give a ShareGPT JSON list, or chat:FILE for JSONL",
+        ) from None
     if not isinstance(records, list):
-        raise UserError(f"--workload {path} is not a list of conversations",
-                        "ShareGPT JSON is a list of {'conversations': [...]}")  # fmt: skip
+        raise UserError(
+            f"--workload {path} is not a list of conversations",
+            "ShareGPT JSON is a list of {'conversations': [...]}",
+        )
     out = [m for m in map(_messages, records) if m is not None]
     if not out and records:
         raise UserError(
@@ -264,9 +287,13 @@ def _render(tokenizer: Any, history: list[dict[str, str]]) -> list[int]:
 
 
 def _turns_of_conversations(
-    traffic: Traffic, conversations: list[list[dict[str, str]]], tokenizer: Any, limit: int,
-    requests: int, seed: int,
-) -> None:  # fmt: skip
+    traffic: Traffic,
+    conversations: list[list[dict[str, str]]],
+    tokenizer: Any,
+    limit: int,
+    requests: int,
+    seed: int,
+) -> None:
     import numpy as np
 
     order = np.random.default_rng(seed).permutation(len(conversations)).tolist()
@@ -304,8 +331,14 @@ def _trace_rows(path: Path, kind: str) -> list[tuple[float, int, int, list[int] 
         for r in _read_json_lines(path):
             try:
                 hashes = [int(h) for h in r.get("hash_ids", [])]
-                rows.append((float(r["timestamp"]) / 1e3, int(r["input_length"]),
-                             int(r["output_length"]), hashes))  # fmt: skip
+                rows.append(
+                    (
+                        float(r["timestamp"]) / 1e3,
+                        int(r["input_length"]),
+                        int(r["output_length"]),
+                        hashes,
+                    )
+                )
             except (KeyError, TypeError, ValueError, AttributeError):
                 raise UserError(
                     f"--workload {path}: a record lacks timestamp, input_length or output_length",
@@ -324,8 +357,9 @@ def _csv_rows(path: Path) -> list[tuple[float, int, int, list[int] | None]]:
     try:
         frame = pd.read_csv(path)
     except (ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
-        raise UserError(f"--workload {path} is not a CSV file ({exc})",
-                        "give an Azure or BurstGPT trace CSV") from None  # fmt: skip
+        raise UserError(
+            f"--workload {path} is not a CSV file ({exc})", "give an Azure or BurstGPT trace CSV"
+        ) from None
     cols = {c.strip().lower(): c for c in frame.columns}
     if {"timestamp", "contexttokens", "generatedtokens"} <= cols.keys():  # Azure
         stamps = pd.to_datetime(frame[cols["timestamp"]], errors="coerce")
@@ -342,8 +376,10 @@ def _csv_rows(path: Path) -> list[tuple[float, int, int, list[int] | None]]:
             "tokens,Response tokens",
         )
     if seconds.isna().any():
-        raise UserError(f"--workload {path}: some timestamps cannot be read",
-                        "Azure: 2023-11-16 18:15:46.68; BurstGPT: seconds")  # fmt: skip
+        raise UserError(
+            f"--workload {path}: some timestamps cannot be read",
+            "Azure: 2023-11-16 18:15:46.68; BurstGPT: seconds",
+        )
     return [(float(t), int(p), int(n), None) for t, p, n in zip(seconds, prompt, out, strict=True)]
 
 
@@ -371,9 +407,13 @@ def _text_block(pieces: list[list[int]], key: tuple[int, ...], n: int) -> list[i
 
 
 def _turns_of_trace(
-    traffic: Traffic, rows: list[tuple[float, int, int, list[int] | None]], tokenizer: Any,
-    limit: int, requests: int, seed: int,
-) -> None:  # fmt: skip
+    traffic: Traffic,
+    rows: list[tuple[float, int, int, list[int] | None]],
+    tokenizer: Any,
+    limit: int,
+    requests: int,
+    seed: int,
+) -> None:
     from infermeter.workloads.prompts import _special_prefix
 
     pieces = _corpus_tokens(tokenizer)
