@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from infermeter.cli.guard import guard
+from infermeter.cli.options import DB, JSON_OUT
 from infermeter.cli.output import writable_dir
 from infermeter.util import fmt
 from infermeter.util.jsonio import clean_json, print_json, write_json
@@ -20,9 +21,9 @@ from infermeter.util.jsonio import clean_json, print_json, write_json
 @guard
 def analyze_command(
     run_id: str = typer.Argument(..., help="Run id or unique prefix."),
-    db: str = typer.Option(None, help="Database URL or SQLite file."),
+    db: str = DB,
     out: Path = typer.Option(None, help="Also write analysis.json and the roofline PNG/CSV."),
-    json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
+    json_out: bool = JSON_OUT,
 ) -> None:
     """Roofline, bandwidth and compute bounds, and bottleneck findings of a stored run."""
     from infermeter.analysis.analyze import analyze_run

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from infermeter.cli.guard import guard
+from infermeter.cli.options import JSON_OUT
 from infermeter.cli.output import writable_dir
 from infermeter.errors import UserError
 from infermeter.util import fmt
@@ -153,7 +154,7 @@ def attention_command(
     ),
     seed: int = typer.Option(0, help="Seeds q, k, v and the block-sparse pattern."),
     out: Path = typer.Option(None, help="Write bench_attention.json and its report here."),
-    json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
+    json_out: bool = JSON_OUT,
 ) -> None:
     """Attention kinds over sequence lengths: latency, memory, sparsity, FLOPs, accuracy.
 
@@ -240,7 +241,7 @@ def model_command(
     samples: int = typer.Option(5, help="Timed calls per point."),
     seed: int = typer.Option(0, help="Seeds preset weights and picks the corpus text."),
     out: Path = typer.Option(None, help="Write bench_model.json and its report here."),
-    json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
+    json_out: bool = JSON_OUT,
 ) -> None:
     """Whole-model forward (and training step) latency and peak memory over lengths.
 

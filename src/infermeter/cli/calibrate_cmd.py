@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from infermeter.cli.guard import guard
+from infermeter.cli.options import DB, JSON_OUT, config_option
 from infermeter.measure.curves import curves_of
 from infermeter.util import fmt
 from infermeter.util.jsonio import clean_json, print_json
@@ -65,7 +66,7 @@ def _print_curves(c: Any) -> None:
 
 @guard
 def calibrate_command(
-    device: str = typer.Option("auto", help="auto, cpu, cuda, cuda:N or mps."),
+    device: str = config_option("device"),
     quick: bool = typer.Option(False, "--quick", help="Smaller matrices and copies."),
     model: str = typer.Option(
         None, "--model", "-m", help="Also time GEMMs at this model's widths (predict uses them)."
@@ -73,8 +74,8 @@ def calibrate_command(
     curves: bool = typer.Option(
         True, help="Measure efficiency curves (GEMM by shape, copies, attention, overhead)."
     ),
-    db: str = typer.Option(None, help="Database URL or SQLite file."),
-    json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
+    db: str = DB,
+    json_out: bool = JSON_OUT,
 ) -> None:
     """Measure this device's matmul FLOP/s per dtype and copy bandwidth; analysis uses them."""
     from infermeter.measure.calibrate import calibrate

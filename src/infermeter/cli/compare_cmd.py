@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from infermeter.cli.guard import guard
+from infermeter.cli.options import DB, JSON_OUT
 from infermeter.util import fmt
 from infermeter.util.jsonio import clean_json, print_json
 
@@ -17,7 +18,7 @@ from infermeter.util.jsonio import clean_json, print_json
 def compare_command(
     baseline: str = typer.Argument(..., help="Baseline run id (or prefix)."),
     variant: str = typer.Argument(..., help="Variant run id (or prefix)."),
-    db: str = typer.Option(None, help="Database URL or SQLite file."),
+    db: str = DB,
     fail_if_slower: bool = typer.Option(
         False,
         "--fail-if-slower",
@@ -33,7 +34,7 @@ def compare_command(
         help="What --fail-if-slower judges: all (prefill, decode and the total, each on its "
         "own) or a comma list of prefill, decode, total.",
     ),
-    json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
+    json_out: bool = JSON_OUT,
     slo: list[str] = typer.Option(
         None,
         help="ttft_ms=500, tpot_ms=80 or e2e_ms=2000 "

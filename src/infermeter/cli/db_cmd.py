@@ -5,14 +5,14 @@ from __future__ import annotations
 import typer
 
 from infermeter.cli.guard import err_console, guard
+from infermeter.cli.options import DB
 
 db_app = typer.Typer(help="The database itself: vacuum, adopt, migrate.", no_args_is_help=True)
-_DB = typer.Option(None, "--db", help="Database URL or SQLite file.")
 
 
 @db_app.command("vacuum")
 @guard
-def vacuum(db: str = _DB) -> None:
+def vacuum(db: str = DB) -> None:
     """Give the space of deleted runs back to the disk (SQLite VACUUM, PostgreSQL VACUUM FULL)."""
     from infermeter.store import Store
 
@@ -23,7 +23,7 @@ def vacuum(db: str = _DB) -> None:
 
 @db_app.command("adopt")
 @guard
-def adopt(db: str = _DB) -> None:
+def adopt(db: str = DB) -> None:
     """Add infermeter's tables to an existing database that holds other tables."""
     from infermeter.store import Store
 
@@ -35,7 +35,7 @@ def adopt(db: str = _DB) -> None:
 @guard
 def migrate_command(
     to: str = typer.Option(..., "--to", help="The destination database URL (PostgreSQL)."),
-    db: str = _DB,
+    db: str = DB,
 ) -> None:
     """Copy the runs, sweeps, calibrations and predictions of --db into --to (e.g. PostgreSQL).
 

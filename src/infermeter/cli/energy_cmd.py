@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from infermeter.cli.guard import guard
+from infermeter.cli.options import JSON_OUT
 from infermeter.util.jsonio import print_json
 
 energy_app = typer.Typer(help="Energy and power sources.", no_args_is_help=True)
@@ -15,7 +16,7 @@ energy_app = typer.Typer(help="Energy and power sources.", no_args_is_help=True)
 @energy_app.command("probe")
 @guard
 def probe_command(
-    json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
+    json_out: bool = JSON_OUT,
 ) -> None:
     """Which energy sources this machine has (RAPL, NVML, powermetrics) and why not."""
     from infermeter.measure.energy.probe import probe_all

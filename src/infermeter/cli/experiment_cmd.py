@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from infermeter.cli.guard import fail, guard
+from infermeter.cli.options import DB, config_option
 from infermeter.cli.output import writable_dir
 from infermeter.cli.progress import SweepProgressView
 from infermeter.cli.prompt_source import (
@@ -31,9 +32,9 @@ def experiment_command(
     model: str = typer.Option(DEFAULT_PRESET, "--model", "-m", help="Model to run it on."),
     quick: bool = typer.Option(False, "--quick", help="Fewer points and samples (same code)."),
     samples: int = typer.Option(None, help="Override the recipe's measured repeats."),
-    device: str = typer.Option("auto", help="auto, cpu, cuda, cuda:N or mps."),
-    energy: str = typer.Option("auto", help="Energy sources (see `infermeter profile`)."),
-    db: str = typer.Option(None, help="Database URL or SQLite file."),
+    device: str = config_option("device"),
+    energy: str = config_option("energy"),
+    db: str = DB,
     out: Path = typer.Option(Path("experiments"), help="Folder for JSON, CSV and PNG files."),
     workload: str = WORKLOAD,
     dataset: str = DATASET,

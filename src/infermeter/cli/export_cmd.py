@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from infermeter.cli.guard import err_console, guard
+from infermeter.cli.options import DB
 from infermeter.cli.output import writable_dir
 from infermeter.errors import UserError
 from infermeter.util.jsonio import clean_json, write_json
@@ -26,7 +27,7 @@ def export_command(
         "chrome-trace", "--format", "-f", help="chrome-trace, json, csv or parquet (samples)."
     ),
     out: Path = typer.Option(Path("."), help="Folder to write into."),
-    db: str = typer.Option(None, help="Database URL or SQLite file (default: user data folder)."),
+    db: str = DB,
     detail: str = typer.Option("parts", help="chrome-trace: blocks, parts (no norms) or full."),
 ) -> None:
     """Write a run as a Chrome/Perfetto trace (open in ui.perfetto.dev) or as its JSON."""

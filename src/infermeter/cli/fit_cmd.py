@@ -10,14 +10,15 @@ from rich.console import Console
 from rich.table import Table
 
 from infermeter.cli.guard import guard
+from infermeter.cli.options import DB, JSON_OUT
 from infermeter.util.jsonio import clean_json, print_json
 
 
 @guard
 def fit_command(
     sweep_id: str = typer.Argument(..., help="A stored sweep id (or prefix)."),
-    db: str = typer.Option(None, help="Database URL or SQLite file."),
-    json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
+    db: str = DB,
+    json_out: bool = JSON_OUT,
 ) -> None:
     """Fit the latency model on every other point of a sweep and show its held-out errors."""
     from infermeter.analysis.perfmodel import alternate, check_on_sweep

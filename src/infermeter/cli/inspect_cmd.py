@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from infermeter.cli.guard import guard
+from infermeter.cli.options import JSON_OUT
 from infermeter.cli.output import writable_dir
 from infermeter.util import fmt
 from infermeter.util.jsonio import clean_json, print_json, write_json
@@ -21,7 +22,6 @@ inspect_app = typer.Typer(
 
 _MODEL = typer.Option("tiny-llama", "--model", "-m", help="Any --model spec (preset, folder...).")
 _DEVICE = typer.Option("cpu", help="cpu, cuda, cuda:N, mps or auto.")
-_JSON = typer.Option(False, "--json", help="One JSON document on stdout.")
 
 
 def _load(model: str, device: str) -> Any:
@@ -36,7 +36,7 @@ def structure_command(
     model: str = _MODEL,
     depth: int = typer.Option(3, help="Levels below the model to show (1 or more)."),
     device: str = _DEVICE,
-    json_out: bool = _JSON,
+    json_out: bool = JSON_OUT,
 ) -> None:
     """Module tree with parameter counts, dtypes, devices and shares; repeats collapsed."""
     from infermeter.models.inspect import structure
@@ -86,7 +86,7 @@ def structure_table(spec: str, rows: list[Any]) -> Table:
 
 @inspect_app.command("moe")
 @guard
-def moe_command(model: str = _MODEL, device: str = _DEVICE, json_out: bool = _JSON) -> None:
+def moe_command(model: str = _MODEL, device: str = _DEVICE, json_out: bool = JSON_OUT) -> None:
     """Per MoE layer: router, experts, top-k, shared experts, expert width, normalisation."""
     from infermeter.models.inspect import moe_layers
 
@@ -120,7 +120,7 @@ def shapes_command(
     depth: int = typer.Option(3, help="Levels below the model to print (the JSON has all)."),
     device: str = _DEVICE,
     out: Path = typer.Option(None, help="Also write DIR/shapes.json."),
-    json_out: bool = _JSON,
+    json_out: bool = JSON_OUT,
 ) -> None:
     """Input and output shapes and dtypes of every module: one prefill, one decode step."""
     from infermeter.errors import UserError
@@ -176,7 +176,7 @@ def verify_topk_command(
     k: int = typer.Argument(..., help="The top-k to set on every router."),
     model: str = typer.Option("tiny-qwen3-moe", "--model", "-m", help="A MoE model."),
     device: str = _DEVICE,
-    json_out: bool = _JSON,
+    json_out: bool = JSON_OUT,
 ) -> None:
     """Set the MoE top-k knob to K, run one forward, show the experts each token really got."""
     from infermeter.knobs import get_knob
@@ -227,7 +227,7 @@ def tokens_command(
     prompt: list[str] = typer.Option(None, "--prompt", "-p", help="A prompt (repeatable)."),
     prompts_file: Path = typer.Option(None, help="Prompts file (.txt or .jsonl), first 1000."),
     chat: bool = typer.Option(True, "--chat/--no-chat", help="Count the chat template too."),
-    json_out: bool = _JSON,
+    json_out: bool = JSON_OUT,
 ) -> None:
     """How the model's tokenizer cuts prompts: tokens per word, specials, chat template.
 

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from infermeter.cli.guard import guard
+from infermeter.cli.options import DB, JSON_OUT
 from infermeter.cli.output import writable_dir
 from infermeter.cli.slo_view import fail_on_miss, slo_line
 from infermeter.errors import UserError
@@ -108,8 +109,8 @@ def load_command(
     device: str = typer.Option("cpu", help="cpu, cuda, cuda:N, mps or auto."),
     dtype: str = typer.Option("auto", help="auto, float32, bfloat16, float16."),
     out: Path = typer.Option(None, help="Also write DIR/load.json."),
-    db: str = typer.Option(None, help="Database URL or SQLite file (the run is stored there)."),
-    json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
+    db: str = DB,
+    json_out: bool = JSON_OUT,
     endpoint: str = typer.Option(
         None,
         help="Load an OpenAI-compatible server instead (vLLM, "

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import typer
 from rich.console import Console
 
 from infermeter.cli.guard import guard
+from infermeter.cli.options import JSON_OUT
 from infermeter.util.jsonio import print_json
 
 #: SmolLM2-135M's parameter count (tied embeddings counted once), from its config.
@@ -49,7 +49,7 @@ def model_rows() -> list[dict[str, Any]]:
 
 @guard
 def models_command(
-    json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
+    json_out: bool = JSON_OUT,
 ) -> None:
     """List the models --model accepts without a download, with parameter counts."""
     from infermeter.cli.render import models_table

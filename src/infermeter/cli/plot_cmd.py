@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 
 from infermeter.cli.guard import guard
+from infermeter.cli.options import DB
 from infermeter.cli.output import writable_dir
 from infermeter.errors import UserError
 
@@ -16,7 +17,7 @@ from infermeter.errors import UserError
 def plot_command(
     source: str = typer.Argument(..., help="A stored sweep id (or prefix) or a sweep JSON file."),
     out: Path = typer.Option(Path("."), help="Folder for the PNG and CSV files."),
-    db: str = typer.Option(None, help="Database URL or SQLite file."),
+    db: str = DB,
 ) -> None:
     """Redraw a sweep's figures from stored results, without rerunning anything."""
     import json

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from infermeter.cli.guard import guard
+from infermeter.cli.options import DB, JSON_OUT
 from infermeter.util import fmt
 from infermeter.util.jsonio import clean_json, print_json
 
@@ -79,8 +80,8 @@ def predict_command(
     top_k: int = typer.Option(None, "--top-k", help="MoE experts per token (default: config's)."),
     learn: bool = typer.Option(True, help="Refine with stored runs on the same device."),
     out: Path = typer.Option(None, "--out", help="Write predict.json and the figures here."),
-    db: str = typer.Option(None, help="Database URL or SQLite file."),
-    json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
+    db: str = DB,
+    json_out: bool = JSON_OUT,
 ) -> None:
     """Memory fit, roofline bounds and predicted TTFT, TPOT and throughput, without weights.
 

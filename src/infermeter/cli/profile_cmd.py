@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.progress import TaskID
 
 from infermeter.cli.guard import err_console, guard
+from infermeter.cli.options import DB, JSON_OUT, config_option
 from infermeter.cli.output import writable_dir
 from infermeter.cli.progress import progress_bar
 from infermeter.cli.prompt_source import (
@@ -21,7 +22,6 @@ from infermeter.cli.prompt_source import (
 )
 from infermeter.cli.slo_view import fail_on_miss
 from infermeter.errors import UserError
-from infermeter.models.presets import DEFAULT_PRESET
 from infermeter.models.spec import check_model_spec
 from infermeter.util.jsonio import clean_json, print_json, write_json
 
@@ -59,23 +59,14 @@ def parse_layers(text: str | None) -> tuple[int, ...] | None:
 
 @guard
 def profile_command(
-    model: str = typer.Option(
-        DEFAULT_PRESET,
-        "--model",
-        "-m",
-        help="Preset, smollm2-135m, local folder or Hugging Face id.",
-    ),
-    prompt_tokens: int = typer.Option(
-        None, help="Exact prompt length in tokens (default: whole built-in prompts)."
-    ),
-    new_tokens: int = typer.Option(32, help="Tokens generated per row, exactly."),
-    batch_size: int = typer.Option(1, help="Rows per generate call."),
-    samples: int = typer.Option(5, help="Measured repetitions."),
-    warmup: int = typer.Option(1, help="Unmeasured repetitions first."),
-    dtype: str = typer.Option(
-        "auto", help="auto, float32, bfloat16, float16; int8 or fp8 (GPU) quantize the weights."
-    ),
-    device: str = typer.Option("auto", help="auto, cpu, cuda, cuda:N or mps."),
+    model: str = config_option("model", "--model", "-m"),
+    prompt_tokens: int = config_option("prompt_tokens"),
+    new_tokens: int = config_option("new_tokens"),
+    batch_size: int = config_option("batch_size"),
+    samples: int = config_option("samples"),
+    warmup: int = config_option("warmup"),
+    dtype: str = config_option("dtype"),
+    device: str = config_option("device"),
     compile: bool = typer.Option(
         False,
         "--compile/--no-compile",
@@ -94,10 +85,10 @@ def profile_command(
         "tables, for an Nsight Systems timeline (nsys profile --trace=cuda,nvtx). CUDA only.",
     ),
     attn: str = typer.Option(None, help="Attention implementation: eager, sdpa, ..."),
-    decoding: str = typer.Option("greedy", help="greedy or sampling."),
-    temperature: float = typer.Option(1.0, help="Sampling temperature."),
-    top_p: float = typer.Option(1.0, help="Sampling nucleus (top-p)."),
-    sample_top_k: int = typer.Option(None, help="Sampling top-k (not the MoE top-k)."),
+    decoding: str = config_option("decoding"),
+    temperature: float = config_option("temperature"),
+    top_p: float = config_option("top_p"),
+    sample_top_k: int = config_option("sample_top_k"),
     prompts: Path = typer.Option(
         None, help="Prompts file: .txt one per line or .jsonl with a 'prompt' field."
     ),
@@ -105,36 +96,17 @@ def profile_command(
     dataset: str = DATASET,
     dataset_split: str = DATASET_SPLIT,
     dataset_field: str = DATASET_FIELD,
-    chat: bool = typer.Option(
-        True, "--chat/--no-chat", help="Use the tokenizer's chat template when it has one."
-    ),
-    seed: int = typer.Option(0, help="Seeds weights of presets, prompt choice, sampling."),
-    mode: str = typer.Option(
-        "minimal",
-        help="minimal (no hooks: within noise), standard (per-layer times, activation "
-        "statistics: TPOT +2-3%, TTFT +5-9%) or deep (plus attention operations, entropy, kill "
-        "ratios, MoE routing: TPOT +6-9%, TTFT +26-31%); costs measured on smollm2-135m, CPU.",
-    ),
-    sample_every: int = typer.Option(1, help="standard/deep: instrument one decode step in N."),
+    chat: bool = config_option("chat", "--chat/--no-chat"),
+    seed: int = config_option("seed"),
+    mode: str = config_option("mode"),
+    sample_every: int = config_option("sample_every"),
     layers: str = typer.Option(None, help="standard/deep: only these blocks, e.g. 0,5,29."),
-    energy: str = typer.Option(
-        "auto",
-        help="Energy sources: auto (all this machine has), nvml, rapl, powermetrics or off. "
-        "A named source that is missing is an error.",
-    ),
-    power_interval_ms: float = typer.Option(
-        100.0, help="How often the power sampler reads the sources (ms, 10 minimum)."
-    ),
-    grid_intensity: float = typer.Option(
-        None, help="Grid carbon intensity in g CO2/kWh; reports grams of CO2 when given."
-    ),
-    db: str = typer.Option(
-        None, help="Database URL or SQLite file (default: user data folder, or INFERMETER_DB)."
-    ),
+    energy: str = config_option("energy"),
+    power_interval_ms: float = config_option("power_interval_ms"),
+    grid_intensity: float = config_option("grid_g_per_kwh", "--grid-intensity"),
+    db: str = DB,
     out: Path = typer.Option(None, help="Also write the run's JSON into this folder."),
-    json_out: bool = typer.Option(
-        False, "--json", help="Print exactly one JSON document on stdout instead of the table."
-    ),
+    json_out: bool = JSON_OUT,
     show_text: bool = typer.Option(False, help="Print the last sample's prompt and output."),
     slo: list[str] = typer.Option(
         None,

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from infermeter.cli.guard import guard
+from infermeter.cli.options import DB
 from infermeter.cli.output import writable_dir
 from infermeter.errors import UserError
 
@@ -21,7 +22,7 @@ def report_command(
         "`bench attention`, `bench model` or `inspect ... --json`.",
     ),
     out: Path = typer.Option(Path("report"), help="Folder for the report files."),
-    db: str = typer.Option(None, help="Database URL or SQLite file."),
+    db: str = DB,
     overwrite: bool = typer.Option(
         False, "--overwrite", help="Replace a previous report in --out (asked in a terminal)."
     ),

@@ -10,11 +10,11 @@ import typer
 from rich.console import Console
 
 from infermeter.cli.guard import err_console, fail, guard
+from infermeter.cli.options import DB, JSON_OUT
 from infermeter.errors import UserError
 from infermeter.util.jsonio import print_json
 
 runs_app = typer.Typer(help="List, show and delete stored runs.", no_args_is_help=True)
-_DB = typer.Option(None, help="Database URL or SQLite file (default: user data folder).")
 STATUSES = ("running", "finished", "failed", "crashed", "terminated")
 #: the furthest back --since and --max-age-days reach (a century: a larger one overflowed)
 MAX_DAYS = 36_500
@@ -55,8 +55,8 @@ def list_runs(
     status: str = typer.Option(None, help="running, finished, failed or crashed."),
     since: str = typer.Option(None, help="Only runs created since: 7d, 12h or a date."),
     limit: int = typer.Option(50, help="At most this many, newest first."),
-    db: str = _DB,
-    json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
+    db: str = DB,
+    json_out: bool = JSON_OUT,
 ) -> None:
     """Newest runs first, with median TTFT, TPOT and throughput, mode and model knobs."""
     from infermeter.cli.render import runs_table
@@ -79,8 +79,8 @@ def list_runs(
 @guard
 def show_run(
     run_id: str = typer.Argument(..., help="Run id or a unique prefix of it."),
-    db: str = _DB,
-    json_out: bool = typer.Option(False, "--json", help="The run's JSON document on stdout."),
+    db: str = DB,
+    json_out: bool = JSON_OUT,
     show_text: bool = typer.Option(False, help="Print the last sample's prompt and output."),
 ) -> None:
     """One run's summary (or its full JSON)."""
@@ -105,7 +105,7 @@ def _given_back(store: Any, before: int | None, freed: int) -> int:
 @guard
 def delete_run(
     run_id: str = typer.Argument(..., help="Run id or a unique prefix of it."),
-    db: str = _DB,
+    db: str = DB,
     force: bool = typer.Option(False, "--force", help="Delete it even while it is running."),
 ) -> None:
     """Delete a run and all its samples (a run in progress only with --force)."""
@@ -127,7 +127,7 @@ def delete_run(
 def cleanup_runs(
     max_age_days: float = typer.Option(..., help="Delete runs created more than N days ago."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask for confirmation."),
-    db: str = _DB,
+    db: str = DB,
     force: bool = typer.Option(False, "--force", help="Also delete runs still in progress."),
 ) -> None:
     """Delete old runs, after saying how many and asking (or --yes); in-progress ones: --force."""

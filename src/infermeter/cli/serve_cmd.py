@@ -6,6 +6,7 @@ import typer
 from rich.console import Console
 
 from infermeter.cli.guard import guard
+from infermeter.cli.options import DB
 from infermeter.errors import UserError
 
 
@@ -21,7 +22,7 @@ def serve_command(
     allow_host: list[str] = typer.Option(
         None, help="Extra Host header names to accept (a DNS name the server is reached by)."
     ),
-    db: str = typer.Option(None, help="Database URL or SQLite file."),
+    db: str = DB,
     poll_ms: int = typer.Option(250, help="How often the live page checks the store (ms)."),
 ) -> None:
     """Serve runs, sweeps and a live page of running profiles in the browser."""

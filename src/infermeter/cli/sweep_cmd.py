@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from infermeter.cli.guard import fail, guard
+from infermeter.cli.options import DB, JSON_OUT, config_option
 from infermeter.cli.output import writable_dir
 from infermeter.cli.progress import SweepProgressView
 from infermeter.cli.prompt_source import (
@@ -61,15 +62,21 @@ def sweep_command(
     ),
     config: Path = typer.Option(None, help="YAML or TOML sweep file (model, knobs, settings)."),
     name: str = typer.Option(None, help="A name for the sweep."),
-    prompt_tokens: int = typer.Option(None, help="Base prompt length (when not a knob)."),
-    new_tokens: int = typer.Option(None, help="Base new tokens (when not a knob)."),
-    batch_size: int = typer.Option(None, help="Base batch size (when not a knob)."),
-    samples: int = typer.Option(None, help="Measured repeats per point (default 5)."),
-    warmup: int = typer.Option(None, help="Warm-up generations per point (default 1)."),
-    dtype: str = typer.Option(None, help="Base dtype (when not a knob)."),
-    device: str = typer.Option(None, help="auto, cpu, cuda, cuda:N or mps."),
-    mode: str = typer.Option(None, help="Profiling mode of every point."),
-    energy: str = typer.Option(None, help="Energy sources (see `infermeter profile`)."),
+    prompt_tokens: int = config_option(
+        "prompt_tokens", default=None, note="(the base, when not a knob)."
+    ),
+    new_tokens: int = config_option(
+        "new_tokens", default=None, note="(the base, when not a knob)."
+    ),
+    batch_size: int = config_option(
+        "batch_size", default=None, note="(the base, when not a knob)."
+    ),
+    samples: int = config_option("samples", default=None, note="Per point (default 5)."),
+    warmup: int = config_option("warmup", default=None, note="Per point (default 1)."),
+    dtype: str = config_option("dtype", default=None, note="(the base, when not a knob)."),
+    device: str = config_option("device", default=None),
+    mode: str = config_option("mode", default=None, note="Of every point."),
+    energy: str = config_option("energy", default=None),
     prompts: Path = typer.Option(
         None, help="Prompts file (.txt or .jsonl) instead of the built-in corpus."
     ),
@@ -89,9 +96,9 @@ def sweep_command(
         help="ttft_ms=500, tpot_ms=80 or e2e_ms=2000 "
         "(repeatable): each point's attainment and goodput.",
     ),
-    db: str = typer.Option(None, help="Database URL or SQLite file."),
+    db: str = DB,
     out: Path = typer.Option(None, help="Write DIR/sweep-ID.json there."),
-    json_out: bool = typer.Option(False, "--json", help="Print the sweep JSON on stdout."),
+    json_out: bool = JSON_OUT,
     ray: str = typer.Option(
         None,
         "--ray",
@@ -338,8 +345,8 @@ def sweep_table(doc: dict[str, Any]) -> Table:
 @sweeps_app.command("list")
 @guard
 def sweeps_list(
-    db: str = typer.Option(None, help="Database URL or SQLite file."),
-    json_out: bool = typer.Option(False, "--json", help="One JSON document on stdout."),
+    db: str = DB,
+    json_out: bool = JSON_OUT,
 ) -> None:
     """Stored sweeps, newest first."""
     from infermeter.store import Store
@@ -361,8 +368,8 @@ def sweeps_list(
 @guard
 def sweeps_show(
     sweep_id: str = typer.Argument(..., help="Sweep id or unique prefix."),
-    db: str = typer.Option(None, help="Database URL or SQLite file."),
-    json_out: bool = typer.Option(False, "--json", help="The sweep JSON on stdout."),
+    db: str = DB,
+    json_out: bool = JSON_OUT,
 ) -> None:
     """A stored sweep's table (or its JSON document)."""
     from infermeter.run.sweep import stored_sweep

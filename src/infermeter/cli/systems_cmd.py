@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from infermeter.cli.guard import guard
+from infermeter.cli.options import DB, config_option
 from infermeter.cli.output import writable_dir
 from infermeter.cli.prompt_source import (
     DATASET,
@@ -37,8 +38,8 @@ def systems_analysis_command(
     baseline: list[str] = typer.Option(None, help="Baseline knob NAME=VALUE (repeatable)."),
     variant: list[str] = typer.Option(None, help="Variant knob NAME=VALUE (repeatable)."),
     quick: bool = typer.Option(False, "--quick", help="Fewer samples and new tokens."),
-    device: str = typer.Option("auto", help="auto, cpu, cuda, cuda:N or mps."),
-    db: str = typer.Option(None, help="Database URL or SQLite file."),
+    device: str = config_option("device"),
+    db: str = DB,
     out: Path = typer.Option(Path("systems-analysis"), help="Folder for the two JSON files."),
     routing: str = typer.Option(
         None,

@@ -1,47 +1,26 @@
-"""Every knob a sweep can turn, by name (one module per knob; base.py has the contract)."""
+"""Every knob a sweep can turn, by name (one module per knob; base.py has the contract).
 
-from __future__ import annotations
+The names load on first use (`registry.py` imports every knob, and with them the model
+loader): a module that needs one knob's constants, such as `run/config.py` the compile modes,
+does not pay for all of them, nor does every CLI command that imports it.
+"""
 
-from infermeter.errors import UserError
-from infermeter.knobs.active_layers import ACTIVE_LAYERS
-from infermeter.knobs.attention import ATTN_IMPLEMENTATION
-from infermeter.knobs.base import Knob, KnobNotApplied
-from infermeter.knobs.batch_size import BATCH_SIZE
-from infermeter.knobs.compile import COMPILE
-from infermeter.knobs.decoding import DECODING
-from infermeter.knobs.dtype import DTYPE
-from infermeter.knobs.experts import EXPERTS_IMPLEMENTATION
-from infermeter.knobs.moe_topk import TOP_K
-from infermeter.knobs.new_tokens import NEW_TOKENS
-from infermeter.knobs.prompt_tokens import PROMPT_TOKENS
-from infermeter.knobs.routing import ROUTING
-from infermeter.knobs.vision_tokens import VISION_TOKENS
+from typing import TYPE_CHECKING
 
-KNOBS: dict[str, Knob] = {
-    k.name: k
-    for k in (
-        PROMPT_TOKENS,
-        NEW_TOKENS,
-        BATCH_SIZE,
-        TOP_K,
-        ACTIVE_LAYERS,
-        DTYPE,
-        COMPILE,
-        ATTN_IMPLEMENTATION,
-        EXPERTS_IMPLEMENTATION,
-        DECODING,
-        VISION_TOKENS,
-        ROUTING,
-    )
-}
+from infermeter.util.lazy import lazy_exports
 
+if TYPE_CHECKING:  # what the names are, for type checkers; at run time each loads on first use
+    from infermeter.knobs.base import Knob, KnobNotApplied
+    from infermeter.knobs.registry import KNOBS, get_knob
 
-def get_knob(name: str) -> Knob:
-    """The knob called `name`, or a UserError listing the known ones."""
-    knob = KNOBS.get(name.strip())
-    if knob is None:
-        raise UserError(f"unknown knob {name!r}", f"use one of {', '.join(KNOBS)}")
-    return knob
-
+__getattr__, __dir__ = lazy_exports(
+    globals(),
+    {
+        "KNOBS": "infermeter.knobs.registry",
+        "get_knob": "infermeter.knobs.registry",
+        "Knob": "infermeter.knobs.base",
+        "KnobNotApplied": "infermeter.knobs.base",
+    },
+)
 
 __all__ = ["KNOBS", "Knob", "KnobNotApplied", "get_knob"]

@@ -1,0 +1,40 @@
+"""Options shared by several commands: each defined once, with its help.
+
+`--db` and `--json` mean the same on every command, so they are one object each here (a test
+checks no command defines its own). Options that set a `RunConfig` field take their default and
+help from the field (`config_option`), so `profile`, `sweep` and the rest cannot drift from the
+configuration they build.
+"""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, fields
+from typing import Any
+
+import typer
+
+from infermeter.run.config import RunConfig, field_help
+
+DB: Any = typer.Option(
+    None,
+    "--db",
+    help="Database URL or SQLite file (default: INFERMETER_DB, else the user data folder).",
+)
+JSON_OUT: Any = typer.Option(False, "--json", help="One JSON document on stdout.")
+
+_DEFAULTS = {f.name: f.default for f in fields(RunConfig) if f.default is not MISSING}
+_UNSET = object()
+
+
+def config_option(name: str, *flags: str, default: Any = _UNSET, note: str = "") -> Any:
+    """A typer option for RunConfig field `name`: its default and help, unless overridden.
+
+    Args:
+        name: the field.
+        flags: the option's spellings ("--model", "-m"); the field's name, dashed, by default.
+        default: a command's own default (a sweep's None: "as the sweep file or RunConfig").
+        note: appended to the field's help, for what this command does with it.
+    """
+    value = _DEFAULTS[name] if default is _UNSET else default
+    text = field_help(name) + (f" {note}" if note else "")
+    return typer.Option(value, *flags, help=text)
