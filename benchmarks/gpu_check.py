@@ -122,9 +122,9 @@ def profile_rows(label: str, run: dict[str, Any], analysis: dict[str, Any]) -> l
     if samples:
         mem = samples[-1].get("memory") or {}
         alloc, free, total = (
-            mem.get("peak_reserved_mb"),
-            mem.get("device_free_mb"),
-            mem.get("device_total_mb"),
+            mem.get("peak_reserved_mib"),
+            mem.get("device_free_mib"),
+            mem.get("device_total_mib"),
         )
         if alloc is not None and free is not None and total:
             used = total - free

@@ -110,7 +110,7 @@ def measure_points(models: dict, samples: int, new_tokens: int) -> list[dict]:
                     "op_counts": (shape.get("flop_check") or {}).get("op_counts"),
                     "ttft_s": s["ttft_ms"].median / 1e3,
                     "tpot_s": s["tpot_ms"].median / 1e3,
-                    "rss_peak_bytes": s["rss_peak_mb"].median * 2**20,
+                    "rss_peak_bytes": s["rss_peak_mib"].median * 2**20,
                     "rss_before_bytes": rss_before,
                 }
             )

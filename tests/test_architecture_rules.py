@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -126,6 +127,39 @@ def _long_functions(path: Path) -> list[str]:
 def test_functions_are_short_or_say_why_not():
     long = [f for path in _sources() for f in _long_functions(path)]
     assert not long, "split these, or say 'Long because ...' in the docstring:\n" + "\n".join(long)
+
+
+def _mb_names(text: str) -> list[str]:
+    """Names and keys ending `_mb`: memory here is MiB and says so (`_mib`)."""
+    found = []
+    for node in ast.walk(ast.parse(text)):
+        name = None
+        if isinstance(node, ast.Name | ast.arg):
+            name = node.id if isinstance(node, ast.Name) else node.arg
+        elif isinstance(node, ast.Attribute):
+            name = node.attr
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            name = node.value
+        elif isinstance(node, ast.FunctionDef | ast.keyword):
+            name = node.name if isinstance(node, ast.FunctionDef) else node.arg
+        if name and re.fullmatch(r"[a-z_]+_mb", name):
+            found.append(name)
+    return found
+
+
+def test_memory_names_say_mib():
+    from infermeter.store.schema import RENAMED_COLUMNS
+
+    history = {old for renames in RENAMED_COLUMNS.values() for _, old, _ in renames}
+    bad = [
+        f"{path.name}: {n}"
+        for path in _sources()
+        for n in _mb_names(path.read_text())
+        if n not in history  # the old column names an upgrade renames
+    ]
+    assert not bad, "memory is MiB here: name it _mib (or _bytes)\n" + "\n".join(bad)
+    sample = "def f(peak_mb):\n    return {'rss_mb': x.total_mb, 'ok_mib': 1}"
+    assert sorted(_mb_names(sample)) == ["peak_mb", "rss_mb", "total_mb"]
 
 
 def test_the_length_check_catches_a_long_function_and_accepts_a_reason(tmp_path):

@@ -47,8 +47,8 @@ CASES = [
     ),
     (
         "near-memory-limit",
-        Evidence(memory_used_mb=79000, memory_total_mb=81000),
-        Evidence(memory_used_mb=20000, memory_total_mb=81000),
+        Evidence(memory_used_mib=79000, memory_total_mib=81000),
+        Evidence(memory_used_mib=20000, memory_total_mib=81000),
     ),
     ("variant-slower", Evidence(variant_slowdown=1.3), Evidence(variant_slowdown=0.8)),
     (
@@ -130,7 +130,7 @@ def _cpu_run(device):
         start_ms=0.0,
         ttft_ms=10.0,
         step_ms=(5.0, 5.0),
-        memory={"rss_peak_mb": 950.0},
+        memory={"rss_peak_mib": 950.0},
     )
     return RunResult(
         run_id="abc",
@@ -148,9 +148,9 @@ def _cpu_run(device):
 def test_memory_is_judged_against_the_host_that_ran_not_the_one_analysing():
     from infermeter.analysis.bottlenecks import evidence_of
 
-    e = evidence_of(_cpu_run({"type": "cpu", "host_memory_mb": 1000.0}), None)
-    assert (e.memory_used_mb, e.memory_total_mb) == (950.0, 1000.0)
+    e = evidence_of(_cpu_run({"type": "cpu", "host_memory_mib": 1000.0}), None)
+    assert (e.memory_used_mib, e.memory_total_mib) == (950.0, 1000.0)
     assert [f.id for f in find_bottlenecks(e)] == ["near-memory-limit"]
     # a run stored before host memory was recorded: no guess from this machine
     old = evidence_of(_cpu_run({"type": "cpu"}), None)
-    assert (old.memory_used_mb, old.memory_total_mb) == (None, None)
+    assert (old.memory_used_mib, old.memory_total_mib) == (None, None)

@@ -116,7 +116,7 @@ def test_a_reference_cost_separates_the_baseline_from_the_variants_learned_path(
         "learned_routing": 15.0,
         "expert_compute": 30.0,
     }
-    m = PerformanceModel(costs, reference_cost=1.0)
+    m = PerformanceModel(costs, reference_cost_us=1.0)
     assert m.predict_speedup({"fast": 0, "cached": 0, "learned": 100}) == pytest.approx(31 / 45)
     assert m.predict_speedup({"fast": 100, "cached": 0, "learned": 0}) == pytest.approx(31 / 31)
     target = m.find_breakeven_distribution(target_speedup=0.9)

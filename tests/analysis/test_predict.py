@@ -38,14 +38,14 @@ def test_memory_fit_of_a_known_shape_equals_the_hand_computation(llama_shape):
     fit = memory_fit(
         s, params, "bfloat16", batch=3, prompt=100, new=28, tp=1, capacity=1e9, runtime=5e6
     )
-    assert fit.weights == params * 2
+    assert fit.weights_bytes == params * 2
     # keys and values x layers x kv heads x head dim x bytes x tokens x batch
-    assert fit.kv_cache == 2 * 4 * 2 * 64 * 2 * 128 * 3
-    assert fit.free == 1e9 - fit.total
+    assert fit.kv_cache_bytes == 2 * 4 * 2 * 64 * 2 * 128 * 3
+    assert fit.free_bytes == 1e9 - fit.total_bytes
     # tensor parallelism splits weights and KV heads (2 heads over 4 GPUs: one each)
     split = memory_fit(s, params, "bfloat16", 3, 100, 28, tp=4, capacity=1e9, runtime=0)
-    assert split.weights == params * 2 / 4
-    assert split.kv_cache == 2 * 4 * 1 * 64 * 2 * 128 * 3
+    assert split.weights_bytes == params * 2 / 4
+    assert split.kv_cache_bytes == 2 * 4 * 1 * 64 * 2 * 128 * 3
 
 
 def test_sliding_windows_cap_the_kv_cache():

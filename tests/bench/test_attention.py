@@ -41,7 +41,7 @@ def test_every_kind_agrees_with_dense_attention_under_its_mask(kind):
     point = run_point(kind, SMALL, 192)
     assert point.max_abs_diff_vs_dense < 1e-5
     assert len(point.latency_ms) == 2 and all(ms > 0 for ms in point.latency_ms)
-    assert point.peak_memory_mb and point.peak_memory_mb[0] > 0
+    assert point.peak_memory_mib and point.peak_memory_mib[0] > 0
 
 
 def test_grouped_query_heads_pair_as_transformers_does():

@@ -40,9 +40,9 @@ def test_the_table_from_recorded_outputs():
             {
                 "warmup": False,
                 "memory": {
-                    "peak_reserved_mb": 5000.0,
-                    "device_free_mb": 74000.0,
-                    "device_total_mb": 80000.0,
+                    "peak_reserved_mib": 5000.0,
+                    "device_free_mib": 74000.0,
+                    "device_total_mib": 80000.0,
                 },
             }
         ],

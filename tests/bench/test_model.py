@@ -27,7 +27,7 @@ def test_train_loss_is_finite_and_falls_over_5_steps_and_weights_are_restored():
     assert len(point.step_losses) == 6  # before each of 5 steps, and after the last
     assert point.step_losses[-1] < point.step_losses[0] - 0.5
     assert len(point.forward_ms) == 2 and len(point.train_ms) == 2
-    assert point.train_peak_mb > point.forward_peak_mb > 0
+    assert point.train_peak_mib > point.forward_peak_mib > 0
     after = loaded.model.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
     assert not loaded.model.training and all(p.grad is None for p in loaded.model.parameters())

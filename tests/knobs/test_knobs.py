@@ -166,7 +166,7 @@ def test_dtype_is_verified_from_the_parameters():
     evidence = KNOBS["dtype"].verify(lm, "bfloat16", None)
     assert evidence["parameter_dtypes"] == ["bfloat16"]
     assert evidence["stored_weight_dtypes"] == {"bfloat16": lm.info.params}
-    assert evidence["weight_mb"] == pytest.approx(lm.info.params * 2 / 2**20)
+    assert evidence["weight_mib"] == pytest.approx(lm.info.params * 2 / 2**20)
     # quality proxy against the same weights in float32: close, not identical
     assert evidence["quality_reference"] == "the same weights computed in float32"
     assert 0.5 <= evidence["top1_agreement"] <= 1 and 0 < evidence["kl_nats"] < 0.01

@@ -117,7 +117,7 @@ def test_missing_folder_and_non_checkpoint_folder(tmp_path):
 
 
 def test_too_big_for_the_device_is_refused_before_building(monkeypatch):
-    monkeypatch.setattr(loader, "available_memory_mb", lambda device: 1024.0)
+    monkeypatch.setattr(loader, "available_memory_mib", lambda device: 1024.0)
     with pytest.raises(UserError) as e:
         load_model("llama-3.2-1b", device="cpu")
     assert "1.24 B parameters" in e.value.problem and "1.0 GiB free" in e.value.problem

@@ -33,7 +33,7 @@ def test_int8_weights_through_torchao_are_verified_and_costed_in_quality():
     assert stored == q["stored_weight_dtypes"]
     assert 0.5 <= q["quality"]["top1_agreement"] <= 1 and 0 < q["quality"]["kl_nats"] < 0.01
     evidence = KNOBS["dtype"].verify(lm, "int8", None)
-    assert evidence["weight_mb"] < 0.5 * lm.info.params * 4 / 2**20
+    assert evidence["weight_mib"] < 0.5 * lm.info.params * 4 / 2**20
     assert evidence["top1_agreement"] == q["quality"]["top1_agreement"]
     ids = torch.randint(0, lm.info.vocab, (1, 16))
     with torch.no_grad():  # the quantized model computes nearly what the full one does
@@ -113,5 +113,5 @@ def test_precision_experiment_includes_int8_with_memory_and_quality(tmp_path):
         rows = {row["dtype"]: row for row in csv.DictReader(f)}
     assert set(rows) == {"float32", "bfloat16", "int8"}
     assert float(rows["float32"]["top1_agreement"]) == 1.0
-    weights = {k: float(v["weight_mb"]) for k, v in rows.items()}
+    weights = {k: float(v["weight_mib"]) for k, v in rows.items()}
     assert weights["int8"] < weights["bfloat16"] < weights["float32"]

@@ -32,7 +32,7 @@ def test_profile_tiny_llama_measures_every_token(tiny_llama):
         assert s.ttft_ms > 0 and all(x > 0 for x in s.step_ms)
         assert s.total_ms == pytest.approx(s.ttft_ms + sum(s.step_ms))
         assert s.tokens_per_s == pytest.approx(2 * 6 / (s.total_ms / 1000))
-        assert s.memory["rss_peak_mb"] > 100
+        assert s.memory["rss_peak_mib"] > 100
         assert len(s.output_text) == 2
     # samples follow each other on the timeline
     starts = [s.start_ms for s in run.samples]

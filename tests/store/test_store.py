@@ -140,6 +140,36 @@ def test_a_version_2_database_is_upgraded_in_place_with_its_ceilings(tmp_path):
     assert version == str(SCHEMA_VERSION)
 
 
+def test_a_version_7_database_reads_its_memory_under_the_mib_names(tmp_path):
+    """v8 says MiB (`_mib`): v7's `_mb` columns are renamed, its JSON keys read renamed."""
+    path = tmp_path / "v7.db"
+    store = Store(path)
+    run = profile(
+        RunConfig(model="tiny-llama", prompt_tokens=8, new_tokens=2, samples=1, warmup=0),
+        sink=store,
+    )
+    rss = run.samples[0].rss_peak_mib
+    assert rss and run.model_info["weights_mib"] > 0
+    with sqlite3.connect(path) as c:  # written as version 7 wrote it
+        c.execute("ALTER TABLE samples RENAME COLUMN rss_peak_mib TO rss_peak_mb")
+        c.execute("ALTER TABLE samples RENAME COLUMN peak_allocated_mib TO peak_allocated_mb")
+        for table, column in (("samples", "memory"), ("runs", "model_info")):
+            for rowid, text in c.execute(f"SELECT rowid, {column} FROM {table}").fetchall():
+                old = text.replace("_mib", "_mb")
+                c.execute(f"UPDATE {table} SET {column} = ? WHERE rowid = ?", (old, rowid))
+        c.execute("UPDATE meta SET value='7' WHERE key='schema_version'")
+        assert '"rss_peak_mb"' in c.execute("SELECT memory FROM samples").fetchone()[0]
+    again = Store(path).get(run.run_id)
+    assert again.samples[0].rss_peak_mib == rss and again.summary()["rss_peak_mib"].n == 1
+    assert again.model_info["weights_mib"] == run.model_info["weights_mib"]
+    assert "weights_mb" not in again.model_info
+    with sqlite3.connect(path) as c:
+        cols = {r[1] for r in c.execute("PRAGMA table_info(samples)")}
+        version = c.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
+    assert {"rss_peak_mib", "peak_allocated_mib"} <= cols and "rss_peak_mb" not in cols
+    assert version == str(SCHEMA_VERSION) == "8"
+
+
 def _version_3_database(path):
     """A database as schema 3 left it: no progress table."""
     Store(path)
@@ -196,7 +226,7 @@ def test_nan_and_infinities_round_trip_through_the_store_and_out_as_strict_json(
     odd = replace(
         result.samples[-1],
         step_ms=(1.5, math.nan, math.inf),
-        memory={**result.samples[-1].memory, "rss_peak_mb": math.nan},
+        memory={**result.samples[-1].memory, "rss_peak_mib": math.nan},
     )
     run = replace(result, samples=[*result.samples[:-1], odd], phases={"load_ms": math.inf})
     store = Store(db_url)

@@ -46,8 +46,8 @@ class Evidence:
     scaling: dict[str, Any] | None = None
     compile_ms: float | None = None
     measured_total_ms: float | None = None
-    memory_used_mb: float | None = None
-    memory_total_mb: float | None = None
+    memory_used_mib: float | None = None
+    memory_total_mib: float | None = None
     variant_slowdown: float | None = None
     knob_checks: dict[str, Any] = field(default_factory=dict)
     prefill_pct_attainable: float | None = None
@@ -172,16 +172,16 @@ def compile_dominates(e: Evidence) -> Finding | None:
 
 def near_memory_limit(e: Evidence) -> Finding | None:
     """Close to the device's memory, the next longer prompt or bigger batch fails."""
-    if not e.memory_used_mb or not e.memory_total_mb:
+    if not e.memory_used_mib or not e.memory_total_mib:
         return None
-    share = e.memory_used_mb / e.memory_total_mb
+    share = e.memory_used_mib / e.memory_total_mib
     if share < 0.9:
         return None
     return Finding(
         "near-memory-limit",
         "high" if share >= 0.97 else "medium",
         f"peak memory is {share:.0%} of the device",
-        {"peak_mb": e.memory_used_mb, "total_mb": e.memory_total_mb},
+        {"peak_mib": e.memory_used_mib, "total_mib": e.memory_total_mib},
         "lower the batch or context, use bf16/fp16 or quantized weights, or offload the KV cache",
     )
 
@@ -294,12 +294,12 @@ def evidence_of(run: Any, roof: dict[str, Any] | None) -> Evidence:
         e.moe_imbalance, e.moe_layer = worst["imbalance"], worst["layer"]
     e.compile_ms = run.phases.get("compile_ms")
     e.measured_total_ms = sum(x.total_ms for x in run.measured) or None
-    peak = max((x.peak_allocated_mb or 0 for x in m), default=0)
-    total_mb = (run.device or {}).get("total_memory_mb")
+    peak = max((x.peak_allocated_mib or 0 for x in m), default=0)
+    total_mib = (run.device or {}).get("total_memory_mib")
     if not peak:  # CPU: the process's resident peak against the memory of the host that ran it
-        peak = max((x.rss_peak_mb or 0 for x in m), default=0)
-        total_mb = (run.device or {}).get("host_memory_mb")  # absent in runs stored before it
-    if peak and total_mb:
-        e.memory_used_mb, e.memory_total_mb = peak, total_mb
+        peak = max((x.rss_peak_mib or 0 for x in m), default=0)
+        total_mib = (run.device or {}).get("host_memory_mib")  # absent in runs stored before it
+    if peak and total_mib:
+        e.memory_used_mib, e.memory_total_mib = peak, total_mib
     e.knob_checks = run.checks or {}
     return e

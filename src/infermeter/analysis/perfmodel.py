@@ -35,48 +35,59 @@ def _matches(key: str, cost: str) -> bool:
 class PerformanceModel:
     """Cost-table latency model over routing paths (reference API).
 
+    Distributions are shares of tokens per path, in percent (any positive numbers: they are
+    normalised); costs are microseconds per token. The reference tool's spellings still work
+    (`set_costs`, `predict_latency(dist)`, `find_breakeven_distribution(..., max_learned=15)`).
+
     Args:
-        costs: microseconds per token, by cost name (see `set_costs`).
+        costs_us: microseconds per token, by cost name (see `set_costs`).
         baseline: the distribution key every token takes in the baseline (default "learned").
+        reference_cost_us: the baseline path's cost when every token takes it, if not its cost
+            in the table (the bare router, when the table's learned cost includes the shortcut
+            dispatch).
     """
 
     def __init__(
         self,
-        costs: dict[str, float] | None = None,
+        costs_us: dict[str, float] | None = None,
         baseline: str = "learned",
-        reference_cost: float | None = None,
+        reference_cost_us: float | None = None,
     ) -> None:
-        self.costs: dict[str, float] = {}
+        self.costs_us: dict[str, float] = {}
         self.baseline = baseline
-        #: the baseline path's cost when every token takes it, if not its cost in the table
-        #: (the bare router, when the table's learned cost includes the shortcut dispatch)
-        self.reference_cost = reference_cost
-        if costs:
-            self.set_costs(costs)
+        self.reference_cost_us = reference_cost_us
+        if costs_us:
+            self.set_costs(costs_us)
+
+    @property
+    def costs(self) -> dict[str, float]:
+        """The cost table, microseconds per token (the reference tool's name for it)."""
+        return self.costs_us
 
     def _reference_us(self, keys: list[str]) -> float:
         """Per-token time with every token on the baseline path (the speedups' reference)."""
         base = self.predict_latency({**dict.fromkeys(keys, 0.0), self.baseline: 100.0})
-        if self.reference_cost is None:
+        if self.reference_cost_us is None:
             return float(base["per_token_us"])
-        return float(base["per_token_us"] - self._path_cost(self.baseline)[1] + self.reference_cost)
+        cost = self._path_cost(self.baseline)[1]
+        return float(base["per_token_us"] - cost + self.reference_cost_us)
 
-    def set_costs(self, costs: dict[str, float]) -> None:
+    def set_costs(self, costs_us: dict[str, float]) -> None:
         """Set costs in microseconds per token.
 
         A distribution key ("fast") uses the cost whose name is that key, starts with it
         ("fast_path_lookup") or whose first word starts it ("cached" -> "cache_lookup"); costs
         no key uses are paid by every token ("expert_compute").
         """
-        bad = {k: v for k, v in costs.items() if not (isinstance(v, int | float) and v >= 0)}
+        bad = {k: v for k, v in costs_us.items() if not (isinstance(v, int | float) and v >= 0)}
         if bad:
             raise ValueError(f"costs must be non-negative numbers: {bad}")
-        self.costs.update({k: float(v) for k, v in costs.items()})
+        self.costs_us.update({k: float(v) for k, v in costs_us.items()})
 
     def _path_cost(self, key: str) -> tuple[str, float]:
         if key in self.costs:
             return key, self.costs[key]
-        matches = [k for k in self.costs if _matches(key, k)]
+        matches = [k for k in self.costs_us if _matches(key, k)]
         if len(matches) != 1:
             raise ValueError(f"no single cost for path {key!r} among {sorted(self.costs)}")
         return matches[0], self.costs[matches[0]]
@@ -93,9 +104,9 @@ class PerformanceModel:
             )
         return {k: v / s for k, v in dist.items()}
 
-    def predict_latency(self, distribution: dict[str, float], tokens: int = 1000) -> dict:
+    def predict_latency(self, distribution_pct: dict[str, float], tokens: int = 1000) -> dict:
         """Per-token and total time, throughput and the breakdown per path."""
-        share = self._normalise(distribution)
+        share = self._normalise(distribution_pct)
         keys = list(share)
         if self.baseline not in keys:
             keys.append(self.baseline)
@@ -110,23 +121,28 @@ class PerformanceModel:
             "breakdown_us": breakdown,
         }
 
-    def predict_speedup(self, distribution: dict[str, float]) -> float:
+    def predict_speedup(self, distribution_pct: dict[str, float]) -> float:
         """Baseline per-token time (every token on the baseline path) over this one's."""
-        reference = self._reference_us(list(distribution))
-        return reference / self.predict_latency(distribution)["per_token_us"]
+        reference = self._reference_us(list(distribution_pct))
+        return reference / self.predict_latency(distribution_pct)["per_token_us"]
 
     def find_breakeven_distribution(
         self,
         target_speedup: float,
-        max_learned: float | None = None,
+        max_learned_pct: float | None = None,
         mix: dict[str, float] | None = None,
+        *,
+        max_learned: float | None = None,
     ) -> dict[str, float] | None:
-        """The largest baseline share (%) that reaches `target_speedup`, at most `max_learned`.
+        """The largest baseline share (%) that reaches `target_speedup`, up to `max_learned_pct`.
 
-        The other tokens split over the non-baseline paths in the proportions of `mix` (default:
-        the paths of the cost table other than shared ones, equally). None when even 0% on the
-        baseline cannot reach the target.
+        (`max_learned` is the reference tool's name for that bound.) The other tokens split
+        over the non-baseline paths in the proportions of `mix` (default: the paths of the cost
+        table other than shared ones, equally). None when even 0% on the
+        baseline cannot reach the target. Shares come back in percent.
         """
+        if max_learned is not None:
+            max_learned_pct = max_learned
         if mix is None:
             paths = [k for k in ("fast", "cached") if any(_matches(k, c) for c in self.costs)]
             mix = dict.fromkeys(paths or ["fast"], 1.0)
@@ -140,15 +156,16 @@ class PerformanceModel:
         # x is wanted. When the other paths cost no less than the baseline path, time only
         # grows as x falls, so x = 1 is the best there is, and it may not reach the goal.
         x = 1.0 if c_mix >= c_base else (goal - shared - c_mix) / (c_base - c_mix)
-        x = min(x, 1.0, (max_learned / 100) if max_learned is not None else 1.0)
+        x = min(x, 1.0, (max_learned_pct / 100) if max_learned_pct is not None else 1.0)
         if x < 0 or shared + x * c_base + (1 - x) * c_mix > goal * (1 + 1e-9):
             return None
         out = {k: round(100 * (1 - x) * w, 3) for k, w in mix.items()}
         out[self.baseline] = round(100 * x, 3)
         return out
 
-    def analyze_bottleneck(self, distribution: dict[str, float]) -> list[str]:
+    def analyze_bottleneck(self, distribution_pct: dict[str, float]) -> list[str]:
         """Plain-language findings: the dominant cost, and paths worth moving tokens off."""
+        distribution = distribution_pct
         pred = self.predict_latency(distribution)
         total_us = pred["per_token_us"]
         items = sorted(pred["breakdown_us"].items(), key=lambda kv: -kv[1])

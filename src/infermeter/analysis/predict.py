@@ -88,33 +88,35 @@ def activation_bytes(shape: Shape, dtype_bytes: int, prompt: int, tp: int = 1) -
 class MemoryFit:
     """Memory of one batch (per GPU), in bytes."""
 
-    weights: float
-    kv_cache: float
-    activations: float
-    runtime: float
-    capacity: float | None
+    weights_bytes: float
+    kv_cache_bytes: float
+    activations_bytes: float
+    runtime_bytes: float
+    capacity_bytes: float | None
 
     @property
-    def total(self) -> float:
+    def total_bytes(self) -> float:
         """Everything needed."""
-        return self.weights + self.kv_cache + self.activations + self.runtime
+        return (
+            self.weights_bytes + self.kv_cache_bytes + self.activations_bytes + self.runtime_bytes
+        )
 
     @property
-    def free(self) -> float | None:
+    def free_bytes(self) -> float | None:
         """Capacity left (negative: short by that much)."""
-        return None if self.capacity is None else self.capacity - self.total
+        return None if self.capacity_bytes is None else self.capacity_bytes - self.total_bytes
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON."""
         return {
-            "weights_bytes": self.weights,
-            "kv_cache_bytes": self.kv_cache,
-            "activations_bytes": self.activations,
-            "runtime_bytes": self.runtime,
-            "total_bytes": self.total,
-            "capacity_bytes": self.capacity,
-            "free_bytes": self.free,
-            "fits": None if self.free is None else self.free >= 0,
+            "weights_bytes": self.weights_bytes,
+            "kv_cache_bytes": self.kv_cache_bytes,
+            "activations_bytes": self.activations_bytes,
+            "runtime_bytes": self.runtime_bytes,
+            "total_bytes": self.total_bytes,
+            "capacity_bytes": self.capacity_bytes,
+            "free_bytes": self.free_bytes,
+            "fits": None if self.free_bytes is None else self.free_bytes >= 0,
         }
 
 
@@ -134,11 +136,11 @@ def memory_fit(
     p = _precision(dtype, cpu)
     e = p.act_bytes
     return MemoryFit(
-        weights=params * p.weight_bytes / tp,
-        kv_cache=batch * sequence_kv_bytes(shape, p.kv_bytes_each, tp, prompt + new),
-        activations=batch * activation_bytes(shape, e, prompt, tp),
-        runtime=runtime,
-        capacity=capacity,
+        weights_bytes=params * p.weight_bytes / tp,
+        kv_cache_bytes=batch * sequence_kv_bytes(shape, p.kv_bytes_each, tp, prompt + new),
+        activations_bytes=batch * activation_bytes(shape, e, prompt, tp),
+        runtime_bytes=runtime,
+        capacity_bytes=capacity,
     )
 
 
@@ -161,8 +163,8 @@ def largest_batch(
     one = memory_fit(
         shape, params, w.dtype, 1, w.prompt_tokens, w.new_tokens, w.tp, capacity, runtime, cpu
     )
-    per_seq = one.kv_cache + one.activations
-    room = capacity - one.weights - runtime
+    per_seq = one.kv_cache_bytes + one.activations_bytes
+    room = capacity - one.weights_bytes - runtime
     return max(0, int(room // per_seq)) if per_seq > 0 else None
 
 

@@ -73,7 +73,7 @@ class AttentionPoint:
     kind: str
     seq_len: int
     latency_ms: list[float] = field(default_factory=list)
-    peak_memory_mb: list[float] = field(default_factory=list)
+    peak_memory_mib: list[float] = field(default_factory=list)
     memory_method: str = ""
     mask_sparsity: float = 0.0
     skipped_fraction: float = 0.0
@@ -184,21 +184,21 @@ def check_memory(spec: AttentionSpec, kinds: list[str]) -> None:
     Kinds that materialise every score (eager, SDPA math, uncompiled FlexAttention) hold about
     three (batch x heads x n x n) tensors at once; the float64 reference one head's three.
     """
-    from infermeter.measure.memory import available_memory_mb
+    from infermeter.measure.memory import available_memory_mib
 
     elem = 4 if spec.dtype == "float32" else 2
     full = [k for k in kinds if k in ("eager", "sdpa-math")]
     if spec.flex_compile == "off":
         full += [k for k in kinds if k in FLEX_KINDS]
-    free_mb = available_memory_mb(spec.device)
+    free_mib = available_memory_mib(spec.device)
     for n in spec.seq_lens:
-        need_mb = 3 * n * n * 8 / 2**20
+        need_mib = 3 * n * n * 8 / 2**20
         if full:
-            need_mb = max(need_mb, 3 * spec.batch * spec.heads * n * n * elem / 2**20)
-        if need_mb > 0.8 * free_mb:
+            need_mib = max(need_mib, 3 * spec.batch * spec.heads * n * n * elem / 2**20)
+        if need_mib > 0.8 * free_mib:
             raise UserError(
-                f"--seq-lens {n} needs about {need_mb / 1024:.1f} GiB of scores "
-                f"({', '.join(full) or 'the float64 reference'}), {free_mb / 1024:.1f} GiB free",
+                f"--seq-lens {n} needs about {need_mib / 1024:.1f} GiB of scores "
+                f"({', '.join(full) or 'the float64 reference'}), {free_mib / 1024:.1f} GiB free",
                 "drop that length, those kinds, or use fewer --heads or a smaller --batch",
             )
 
@@ -374,7 +374,7 @@ def run_point(kind: str, spec: AttentionSpec, seq_len: int) -> AttentionPoint:
     """One kind at one length: latency samples, peak memory, sparsity, FLOPs, max difference."""
     import torch
 
-    from infermeter.bench.timing import peak_memory_mb, time_calls
+    from infermeter.bench.timing import peak_memory_mib, time_calls
 
     qkv = make_qkv(spec, seq_len)
     mask = dense_mask(kind, spec, seq_len)
@@ -383,7 +383,7 @@ def run_point(kind: str, spec: AttentionSpec, seq_len: int) -> AttentionPoint:
         out = prepared.call()
         diff = float((out.double() - reference_attention(*qkv, mask).double()).abs().max())
         latency = time_calls(prepared.call, spec.warmup, spec.samples, qkv[0].device)
-        peak, method = peak_memory_mb(prepared.call, qkv[0].device)
+        peak, method = peak_memory_mib(prepared.call, qkv[0].device)
     full = float(seq_len * seq_len)
     kept = float(mask.sum())
     per_entry = FLOP_PER_ENTRY_PER_DIM * spec.head_dim * spec.batch * spec.heads
@@ -391,7 +391,7 @@ def run_point(kind: str, spec: AttentionSpec, seq_len: int) -> AttentionPoint:
         kind=kind,
         seq_len=seq_len,
         latency_ms=latency,
-        peak_memory_mb=[] if peak is None else [peak],
+        peak_memory_mib=[] if peak is None else [peak],
         memory_method=method,
         mask_sparsity=1.0 - kept / full,
         skipped_fraction=1.0 - prepared.executed_entries / full,
@@ -414,7 +414,7 @@ def point_row(p: AttentionPoint) -> dict[str, Any]:
         "kind": p.kind,
         "seq_len": p.seq_len,
         "latency_ms": lat.to_dict(),
-        "peak_memory_mb": p.peak_memory_mb[0] if p.peak_memory_mb else None,
+        "peak_memory_mib": p.peak_memory_mib[0] if p.peak_memory_mib else None,
         "memory_method": p.memory_method,
         "mask_sparsity": p.mask_sparsity,
         "skipped_fraction": p.skipped_fraction,

@@ -10,7 +10,7 @@ Order per model and length, so the figures stay comparable: forward samples (eva
 cache, no autograd), then forward + backward samples (train mode, gradients zeroed each time,
 weights unchanged), then the optimizer steps, which change the weights and so come last; the
 model's weights are restored afterwards. Peak memory is measured on one extra call of each
-(see `bench.attention.peak_memory_mb`).
+(see `bench.attention.peak_memory_mib`).
 """
 
 from __future__ import annotations
@@ -52,9 +52,9 @@ class ModelPoint:
     seq_len: int
     params: int
     forward_ms: list[float] = field(default_factory=list)
-    forward_peak_mb: float | None = None
+    forward_peak_mib: float | None = None
     train_ms: list[float] = field(default_factory=list)
-    train_peak_mb: float | None = None
+    train_peak_mib: float | None = None
     loss: float | None = None
     step_losses: list[float] = field(default_factory=list)
     memory_method: str = ""
@@ -109,7 +109,7 @@ def run_point(loaded: Any, spec: ModelBenchSpec, seq_len: int) -> ModelPoint:
     """Forward, then (with `train`) forward + backward, then optimizer steps, at one length."""
     import torch
 
-    from infermeter.bench.timing import peak_memory_mb
+    from infermeter.bench.timing import peak_memory_mib
 
     model = loaded.model
     ids = _inputs(loaded, spec, seq_len)
@@ -122,7 +122,7 @@ def run_point(loaded: Any, spec: ModelBenchSpec, seq_len: int) -> ModelPoint:
 
     model.eval()
     point.forward_ms = _timed(forward, spec, device)
-    point.forward_peak_mb, point.memory_method = peak_memory_mb(forward, device)
+    point.forward_peak_mib, point.memory_method = peak_memory_mib(forward, device)
     if spec.train:
         _train(model, ids, spec, point)
     return point
@@ -136,7 +136,7 @@ def _train(model: Any, ids: Any, spec: ModelBenchSpec, point: ModelPoint) -> Non
     """
     import torch
 
-    from infermeter.bench.timing import peak_memory_mb
+    from infermeter.bench.timing import peak_memory_mib
 
     losses: list[float] = []
 
@@ -151,7 +151,7 @@ def _train(model: Any, ids: Any, spec: ModelBenchSpec, point: ModelPoint) -> Non
     model.train()
     try:
         point.train_ms = _timed(forward_backward, spec, ids.device)
-        point.train_peak_mb, _ = peak_memory_mb(forward_backward, ids.device)
+        point.train_peak_mib, _ = peak_memory_mib(forward_backward, ids.device)
         point.loss = losses[0]
         if spec.steps:
             optimizer = torch.optim.AdamW(model.parameters(), lr=spec.lr)
@@ -193,9 +193,9 @@ def point_row(p: ModelPoint) -> dict[str, Any]:
         "seq_len": p.seq_len,
         "params": p.params,
         "forward_ms": fwd.to_dict(),
-        "forward_peak_mb": p.forward_peak_mb,
+        "forward_peak_mib": p.forward_peak_mib,
         "train_ms": train.to_dict() if train.n else None,
-        "train_peak_mb": p.train_peak_mb,
+        "train_peak_mib": p.train_peak_mib,
         "train_over_forward": ratio,
         "loss": p.loss,
         "step_losses": p.step_losses,

@@ -32,7 +32,7 @@ def _native_stderr_silenced() -> Iterator[None]:
         os.close(saved)
 
 
-def peak_memory_mb(call: Callable[[], Any], device: Any) -> tuple[float | None, str]:
+def peak_memory_mib(call: Callable[[], Any], device: Any) -> tuple[float | None, str]:
     """Peak memory of live tensors during one call, inputs included, and how it was measured.
 
     CUDA: the allocator's peak after a reset. CPU: torch.profiler's memory timeline (every

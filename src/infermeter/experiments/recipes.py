@@ -180,7 +180,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             quick_base={"prompt_tokens": 32, "new_tokens": 8, "samples": 3},
             figure={
                 "overlay": ("top1_agreement", "top-1 agreement vs full precision"),
-                "columns": ("kl_nats", "weight_mb", "rss_peak_mb"),
+                "columns": ("kl_nats", "weight_mib", "rss_peak_mib"),
             },
         ),
         Experiment(

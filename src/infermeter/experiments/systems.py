@@ -84,8 +84,8 @@ def _brief(run: RunResult) -> dict[str, Any]:
         "tpot_ms": s["tpot_ms"].median,
         "throughput_tps": s["tokens_per_s"].median,
         "memory": {
-            "rss_peak_mb": s["rss_peak_mb"].median,
-            "peak_allocated_mb": s["peak_allocated_mb"].median,
+            "rss_peak_mib": s["rss_peak_mib"].median,
+            "peak_allocated_mib": s["peak_allocated_mib"].median,
         },
     }
 
@@ -163,7 +163,7 @@ def systems_analysis(
         "scaling_fit": fit.to_dict() if fit else None,
         "roofline": {
             "total_params_billions": v.model_info.get("params", 0) / 1e9,
-            "peak_memory_gb": max((s.rss_peak_mb or 0) for s in v.measured) / 1024,
+            "peak_memory_gb": max((s.rss_peak_mib or 0) for s in v.measured) / 1024,
             "estimated_tflop_per_s": (prefill["achieved_flop_per_s"] or 0) / 1e12,
             "estimated_tflops": (prefill["achieved_flop_per_s"] or 0) / 1e12,  # reference name
             "ceilings_source": analysis["ceilings_source"],
@@ -250,7 +250,7 @@ def routing_analysis(
         # learned tokens of the variant pass the shortcut dispatch; the baseline's do not
         model = PerformanceModel(
             {**table, "learned_routing": costs["learned_via_shortcuts"]},
-            reference_cost=costs["learned_routing"],
+            reference_cost_us=costs["learned_routing"],
         )
         var_us = model.predict_latency(dist)["per_token_us"]
         predicted_ms += n * var_us / 1e3
@@ -260,7 +260,7 @@ def routing_analysis(
             "baseline_ms": base_ms[phase],
             "predicted_ms": n * var_us / 1e3,
             "predicted_speedup": model.predict_speedup(dist),
-            "breakeven": model.find_breakeven_distribution(target_speedup, max_learned=100.0),
+            "breakeven": model.find_breakeven_distribution(target_speedup, max_learned_pct=100.0),
             "bottleneck": model.analyze_bottleneck(dist),
         }
     actual = b.summary()["total_ms"].median / v.summary()["total_ms"].median

@@ -36,7 +36,7 @@ def _check_dtype(value: str, loaded: LoadedModel) -> None:
         check_scheme(value, device)
 
 
-def _weight_mb(stored: dict[str, int]) -> float:
+def _weight_mib(stored: dict[str, int]) -> float:
     sizes = {"float32": 4, "bfloat16": 2, "float16": 2}
     return sum(n * sizes.get(d, 1) for d, n in stored.items()) / 2**20
 
@@ -45,16 +45,16 @@ def _quality_vs_float32(loaded: LoadedModel) -> dict[str, Any]:
     """The same weights computed in float32 vs as loaded; skipped (with why) if it won't fit."""
     import copy
 
-    from infermeter.measure.memory import available_memory_mb
+    from infermeter.measure.memory import available_memory_mib
     from infermeter.models.calibration import calibration_ids, logits, quality
 
     model = loaded.model
-    need_mb = 2 * loaded.info.params * 4 / 2**20
+    need_mib = 2 * loaded.info.params * 4 / 2**20
     device = next(model.parameters()).device
-    if need_mb > 0.8 * available_memory_mb(device):
+    if need_mib > 0.8 * available_memory_mib(device):
         return {
             "quality": None,
-            "quality_reference": f"skipped: a float32 copy needs {need_mb:,.0f} MiB",
+            "quality_reference": f"skipped: a float32 copy needs {need_mib:,.0f} MiB",
         }
     ids = calibration_ids(model, loaded.tokenizer)
     reference = copy.deepcopy(model).float()
@@ -71,7 +71,7 @@ def _verify_dtype(
     from infermeter.models.quantize import stored_weight_dtypes
 
     stored = stored_weight_dtypes(loaded.model)
-    evidence: dict[str, Any] = {"stored_weight_dtypes": stored, "weight_mb": _weight_mb(stored)}
+    evidence: dict[str, Any] = {"stored_weight_dtypes": stored, "weight_mib": _weight_mib(stored)}
     if value in STORED:
         if not set(STORED[value]) & set(stored):
             raise KnobNotApplied(f"dtype={value} but the weights are stored as {sorted(stored)}")

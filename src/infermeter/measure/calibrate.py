@@ -106,7 +106,7 @@ def calibrate(device: Any, quick: bool = False) -> Ceilings:
         measured=True,
         details={
             "matmul_n": n,
-            "copy_mb": mb,
+            "copy_mib": mb,
             "torch": torch.__version__,
             "device": desc,
             "rounds": figures,

@@ -96,7 +96,7 @@ def describe_device(device: Any) -> dict[str, Any]:
         props = torch.cuda.get_device_properties(dev)
         info.update(
             name=props.name,
-            total_memory_mb=props.total_memory / 2**20,
+            total_memory_mib=props.total_memory / 2**20,
             capability=f"{props.major}.{props.minor}",
             multiprocessors=props.multi_processor_count,
         )
@@ -110,7 +110,7 @@ def describe_device(device: Any) -> dict[str, Any]:
     info["cpu_count"] = os.cpu_count()
     info["torch_threads"] = torch.get_num_threads()
     # Kept with the run so that analysis on another machine judges memory against this one's.
-    info["host_memory_mb"] = psutil.virtual_memory().total / 2**20
+    info["host_memory_mib"] = psutil.virtual_memory().total / 2**20
     return info
 
 

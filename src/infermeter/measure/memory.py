@@ -16,6 +16,10 @@ from typing import Any
 import psutil
 
 MIB = 1024 * 1024
+#: MPS has no peak counter: what its "peak" allocation is, said wherever it is shown
+MPS_PEAK_METHOD = (
+    "allocation at the sample's end (MPS keeps no peak counter: a lower bound of the peak)"
+)
 _CLEAR_REFS = "/proc/self/clear_refs"
 _STATUS = "/proc/self/status"
 
@@ -24,20 +28,24 @@ _STATUS = "/proc/self/status"
 class MemoryReading:
     """Memory of one sample, in MiB; None where the device has no such counter."""
 
-    peak_allocated_mb: float | None
-    peak_reserved_mb: float | None
-    device_free_mb: float | None
-    device_total_mb: float | None
-    rss_mb: float
-    rss_peak_mb: float
+    peak_allocated_mib: float | None
+    peak_reserved_mib: float | None
+    device_free_mib: float | None
+    device_total_mib: float | None
+    rss_mib: float
+    rss_peak_mib: float
     rss_peak_method: str
+    #: what `peak_allocated_mib` is: the allocator's peak since the sample began (CUDA), or
+    #: the allocation at the sample's end (MPS keeps no peak counter: a lower bound); None
+    #: where the device has no allocator counters (CPU)
+    device_peak_method: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON and the store."""
         return asdict(self)
 
 
-def _read_vm_hwm_mb() -> float | None:
+def _read_vm_hwm_mib() -> float | None:
     try:
         with open(_STATUS) as fh:
             for line in fh:
@@ -48,7 +56,7 @@ def _read_vm_hwm_mb() -> float | None:
     return None
 
 
-def _lifetime_peak_rss_mb() -> float:
+def _lifetime_peak_rss_mib() -> float:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     # ru_maxrss is KiB on Linux and bytes on macOS.
     return peak / MIB if sys.platform == "darwin" else peak * 1024 / MIB
@@ -77,7 +85,7 @@ class MemoryTracker:
                 fh.write("5")
         except OSError:
             return False
-        return _read_vm_hwm_mb() is not None
+        return _read_vm_hwm_mib() is not None
 
     def reset(self) -> None:
         """Start a new peak window: CUDA peak stats and (where allowed) the RSS peak."""
@@ -88,34 +96,37 @@ class MemoryTracker:
 
     def read(self) -> MemoryReading:
         """Peaks since the last `reset`, plus current device free/total memory."""
-        peak_alloc = peak_res = free = total = None
+        peak_alloc = peak_res = free = total = method = None
         if self.device.type == "cuda":
+            method = "allocator peak since the sample began"
             cuda = self._torch.cuda
             peak_alloc = cuda.max_memory_allocated(self.device) / MIB
             peak_res = cuda.max_memory_reserved(self.device) / MIB
             free_b, total_b = cuda.mem_get_info(self.device)
             free, total = free_b / MIB, total_b / MIB
         elif self.device.type == "mps":
+            method = MPS_PEAK_METHOD
             peak_alloc = self._torch.mps.current_allocated_memory() / MIB
             peak_res = self._torch.mps.driver_allocated_memory() / MIB
         rss = self._process.memory_info().rss / MIB
         if self._can_reset_rss:
-            hwm = _read_vm_hwm_mb()
+            hwm = _read_vm_hwm_mib()
             rss_peak = max(hwm if hwm is not None else rss, rss)
         else:
-            rss_peak = max(_lifetime_peak_rss_mb(), rss)
+            rss_peak = max(_lifetime_peak_rss_mib(), rss)
         return MemoryReading(
-            peak_allocated_mb=peak_alloc,
-            peak_reserved_mb=peak_res,
-            device_free_mb=free,
-            device_total_mb=total,
-            rss_mb=rss,
-            rss_peak_mb=rss_peak,
+            peak_allocated_mib=peak_alloc,
+            peak_reserved_mib=peak_res,
+            device_free_mib=free,
+            device_total_mib=total,
+            rss_mib=rss,
+            rss_peak_mib=rss_peak,
             rss_peak_method=self.rss_peak_method,
+            device_peak_method=method,
         )
 
 
-def available_memory_mb(device: Any) -> float:
+def available_memory_mib(device: Any) -> float:
     """Memory a new model could use on `device`: free CUDA memory, else available system RAM."""
     import torch
 

@@ -39,7 +39,7 @@ class ModelInfo:
         family: transformers `model_type` of the text model.
         architecture: model class name.
         params: all parameters (tied weights counted once).
-        weights_mb: bytes of all parameters and buffers, in MiB.
+        weights_mib: bytes of all parameters and buffers, in MiB.
         experts, top_k, shared_experts: MoE routing (None for dense models).
         max_positions: longest sequence the model accepts (prompt + new tokens).
     """
@@ -49,7 +49,7 @@ class ModelInfo:
     family: str
     architecture: str
     params: int
-    weights_mb: float
+    weights_mib: float
     layers: int
     hidden: int
     heads: int
@@ -196,7 +196,7 @@ def model_info(model: Any, *, spec: str, source: str, tokenizer: str) -> ModelIn
         family=getattr(text, "model_type", type(model).__name__),
         architecture=type(model).__name__,
         params=count_params(model),
-        weights_mb=_bytes(model) / 2**20,
+        weights_mib=_bytes(model) / 2**20,
         layers=int(config_value(text, "num_hidden_layers", "n_layer")),
         hidden=hidden,
         heads=heads,

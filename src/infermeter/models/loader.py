@@ -15,7 +15,7 @@ from typing import Any
 
 from infermeter.errors import UserError
 from infermeter.measure.device import dtype_name, resolve_device, resolve_dtype
-from infermeter.measure.memory import available_memory_mb
+from infermeter.measure.memory import available_memory_mib
 from infermeter.models import smollm2
 from infermeter.models.info import ModelInfo, count_params, model_info
 from infermeter.models.presets import build_config, get_preset
@@ -88,7 +88,7 @@ def check_fits(config: Any, dtype: Any, device: Any, name: str) -> float:
     params = estimate_params(config)
     itemsize = torch.empty((), dtype=dtype).element_size()
     need = params * itemsize / 2**20 * MEMORY_HEADROOM + MEMORY_FIXED_MB
-    have = available_memory_mb(device)
+    have = available_memory_mib(device)
     if need > have:
         raise UserError(
             f"model {name!r} ({params / 1e9:.2f} B parameters) needs about {need / 1024:.1f} GiB "

@@ -125,7 +125,7 @@ def attention_figures(doc: dict[str, Any], out: Path) -> list[Path]:
         *lines_figure(
             rows,
             "kind",
-            [("peak_memory_mb", "")],
+            [("peak_memory_mib", "")],
             "peak memory (MiB)",
             f"Attention peak memory vs length · {shape}",
             out,
@@ -148,7 +148,7 @@ def model_figures(doc: dict[str, Any], out: Path) -> list[Path]:
     batch = doc["meta"]["spec"]["batch"]
     rows = doc["summary"]
     both = [("forward_ms", " forward"), ("train_ms", " forward+backward")]
-    peaks = [("forward_peak_mb", " forward"), ("train_peak_mb", " forward+backward")]
+    peaks = [("forward_peak_mib", " forward"), ("train_peak_mib", " forward+backward")]
     return [
         *lines_figure(
             rows,

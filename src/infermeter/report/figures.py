@@ -130,7 +130,7 @@ def breakdown_figure(
         components: stack the prefill's components (standard/deep runs) instead of phases.
         overlay: (metric, axis label) drawn as a line on a second axis (e.g. throughput).
         columns: more figures for the CSV only, from each point's summary or knob checks
-            (e.g. the precision experiment's weight_mb and kl_nats).
+            (e.g. the precision experiment's weight_mib and kl_nats).
 
     Returns:
         The PNG and CSV paths written (one pair per group of the other knobs).

@@ -118,21 +118,21 @@ def memory_figure(run: Any, out: Path) -> list[Path]:
         {
             "sample": s.index,
             "warmup": s.warmup,
-            "rss_peak_mb": s.rss_peak_mb,
-            "peak_allocated_mb": s.peak_allocated_mb,
+            "rss_peak_mib": s.rss_peak_mib,
+            "peak_allocated_mib": s.peak_allocated_mib,
         }
         for s in run.samples
     ]
-    if not any(r["rss_peak_mb"] or r["peak_allocated_mb"] for r in rows):
+    if not any(r["rss_peak_mib"] or r["peak_allocated_mib"] for r in rows):
         return []
     fig, ax = plt.subplots(figsize=(6.5, 3.2))
     x = [str(r["sample"]) for r in rows]
-    if any(r["rss_peak_mb"] for r in rows):
-        ax.plot(x, [r["rss_peak_mb"] or 0 for r in rows], marker="o", label="process RSS peak")
-    if any(r["peak_allocated_mb"] for r in rows):
+    if any(r["rss_peak_mib"] for r in rows):
+        ax.plot(x, [r["rss_peak_mib"] or 0 for r in rows], marker="o", label="process RSS peak")
+    if any(r["peak_allocated_mib"] for r in rows):
         ax.plot(
             x,
-            [r["peak_allocated_mb"] or 0 for r in rows],
+            [r["peak_allocated_mib"] or 0 for r in rows],
             marker="s",
             label="device allocator peak",
         )

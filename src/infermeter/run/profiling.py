@@ -187,6 +187,10 @@ def _set_up_notes(loaded: LoadedModel, result: RunResult, batches: list[PromptBa
     check = loaded.flop_check or {}
     approximate = check.get("approximate", census.get("uncosted", []))
     notes += [f"cost model approximate: {what}" for what in approximate]
+    if result.device.get("type") == "mps":
+        from infermeter.measure.memory import MPS_PEAK_METHOD
+
+        notes.append(f"peak allocated memory on MPS: {MPS_PEAK_METHOD}")
     if loaded.info.vision is not None and batches[0].vision_tokens == 0:
         notes.append("vision model profiled text-only: its image token id is unknown")
     return notes

@@ -21,8 +21,8 @@ METRICS = (
     "total_ms",
     "tokens_per_s",
     "decode_tokens_per_s",
-    "rss_peak_mb",
-    "peak_allocated_mb",
+    "rss_peak_mib",
+    "peak_allocated_mib",
     "energy_j",
     "prefill_j",
     "decode_j",
@@ -115,14 +115,14 @@ class SampleResult:
         return self.batch_size * len(self.step_ms) / (self.decode_ms / 1e3)
 
     @property
-    def rss_peak_mb(self) -> float | None:
+    def rss_peak_mib(self) -> float | None:
         """Process resident-set peak during the sample."""
-        return self.memory.get("rss_peak_mb")
+        return self.memory.get("rss_peak_mib")
 
     @property
-    def peak_allocated_mb(self) -> float | None:
+    def peak_allocated_mib(self) -> float | None:
         """Accelerator allocator peak during the sample (None on CPU)."""
-        return self.memory.get("peak_allocated_mb")
+        return self.memory.get("peak_allocated_mib")
 
     def metrics(self) -> dict[str, Any]:
         """Every metric of METRICS, by name."""

@@ -81,7 +81,7 @@ class StoreLiveFeed(StoreCore):
                     if r.total_ms
                     else None,
                     "new_tokens": r.new_tokens,
-                    "rss_peak_mb": r.rss_peak_mb,
+                    "rss_peak_mib": r.rss_peak_mib,
                     "step_ms": list(unpack(steps.step_ms, steps.count)) if steps else [],
                 }
                 for r, model, status, steps in rows

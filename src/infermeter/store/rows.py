@@ -45,6 +45,23 @@ def trace_dict(t: TraceRow | None) -> dict[str, Any] | None:
     }
 
 
+def mib_keys(value: Any) -> Any:
+    """`value` with every dict key ending `_mb` renamed `_mib`, at any depth.
+
+    Schema versions up to 7 wrote memory in MiB under `_mb` names (`rss_peak_mb`, a model's
+    `weights_mb`, a device's `total_memory_mb`); version 8 says `_mib`. Every such key meant
+    MiB, so stored JSON written before is read under today's names, without rewriting it.
+    """
+    if isinstance(value, dict):
+        return {
+            (k[:-3] + "_mib" if isinstance(k, str) and k.endswith("_mb") else k): mib_keys(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [mib_keys(v) for v in value]
+    return value
+
+
 def sample_from_row(r: SampleRow) -> SampleResult:
     """A stored sample with its decode steps unpacked."""
     from infermeter.run.results import SampleResult
@@ -60,7 +77,7 @@ def sample_from_row(r: SampleRow) -> SampleResult:
         start_ms=r.start_ms,
         ttft_ms=r.ttft_ms,
         step_ms=tuple(steps),
-        memory=r.memory or {},
+        memory=mib_keys(r.memory or {}),
         output_text=tuple(r.output_text or ()),
         prompt_text=tuple(r.prompt_text or ()),
         energy=r.energy,
@@ -82,8 +99,8 @@ def sample_row(smp: SampleResult) -> SampleRow:
         # stores NaN as NULL, which these NOT NULL columns refuse: a NaN step counts as 0 here
         decode_ms=_finite(smp.decode_ms, sum(x for x in smp.step_ms if x == x)),
         total_ms=_finite(smp.total_ms, smp.ttft_ms + sum(x for x in smp.step_ms if x == x)),
-        rss_peak_mb=smp.rss_peak_mb,
-        peak_allocated_mb=smp.peak_allocated_mb,
+        rss_peak_mib=smp.rss_peak_mib,
+        peak_allocated_mib=smp.peak_allocated_mib,
         memory=smp.memory,
         output_text=list(smp.output_text),
         prompt_text=list(smp.prompt_text),
@@ -151,8 +168,8 @@ def run_from_row(row: RunRow) -> RunResult:
         run_id=row.id,
         config=row.config,
         knobs=row.knobs,
-        model_info=row.model_info,
-        device=row.device,
+        model_info=mib_keys(row.model_info),
+        device=mib_keys(row.device),
         versions=row.versions,
         created=row.created,
         phases=row.phases or {},
@@ -160,10 +177,10 @@ def run_from_row(row: RunRow) -> RunResult:
         status=cast("RunStatus", row.status),
         error=row.error,
         notes=row.notes or [],
-        layers={ls.table: ls.rows for ls in row.layer_stats},
+        layers={ls.table: mib_keys(ls.rows) for ls in row.layer_stats},
         trace=trace_dict(row.trace),
         energy=row.energy,
         power=power_from_rows(row.power),
         sweep_id=row.sweep_id,
-        checks=row.checks or {},
+        checks=mib_keys(row.checks or {}),
     )

@@ -20,7 +20,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 #: Bumped whenever a table or column changes; a newer database is refused, not misread.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 #: Columns added since version 1, so an older database is upgraded in place (no data lost).
 ADDED_COLUMNS = {
@@ -43,7 +43,13 @@ RENAMED_COLUMNS = {
     3: [
         ("ceilings", "flops", "flop_per_s"),
         ("ceilings", "bandwidth", "bandwidth_bytes_per_s"),
-    ]
+    ],
+    # memory in MiB says so (`_mib`); keys inside stored JSON are renamed as they are read
+    # (`rows.mib_keys`), so a version-7 database reads the same
+    8: [
+        ("samples", "rss_peak_mb", "rss_peak_mib"),
+        ("samples", "peak_allocated_mb", "peak_allocated_mib"),
+    ],
 }
 
 
@@ -125,8 +131,8 @@ class SampleRow(Base):
     ttft_ms: Mapped[float] = mapped_column(Float)
     decode_ms: Mapped[float] = mapped_column(Float)
     total_ms: Mapped[float] = mapped_column(Float)
-    rss_peak_mb: Mapped[float | None] = mapped_column(Float)
-    peak_allocated_mb: Mapped[float | None] = mapped_column(Float)
+    rss_peak_mib: Mapped[float | None] = mapped_column(Float)
+    peak_allocated_mib: Mapped[float | None] = mapped_column(Float)
     memory: Mapped[dict] = mapped_column(JSON)
     output_text: Mapped[list] = mapped_column(JSON, default=list)
     prompt_text: Mapped[list] = mapped_column(JSON, default=list)

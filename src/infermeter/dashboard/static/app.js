@@ -219,7 +219,7 @@ async function runPage(id) {
   view.innerHTML = `<h1 data-testid="run-title">run ${esc(m.run_id)} · ${esc(m.model)}</h1>
     <p class="muted">${esc(m.device && m.device.name)} · mode ${esc(m.config && m.config.mode)}${knobs.length ? " · knobs " + esc(knobs.map(([k, v]) => k + "=" + v).join(", ")) : ""} · status <span class="status-${esc(m.status)}" data-testid="run-status">${esc(m.status)}</span> · ${esc(m.created)}
     · <a href="/api/runs/${esc(m.run_id)}/trace" download data-testid="trace-link">download the Perfetto trace</a></p>
-    <div class="cards">${card(s, "TTFT", "ttft_ms", "ms")}${card(s, "TPOT", "tpot_ms", "ms")}${card(s, "throughput", "tokens_per_s", "tok/s", 1)}${card(s, "peak RSS", "rss_peak_mb", "MiB", 0)}${s.j_per_token && s.j_per_token.n ? card(s, "energy", "j_per_token", "J/tok", 3) : ""}</div>
+    <div class="cards">${card(s, "TTFT", "ttft_ms", "ms")}${card(s, "TPOT", "tpot_ms", "ms")}${card(s, "throughput", "tokens_per_s", "tok/s", 1)}${card(s, "peak RSS", "rss_peak_mib", "MiB", 0)}${s.j_per_token && s.j_per_token.n ? card(s, "energy", "j_per_token", "J/tok", 3) : ""}</div>
     ${sloLine(s.slo)}
     <form id="cmp" class="inline">compare with run <input id="cmp-id" size="14" placeholder="run id" data-testid="compare-input"> <button>compare</button></form>
     <h2>Distribution across samples</h2>` +
