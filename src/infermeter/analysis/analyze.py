@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infermeter.analysis.bottlenecks import Finding, evidence_of, find_bottlenecks
 from infermeter.analysis.communication import communication_roofline
@@ -13,8 +13,13 @@ from infermeter.measure.ceilings import Ceilings, spec_ceilings
 from infermeter.measure.curves import curves_of
 from infermeter.run.document import Analysis
 
+if TYPE_CHECKING:  # annotations only: the run's module imports numpy
+    from infermeter.run.results import RunResult
 
-def time_model(run: Any, measured: Ceilings | None, learned: Learned | None) -> dict[str, Any]:
+
+def time_model(
+    run: RunResult, measured: Ceilings | None, learned: Learned | None
+) -> dict[str, Any]:
     """The curve time model's TTFT and TPOT beside the measured ones (needs `calibrate` curves).
 
     Without measured curves the section says why it is absent instead of guessing from
@@ -30,8 +35,8 @@ def time_model(run: Any, measured: Ceilings | None, learned: Learned | None) -> 
 
 
 def analyze_run(
-    run: Any, measured: Ceilings | None = None, learned: Learned | None = None
-) -> dict[str, Any]:
+    run: RunResult, measured: Ceilings | None = None, learned: Learned | None = None
+) -> Analysis:
     """Ceilings used (measured over spec, or none), roofline rows, the minima and findings.
 
     `learned`: factors from other stored runs on the device, for the time model's section.
@@ -126,7 +131,7 @@ QUEUE_SHARE_MEDIUM, QUEUE_SHARE_HIGH = 0.5, 0.8
 KV_FULL_MEDIUM, KV_FULL_HIGH = 10.0, 30.0
 
 
-def load_findings(run: Any) -> list[Finding]:
+def load_findings(run: RunResult) -> list[Finding]:
     """A load run's bottlenecks: its KV cache full, and its requests' time spent waiting."""
     import statistics
 

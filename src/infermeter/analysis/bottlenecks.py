@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:  # annotations only: the run's module imports numpy
+    from infermeter.run.results import RunResult
 
 Severity = Literal["high", "medium", "low"]
 
@@ -271,7 +274,7 @@ def find_bottlenecks(e: Evidence) -> list[Finding]:
     return sorted(found, key=lambda f: order[f.severity])
 
 
-def evidence_of(run: Any, roof: dict[str, Any] | None) -> Evidence:
+def evidence_of(run: RunResult, roof: dict[str, Any] | None) -> Evidence:
     """Evidence from a stored run and its roofline."""
     from infermeter.run.components import phase_components
 

@@ -11,9 +11,12 @@ every interconnect of `INTERCONNECTS` the time per forward the same calls would 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infermeter.analysis.timemodel import ALLREDUCE_LATENCY_S
+
+if TYPE_CHECKING:  # annotations only: the run's module imports numpy
+    from infermeter.run.results import RunResult
 
 #: name -> (bytes/s per direction, source)
 INTERCONNECTS: dict[str, tuple[float, str]] = {
@@ -35,7 +38,7 @@ def ring_seconds(op: str, nbytes: float, processes: int, bytes_per_s: float) -> 
     return moved / bytes_per_s + ALLREDUCE_LATENCY_S
 
 
-def communication_roofline(run: Any) -> dict[str, Any] | None:
+def communication_roofline(run: RunResult) -> dict[str, Any] | None:
     """Per phase: measured collectives and time per forward, the bus bandwidth attained.
 
     Beside them, the modelled time per forward on each interconnect; None for a run without

@@ -23,7 +23,7 @@ between the two, and the document says so (`drift_caveat`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infermeter.analysis.costs import total
 from infermeter.analysis.predict import predict_run
@@ -35,17 +35,20 @@ from infermeter.measure.curves import curves_of
 from infermeter.measure.stats import compare_paired_samples, compare_samples
 from infermeter.run.document import Comparison
 
+if TYPE_CHECKING:  # annotations only: the run's module imports numpy
+    from infermeter.run.results import RunResult
+
 PHASES = (("prefill", "ttft_ms"), ("decode", "tpot_ms"))
 
 
-def interleaved_group(base: Any, variant: Any) -> str | None:
+def interleaved_group(base: RunResult, variant: RunResult) -> str | None:
     """The interleaving group both runs were measured in, or None (not paired)."""
     gb = (base.config.get("interleaved") or {}).get("group")
     gv = (variant.config.get("interleaved") or {}).get("group")
     return gb if gb is not None and gb == gv and base.run_id != variant.run_id else None
 
 
-def _samples(run: Any, metric: str) -> dict[int, float | None]:
+def _samples(run: RunResult, metric: str) -> dict[int, float | None]:
     return {s.index: getattr(s, metric) for s in run.measured}
 
 
@@ -57,20 +60,22 @@ def _judge(b: dict[int, Any], v: dict[int, Any], paired: bool) -> dict[str, Any]
     return compare_samples(list(b.values()), list(v.values()))
 
 
-def _judged(base: Any, variant: Any, metric: str, paired: bool = False) -> dict[str, Any]:
+def _judged(
+    base: RunResult, variant: RunResult, metric: str, paired: bool = False
+) -> dict[str, Any]:
     """Medians of both runs, the speedup with its interval, and the verdict."""
     c = _judge(_samples(base, metric), _samples(variant, metric), paired)
     sb, sv = base.summary()[metric], variant.summary()[metric]
     return {"metric": metric, "baseline_ms": sb.median, "variant_ms": sv.median, **c}
 
 
-def _curve_ms(run: Any, ceilings: Ceilings) -> dict[str, float]:
+def _curve_ms(run: RunResult, ceilings: Ceilings) -> dict[str, float]:
     """Per phase, the curve time model's seconds (measured GEMM, copy and attention curves)."""
     dev = device_model(ceilings, str(run.model_info.get("dtype", "float32")))
     return {phase: t.total_s for phase, t in predict_run(run, dev).items()}
 
 
-def _model_ms(run: Any, ceilings: Ceilings | None) -> dict[str, float]:
+def _model_ms(run: RunResult, ceilings: Ceilings | None) -> dict[str, float]:
     """What the speedup prediction divides: curve times when calibrated, else roofline."""
     if ceilings is not None and curves_of(ceilings.details):
         return _curve_ms(run, ceilings)
@@ -88,7 +93,9 @@ def _model_ms(run: Any, ceilings: Ceilings | None) -> dict[str, float]:
     return out
 
 
-def compare_runs(base: Any, variant: Any, ceilings: Ceilings | None = None) -> dict[str, Any]:
+def compare_runs(
+    base: RunResult, variant: RunResult, ceilings: Ceilings | None = None
+) -> Comparison:
     """The comparison document of two runs (medians; speedups with intervals and verdicts)."""
     pb, pv = _model_ms(base, ceilings), _model_ms(variant, ceilings)
     group = interleaved_group(base, variant)
@@ -155,7 +162,7 @@ def compare_runs(base: Any, variant: Any, ceilings: Ceilings | None = None) -> d
     )
 
 
-def _layers(base: Any, variant: Any, paired: bool = False) -> list[dict[str, Any]]:
+def _layers(base: RunResult, variant: RunResult, paired: bool = False) -> list[dict[str, Any]]:
     """Per module and phase present in both runs: per-sample totals compared, with a verdict.
 
     Each generate call's total time in the module (`sample_ms`, recorded since per-sample
@@ -163,7 +170,7 @@ def _layers(base: Any, variant: Any, paired: bool = False) -> list[dict[str, Any
     their rows say "no interval".
     """
 
-    def index(run: Any) -> dict[tuple[str, str], dict[str, Any]]:
+    def index(run: RunResult) -> dict[tuple[str, str], dict[str, Any]]:
         n = max(1, len(run.measured))
         return {
             (r["name"], r["phase"]): {**r, "per_sample_ms": r["total_ms"] / n}

@@ -19,12 +19,15 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from infermeter.analysis.costs import total
 from infermeter.analysis.roofline import phase_costs, run_shapes
+
+if TYPE_CHECKING:  # annotations only: the run's module imports numpy
+    from infermeter.run.results import RunResult
 
 
 def _matches(key: str, cost: str) -> bool:
@@ -104,7 +107,9 @@ class PerformanceModel:
             )
         return {k: v / s for k, v in dist.items()}
 
-    def predict_latency(self, distribution_pct: dict[str, float], tokens: int = 1000) -> dict:
+    def predict_latency(
+        self, distribution_pct: dict[str, float], tokens: int = 1000
+    ) -> dict[str, Any]:
         """Per-token and total time, throughput and the breakdown per path."""
         share = self._normalise(distribution_pct)
         keys = list(share)
@@ -124,7 +129,7 @@ class PerformanceModel:
     def predict_speedup(self, distribution_pct: dict[str, float]) -> float:
         """Baseline per-token time (every token on the baseline path) over this one's."""
         reference = self._reference_us(list(distribution_pct))
-        return reference / self.predict_latency(distribution_pct)["per_token_us"]
+        return float(reference / self.predict_latency(distribution_pct)["per_token_us"])
 
     def find_breakeven_distribution(
         self,
@@ -210,7 +215,7 @@ class LatencyModel:
         return asdict(self)
 
 
-def features(run: Any) -> dict[str, dict[str, float]]:
+def features(run: RunResult) -> dict[str, dict[str, float]]:
     """FLOPs, bytes and 1 (the fixed per-call term) of a run's prefill and mean decode step."""
     shape, work = run_shapes(run)
     c = phase_costs(shape, work)
@@ -221,7 +226,7 @@ def features(run: Any) -> dict[str, dict[str, float]]:
     return out
 
 
-def measured(run: Any) -> dict[str, float]:
+def measured(run: RunResult) -> dict[str, float]:
     """Measured prefill (TTFT) and decode step (TPOT) medians in ms.
 
     Medians, not means: on a shared machine one slow sample moves a mean by 10-20% and the
@@ -294,7 +299,7 @@ class ModelCheck:
         }
 
 
-def check_on_sweep(runs: list[Any], train: list[bool]) -> dict[str, ModelCheck]:
+def check_on_sweep(runs: list[RunResult], train: list[bool]) -> dict[str, ModelCheck]:
     """Fit prefill and decode models on the runs marked True in `train`, predict all of them."""
     feats = [features(r) for r in runs]
     meas = [measured(r) for r in runs]

@@ -27,12 +27,15 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infermeter.analysis.perfmodel import ModelCheck
 from infermeter.analysis.precision import PRECISIONS, Precision, precision_of
 from infermeter.analysis.timemodel import DeviceModel, ForwardTime, Work, forward_time
 from infermeter.models.shape import Shape
+
+if TYPE_CHECKING:  # annotations only: the run's module imports numpy
+    from infermeter.run.results import RunResult
 
 #: the dtypes predict knows (analysis/precision.py says what each stores and computes in)
 DTYPE_BYTES = {k: p.weight_bytes for k, p in PRECISIONS.items()}
@@ -374,7 +377,7 @@ def memory_by_context(
     return out
 
 
-def predict_run(run: Any, dev: DeviceModel) -> dict[str, ForwardTime]:
+def predict_run(run: RunResult, dev: DeviceModel) -> dict[str, ForwardTime]:
     """The time model's prefill and mean decode step for a stored run's workload."""
     from infermeter.analysis.roofline import run_shapes
 
@@ -393,13 +396,13 @@ def predict_run(run: Any, dev: DeviceModel) -> dict[str, ForwardTime]:
     )
 
 
-def measured_seconds(run: Any) -> dict[str, float]:
+def measured_seconds(run: RunResult) -> dict[str, float]:
     """A run's median TTFT and TPOT in seconds, by phase."""
     s = run.summary()
     return {"prefill": s["ttft_ms"].median / 1e3, "decode": s["tpot_ms"].median / 1e3}
 
 
-def learn_from_stored(runs: list[Any], dev: DeviceModel) -> Learned:
+def learn_from_stored(runs: list[RunResult], dev: DeviceModel) -> Learned:
     """`learn_from_runs` over stored runs (those that cannot be costed are skipped)."""
     points: dict[str, list[tuple[ForwardTime, float]]] = {"prefill": [], "decode": []}
     used = 0
@@ -417,7 +420,9 @@ def learn_from_stored(runs: list[Any], dev: DeviceModel) -> Learned:
     return learn_from_runs(points, used) if used else Learned()
 
 
-def time_model_of_run(run: Any, dev: DeviceModel, learned: Learned | None = None) -> dict[str, Any]:
+def time_model_of_run(
+    run: RunResult, dev: DeviceModel, learned: Learned | None = None
+) -> dict[str, Any]:
     """The time model's TTFT and TPOT for a stored run beside what was measured.
 
     `analyze` shows it so a user sees, per phase, how much of the measured time the curves
@@ -475,7 +480,7 @@ class CurveModel:
 
 
 def curve_check_on_sweep(
-    runs: list[Any], train: list[bool], dev: DeviceModel
+    runs: list[RunResult], train: list[bool], dev: DeviceModel
 ) -> dict[str, ModelCheck]:
     """`check_on_sweep` for the curve time model: learn factors on the fitted runs, predict all.
 

@@ -13,11 +13,14 @@ fastest a prefill could be at peak FLOP/s, beside the measured TTFT.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infermeter.analysis.costs import Cost, approximate, forward_costs, total
 from infermeter.measure.ceilings import Ceilings
 from infermeter.models.shape import Shape
+
+if TYPE_CHECKING:  # annotations only: the run's module imports numpy
+    from infermeter.run.results import RunResult
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 #: layer-table kinds that have a cost of their own
@@ -42,7 +45,7 @@ def all_rows(roof: dict[str, Any]) -> list[dict[str, Any]]:
     return [*roof["rows"], roof["prefill"], roof["decode"]]
 
 
-def unplaceable(run: Any) -> str | None:
+def unplaceable(run: RunResult) -> str | None:
     """Why no forward of `run` can be placed on the roofline, in one line; None when one can.
 
     A load run's samples are requests whose TTFT includes queueing and batching with other
@@ -65,7 +68,7 @@ def unplaceable(run: Any) -> str | None:
     return None
 
 
-def run_shapes(run: Any) -> tuple[Shape, dict[str, Any]]:
+def run_shapes(run: RunResult) -> tuple[Shape, dict[str, Any]]:
     """The run's model shape and workload (prompt, new tokens, batch, dtype, top-k)."""
     from infermeter.errors import UserError
 
@@ -128,7 +131,7 @@ def _quantized_note(model_info: dict[str, Any]) -> list[str]:
     ]
 
 
-def roofline(run: Any, ceilings: Ceilings | None) -> dict[str, Any]:
+def roofline(run: RunResult, ceilings: Ceilings | None) -> dict[str, Any]:
     """Per kind and phase: intensity, achieved rates, % of attainable, bound; and the minima."""
     shape, work = run_shapes(run)
     costs = phase_costs(shape, work)

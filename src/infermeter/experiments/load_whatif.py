@@ -18,13 +18,13 @@ from infermeter.analysis.loadsim import SchedulerLimits, SimResult, simulate
 from infermeter.analysis.stepcost import StepCost, StepFactors, learn_step_factors
 from infermeter.experiments.whatif import (
     LEARN_LIMIT,
-    LOCAL_HARDWARE,
     check_rate,
     check_stack,
     pick_dtype,
     resolve_hardware,
     same_device,
 )
+from infermeter.measure.ceilings import LOCAL_HARDWARE
 from infermeter.run.document import LoadPrediction
 from infermeter.run.load import LoadSpec, knee, plan_requests, summarize_load, sweep_point
 from infermeter.run.slo import slo_report
@@ -131,7 +131,7 @@ def predict_load(
     store: Any,
     stack: str = "hf",
     capacity: Any = None,
-) -> dict[str, Any]:
+) -> LoadPrediction:
     """The whole predicted-load document: per rate the percentiles, goodput; the knee; capacity.
 
     Long because: it gathers every input in order and states where each came from.

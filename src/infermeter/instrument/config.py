@@ -119,7 +119,8 @@ class ProfilingConfig:
         """The preset config of a mode name."""
         if mode not in MODES:
             raise UserError(f"unknown mode {mode!r}", f"use one of {', '.join(MODES)}")
-        return getattr(cls, mode)()
+        preset: ProfilingConfig = getattr(cls, mode)()
+        return preset
 
     @property
     def hooks_needed(self) -> bool:

@@ -177,7 +177,7 @@ class LayerProfile:
         """Total time of the model's forward calls per phase (instrumented steps only)."""
         df = self.records_frame()
         fwd = df[df["kind"] == "forward"]
-        return fwd.groupby("phase")["ms"].sum().to_dict()
+        return {str(k): float(v) for k, v in fwd.groupby("phase")["ms"].sum().items()}
 
     def layers(self) -> pd.DataFrame:
         """Per module and phase: calls, total, mean per call and % of the forward."""

@@ -87,7 +87,7 @@ class CudaEventClock:
         self._synced = True
 
     def _grow(self, n: int) -> None:
-        make = self._torch.cuda.Event
+        make: Any = self._torch.cuda.Event  # torch's stubs leave Event's constructor untyped
         self._pool.extend(make(enable_timing=True) for _ in range(n))
 
     def mark(self) -> Any:

@@ -108,7 +108,7 @@ class Curves:
 
         best = min(self.gemm, key=distance)
         t = _loglog(best["rows"], best["seconds"], rows)
-        return t * (k * n) / (best["k"] * best["n"])
+        return float(t * (k * n) / (best["k"] * best["n"]))
 
     def gemm_flop_per_s(self, rows: float, k: int, n: int) -> float:
         """Achieved FLOP/s of that matmul (2 x rows x k x n FLOPs over its time)."""
@@ -141,9 +141,9 @@ class Curves:
         scale = batch * heads * head_dim / (att["heads"] * att["head_dim"])
         if queries == 1 and att.get("decode"):
             d = att["decode"]
-            return scale * _loglog(d["keys"], d["seconds"], keys)
+            return float(scale * _loglog(d["keys"], d["seconds"], keys))
         p = att["prefill"]
-        return scale * _loglog(p["tokens"], p["seconds"], queries) * max(keys / queries, 1.0)
+        return float(scale * _loglog(p["tokens"], p["seconds"], queries) * max(keys / queries, 1.0))
 
     def masked_attention_seconds(
         self, heads: int, head_dim: int, queries: int, keys: int
@@ -170,7 +170,7 @@ class Curves:
         if att.get("decode"):
             d = att["decode"]
             t = max(t, _loglog(d["keys"], d["seconds"], keys))
-        return scale * t
+        return float(scale * t)
 
     def summary(self) -> dict[str, Any]:
         """The figures a person reads: FLOP/s at 1, 32 and 4096 rows of the widest GEMM, etc."""

@@ -133,5 +133,5 @@ def available_memory_mib(device: Any) -> float:
     dev = torch.device(device)
     if dev.type == "cuda":
         free_b, _ = torch.cuda.mem_get_info(dev)
-        return free_b / MIB
-    return psutil.virtual_memory().available / MIB
+        return float(free_b) / MIB
+    return float(psutil.virtual_memory().available) / MIB

@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import html
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infermeter.analysis.roofline import COLUMNS, all_rows
 from infermeter.measure.gpu_identity import identity_label
@@ -22,6 +22,9 @@ from infermeter.run.components import part_tree, with_generate_calls
 from infermeter.util import fmt
 from infermeter.util.atomic import write_text_atomic
 from infermeter.util.jsonio import write_json
+
+if TYPE_CHECKING:  # annotations only: the run's module imports numpy
+    from infermeter.run.results import RunResult
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
@@ -111,7 +114,7 @@ class _Doc:
 SUMMARY_COLUMNS = ("n", "p50", "median_ci95_low", "median_ci95_high", "p90", "mean", "std")
 
 
-def _part_rows(run: Any) -> list[dict[str, Any]]:
+def _part_rows(run: RunResult) -> list[dict[str, Any]]:
     """The part table as a tree, from the generate call down.
 
     Names are indented by depth ("· " per level); shares of the parent add to 100% at each level.
@@ -130,7 +133,7 @@ def _part_rows(run: Any) -> list[dict[str, Any]]:
     ]
 
 
-def _summary_rows(run: Any) -> list[dict[str, Any]]:
+def _summary_rows(run: RunResult) -> list[dict[str, Any]]:
     """One row per metric: the median with its interval, then spread, and outlier count."""
     return [
         {
@@ -143,7 +146,7 @@ def _summary_rows(run: Any) -> list[dict[str, Any]]:
     ]
 
 
-def _slo_section(doc: Any, run: Any, out: Path) -> list[Path]:
+def _slo_section(doc: Any, run: RunResult, out: Path) -> list[Path]:
     """SLO attainment and goodput, when the run has SLOs; the CSV written."""
     slo = run.slo_report()
     if not slo:
@@ -161,7 +164,7 @@ def _slo_section(doc: Any, run: Any, out: Path) -> list[Path]:
     return [write_csv(out / "slo.csv", rows)]
 
 
-def _time_tables(doc: Any, run: Any) -> None:
+def _time_tables(doc: Any, run: RunResult) -> None:
     """A session's user regions (the median of each name's calls), then the nested parts."""
     from infermeter.measure.timer import section_summary
 
@@ -173,7 +176,7 @@ def _time_tables(doc: Any, run: Any) -> None:
         doc.table(_part_rows(run))
 
 
-def run_report(run: Any, out: Path, analysis: dict[str, Any] | None = None) -> list[Path]:
+def run_report(run: RunResult, out: Path, analysis: dict[str, Any] | None = None) -> list[Path]:
     """Every file of a run's report; returns their paths."""
     out.mkdir(parents=True, exist_ok=True)
     files: list[Path] = []

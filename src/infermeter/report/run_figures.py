@@ -8,7 +8,7 @@ Each function writes a PNG (300 DPI) and the CSV it was drawn from, and returns 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -19,6 +19,9 @@ from matplotlib.ticker import MaxNLocator
 
 from infermeter.report.figures import save_figure
 
+if TYPE_CHECKING:  # annotations only: the run's module imports numpy
+    from infermeter.run.results import RunResult
+
 PHASE_COLORS = {
     "load": "#8C8C8C",
     "to_device": "#B0B0B0",
@@ -27,7 +30,7 @@ PHASE_COLORS = {
 }
 
 
-def timeline_figure(run: Any, out: Path) -> list[Path]:
+def timeline_figure(run: RunResult, out: Path) -> list[Path]:
     """Load, move to device, then every sample's prefill and decode on one time axis."""
     rows = run.timeline()
     if not rows:
@@ -68,7 +71,7 @@ def timeline_figure(run: Any, out: Path) -> list[Path]:
     return save_figure(fig, out, "timeline", rows)
 
 
-def layer_figure(run: Any, out: Path) -> list[Path]:
+def layer_figure(run: RunResult, out: Path) -> list[Path]:
     """Mean ms per call of each decoder block, prefill and decode side by side."""
     rows = [r for r in run.layers.get("layers", []) if r["kind"] == "block"]
     if not rows:
@@ -92,7 +95,7 @@ def layer_figure(run: Any, out: Path) -> list[Path]:
     return save_figure(fig, out, "layers", table)
 
 
-def steps_figure(run: Any, out: Path) -> list[Path]:
+def steps_figure(run: RunResult, out: Path) -> list[Path]:
     """Every inter-token latency of every measured sample, in order."""
     samples = [s for s in run.measured if s.step_ms]
     if not samples:
@@ -112,7 +115,7 @@ def steps_figure(run: Any, out: Path) -> list[Path]:
     return save_figure(fig, out, "decode_steps", rows)
 
 
-def memory_figure(run: Any, out: Path) -> list[Path]:
+def memory_figure(run: RunResult, out: Path) -> list[Path]:
     """Peak resident and device memory per sample."""
     rows = [
         {
@@ -145,7 +148,7 @@ def memory_figure(run: Any, out: Path) -> list[Path]:
     return save_figure(fig, out, "memory", rows)
 
 
-def power_figure(run: Any, out: Path) -> list[Path]:
+def power_figure(run: RunResult, out: Path) -> list[Path]:
     """Mean power between consecutive readings, over the run's timeline, when measured."""
     p = run.power
     if not p or len(p["t_ms"]) < 2:
@@ -168,7 +171,7 @@ def power_figure(run: Any, out: Path) -> list[Path]:
     return save_figure(fig, out, "power", rows)
 
 
-def batch_state_figure(run: Any, out: Path) -> list[Path]:
+def batch_state_figure(run: RunResult, out: Path) -> list[Path]:
     """A continuous-batching load run's batch over time.
 
     Requests running and waiting, the tokens each step carried (prefill, decode), and the KV

@@ -177,7 +177,7 @@ def arrival_offsets_s(rate: float, n: int, seed: int) -> list[float]:
     if math.isinf(rate):
         return [0.0] * n
     gaps = np.random.default_rng(seed).exponential(1.0 / rate, size=n)
-    return np.cumsum(gaps).tolist()
+    return [float(x) for x in np.cumsum(gaps)]
 
 
 @dataclass
@@ -405,7 +405,8 @@ def serve_continuous(loaded: Any, arrivals: _Arrivals, spec: LoadSpec | None = N
     model = loaded.model
     most = max(r.new_tokens for r in arrivals.reqs)
     pad = loaded.tokenizer.pad_token_id if loaded.tokenizer.pad_token_id is not None else 0
-    gen = GenerationConfig(max_new_tokens=most, do_sample=False, eos_token_id=-1, pad_token_id=pad)
+    make: Any = GenerationConfig  # transformers leaves its constructor untyped
+    gen = make(max_new_tokens=most, do_sample=False, eos_token_id=-1, pad_token_id=pad)
     saved_attn = getattr(model.config, "_attn_implementation", None)
     cb_config, sized = _cb_config(spec, arrivals.reqs, model)
     manager = model.init_continuous_batching(
@@ -611,7 +612,7 @@ class Endpoint:
 
 def run_load(
     spec: LoadSpec, loaded: Any = None, sink: Any = None, endpoint: Endpoint | None = None
-) -> dict[str, Any]:
+) -> LoadResult:
     """Drive the requests through the chosen server: the run's document.
 
     Shape: {"meta": {kind, spec, model, device}, "summary": {throughput, latencies, slo},
@@ -757,7 +758,7 @@ def _add_steps(doc: dict[str, Any], recorder: Any, origin: float) -> list[Any]:
 
 def _document(
     spec: LoadSpec, reqs: list[Request], meta: dict[str, Any], interrupted: Any
-) -> dict[str, Any]:
+) -> LoadResult:
     """A load run's document from its requests (only the finished ones when interrupted)."""
     from infermeter.run.endpoint import failed_latencies
 
@@ -783,7 +784,7 @@ def _document(
     return LoadResult(doc)
 
 
-def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any) -> dict[str, Any]:
+def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any) -> LoadResult:
     """`run_load` against an OpenAI-compatible server."""
     from infermeter.models.tokenizer import tokenizer_of
     from infermeter.run.endpoint import base_url, serve_endpoint

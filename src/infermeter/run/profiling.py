@@ -542,7 +542,8 @@ def _load_offset(result: RunResult) -> float:
 
 def _records(table: Any) -> list[dict[str, Any]]:
     """A DataFrame as JSON-ready rows (NaN as None)."""
-    return table.astype(object).where(table.notna(), None).to_dict("records")
+    rows: list[dict[str, Any]] = table.astype(object).where(table.notna(), None).to_dict("records")
+    return rows
 
 
 def _attach_layers(result: RunResult, profiler: Profiler, offset_ms: float) -> None:

@@ -7,6 +7,8 @@ as little-endian float64 bytes (an exact round trip): 1,000 steps are 8 KB, not 
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     JSON,
     Boolean,
@@ -71,10 +73,10 @@ class SweepRow(Base):
     __tablename__ = "sweeps"
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     name: Mapped[str] = mapped_column(String(200))
-    knobs: Mapped[dict] = mapped_column(JSON, default=dict)
+    knobs: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     created: Mapped[str] = mapped_column(String(40))
     #: model, base configuration and knob grid as given (for resuming and for the JSON).
-    spec: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    spec: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class RunRow(Base):
@@ -85,22 +87,22 @@ class RunRow(Base):
     sweep_id: Mapped[str | None] = mapped_column(ForeignKey("sweeps.id", ondelete="SET NULL"))
     status: Mapped[str] = mapped_column(String(16), index=True)
     model_spec: Mapped[str] = mapped_column(String(500), index=True)
-    model_info: Mapped[dict] = mapped_column(JSON)
-    config: Mapped[dict] = mapped_column(JSON)
-    knobs: Mapped[dict] = mapped_column(JSON)
+    model_info: Mapped[dict[str, Any]] = mapped_column(JSON)
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)
+    knobs: Mapped[dict[str, Any]] = mapped_column(JSON)
     mode: Mapped[str] = mapped_column(String(16))
-    device: Mapped[dict] = mapped_column(JSON)
-    versions: Mapped[dict] = mapped_column(JSON)
-    phases: Mapped[dict] = mapped_column(JSON, default=dict)
-    notes: Mapped[list] = mapped_column(JSON, default=list)
+    device: Mapped[dict[str, Any]] = mapped_column(JSON)
+    versions: Mapped[dict[str, Any]] = mapped_column(JSON)
+    phases: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    notes: Mapped[list[Any]] = mapped_column(JSON, default=list)
     created: Mapped[str] = mapped_column(String(40), index=True)
     finished: Mapped[str | None] = mapped_column(String(40))
     error: Mapped[str | None] = mapped_column(Text)
     host: Mapped[str] = mapped_column(String(255))
     pid: Mapped[int] = mapped_column(Integer)
     pid_started: Mapped[float] = mapped_column(Float)
-    energy: Mapped[dict | None] = mapped_column(JSON, nullable=True)
-    checks: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    energy: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    checks: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     samples: Mapped[list[SampleRow]] = relationship(
         back_populates="run", cascade="all, delete-orphan", order_by="SampleRow.index"
     )
@@ -133,10 +135,10 @@ class SampleRow(Base):
     total_ms: Mapped[float] = mapped_column(Float)
     rss_peak_mib: Mapped[float | None] = mapped_column(Float)
     peak_allocated_mib: Mapped[float | None] = mapped_column(Float)
-    memory: Mapped[dict] = mapped_column(JSON)
-    output_text: Mapped[list] = mapped_column(JSON, default=list)
-    prompt_text: Mapped[list] = mapped_column(JSON, default=list)
-    energy: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    memory: Mapped[dict[str, Any]] = mapped_column(JSON)
+    output_text: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    prompt_text: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    energy: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     run: Mapped[RunRow] = relationship(back_populates="samples")
     steps: Mapped[StepsRow | None] = relationship(
         back_populates="sample", cascade="all, delete-orphan", uselist=False
@@ -166,7 +168,7 @@ class LayerStatsRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     table: Mapped[str] = mapped_column(String(64))
-    rows: Mapped[list] = mapped_column(JSON)
+    rows: Mapped[list[Any]] = mapped_column(JSON)
     run: Mapped[RunRow] = relationship(back_populates="layer_stats")
 
 
@@ -178,7 +180,7 @@ class TraceRow(Base):
     dtype: Mapped[str] = mapped_column(String(8))
     count: Mapped[int] = mapped_column(Integer)
     offset_ms: Mapped[float] = mapped_column(Float)
-    modules: Mapped[list] = mapped_column(JSON)
+    modules: Mapped[list[Any]] = mapped_column(JSON)
     records: Mapped[bytes] = mapped_column(LargeBinary)
     run: Mapped[RunRow] = relationship(back_populates="trace")
 
@@ -196,7 +198,7 @@ class PowerSamplesRow(Base):
     chunk: Mapped[int] = mapped_column(Integer)
     count: Mapped[int] = mapped_column(Integer)
     source: Mapped[str] = mapped_column(String(64))
-    domains: Mapped[list] = mapped_column(JSON)
+    domains: Mapped[list[Any]] = mapped_column(JSON)
     t_ms: Mapped[bytes] = mapped_column(LargeBinary)
     joules: Mapped[bytes] = mapped_column(LargeBinary)
     run: Mapped[RunRow] = relationship(back_populates="power")
@@ -214,10 +216,10 @@ class CeilingsRow(Base):
     device: Mapped[str] = mapped_column(String(255), index=True)
     host: Mapped[str] = mapped_column(String(255))
     #: peak FLOP/s per dtype name
-    flop_per_s: Mapped[dict] = mapped_column(JSON)
+    flop_per_s: Mapped[dict[str, Any]] = mapped_column(JSON)
     bandwidth_bytes_per_s: Mapped[float | None] = mapped_column(Float)
     source: Mapped[str] = mapped_column(Text)
-    details: Mapped[dict] = mapped_column(JSON, default=dict)
+    details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     created: Mapped[str] = mapped_column(String(40))
 
 
@@ -228,7 +230,7 @@ class PredictionRow(Base):
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     model_spec: Mapped[str] = mapped_column(String(500), index=True)
     hardware: Mapped[str] = mapped_column(String(255))
-    doc: Mapped[dict] = mapped_column(JSON)
+    doc: Mapped[dict[str, Any]] = mapped_column(JSON)
     created: Mapped[str] = mapped_column(String(40), index=True)
 
 
@@ -253,7 +255,7 @@ class ProgressRow(Base):
     updated: Mapped[str] = mapped_column(String(40))
     #: the sample being generated, as it goes (schema 5): {"tokens", "of", "ttft_ms",
     #: "step_ms" (its latest steps)}; None between samples
-    steps: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    steps: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     #: the process writing it (schema 7): a row whose process is gone is stale (SIGKILL, disk
     #: full, a double SIGTERM left 23 of them on the live page after 24 kills)
     host: Mapped[str | None] = mapped_column(String(255), nullable=True)

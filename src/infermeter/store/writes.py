@@ -42,7 +42,7 @@ def _alive(pid: int, started: float) -> bool:
     """The process `pid` still runs and is the one that started at `started` (not a reuse)."""
     try:
         proc = psutil.Process(pid)
-        return abs(proc.create_time() - started) < 1.0
+        return bool(abs(proc.create_time() - started) < 1.0)
     except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
         return False
 
@@ -171,7 +171,9 @@ class StoreWrites(StoreCore):
         self.finish_run(result)
         return run_id
 
-    def begin_sweep(self, sweep_id: str, name: str, knobs: dict[str, Any], spec: dict) -> bool:
+    def begin_sweep(
+        self, sweep_id: str, name: str, knobs: dict[str, Any], spec: dict[str, Any]
+    ) -> bool:
         """Register a sweep; False when it already exists (a rerun that resumes it)."""
         with self.session("write to") as s:
             if s.get(SweepRow, sweep_id) is not None:

@@ -95,7 +95,7 @@ class _Gpu:
         self.method = "power-integration" if integrate else "counter"
         if not integrate:
             try:
-                self.start_mj = nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)
+                self.start_mj = float(nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle))
             except nvml.NVMLError:  # before Volta, or a driver without it
                 self.method = "power-integration"
         if self.method == "power-integration":
@@ -104,9 +104,8 @@ class _Gpu:
 
     def read_j(self) -> float:
         if self.method == "counter":
-            return (
-                self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle) - self.start_mj
-            ) / 1e3
+            total_mj = float(self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle))
+            return (total_mj - self.start_mj) / 1e3
         t, watts = self.now(), self.nvml.nvmlDeviceGetPowerUsage(self.handle) / 1e3
         t0, w0 = self.last
         self.total_j += (t - t0) * (watts + w0) / 2
