@@ -36,4 +36,5 @@ def test_the_python_guide_runs_as_written(tmp_path, monkeypatch, capsys):
     assert "TTFT" in out and "whole request:" in out and "44.0" in out and "1.82" in out
     assert "ms TTFT p50 (predicted)" in out
     assert "configured samples" in out and "RunResult(run_id=" in out and "pct_attainable" in out
+    assert "batch  ttft_ms  tpot_ms" in out and "approximate (" in out  # predict's block
     assert (tmp_path / "runs.db").is_file()

@@ -13,6 +13,7 @@ if TYPE_CHECKING:  # what the names are, for type checkers; at run time each loa
     from infermeter.analysis.perfmodel import PerformanceModel
     from infermeter.errors import GenerationFailed, UserError
     from infermeter.experiments.load_whatif import predict_load
+    from infermeter.experiments.whatif import predict
     from infermeter.instrument import Profiler, ProfilingConfig
     from infermeter.models import PRESETS, LoadedModel, ModelInfo, load_model
     from infermeter.run import RunConfig, RunResult, SampleResult, profile
@@ -45,6 +46,7 @@ __getattr__, __dir__ = lazy_exports(
         "UserSession": "infermeter.run.session",
         "session": "infermeter.run.session",
         "predict_load": "infermeter.experiments.load_whatif",
+        "predict": "infermeter.experiments.whatif",
     },
 )
 
@@ -70,6 +72,7 @@ __all__ = [
     "analyze_run",
     "compare_runs",
     "load_model",
+    "predict",
     "predict_load",
     "profile",
     "run_load",

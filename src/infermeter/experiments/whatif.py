@@ -17,8 +17,8 @@ from infermeter.analysis.predict import (
     Workload,
     learn_from_stored,
     memory_by_context,
-    predict,
 )
+from infermeter.analysis.predict import predict as predict_batches
 from infermeter.analysis.timemodel import DeviceModel, device_model
 from infermeter.errors import UserError
 from infermeter.measure.ceilings import (
@@ -28,6 +28,7 @@ from infermeter.measure.ceilings import (
     spec_by_key,
     spec_ceilings,
 )
+from infermeter.run.document import Prediction
 
 #: stored runs read to learn from, newest first
 LEARN_LIMIT = 100
@@ -140,7 +141,7 @@ def what_if(
     store: Any,
     learn: bool = True,
     stack: str = "hf",
-) -> dict[str, Any]:
+) -> Prediction:
     """The whole prediction document (see analysis/predict.py for what each figure means).
 
     Long because: it gathers every input in order and states where each came from.
@@ -174,33 +175,62 @@ def what_if(
     runs = stored_runs(store, ceilings, local, shown) if learn and stack == "hf" else []
     learned = learn_from_stored(runs, dev) if runs else Learned()
     runtime = (ceilings.details or {}).get("runtime_bytes") if local else None
-    pred = predict(shape, params, dev, w, op_counts, learned, runtime)
+    pred = predict_batches(shape, params, dev, w, op_counts, learned, runtime)
     first_batch = w.batches[0]
-    return {
-        "kind": "infermeter-predict",
-        "model": shown,
-        "params": params,
-        "hardware": _hardware_doc(hardware, ceilings, dev),
-        "workload": asdict(w) | {"replicas": w.replicas},
-        "dtype": dtype,
-        "precision": precision.what,
-        "stack": _stack_doc(stack),
-        **pred,
-        "memory_by_context": memory_by_context(
-            shape,
-            params,
-            w,
-            first_batch,
-            dev.memory_bytes,
-            pred["runtime_bytes"],
-            ceilings.kind == "cpu",
-        ),
-        "approximate": _approximate(shape, op_counts, dev),
-        "learned": {
-            **pred["learned"],
-            "from": _learnt_from(runs, shown),
-        },
-    }
+    return Prediction(
+        {
+            "kind": "infermeter-predict",
+            "model": shown,
+            "params": params,
+            "hardware": _hardware_doc(hardware, ceilings, dev),
+            "workload": asdict(w) | {"replicas": w.replicas},
+            "dtype": dtype,
+            "precision": precision.what,
+            "stack": _stack_doc(stack),
+            **pred,
+            "memory_by_context": memory_by_context(
+                shape,
+                params,
+                w,
+                first_batch,
+                dev.memory_bytes,
+                pred["runtime_bytes"],
+                ceilings.kind == "cpu",
+            ),
+            "approximate": _approximate(shape, op_counts, dev),
+            "learned": {
+                **pred["learned"],
+                "from": _learnt_from(runs, shown),
+            },
+        }
+    )
+
+
+def predict(
+    model: str,
+    hardware: str = LOCAL_HARDWARE,
+    *,
+    batches: tuple[int, ...] = (1,),
+    prompt_tokens: int = 2048,
+    new_tokens: int = 256,
+    dtype: str = "auto",
+    gpus: int = 1,
+    tp: int = 1,
+    top_k: int | None = None,
+    stack: str = "hf",
+    store: Any = None,
+    learn: bool = True,
+) -> Prediction:
+    """What `model` would do on `hardware` under `stack`, without its weights (Python API).
+
+    The document `infermeter predict` prints: per batch the memory fit, TTFT, TPOT and
+    throughput with their bounds (`.to_frame()`), what is approximate and why. `store` (a
+    `Store`; the default database when None) holds calibrations and the runs it learns from.
+    """
+    from infermeter.store import Store
+
+    workload = Workload(tuple(batches), prompt_tokens, new_tokens, dtype, gpus, tp, top_k)
+    return what_if(model, hardware, workload, store or Store(), learn=learn, stack=stack)
 
 
 def _stack_doc(key: str) -> dict[str, Any]:

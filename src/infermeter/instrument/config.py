@@ -22,8 +22,8 @@ MODES = ("minimal", "standard", "deep")
 #: interleaved rounds; docs/overhead.md): shown in `profile --help` and each run's header.
 MODE_COST = {
     "minimal": "no hooks: within noise",
-    "standard": "TPOT +2-3%, TTFT +5-9%",
-    "deep": "TPOT +6-9%, TTFT +26-31%",
+    "standard": "TPOT +3%, TTFT +2-5%",
+    "deep": "TPOT +6-7%, TTFT +30-32%",
 }
 
 

@@ -98,8 +98,8 @@ class RunConfig:
     mode: str = _field(
         "minimal",
         "minimal (no hooks: within noise), standard (per-layer times, activation "
-        "statistics: TPOT +2-3%, TTFT +5-9%) or deep (plus attention operations, entropy, kill "
-        "ratios, MoE routing: TPOT +6-9%, TTFT +26-31%); costs measured on smollm2-135m, CPU.",
+        "statistics: TPOT +3%, TTFT +2-5%) or deep (plus attention operations, entropy, kill "
+        "ratios, MoE routing: TPOT +6-7%, TTFT +30-32%); costs measured on smollm2-135m, CPU.",
     )
     sample_every: int = _field(1, "standard/deep: instrument one decode step in N.")
     layers: tuple[int, ...] | None = None

@@ -75,6 +75,12 @@ class Comparison(Document):
     rows_key = "phases"
 
 
+class Prediction(Document):
+    """`predict`'s document: one row per batch size (main table): memory, TTFT, TPOT, rates."""
+
+    rows_key = "rows"
+
+
 class LoadResult(Document):
     """`run_load`'s document: one row per request (main table), summary, timeline, steps."""
 
