@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
 import typer
 from rich import box
 from rich.console import Console, Group
@@ -9,9 +12,13 @@ from rich.table import Table
 from rich.text import Text
 
 from infermeter.cli.guard import guard
-from infermeter.cli.options import DB, JSON_OUT
+from infermeter.cli.options import DB, JSON_OUT, JUNIT, SUMMARY
+from infermeter.cli.output import writable_file
 from infermeter.util import fmt
 from infermeter.util.jsonio import clean_json, print_json
+
+if TYPE_CHECKING:
+    from infermeter.report.gate_outputs import GateCase
 
 
 @guard
@@ -44,39 +51,43 @@ def compare_command(
     fail_if_slo_missed: bool = typer.Option(
         False, "--fail-if-slo-missed", help="Exit 3 when the variant misses an SLO."
     ),
+    junit: Path = JUNIT,
+    summary: Path = SUMMARY,
 ) -> None:
     """Speedup of VARIANT over BASELINE per phase and layer, predicted vs actual."""
     from infermeter.analysis.compare import compare_runs, parse_gate_phases, slower_rows
     from infermeter.cli.guard import fail
+    from infermeter.report.gate_outputs import write_gate_outputs
     from infermeter.store import Store
 
     judged = parse_gate_phases(phases)  # a bad name is refused before the store opens
     if not 0 <= tolerance < 10:
         raise fail(f"error: --tolerance {tolerance} is outside 0..10; use e.g. 0.05 for 5%", 2)
+    junit_path, summary_path = writable_file(junit, "--junit"), writable_file(summary, "--summary")
     store = Store(db, create=False)
     base, var = store.get(baseline), store.get(variant)
     measured = store.measured_ceilings(str((base.device or {}).get("name")))
     from infermeter.measure.ceilings import spec_ceilings
 
     ceil = measured or spec_ceilings(str((base.device or {}).get("name")))
-    from infermeter.cli.slo_view import fail_on_miss, slo_line
+    from infermeter.cli.slo_view import fail_on_miss
     from infermeter.run.slo import parse_slos
 
     slos = parse_slos(slo)
     doc = clean_json(compare_runs(base, var, ceil))
     doc["slo"] = {"baseline": base.slo_report(slos), "variant": var.slo_report(slos)}
-    if json_out:
-        print_json(doc)
-    else:
-        console = Console(soft_wrap=True)
-        console.print(compare_card(doc))
-        for side, report in doc["slo"].items():
-            line = slo_line(report)
-            if line:
-                console.print(f"{side}: {line}", markup=False)
+    _show(doc, json_out)
+    if fail_if_slo_missed and not doc["slo"]["variant"]:
+        raise fail("--fail-if-slo-missed needs an --slo (or runs profiled with --slo)", 2)
+    write_gate_outputs(
+        junit_path,
+        summary_path,
+        "compare",
+        f"infermeter compare {doc['baseline']['run_id']} {doc['variant']['run_id']}",
+        compare_cases(doc, judged, tolerance, fail_if_slower, fail_if_slo_missed),
+        [("per phase (ms: medians over measured samples)", _phase_rows(doc))],
+    )
     if fail_if_slo_missed:
-        if not doc["slo"]["variant"]:
-            raise fail("--fail-if-slo-missed needs an --slo (or runs profiled with --slo)", 2)
         fail_on_miss(doc["slo"]["variant"], " by the variant")
     slower = slower_rows(doc, tolerance, judged) if fail_if_slower else []
     if slower:
@@ -90,6 +101,70 @@ def compare_command(
             f"(judged: {', '.join(judged)})",
             1,
         )
+
+
+def _show(doc: dict[str, Any], json_out: bool) -> None:
+    """The comparison as one JSON document, or the card and each side's SLO line."""
+    from infermeter.cli.slo_view import slo_line
+
+    if json_out:
+        print_json(doc)
+        return
+    console = Console(soft_wrap=True)
+    console.print(compare_card(doc))
+    for side, report in doc["slo"].items():
+        line = slo_line(report)
+        if line:
+            console.print(f"{side}: {line}", markup=False)
+
+
+def compare_cases(
+    doc: dict[str, Any], judged: tuple[str, ...], tolerance: float, speed: bool, slo: bool
+) -> list[GateCase]:
+    """The compare gate's checks: each judged phase not slower, each SLO met by the variant."""
+    from infermeter.analysis.compare import slower_rows
+    from infermeter.report.gate_outputs import GateCase
+
+    slower = {r["phase"] for r in slower_rows(doc, tolerance, judged)}
+    cases = []
+    for r in [*doc["phases"], {"phase": "total", **doc["total"]}]:
+        if r["phase"] not in judged:
+            continue
+        interval = (
+            f" [{r['ci95_low']:.3f}, {r['ci95_high']:.3f}]" if r.get("ci95_low") is not None else ""
+        )
+        speedup = f"{r['speedup']:.3f}x" if r.get("speedup") else "no speedup"
+        cases.append(
+            GateCase(
+                f"{r['phase']} not slower by more than {tolerance:.0%}",
+                r["phase"] not in slower,
+                f"{speedup}{interval}: {r['verdict']}",
+                gated=speed,
+            )
+        )
+    report = (doc.get("slo") or {}).get("variant") or {}
+    for metric, bound in (report.get("slos") or {}).items():
+        met = metric not in (report.get("missed") or [])
+        share = report["attainment_pct"][metric]
+        cases.append(
+            GateCase(f"variant {metric} <= {bound:g}", met, f"met by {share:.1f}%", gated=slo)
+        )
+    return cases
+
+
+def _phase_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "phase": r["phase"],
+            "baseline_ms": r.get("baseline_ms"),
+            "variant_ms": r.get("variant_ms"),
+            "speedup": r.get("speedup"),
+            "ci95_low": r.get("ci95_low"),
+            "ci95_high": r.get("ci95_high"),
+            "verdict": r.get("verdict"),
+        }
+        for r in [*doc["phases"], {"phase": "total", **doc["total"]}]
+    ]
 
 
 def compare_card(doc: dict) -> Group:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +12,8 @@ from rich.console import Console
 from rich.table import Table
 
 from infermeter.cli.guard import guard
-from infermeter.cli.options import DB, JSON_OUT
-from infermeter.cli.output import writable_dir
+from infermeter.cli.options import DB, JSON_OUT, JUNIT, SUMMARY
+from infermeter.cli.output import writable_dir, writable_file
 from infermeter.cli.slo_view import fail_on_miss, slo_line
 from infermeter.errors import UserError
 from infermeter.util import fmt
@@ -111,6 +112,8 @@ def load_command(
     out: Path = typer.Option(None, help="Also write DIR/load.json."),
     db: str = DB,
     json_out: bool = JSON_OUT,
+    junit: Path = JUNIT,
+    summary: Path = SUMMARY,
     endpoint: str = typer.Option(
         None,
         help="Load an OpenAI-compatible server instead (vLLM, "
@@ -241,6 +244,9 @@ def load_command(
         )
     if fail_if_slo_missed and not spec.slos:
         raise UserError("--fail-if-slo-missed needs an --slo", "add e.g. --slo ttft_ms=500")
+    gate = LoadGate(
+        fail_if_slo_missed, writable_file(junit, "--junit"), writable_file(summary, "--summary")
+    )
     from infermeter.store import Store
 
     folder = writable_dir(out) if out is not None else None
@@ -263,9 +269,67 @@ def load_command(
         run_capacity(spec, cap, store, target, folder, json_out, lambda d, i: _store(d, store, i))
         return
     if len(rates) > 1:
-        _sweep(spec, rates, folder, json_out, fail_if_slo_missed, store, target)
+        _sweep(spec, rates, folder, json_out, gate, store, target)
         return
-    _run_once(spec, store, target, reference, folder, json_out, fail_if_slo_missed)
+    _run_once(spec, store, target, reference, folder, json_out, gate)
+
+
+@dataclass(frozen=True)
+class LoadGate:
+    """`--fail-if-slo-missed` and where its CI outputs go (`--junit`, `--summary`)."""
+
+    fail_on_slo: bool
+    junit: Path | None = None
+    summary: Path | None = None
+
+    def close(self, runs: list[dict[str, Any]]) -> None:
+        """Write the CI outputs of these runs, then exit 3 on a missed SLO when gated."""
+        from infermeter.report.gate_outputs import write_gate_outputs
+
+        several = len(runs) > 1
+        where = [f" at rate {r['meta']['spec']['rate']:g}" if several else "" for r in runs]
+        model = runs[0]["meta"].get("model") if runs else "?"
+        write_gate_outputs(
+            self.junit,
+            self.summary,
+            "load",
+            f"infermeter load {model}",
+            load_cases(runs, where, self.fail_on_slo),
+            [("per rate", [_summary_row(r) for r in runs])],
+        )
+        if self.fail_on_slo:
+            for run, at in zip(runs, where, strict=True):
+                fail_on_miss(run["summary"]["slo"], at)
+
+
+def load_cases(runs: list[dict[str, Any]], where: list[str], gated: bool) -> list[Any]:
+    """One check per SLO and run: every request met it (what --fail-if-slo-missed judges)."""
+    from infermeter.report.gate_outputs import GateCase
+
+    cases = []
+    for run, at in zip(runs, where, strict=True):
+        report = run["summary"].get("slo") or {}
+        for metric, bound in (report.get("slos") or {}).items():
+            met = metric not in (report.get("missed") or [])
+            share = report["attainment_pct"][metric]
+            name = f"{metric} <= {bound:g}{at}"
+            cases.append(GateCase(name, met, f"met by {share:.1f}% of requests", gated=gated))
+    return cases
+
+
+def _summary_row(run: dict[str, Any]) -> dict[str, Any]:
+    s, rate = run["summary"], run["meta"]["spec"]["rate"]
+    slo = s.get("slo") or {}
+    return {
+        "rate/s": rate if math.isfinite(rate) else "inf",
+        "requests": s["requests"],
+        "req/s": s["throughput_rps"],
+        "TTFT p50 ms": s["ttft_ms"]["p50"],
+        "TTFT p99 ms": s["ttft_ms"]["p99"],
+        "TPOT p50 ms": s["tpot_ms"]["p50"],
+        "e2e p99 ms": s["e2e_ms"]["p99"],
+        "goodput req/s": slo.get("goodput_rps"),
+    }
 
 
 def _run_once(
@@ -275,7 +339,7 @@ def _run_once(
     reference: bool,
     folder: Path | None,
     json_out: bool,
-    gate: bool,
+    gate: LoadGate,
 ) -> None:
     """One load run: measured, stored (also when interrupted), written and printed."""
     from infermeter.run.load import run_load
@@ -299,8 +363,7 @@ def _run_once(
         if "reference" in doc:
             _print_reference(doc)
         Console(soft_wrap=True).print(stored, style="dim", markup=False)
-    if gate:
-        fail_on_miss(doc["summary"]["slo"])
+    gate.close([doc])
 
 
 def _check_capacity_ranges(target: float, most: int, bisect: int) -> None:
@@ -465,7 +528,7 @@ def _sweep(
     rates: list[float],
     folder: Path | None,
     json_out: bool,
-    gate: bool,
+    gate: LoadGate,
     store: Any,
     endpoint: Any = None,
 ) -> None:
@@ -524,9 +587,7 @@ def _sweep(
             else "knee: none (fewer than two rates)",
             markup=False,
         )
-    if gate:
-        for run in doc["runs"]:
-            fail_on_miss(run["summary"]["slo"], f" at rate {run['meta']['spec']['rate']:g}")
+    gate.close(doc["runs"])
 
 
 def _check_some_served(doc: dict[str, Any]) -> None:

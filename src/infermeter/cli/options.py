@@ -21,6 +21,15 @@ DB: Any = typer.Option(
     help="Database URL or SQLite file (default: INFERMETER_DB, else the user data folder).",
 )
 JSON_OUT: Any = typer.Option(False, "--json", help="One JSON document on stdout.")
+JUNIT: Any = typer.Option(
+    None, "--junit", help="Write the gate's checks as a JUnit XML file (any CI reads it)."
+)
+SUMMARY: Any = typer.Option(
+    None,
+    "--summary",
+    help="Write the gate's verdict and figures as Markdown (also appended to "
+    "$GITHUB_STEP_SUMMARY when it is set).",
+)
 
 _DEFAULTS = {f.name: f.default for f in fields(RunConfig) if f.default is not MISSING}
 _UNSET = object()
