@@ -15,6 +15,7 @@ from infermeter.cli.energy_cmd import energy_app
 from infermeter.cli.experiment_cmd import experiment_command
 from infermeter.cli.export_cmd import export_command
 from infermeter.cli.fit_cmd import fit_command
+from infermeter.cli.history_cmd import history_command
 from infermeter.cli.inspect_cmd import inspect_app
 from infermeter.cli.knobs_cmd import knobs_command
 from infermeter.cli.load_cmd import load_command
@@ -47,6 +48,7 @@ app.command("knobs")(knobs_command)
 app.command("calibrate")(calibrate_command)
 app.command("analyze")(analyze_command)
 app.command("compare")(compare_command)
+app.command("history")(history_command)
 app.command("systems-analysis")(systems_analysis_command)
 app.command("fit")(fit_command)
 app.command("predict")(predict_command)

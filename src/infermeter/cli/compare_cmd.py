@@ -14,6 +14,7 @@ from rich.text import Text
 from infermeter.cli.guard import guard
 from infermeter.cli.options import DB, JSON_OUT, JUNIT, SUMMARY
 from infermeter.cli.output import writable_file
+from infermeter.errors import UserError
 from infermeter.util import fmt
 from infermeter.util.jsonio import clean_json, print_json
 
@@ -23,8 +24,10 @@ if TYPE_CHECKING:
 
 @guard
 def compare_command(
-    baseline: str = typer.Argument(..., help="Baseline run id (or prefix)."),
-    variant: str = typer.Argument(..., help="Variant run id (or prefix)."),
+    baseline: str = typer.Argument(
+        ..., help="Baseline run id (or prefix); with --against-history, the run to judge."
+    ),
+    variant: str = typer.Argument(None, help="Variant run id (or prefix)."),
     db: str = DB,
     fail_if_slower: bool = typer.Option(
         False,
@@ -53,8 +56,17 @@ def compare_command(
     ),
     junit: Path = JUNIT,
     summary: Path = SUMMARY,
+    against_history: bool = typer.Option(
+        False,
+        "--against-history",
+        help="Judge one run against the recent runs of its configuration (`history`): "
+        "within their spread, or slower or faster than it.",
+    ),
 ) -> None:
-    """Speedup of VARIANT over BASELINE per phase and layer, predicted vs actual."""
+    """Speedup of VARIANT over BASELINE per phase and layer, predicted vs actual.
+
+    Long because: typer declares each of the gate's options as a parameter.
+    """
     from infermeter.analysis.compare import compare_runs, parse_gate_phases, slower_rows
     from infermeter.cli.guard import fail
     from infermeter.report.gate_outputs import write_gate_outputs
@@ -64,6 +76,14 @@ def compare_command(
     if not 0 <= tolerance < 10:
         raise fail(f"error: --tolerance {tolerance} is outside 0..10; use e.g. 0.05 for 5%", 2)
     junit_path, summary_path = writable_file(junit, "--junit"), writable_file(summary, "--summary")
+    if against_history or variant is None:
+        if not against_history or variant is not None:
+            raise UserError(
+                "compare takes two runs (BASELINE VARIANT), or one with --against-history",
+                "e.g. `infermeter compare abc123 def456` or `compare def456 --against-history`",
+            )
+        gate = (fail_if_slower, junit_path, summary_path)
+        return judge_against_history(Store(db, create=False), baseline, json_out, gate)
     store = Store(db, create=False)
     base, var = store.get(baseline), store.get(variant)
     measured = store.measured_ceilings(str((base.device or {}).get("name")))
@@ -101,6 +121,64 @@ def compare_command(
             f"(judged: {', '.join(judged)})",
             1,
         )
+
+
+def judge_against_history(
+    store: Any, run_id: str, json_out: bool, gate: tuple[bool, Path | None, Path | None]
+) -> None:
+    """`compare RUN --against-history`: per metric, the run against its configuration's past."""
+    from infermeter.analysis.history import against_history
+    from infermeter.cli.guard import fail
+    from infermeter.report.gate_outputs import GateCase, write_gate_outputs
+
+    run = store.get(run_id)
+    rows = store.history(str(run.model_info.get("spec")))
+    mine = next((r for r in rows if r["id"] == run.run_id), None)
+    if mine is None:
+        raise UserError(
+            f"run {run.run_id} is not a finished profile run",
+            "judge a finished `infermeter profile` run (load runs have no history here)",
+        )
+    verdicts = [against_history(rows, mine, m) for m in ("ttft_ms", "tpot_ms", "total_ms")]
+    doc = {"run_id": run.run_id, "label": mine["label"], "metrics": verdicts}
+    fail_if_slower, junit, summary = gate
+    cases = [
+        GateCase(
+            f"{v['metric']} not slower than history",
+            not v["verdict"].startswith("slower"),
+            _history_line(v),
+            gated=fail_if_slower,
+        )
+        for v in verdicts
+    ]
+    table = [
+        {k: v.get(k) for k in ("metric", "median", "recent_median", "recent_min", "recent_max")}
+        | {"verdict": v["verdict"]}
+        for v in verdicts
+    ]
+    title = f"infermeter compare {run.run_id} --against-history"
+    write_gate_outputs(junit, summary, "history", title, cases, [(mine["label"], table)])
+    if json_out:
+        print_json(clean_json(doc))
+    else:
+        console = Console(soft_wrap=True)
+        console.print(f"run {run.run_id} against the recent runs of {mine['label']}:")
+        for v in verdicts:
+            console.print(f"  {_history_line(v)}", markup=False)
+    slower = [c.name for c in cases if not c.passed]
+    if fail_if_slower and slower:
+        raise fail(f"run {run.run_id} is slower than its history: {', '.join(slower)}", 1)
+
+
+def _history_line(v: dict[str, Any]) -> str:
+    """'tpot_ms 12.3 vs recent 10.1 (9.8-10.4 over 8 runs): slower than history (+21.8%)'."""
+    if "recent_median" not in v:
+        return f"{v['metric']} {fmt.compact(v['median'])}: {v['verdict']} ({v['why']})"
+    return (
+        f"{v['metric']} {fmt.compact(v['median'])} vs recent {fmt.compact(v['recent_median'])} "
+        f"({fmt.compact(v['recent_min'])}-{fmt.compact(v['recent_max'])} over "
+        f"{len(v['recent_runs'])} runs): {v['verdict']} ({v['change_pct']:+.1f}%)"
+    )
 
 
 def _show(doc: dict[str, Any], json_out: bool) -> None:

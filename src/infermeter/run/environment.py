@@ -8,8 +8,44 @@ import sys
 from typing import Any
 
 
+def git_state(folder: str | None = None) -> dict[str, Any] | None:
+    """The commit and dirty state of the git work tree `folder` (the current one) is in.
+
+    None outside a repository or without git. Read with git itself (`rev-parse`, `status
+    --porcelain`, untracked files left out, no lock taken), two seconds at most.
+    """
+    import os
+    import subprocess
+
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(
+                ["git", *args],
+                cwd=folder,
+                capture_output=True,
+                text=True,
+                timeout=2,
+                env=env,
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if not commit:
+        return None
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {
+        "commit": commit,
+        "dirty": bool(status) if status is not None else None,
+        "root": git("rev-parse", "--show-toplevel"),
+    }
+
+
 def library_versions() -> dict[str, Any]:
-    """Python, torch (and its CUDA), transformers, infermeter and the OS."""
+    """Python, torch (and its CUDA), transformers, infermeter, the OS and the git state."""
     import torch
     import transformers
 
@@ -23,4 +59,6 @@ def library_versions() -> dict[str, Any]:
         "transformers": transformers.__version__,
         "platform": platform.platform(),
         "host": socket.gethostname(),
+        # the work tree the run was started from: history and compare say which commit
+        "git": git_state(),
     }

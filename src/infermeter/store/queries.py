@@ -139,6 +139,41 @@ class StoreQueries(StoreCore):
                 for run in runs
             ]
 
+    def history(
+        self, model: str, since: str | None = None, limit: int = 500
+    ) -> list[dict[str, Any]]:
+        """Finished runs of `model`, oldest first, with their measured samples' metrics.
+
+        One row per run: id, created, mode, device, the configuration `key` that groups runs
+        which measured the same thing (device, mode, knob values), its label, the versions it
+        ran with (git commit included), and per metric the values of its measured samples.
+        Load runs (one sample per request) are left out: their figures are another kind.
+        """
+        q = select(RunRow).where(
+            RunRow.model_spec == model, RunRow.status == "finished", RunRow.mode != "load"
+        )
+        if since:
+            q = q.where(RunRow.created >= since)
+        q = q.order_by(RunRow.created.desc(), RunRow.id).limit(limit)
+        with self.session("read") as s:
+            runs = list(reversed(s.scalars(q).all()))
+            samples = s.execute(
+                select(
+                    SampleRow.run_id,
+                    SampleRow.ttft_ms,
+                    SampleRow.decode_ms,
+                    SampleRow.new_tokens,
+                    SampleRow.batch_size,
+                    SampleRow.total_ms,
+                )
+                .where(~SampleRow.warmup, SampleRow.run_id.in_([r.id for r in runs]))
+                .order_by(SampleRow.index)
+            ).all()
+        by_run: dict[str, list[Any]] = {}
+        for row in samples:
+            by_run.setdefault(row[0], []).append(row)
+        return [_history_row(run, by_run.get(run.id, [])) for run in runs]
+
     def run_statuses(self, limit: int = 50) -> list[dict[str, Any]]:
         """Newest runs' ids, models and statuses: what the live feed polls (cheap: no samples)."""
         q = select(RunRow.id, RunRow.model_spec, RunRow.status, RunRow.created)
@@ -217,6 +252,38 @@ class StoreQueries(StoreCore):
 def _median(values: list[float | None]) -> float | None:
     kept = [v for v in values if v is not None]
     return statistics.median(kept) if kept else None
+
+
+def _history_row(run: RunRow, samples: list[Any]) -> dict[str, Any]:
+    """One `history` row: what the run measured, under which configuration and versions."""
+    import json
+
+    device = (run.device or {}).get("name")
+    knobs = dict(sorted((run.knobs or {}).items()))
+    return {
+        "id": run.id,
+        "created": run.created,
+        "mode": run.mode,
+        "device": device,
+        "key": json.dumps({"device": device, "mode": run.mode, "knobs": knobs}, default=str),
+        "label": " · ".join(
+            [
+                ", ".join(
+                    f"{k}={v}" for k, v in run_label(run.config or {}, run.knobs or {}).items()
+                )
+                or "defaults",
+                run.mode,
+                str(device),
+            ]
+        ),
+        "versions": run.versions or {},
+        "values": {
+            "ttft_ms": [r[1] for r in samples if r[1] is not None],
+            "tpot_ms": [d / (n - 1) for _, _, d, n, _, _ in samples if d is not None and n > 1],
+            "tokens_per_s": [b * n * 1000.0 / t for _, _, _, n, b, t in samples if t],
+            "total_ms": [r[5] for r in samples if r[5] is not None],
+        },
+    }
 
 
 def _listed(run: RunRow, samples: list[Any], swept: list[str]) -> dict[str, Any]:
