@@ -6,50 +6,14 @@ import json
 import numpy as np
 from typer.testing import CliRunner
 
-from infermeter import RunConfig, RunResult, SampleResult, Store
+from infermeter import Store
 from infermeter.analysis.history import against_history, history
 from infermeter.cli.app import app
 from infermeter.run.environment import git_state
+from tests.helpers import history_run as _run
+from tests.helpers import history_store as _store
 
 runner = CliRunner()
-
-
-def _run(i, tpot_ms, rng, *, new_tokens=9, device="cpu-x", prompt=16, model="tiny-llama"):
-    """A finished run of 5 samples whose decode steps take `tpot_ms` (2% noise each)."""
-    config = RunConfig(model=model, prompt_tokens=prompt, new_tokens=new_tokens, samples=5)
-    samples = [
-        SampleResult(
-            index=k,
-            warmup=False,
-            batch_size=1,
-            prompt_tokens=prompt,
-            new_tokens=new_tokens,
-            vision_tokens=0,
-            start_ms=100.0 * k,
-            ttft_ms=20.0 * rng.normal(1, 0.02),
-            step_ms=tuple(tpot_ms * rng.normal(1, 0.02, new_tokens - 1)),
-            memory={},
-        )
-        for k in range(5)
-    ]
-    return RunResult(
-        run_id=None,
-        config=config.to_dict(),
-        knobs=config.knob_values(),
-        model_info={"spec": model},
-        device={"name": device, "type": "cpu"},
-        versions={"torch": "2.13.0", "git": {"commit": f"{i:040x}", "dirty": i % 7 == 0}},
-        created=f"2026-11-{1 + i // 24:02d}T{i % 24:02d}:00:00+00:00",
-        samples=samples,
-        status="finished",
-    )
-
-
-def _store(tmp_path, series, **kw):
-    rng = np.random.default_rng(7)
-    store = Store(tmp_path / "runs.db")
-    ids = [store.save(_run(i, t, rng, **kw)) for i, t in enumerate(series)]
-    return store, ids
 
 
 def test_a_step_in_tpot_is_one_change_point_at_the_right_run(tmp_path):

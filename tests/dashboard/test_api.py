@@ -243,3 +243,17 @@ def test_the_live_feed_and_the_lists_work_on_postgresql(postgres, tiny_llama):
         assert seen["sample"]["sample"]["run_id"] == run.run_id
     runs = c.get("/api/runs").json()["runs"]
     assert [r["id"] for r in runs] == [run.run_id]
+
+
+def test_history_api_draws_a_models_runs_with_their_change_points(tmp_path):
+    from tests.helpers import history_store
+
+    store, ids = history_store(tmp_path, [10.0] * 8 + [12.5] * 6)
+    c = client(store)
+    doc = c.get("/api/history", params={"model": "tiny-llama"}).json()
+    (group,) = doc["configurations"]
+    assert len(group["points"]) == 14 and group["change_points"][0]["run_id"] == ids[8]
+    assert (
+        c.get("/api/history", params={"model": "tiny-llama", "metric": "nope"}).status_code == 400
+    )
+    assert c.get("/api/history", params={"model": "other"}).json()["configurations"] == []

@@ -76,6 +76,11 @@ def server(tmp_path):
         str(db),
     )
     assert r.returncode == 0, r.stderr
+    yield from _serve(db)
+
+
+def _serve(db):
+    """`infermeter serve` on `db` in its own process: yields (url, db), stops it after."""
     port = _free_port()
     proc = subprocess.Popen(
         [
@@ -233,3 +238,35 @@ def test_run_list_run_page_and_a_live_sample(server, tmp_path):
         browser.close()
     assert not errors, errors
     assert (tmp_path / "live.png").stat().st_size > 10_000
+
+
+def test_the_history_page_draws_runs_and_the_change_they_support(tmp_path):
+    from tests.helpers import history_store
+
+    store, ids = history_store(tmp_path, [10.0] * 8 + [12.5] * 6)
+    served = _serve(store.where)
+    url, _ = next(served)
+    try:
+        with playwright.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+            errors: list[str] = []
+            for width in (1280, 390):
+                page = browser.new_page(viewport={"width": width, "height": 900})
+                page.on("pageerror", lambda e: errors.append(str(e)))
+                page.goto(url + f"/#/run/{ids[-1]}")
+                page.click("[data-testid=history-link]", timeout=20_000)
+                page.wait_for_selector("[data-testid=history-chart]", timeout=20_000)
+                assert "tiny-llama" in page.inner_text("[data-testid=history-title]")
+                assert page.locator("[data-testid=history-chart] circle").count() == 14
+                assert page.locator("[data-testid=history-change]").count() == 1
+                assert "+25" in page.text_content("[data-testid=history-change]")
+                assert _fits(page, width), f"the history page overflows {width} px"
+                page.screenshot(path=str(tmp_path / f"history-{width}.png"), full_page=True)
+                page.select_option("[data-testid=history-metric]", "ttft_ms")
+                page.wait_for_selector("[data-metric=ttft_ms]", timeout=20_000)
+                assert page.locator("[data-testid=history-change]").count() == 0  # TTFT flat
+                page.close()
+            browser.close()
+        assert errors == []
+    finally:
+        next(served, None)

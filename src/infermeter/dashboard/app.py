@@ -56,6 +56,12 @@ class DashboardStore(StoredSweeps, LiveSource, Protocol):
         """The newest ceilings `infermeter calibrate` measured for `device` here, or None."""
         ...
 
+    def history(
+        self, model: str, since: str | None = None, limit: int = 500
+    ) -> list[dict[str, Any]]:
+        """A model's finished runs, oldest first, with their samples' metrics (`history`)."""
+        ...
+
 
 def create_app(store: DashboardStore, guard: Guard | None = None, poll_s: float = 0.25) -> FastAPI:
     """The dashboard app over `store` (an `infermeter.Store`)."""
@@ -158,6 +164,15 @@ def _add_api(app: FastAPI, store: DashboardStore) -> None:
             return clean_json(await asyncio.to_thread(stored_sweep, store, sid))
         except UserError:
             raise HTTPException(404, "no such sweep") from None
+
+    @app.get("/api/history")
+    async def history(model: str, metric: str = "tpot_ms") -> dict[str, Any]:
+        from infermeter.analysis.history import METRICS, history
+
+        if metric not in METRICS or not 0 < len(model) <= 500:
+            raise HTTPException(400, f"metric must be one of {', '.join(METRICS)}")
+        rows = await asyncio.to_thread(store.history, model)
+        return clean_json({"model": model, **history(rows, metric)})
 
     _add_run_views(app, store)
 

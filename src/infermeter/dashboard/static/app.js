@@ -218,7 +218,8 @@ async function runPage(id) {
   const knobs = Object.entries(doc.summary[0].config || {}).filter(([k]) => !(k in (m.config || {})));
   view.innerHTML = `<h1 data-testid="run-title">run ${esc(m.run_id)} · ${esc(m.model)}</h1>
     <p class="muted">${esc(m.device && m.device.name)} · mode ${esc(m.config && m.config.mode)}${knobs.length ? " · knobs " + esc(knobs.map(([k, v]) => k + "=" + v).join(", ")) : ""} · status <span class="status-${esc(m.status)}" data-testid="run-status">${esc(m.status)}</span> · ${esc(m.created)}
-    · <a href="/api/runs/${esc(m.run_id)}/trace" download data-testid="trace-link">download the Perfetto trace</a></p>
+    · <a href="/api/runs/${esc(m.run_id)}/trace" download data-testid="trace-link">download the Perfetto trace</a>
+    · <a href="#/history/${encodeURIComponent(m.model)}" data-testid="history-link">this model over time</a></p>
     <div class="cards">${card(s, "TTFT", "ttft_ms", "ms")}${card(s, "TPOT", "tpot_ms", "ms")}${card(s, "throughput", "tokens_per_s", "tok/s", 1)}${card(s, "peak RSS", "rss_peak_mib", "MiB", 0)}${s.j_per_token && s.j_per_token.n ? card(s, "energy", "j_per_token", "J/tok", 3) : ""}</div>
     ${sloLine(s.slo)}
     <form id="cmp" class="inline">compare with run <input id="cmp-id" size="14" placeholder="run id" data-testid="compare-input"> <button>compare</button></form>
@@ -372,6 +373,50 @@ function connect() {
   };
 }
 
+// A metric over time: each run's median with its interval, confirmed changes as dashed lines.
+function historyChart(g, unit) {
+  const pts = g.points, w = 720, h = 236, left = 56, right = 12, top = 28, bottom = 40;
+  const lows = pts.map((p) => (p.ci95_low == null ? p.median : p.ci95_low));
+  const highs = pts.map((p) => (p.ci95_high == null ? p.median : p.ci95_high));
+  let lo = Math.min(...lows), hi = Math.max(...highs);
+  const pad = (hi - lo) * 0.1 || Math.abs(hi) * 0.05 || 1;
+  lo -= pad; hi += pad;
+  const x = (i) => left + ((w - left - right) * (i + 0.5)) / pts.length;
+  const y = (v) => top + (h - top - bottom) * (1 - (v - lo) / (hi - lo));
+  let svg = svgOpen(w, h, `data-testid="history-chart" data-metric="${esc(unit)}"`);
+  for (let k = 0; k <= 4; k++) {
+    const v = lo + ((hi - lo) * k) / 4;
+    svg += `<line x1="${left}" x2="${w - right}" y1="${y(v)}" y2="${y(v)}" stroke="#eee"/><text x="${left - 6}" y="${y(v) + 4}" text-anchor="end">${num(v, hi - lo < 1 ? 3 : 1)}</text>`;
+  }
+  g.change_points.forEach((c) => {
+    const xc = (x(c.index - 1) + x(c.index)) / 2;
+    svg += `<g class="change" data-testid="history-change"><line x1="${xc}" x2="${xc}" y1="${top}" y2="${h - bottom}" stroke="#b00020" stroke-dasharray="4 3"/>` +
+      `<text x="${xc + 4}" y="${top + 10}" fill="#b00020">${c.change_pct > 0 ? "+" : ""}${num(c.change_pct, 1)}%</text>` +
+      `<title>change at ${esc(c.created)}: ${num(c.before_median)} → ${num(c.after_median)} ${esc(unit)} (rank test p = ${Number(c.p_value).toExponential(1)})</title></g>`;
+  });
+  svg += `<polyline points="${pts.map((p, i) => `${x(i)},${y(p.median)}`).join(" ")}" fill="none" stroke="#4C72B0" stroke-width="1.2"/>`;
+  pts.forEach((p, i) => {
+    svg += `<line x1="${x(i)}" x2="${x(i)}" y1="${y(lows[i])}" y2="${y(highs[i])}" stroke="#4C72B0"/>` +
+      `<circle cx="${x(i)}" cy="${y(p.median)}" r="3.5" fill="#4C72B0"><title>run ${esc(p.run_id)} · ${esc(p.created)} · ${esc((p.commit || "-").slice(0, 8))}${p.dirty ? " (dirty)" : ""}: ${num(p.median)} ${esc(unit)} [${num(p.ci95_low)}, ${num(p.ci95_high)}]</title></circle>`;
+  });
+  const every = Math.max(1, Math.ceil(pts.length / 8));
+  pts.forEach((p, i) => { if (i % every === 0) svg += `<text x="${x(i)}" y="${h - bottom + 16}" text-anchor="middle">${esc(p.created.slice(5, 10))}</text>`; });
+  svg += `<text x="6" y="12">${esc(unit)}</text><text x="${w / 2}" y="${h - 4}" text-anchor="middle">runs, oldest first (created month-day)</text></svg>`;
+  return `<div class="chart">${svg}</div>`;
+}
+
+async function historyPage(model, metric) {
+  const doc = await api(`/api/history?model=${encodeURIComponent(model)}&metric=${encodeURIComponent(metric)}`);
+  const metrics = ["ttft_ms", "tpot_ms", "tokens_per_s", "total_ms"];
+  view.innerHTML = `<h1 data-testid="history-title">history · ${esc(model)}</h1>
+    <p>metric <select id="hist-metric" data-testid="history-metric">${metrics.map((k) => `<option${k === metric ? " selected" : ""}>${k}</option>`).join("")}</select>
+    <span class="muted">${esc(doc.statistic)}; dashed: a change a rank test confirms</span></p>` +
+    (doc.configurations.length ? doc.configurations.map((g) => `<h2>${esc(g.label)}</h2>` + historyChart(g, metric) +
+      (g.change_points.length ? `<ul>${g.change_points.map((c) => `<li>${esc(c.created.slice(0, 16))} (${esc(c.commit ? c.commit.slice(0, 8) : c.run_id)}): ${num(c.before_median)} → ${num(c.after_median)} (${c.change_pct > 0 ? "+" : ""}${num(c.change_pct, 1)}%)</li>`).join("")}</ul>` : `<p class="muted">no change the data support</p>`)).join("")
+      : `<p class="muted">no finished runs of this model</p>`);
+  document.getElementById("hist-metric").onchange = (e) => { location.hash = `#/history/${encodeURIComponent(model)}/${e.target.value}`; };
+}
+
 async function route() {
   listeners.clear();
   const hash = location.hash || "#/";
@@ -384,6 +429,8 @@ async function route() {
       await sweepPage(m[1]);
     } else if ((m = hash.match(/^#\/compare\/([0-9a-f,]{3,300})$/))) {
       await comparePage(m[1].split(",").filter(Boolean).slice(0, 8));
+    } else if ((m = hash.match(/^#\/history\/([^/]{1,500})(?:\/([a-z_]+))?$/))) {
+      await historyPage(decodeURIComponent(m[1]), m[2] || "tpot_ms");
     } else if (hash === "#/live") {
       const render = livePage();
       listeners.add(render);
