@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import math
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 
+from infermeter.report.figure_check import run_hooks
 from infermeter.run.components import COMPONENTS
 from infermeter.util.atomic import atomic_path
 
@@ -87,6 +89,7 @@ def save_figure(fig: Any, out: Path, stem: str, rows: list[dict[str, Any]]) -> l
     out.mkdir(parents=True, exist_ok=True)
     png = out / f"{stem}.png"
     try:
+        run_hooks(fig, stem)
         with atomic_path(png) as tmp:
             fig.savefig(tmp, dpi=DPI, bbox_inches="tight")
     finally:
@@ -154,12 +157,23 @@ def breakdown_figure(
         ax.set_xlabel(x.replace("_", " "))
         ax.set_ylabel(ylabel)
         _legend(ax, labels, table, overlay)
-        ax.set_title(head + (f"\n{group}" if group else ""), fontsize=10)
+        _fit_labels(ax, labels, fig)
+        title = textwrap.fill(head, 70) + (f"\n{group}" if group else "")
+        ax.set_title(title, fontsize=10)  # wrapped: a long one ran over the right axis
         png = out / f"{stem}{suffix}.png"
+        run_hooks(fig, f"{stem}{suffix}")
         fig.savefig(png, dpi=DPI, bbox_inches="tight")  # keeps the outside legend
         plt.close(fig)
         written += [png, write_csv(out / f"{stem}{suffix}.csv", table)]
     return written
+
+
+def _fit_labels(ax: Any, labels: list[str], fig: Any) -> None:
+    """Turn the x labels upright when they would overprint side by side (long knob values)."""
+    slot_px = fig.get_figwidth() * fig.dpi * 0.7 / max(len(labels), 1)
+    longest_px = 6.5 * max((len(lbl) for lbl in labels), default=0)  # 10 pt characters
+    if longest_px > slot_px:
+        ax.tick_params(axis="x", labelrotation=90)
 
 
 def _is_components(rows: list[dict[str, Any]], components: bool) -> bool:
@@ -274,14 +288,26 @@ def _figure_table(
 def _draw_stacks(
     ax: Any, labels: list[str], series: dict[str, list[float]], colors: list[str], log_y: bool
 ) -> None:
+    """Stacked bars; on a log axis lines instead, with the whole as a line of its own.
+
+    Stacked on a log scale, a segment's height says nothing about its share (the upper one
+    always looks thin), so a log axis draws each part and the total as lines.
+    """
+    if log_y:
+        for (name, values), color in zip(series.items(), colors, strict=True):
+            ax.plot(labels, values, "o-", label=name, color=color, lw=1.5, ms=4)
+        totals = [sum(v[i] for v in series.values()) for i in range(len(labels))]
+        ax.plot(labels, totals, "s-", label="total", color="#333333", lw=1.2, ms=4)
+        ax.set_yscale("log")
+        lowest = min((v for vs in series.values() for v in vs if v > 0), default=1.0)
+        ax.set_ylim(bottom=lowest / 2)
+        ax.grid(axis="y", which="both", alpha=0.3)
+        ax.set_axisbelow(True)
+        return
     bottom = [0.0] * len(labels)
     for (name, values), color in zip(series.items(), colors, strict=True):
         ax.bar(labels, values, bottom=bottom, label=name, color=color, width=0.7)
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-    if log_y:
-        ax.set_yscale("log")
-        lowest = min((v for vs in series.values() for v in vs if v > 0), default=1.0)
-        ax.set_ylim(bottom=lowest / 2)  # the smallest segment stays visible
     ax.grid(axis="y", alpha=0.3)
     ax.set_axisbelow(True)
 

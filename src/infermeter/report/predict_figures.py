@@ -27,9 +27,9 @@ def _title(doc: dict[str, Any]) -> str:
     stack = (doc.get("stack") or {}).get("key")  # predictions stored before stacks have none
     served = f", {stack}" if stack else ""
     return (
-        f"{doc['model']} on {doc['hardware']['name']} ({doc['dtype']}{tp}{served}), "
+        f"{doc['model']} on {doc['hardware']['name']} ({doc['dtype']}{tp}{served}),\n"
         f"prompt {w['prompt_tokens']}, {w['new_tokens']} new tokens"
-    )
+    )  # two lines: on one it ran past the axes, over the right axis' tick labels
 
 
 def latency_figure(doc: dict[str, Any], out: Path) -> list[Path]:
@@ -55,7 +55,8 @@ def latency_figure(doc: dict[str, Any], out: Path) -> list[Path]:
     )
     ax2.set_ylabel("predicted generation throughput (tokens/s)")
     ax.set_title(_title(doc), fontsize=9)
-    fig.legend(loc="upper left", bbox_to_anchor=(0.1, 0.88), fontsize=8)
+    # below the axes: inside, it covered the first batches' bars and points
+    fig.legend(loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=8, frameon=False)
     csv = [
         {
             "batch": r["batch"],
@@ -95,8 +96,9 @@ def memory_figure(doc: dict[str, Any], out: Path) -> list[Path]:
     ax.set_xlabel("context length (tokens)")
     ax.set_ylabel("memory per GPU (GB)")
     batch = doc["rows"][0]["batch"]
-    ax.set_title(f"{_title(doc)}\nbatch {batch}", fontsize=9)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.set_title(f"{_title(doc)}, batch {batch}", fontsize=9)
+    # right of the axes: inside, it covered the stack where short contexts sit
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     return save_figure(fig, out, "predict_memory", pts)
 
 

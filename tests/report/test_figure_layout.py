@@ -1,0 +1,98 @@
+"""Every recipe's figure (and the load, predict and history figures) is readable: no text
+overprints another and no legend covers data, judged from matplotlib's own extents (issue 37)."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from infermeter.experiments.recipes import EXPERIMENTS
+from infermeter.experiments.runner import draw
+from infermeter.report import figure_check
+from infermeter.report.figure_check import figure_problems
+
+INFO = SimpleNamespace(
+    max_positions=4096, experts=8, is_moe=True, layers=30, vision=None, spec="smollm2-135m"
+)
+
+
+@pytest.fixture
+def problems(monkeypatch):
+    found: dict[str, list[str]] = {}
+    monkeypatch.setattr(
+        figure_check, "FIGURE_HOOKS", [lambda fig, stem: found.update({stem: figure_problems(fig)})]
+    )
+    return found
+
+
+def _sweep_doc(knobs):
+    """A sweep document over a recipe's grid: latencies growing with the point's index."""
+    (x, values), *_ = knobs.items()
+    rows = []
+    for i, v in enumerate(values):
+        ttft, decode = 5.0 * (1.6**i), 40.0 * (1.3**i)
+        stat = lambda m: {"p50": m, "median_ci95_low": 0.97 * m, "median_ci95_high": 1.03 * m}  # noqa: E731
+        rows.append(
+            {
+                "config": {x: v},
+                "ttft_ms": stat(ttft),
+                "decode_ms": stat(decode),
+                "total_ms": stat(ttft + decode),
+                "tpot_ms": stat(decode / 8),
+                "tokens_per_s": stat(1000 * 9 / (ttft + decode)),
+                "samples": 5,
+                "run_id": f"r{i}",
+                "prefill_components_ms": {"attention": ttft * 0.3, "mlp": ttft * 0.5},
+                "top1_agreement": 1.0 - 0.05 * i,
+                "compile_first_call_ms": 900.0,
+                "checks": {},
+                "phases": {"compile_first_call_ms": 900.0},
+            }
+        )
+    return {"meta": {"model": "smollm2-135m", "knobs": {x: values}}, "summary": rows}
+
+
+@pytest.mark.parametrize("name", sorted(n for n, e in EXPERIMENTS.items() if not e.serving))
+def test_every_recipes_figure_is_readable(name, tmp_path, problems):
+    exp = EXPERIMENTS[name]
+    doc = _sweep_doc(exp.grid(INFO, False, False))
+    assert draw(exp, doc, tmp_path)
+    assert problems and all(v == [] for v in problems.values()), problems
+
+
+def test_the_checks_catch_overprinted_labels_and_a_legend_on_data():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(3, 2))
+    labels = [f"shortcuts:frequency_threshold=0.{i}" for i in range(5)]
+    ax.bar(labels, [1, 2, 3, 4, 5], label="latency")
+    ax.plot([0, 4], [4.8, 4.8], label="line")
+    ax.legend(loc="upper left")
+    found = figure_problems(fig)
+    assert any("overprints" in f for f in found)
+    assert any("legend covers" in f for f in found)
+    plt.close(fig)
+
+
+def test_predict_load_and_history_figures_are_readable(tmp_path, problems):
+    from infermeter import Store, predict
+    from infermeter.report.history_figure import history_figure
+    from infermeter.report.predict_figures import predict_figures
+
+    doc = predict(
+        "smollm2-135m", "h100-sxm", batches=(1, 4, 16, 64), store=Store(tmp_path / "r.db")
+    )
+    assert predict_figures(doc, tmp_path)
+    points = [
+        {"run_id": f"r{i}", "created": f"2026-11-{1 + i:02d}T10:00:00", "median": 10.0 + (i > 5),
+         "ci95_low": 9.8, "ci95_high": 11.2, "samples": 5, "commit": None, "dirty": None}
+        for i in range(12)
+    ]  # fmt: skip
+    change = {"index": 6, "change_pct": 10.0}
+    hist = {"metric": "tpot_ms", "configurations": [
+        {"label": "prompt_tokens=16 · minimal · cpu", "points": points, "change_points": [change]}
+    ]}  # fmt: skip
+    assert history_figure(hist, tmp_path)
+    assert set(problems) >= {"history"} and all(v == [] for v in problems.values()), problems
