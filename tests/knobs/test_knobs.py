@@ -28,18 +28,19 @@ def test_top_k_changes_the_experts_each_token_uses_and_is_restored(tiny_moe, k):
 
 
 def test_top_k_changes_the_measured_cost(tiny_moe):
+    """Interleaved, k=1 and k=8 in turn for 5 rounds, so a busy spell of the machine lands on
+    both: measured one after the other, all of k=1's samples once took 10x (671 ms vs 74)."""
     knob = KNOBS["top_k"]
-    fastest = {}
-    for k in (1, 8):
-        with knob.apply(tiny_moe, k):
-            run = profile(
-                RunConfig(
-                    model="tiny-qwen3-moe", prompt_tokens=512, new_tokens=2, samples=5, energy="off"
-                ),
-                loaded=tiny_moe,
-            )
-        fastest[k] = run.summary()["ttft_ms"].min  # the least disturbed sample of each
-    assert fastest[8] > fastest[1]
+    ttft: dict[int, list[float]] = {1: [], 8: []}
+    config = RunConfig(
+        model="tiny-qwen3-moe", prompt_tokens=512, new_tokens=2, samples=1, energy="off"
+    )
+    for _ in range(5):
+        for k in (1, 8):
+            with knob.apply(tiny_moe, k):
+                run = profile(config, loaded=tiny_moe)
+            ttft[k].append(run.samples[-1].ttft_ms)
+    assert min(ttft[8]) > min(ttft[1])  # the least disturbed sample of each
 
 
 @pytest.mark.parametrize(

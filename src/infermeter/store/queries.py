@@ -114,19 +114,7 @@ class StoreQueries(StoreCore):
         q = q.order_by(RunRow.created.desc(), RunRow.id).limit(limit)
         with self.session("read") as s:
             runs = list(s.scalars(q).all())
-            samples = s.execute(
-                select(
-                    SampleRow.run_id,
-                    SampleRow.ttft_ms,
-                    SampleRow.decode_ms,
-                    SampleRow.new_tokens,
-                    SampleRow.batch_size,
-                    SampleRow.total_ms,
-                ).where(~SampleRow.warmup, SampleRow.run_id.in_([r.id for r in runs]))
-            ).all()
-            by_run: dict[str, list[Any]] = {}
-            for row in samples:
-                by_run.setdefault(row[0], []).append(row)
+            by_run = _measured_samples(s, [r.id for r in runs])
             sweep_ids = {r.sweep_id for r in runs if r.sweep_id}
             grids: dict[str, dict[str, Any]] = {
                 sid: knobs
@@ -157,21 +145,7 @@ class StoreQueries(StoreCore):
         q = q.order_by(RunRow.created.desc(), RunRow.id).limit(limit)
         with self.session("read") as s:
             runs = list(reversed(s.scalars(q).all()))
-            samples = s.execute(
-                select(
-                    SampleRow.run_id,
-                    SampleRow.ttft_ms,
-                    SampleRow.decode_ms,
-                    SampleRow.new_tokens,
-                    SampleRow.batch_size,
-                    SampleRow.total_ms,
-                )
-                .where(~SampleRow.warmup, SampleRow.run_id.in_([r.id for r in runs]))
-                .order_by(SampleRow.index)
-            ).all()
-        by_run: dict[str, list[Any]] = {}
-        for row in samples:
-            by_run.setdefault(row[0], []).append(row)
+            by_run = _measured_samples(s, [r.id for r in runs])
         return [_history_row(run, by_run.get(run.id, [])) for run in runs]
 
     def run_statuses(self, limit: int = 50) -> list[dict[str, Any]]:
@@ -252,6 +226,26 @@ class StoreQueries(StoreCore):
 def _median(values: list[float | None]) -> float | None:
     kept = [v for v in values if v is not None]
     return statistics.median(kept) if kept else None
+
+
+def _measured_samples(s: Any, run_ids: list[str]) -> dict[str, list[Any]]:
+    """Per run, in sample order: (run_id, ttft_ms, decode_ms, new_tokens, batch, total_ms)."""
+    rows = s.execute(
+        select(
+            SampleRow.run_id,
+            SampleRow.ttft_ms,
+            SampleRow.decode_ms,
+            SampleRow.new_tokens,
+            SampleRow.batch_size,
+            SampleRow.total_ms,
+        )
+        .where(~SampleRow.warmup, SampleRow.run_id.in_(run_ids))
+        .order_by(SampleRow.index)
+    ).all()
+    by_run: dict[str, list[Any]] = {}
+    for row in rows:
+        by_run.setdefault(row[0], []).append(row)
+    return by_run
 
 
 def _history_row(run: RunRow, samples: list[Any]) -> dict[str, Any]:
