@@ -30,11 +30,15 @@ def assert_one_line_error(result, *needles, code=2):
         assert n in lines[0], lines[0]
 
 
-def history_run(i, tpot_ms, rng, *, new_tokens=9, device="cpu-x", prompt=16, model="tiny-llama"):
+def history_run(
+    i, tpot_ms, rng, *, new_tokens=9, device="cpu-x", prompt=16, model="tiny-llama", **settings
+):
     """A finished run of 5 samples whose decode steps take `tpot_ms` (2% noise each)."""
     from infermeter import RunConfig, RunResult, SampleResult
 
-    config = RunConfig(model=model, prompt_tokens=prompt, new_tokens=new_tokens, samples=5)
+    config = RunConfig(
+        model=model, prompt_tokens=prompt, new_tokens=new_tokens, **{"samples": 5, **settings}
+    )
     samples = [
         SampleResult(
             index=k,

@@ -47,6 +47,11 @@ def test_configurations_are_kept_apart(tmp_path):
     groups = history(store.history("tiny-llama"), "tpot_ms")["configurations"]
     assert len(groups) == 2 and all(g["change_points"] == [] for g in groups)
     assert sorted(round(g["points"][0]["median"]) for g in groups) == [10, 20]
+    # another seed (other prompts) is another series; more samples per run is the same one
+    store.save(_run(40, 10.0, rng, seed=3))
+    store.save(_run(41, 10.0, rng, samples=9, energy="off"))
+    groups = history(store.history("tiny-llama"), "tpot_ms")["configurations"]
+    assert sorted(len(g["points"]) for g in groups) == [1, 8, 9]
 
 
 def test_a_new_run_against_its_history(tmp_path):

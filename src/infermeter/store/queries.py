@@ -133,7 +133,8 @@ class StoreQueries(StoreCore):
         """Finished runs of `model`, oldest first, with their measured samples' metrics.
 
         One row per run: id, created, mode, device, the configuration `key` that groups runs
-        which measured the same thing (device, mode, knob values), its label, the versions it
+        which measured the same thing (the device's name, mode, knob values and every setting
+        but sample counts, energy and SLOs), its label, the versions it
         ran with (git commit included), and per metric the values of its measured samples.
         Load runs (one sample per request) are left out: their figures are another kind.
         """
@@ -248,18 +249,27 @@ def _measured_samples(s: Any, run_ids: list[str]) -> dict[str, list[Any]]:
     return by_run
 
 
+#: run settings that do not change what a sample measures (how many, energy, SLOs, naming)
+_NOT_MEASURED = frozenset(
+    {"samples", "warmup", "energy", "power_interval_ms", "grid_g_per_kwh", "slos", "device"}
+)
+
+
 def _history_row(run: RunRow, samples: list[Any]) -> dict[str, Any]:
     """One `history` row: what the run measured, under which configuration and versions."""
     import json
 
     device = (run.device or {}).get("name")
     knobs = dict(sorted((run.knobs or {}).items()))
+    # what was measured: every setting but how often and what else was recorded
+    settings = {k: v for k, v in sorted((run.config or {}).items()) if k not in _NOT_MEASURED}
+    key = {"device": device, "mode": run.mode, "knobs": knobs, "settings": settings}
     return {
         "id": run.id,
         "created": run.created,
         "mode": run.mode,
         "device": device,
-        "key": json.dumps({"device": device, "mode": run.mode, "knobs": knobs}, default=str),
+        "key": json.dumps(key, default=str),
         "label": " · ".join(
             [
                 ", ".join(
