@@ -74,3 +74,40 @@ def test_sweep_report_and_unknown_target(tiny_moe, tmp_path):
     assert (out / "sweep-top_k.png").exists() and (out / "report.html").exists()
     r = runner.invoke(app, ["report", "abcdef", "--out", str(out), "--db", db])
     assert_one_line_error(r, "no run or sweep 'abcdef'")
+
+
+def test_a_deep_moe_runs_report_draws_its_block_statistics_and_experts(tiny_moe, tmp_path):
+    """Deep mode's tables are figures in the report too, readable (issue 37, item 2)."""
+    import csv as _csv
+
+    from infermeter.report import figure_check
+    from infermeter.report.figure_check import figure_problems
+
+    db = str(tmp_path / "r.db")
+    run = profile(
+        RunConfig(
+            model="tiny-qwen3-moe", prompt_tokens=24, new_tokens=4, samples=2, mode="deep",
+            energy="off",
+        ),
+        loaded=tiny_moe,
+        sink=Store(db),
+    )  # fmt: skip
+    found: dict[str, list[str]] = {}
+    hooks = [lambda fig, stem: found.update({stem: figure_problems(fig)})]
+    saved, figure_check.FIGURE_HOOKS[:] = list(figure_check.FIGURE_HOOKS), hooks
+    try:
+        out = tmp_path / "rep"
+        r = runner.invoke(app, ["report", run.run_id, "--out", str(out), "--db", db])
+        assert r.exit_code == 0, r.output
+    finally:
+        figure_check.FIGURE_HOOKS[:] = saved
+    assert {"block_statistics", "experts"} <= set(found)
+    assert all(v == [] for v in found.values()), found
+    stats = list(_csv.DictReader((out / "block_statistics.csv").open()))
+    assert {s["statistic"] for s in stats} >= {"entropy", "kill_ratio", "imbalance"}
+    experts = list(_csv.DictReader((out / "experts.csv").open()))
+    layers = {e["layer"] for e in experts}
+    for layer in layers:  # each block's shares add up to one
+        total = sum(float(e["share"]) for e in experts if e["layer"] == layer)
+        assert abs(total - 1.0) < 1e-6
+    assert "![experts](experts.png)" in (out / "report.md").read_text()

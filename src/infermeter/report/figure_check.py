@@ -29,7 +29,7 @@ def _texts(fig: Any) -> list[Any]:
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
             if axis.get_visible():  # a twin's shared axis is hidden, its labels are not drawn
-                out += [*axis.get_ticklabels(), axis.label]
+                out += [*_drawn_tick_labels(axis), axis.label]
         out += [*ax.texts, ax.title, ax._left_title, ax._right_title]
         legend = ax.get_legend()
         if legend is not None:
@@ -37,6 +37,20 @@ def _texts(fig: Any) -> list[Any]:
     for legend in fig.legends:
         out += list(legend.get_texts())
     return [t for t in out if t.get_visible() and t.get_text().strip()]
+
+
+def _drawn_tick_labels(axis: Any) -> list[Any]:
+    """The tick labels matplotlib draws: those of ticks inside the view.
+
+    It also keeps labels for the locator's ticks beyond the limits, which are never drawn.
+    """
+    lo, hi = sorted(axis.get_view_interval())
+    span = (hi - lo) * 1e-9
+    out = []
+    for tick in [*axis.get_major_ticks(), *axis.get_minor_ticks()]:
+        if lo - span <= tick.get_loc() <= hi + span:
+            out += [lbl for lbl in (tick.label1, tick.label2) if lbl.get_visible()]
+    return out
 
 
 def overlapping_texts(fig: Any) -> list[str]:

@@ -1,4 +1,5 @@
-"""Figures of one run: phase timeline, per-layer times, decode steps, memory, power.
+"""Figures of one run: phase timeline, per-layer times, deep mode's per-block statistics and
+tokens per expert, decode steps, memory, power.
 
 Rendering only: every number comes from the stored run (and its analysis, drawn elsewhere).
 Each function writes a PNG (300 DPI) and the CSV it was drawn from, and returns their paths, or
@@ -215,9 +216,85 @@ def batch_state_figure(run: RunResult, out: Path) -> list[Path]:
     return save_figure(fig, out, "batch_state", steps)
 
 
+#: deep mode's per-block statistics: (table, column, panel title), drawn where the run has them
+_BLOCK_STATS = (
+    ("attention", "entropy", "attention entropy (nats)"),
+    ("attention", "sparsity", "attention sparsity (share of weights ~0)"),
+    ("mlp_kill", "kill_ratio", "MLP kill ratio (share of activations ~0)"),
+    ("moe_load", "imbalance", "MoE imbalance (busiest expert / mean)"),
+)
+
+
+def block_stats_figure(run: RunResult, out: Path) -> list[Path]:
+    """Deep mode's statistics per decoder block, prefill and decode as two lines a panel."""
+    panels = [
+        (table, col, title)
+        for table, col, title in _BLOCK_STATS
+        if any(r.get(col) is not None for r in run.layers.get(table, []))
+    ]
+    if not panels:
+        return []
+    fig, axes = plt.subplots(len(panels), 1, figsize=(8, 2.2 * len(panels)), squeeze=False)
+    rows = []
+    for ax, (table, col, title) in zip(axes[:, 0], panels, strict=True):
+        for phase in ("prefill", "decode"):
+            sub = sorted(
+                (r for r in run.layers[table] if r["phase"] == phase and r.get(col) is not None),
+                key=lambda r: r["layer"],
+            )
+            if sub:
+                ax.plot(
+                    [int(r["layer"]) for r in sub],
+                    [r[col] for r in sub],
+                    "o-",
+                    ms=3,
+                    color=PHASE_COLORS[phase],
+                    label=phase,
+                )
+                rows += [
+                    {"statistic": col, "phase": phase, "layer": r["layer"], col: r[col]}
+                    for r in sub
+                ]
+        ax.set_title(title, fontsize=9, loc="left")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    axes[-1, 0].set_xlabel("decoder block")
+    fig.suptitle(f"{run.model_info.get('spec')}: per-block statistics (deep mode)", fontsize=10)
+    fig.tight_layout()
+    return save_figure(fig, out, "block_statistics", rows)
+
+
+def experts_figure(run: RunResult, out: Path) -> list[Path]:
+    """Tokens per expert in each MoE block (share of the block's assignments), decode phase."""
+    rows = run.layers.get("moe_routing", [])
+    phase = "decode" if any(r["phase"] == "decode" for r in rows) else "prefill"
+    rows = [r for r in rows if r["phase"] == phase]
+    if not rows:
+        return []
+    layers = sorted({int(r["layer"]) for r in rows})
+    experts = sorted({int(r["expert"]) for r in rows})
+    grid = [[0.0] * len(experts) for _ in layers]
+    for r in rows:
+        grid[layers.index(int(r["layer"]))][experts.index(int(r["expert"]))] = float(r["share"])
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.28 * len(experts) + 2.5), 0.3 * len(layers) + 1.8))
+    im = ax.imshow(grid, aspect="auto", cmap="viridis", interpolation="nearest")
+    ax.set_yticks(range(len(layers)), [str(v) for v in layers], fontsize=7)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("expert")
+    ax.set_ylabel("MoE block")
+    ax.set_title(f"{run.model_info.get('spec')}: share of tokens per expert ({phase})", fontsize=9)
+    fig.colorbar(im, ax=ax, label="share of the block's assignments")
+    fig.tight_layout()
+    table = [{k: r[k] for k in ("phase", "layer", "expert", "tokens", "share")} for r in rows]
+    return save_figure(fig, out, "experts", table)
+
+
 RUN_FIGURES = (
     timeline_figure,
     layer_figure,
+    block_stats_figure,
+    experts_figure,
     steps_figure,
     memory_figure,
     power_figure,
