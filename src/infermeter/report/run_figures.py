@@ -1,5 +1,7 @@
-"""Figures of one run: phase timeline, per-layer times, deep mode's per-block statistics and
-tokens per expert, decode steps, memory, power.
+"""Figures of one run: timeline, per-layer times, deep mode's statistics, steps, memory, power.
+
+Deep mode's statistics are its per-block tables (attention, MLP kill, MoE load) and the MoE
+blocks' tokens per expert.
 
 Rendering only: every number comes from the stored run (and its analysis, drawn elsewhere).
 Each function writes a PNG (300 DPI) and the CSV it was drawn from, and returns their paths, or
