@@ -48,6 +48,7 @@ def test_run_report_files_hold_the_runs_numbers(tiny_llama, tmp_path):
     page = (out / "report.html").read_text()
     assert page.count("data:image/png;base64,") >= 5
     assert not re.search(r"(src|href)=['\"]https?://", page)  # opens offline
+    assert page.count("<div class='scroll'><table>") == page.count("<table>")  # never off the page
     assert f"{ttft:,.4g}" in page and "memory-bound-decode" in page
     md = (out / "report.md").read_text()
     assert "![timeline](timeline.png)" in md and f"{ttft:,.4g}" in md

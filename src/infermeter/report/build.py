@@ -33,6 +33,7 @@ table{border-collapse:collapse;margin:.6em 0;font-size:13px}
 td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}th{background:#f4f4f4}
 td:first-child,th:first-child{text-align:left}img{max-width:100%;margin:.5em 0}
 .high{color:#b00}.medium{color:#a60}.low{color:#555}.meta{color:#555}
+.scroll{overflow-x:auto;max-width:100%}
 """
 
 
@@ -58,7 +59,8 @@ def html_table(rows: list[dict[str, Any]], cols: list[str] | None = None) -> str
         + "</tr>"
         for r in rows
     )
-    return f"<table><tr>{head}</tr>{body}</table>"
+    # a wide table (the samples: 20 columns) scrolls inside its box instead of off the page
+    return f"<div class='scroll'><table><tr>{head}</tr>{body}</table></div>"
 
 
 class _Doc:
