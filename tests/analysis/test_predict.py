@@ -530,7 +530,10 @@ def test_load_predict_learns_from_a_stored_load_and_simulates_rates(tmp_path, ca
     rates = [p["rate"] for p in doc["points"]]
     assert rates == [2, 20, 400]
     ttft = [p["ttft_ms_p99"] for p in doc["points"]]
-    assert ttft[0] <= ttft[1] <= ttft[2]  # more arrivals, more queueing
+    # 400 req/s queues; between 2 and 20 req/s (both far below capacity) the order is not
+    # given: a request that finds the server idle pays the learnt after-idle cost (one CI run
+    # predicted 16.2 ms at 2 req/s and 15.6 at 20)
+    assert ttft[2] > 2 * max(ttft[0], ttft[1])
     assert (out / "latency_vs_throughput.png").stat().st_size > 10_000
     r = runner.invoke(
         app,
