@@ -16,7 +16,7 @@ from infermeter.errors import UserError
 
 #: extra -> the modules it installs (import names), as pyproject.toml declares them
 EXTRAS: dict[str, tuple[str, ...]] = {
-    "dashboard": ("fastapi", "uvicorn", "websockets"),
+    "dashboard": ("fastapi", "uvicorn", "websockets", "plotly"),
     "parquet": ("pyarrow",),
     "ray": ("ray",),
     "postgres": ("psycopg",),

@@ -51,6 +51,38 @@ def test_lists_and_details(stored):
     assert c.get("/static/app.js").headers["content-type"].startswith("text/javascript")
 
 
+def test_charts_come_from_this_server_in_the_reports_colours(stored):
+    """plotly.js is the plotly package's own bundle, served (compressed) from here, never a CDN.
+
+    The palette the page draws with is the one the report's matplotlib figures use.
+    """
+    import json
+    import re
+
+    from infermeter.util import palette
+
+    store, _, _ = stored
+    c = client(store)
+    page = c.get("/").text
+    scripts = re.findall(r'<script src="([^"]+)"', page)
+    assert scripts == [
+        "/static/plotly.min.js",
+        "/static/palette.js",
+        "/static/charts.js",
+        "/static/app.js",
+    ]
+    bundle = c.get("/static/plotly.min.js", headers={"Accept-Encoding": "gzip"})
+    assert bundle.status_code == 200 and "plotly.js v" in bundle.text[:200]
+    assert bundle.headers["content-encoding"] == "gzip"
+    assert len(bundle.text) > 3_000_000  # the whole library, not a stub
+    js = c.get("/static/palette.js").text
+    assert json.loads(js.split("=", 1)[1].rstrip().rstrip(";")) == palette.as_json()
+    assert palette.PHASES["prefill"] in js
+    for name in ("charts.js", "app.js"):
+        src = c.get(f"/static/{name}").text
+        assert "http://" not in src and "https://" not in src
+
+
 def test_analysis_trace_and_compare_for_the_run_and_compare_pages(stored):
     store, run, sweep = stored
     c = client(store)

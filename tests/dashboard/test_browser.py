@@ -122,6 +122,62 @@ def _fits(page, width: int) -> bool:
     return page.evaluate("document.documentElement.scrollWidth") <= width
 
 
+def _plot(page, testid: str) -> dict:
+    """What plotly drew in the chart `testid`: its traces' data and the axes it laid out."""
+    # polled from here: wait_for_function evaluates a string, which the page's CSP forbids
+    deadline = time.monotonic() + 30
+    drawn = "(t) => document.querySelector(`[data-testid=${t}]`)?._fullLayout !== undefined"
+    while not page.evaluate(drawn, testid):
+        assert time.monotonic() < deadline, f"no chart {testid} was drawn within 30 s"
+        page.wait_for_timeout(100)
+    return page.evaluate(
+        """(t) => {
+          const el = document.querySelector(`[data-testid=${t}]`);
+          const axis = (a) => ({ type: a.type, title: a.title && a.title.text });
+          return {
+            traces: el.data.map((d) => ({ type: d.type, name: d.name, x: d.x, y: d.y,
+              z: d.z || null, error_high: d.error_y ? d.error_y.array : null })),
+            xaxis: axis(el._fullLayout.xaxis), yaxis: axis(el._fullLayout.yaxis),
+            shapes: (el.layout.shapes || []).length,
+            annotations: (el.layout.annotations || []).map((a) => a.text),
+          };
+        }""",
+        testid,
+    )
+
+
+def _overlapping_tick_labels(page) -> list[str]:
+    """Tick labels of any chart on the page whose drawn boxes overlap another's on that axis."""
+    return page.evaluate(
+        """() => {
+          const bad = [];
+          for (const el of document.querySelectorAll('.js-plotly-plot')) {
+            for (const sel of ['.xtick text', '.ytick text']) {
+              const boxes = [...el.querySelectorAll(sel)].filter((t) => t.textContent)
+                .map((t) => [t.textContent, t.getBoundingClientRect()]);
+              for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+                const [a, r] = boxes[i], [b, q] = boxes[j];
+                const apart = (u, v) => u.left >= v.right - 1 || u.top >= v.bottom - 1;
+                if (!apart(r, q) && !apart(q, r))
+                  bad.push(`${el.dataset.testid}: ${a} / ${b}`);
+              }
+            }
+          }
+          return bad;
+        }"""
+    )
+
+
+def _csv(page, testid: str) -> list[dict]:
+    """The CSV a chart offers, downloaded by clicking its link as a person would."""
+    import csv
+    import io
+
+    with page.expect_download() as download:
+        page.click(f"[data-testid=csv-{testid}]")
+    return list(csv.DictReader(io.StringIO(Path(download.value.path()).read_text())))
+
+
 def test_run_list_run_page_and_a_live_sample(server, tmp_path):
     url, db = server
     with playwright.sync_playwright() as p:
@@ -139,15 +195,33 @@ def test_run_list_run_page_and_a_live_sample(server, tmp_path):
         page.wait_for_selector("[data-testid=run-title]", timeout=20_000)
         assert page.inner_text("[data-testid=run-status]") == "finished"
         assert page.locator("[data-testid=samples] tr").count() == 3  # header + 2 samples
-        assert page.locator(".chart svg rect").count() >= 8  # per-layer bars
+        # per-layer bars: tiny-llama's 4 blocks, prefill and decode, as plotly drew them
+        layers = _plot(page, "layers")
+        assert [t["name"] for t in layers["traces"]] == ["prefill", "decode"]
+        assert layers["traces"][0]["x"] == ["0", "1", "2", "3"]
+        assert all(v > 0 for t in layers["traces"] for v in t["y"])
+        rows = _csv(page, "layers")  # the CSV is the rows the chart was drawn from
+        assert len(rows) == 8 and {"layer", "phase", "mean_ms"} <= set(rows[0])
+        assert sorted(float(r["mean_ms"]) for r in rows if r["phase"] == "prefill") == sorted(
+            layers["traces"][0]["y"]
+        )
         # the distribution of every sample, the parts of each block, steps of any sample
-        assert page.locator("[data-testid=dist-ttft] circle").count() == 2
-        assert page.locator("[data-testid=parts-prefill] rect").count() >= 4 * 3
+        dist = _plot(page, "dist-ttft")
+        assert len(dist["traces"][0]["x"]) == 2 and dist["traces"][-1]["name"] == "median"
+        parts = _plot(page, "parts-prefill")
+        assert len(parts["traces"]) >= 3 and parts["traces"][-1]["name"] == "rest of the block"
+        timeline = _plot(page, "timeline")
+        assert {"load", "prefill", "decode"} <= {t["name"] for t in timeline["traces"]}
         assert "median" in page.inner_text("[data-testid=card-ttft_ms]")
         assert "95% CI" in page.inner_text("[data-testid=card-ttft_ms]")
         page.select_option("[data-testid=step-pick]", index=0)
-        assert page.locator("[data-testid=decode-steps] polyline").count() == 1
+        steps = _plot(page, "decode-steps")
+        assert steps["traces"][0]["x"] == [2, 3, 4]  # 4 new tokens: 3 steps after the first
         page.wait_for_selector("[data-testid=roofline] td", timeout=30_000)
+        roof = _plot(page, "roofline-chart")
+        assert roof["xaxis"]["type"] == "log" and roof["yaxis"]["type"] == "log"
+        assert {t["name"] for t in roof["traces"]} >= {"prefill", "decode"}
+        assert _overlapping_tick_labels(page) == []
         assert "prefill" in page.inner_text("[data-testid=roofline]")
         assert page.locator("[data-testid=findings]").count() == 1
         with page.expect_download() as download:
@@ -163,21 +237,23 @@ def test_run_list_run_page_and_a_live_sample(server, tmp_path):
         page.click("#cmp button")
         page.wait_for_selector("[data-testid=verdicts] td", timeout=30_000)
         assert page.inner_text("[data-testid=verdicts]").count("no detectable difference") == 3
-        assert page.locator("[data-testid=overlay-ttft_ms] circle").count() == 4
+        overlay = _plot(page, "overlay-ttft_ms")
+        assert sum(len(t["x"]) for t in overlay["traces"] if t["name"] != "median") == 4
         assert _fits(page, 1280)
         page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
 
-        # the sweep page: medians with whiskers, labels that do not overprint
+        # the sweep page: prompt lengths 8 to 2000 span decades, so medians are lines over a
+        # log axis, each with its interval; a switch puts the times on a log axis too
         page.goto(url + "/")
         page.click("a[href^='#/sweep/']")
-        page.wait_for_selector("[data-testid=sweep-chart]", timeout=30_000)
-        assert page.locator("[data-testid=sweep-chart] .whisker").count() == 10
-        boxes = [
-            page.locator("[data-testid=sweep-chart] > text[transform]").nth(i).bounding_box()
-            for i in range(10)
-        ]
-        pairs = zip(boxes, boxes[1:], strict=False)
-        assert all(a["x"] + a["width"] <= b["x"] + b["width"] for a, b in pairs)
+        sweep = _plot(page, "sweep-chart")
+        assert sweep["xaxis"]["type"] == "log" and sweep["xaxis"]["title"] == "prompt_tokens"
+        total = sweep["traces"][0]
+        assert total["name"] == "total" and total["x"] == sorted(total["x"])
+        assert len(total["x"]) == 10 and len(total["error_high"]) == 10
+        page.click("[data-testid=log-sweep-chart]")
+        assert _plot(page, "sweep-chart")["yaxis"]["type"] == "log"
+        assert _overlapping_tick_labels(page) == []
         assert _fits(page, 1280)
         page.screenshot(path=str(tmp_path / "sweep.png"), full_page=True)
         page.click("[data-testid=sweep-compare]")
@@ -190,8 +266,22 @@ def test_run_list_run_page_and_a_live_sample(server, tmp_path):
         phone.on("pageerror", lambda e: errors.append(str(e)))
         phone.goto(url + f"/#/run/{run_id}")
         phone.wait_for_selector("[data-testid=roofline] td", timeout=30_000)
+        _plot(phone, "roofline-chart")
         assert _fits(phone, 390), "the run page overflows a phone's width"
+        assert _overlapping_tick_labels(phone) == []
         phone.screenshot(path=str(tmp_path / "run-phone.png"), full_page=True)
+        for name, hash_ in (("runs", "#/"), ("compare", f"#/compare/{run_id},{run_id}")):
+            phone.goto(url + "/" + hash_)
+            phone.wait_for_selector("[data-testid=runs], [data-testid=verdicts]", timeout=30_000)
+            if name == "compare":
+                _plot(phone, "overlay-ttft_ms")
+            assert _fits(phone, 390), f"the {name} page overflows a phone's width"
+            phone.screenshot(path=str(tmp_path / f"{name}-phone.png"), full_page=True)
+        phone.goto(url + "/")
+        phone.click("a[href^='#/sweep/']")
+        _plot(phone, "sweep-chart")
+        assert _fits(phone, 390) and _overlapping_tick_labels(phone) == []
+        phone.screenshot(path=str(tmp_path / "sweep-phone.png"), full_page=True)
         phone.close()
 
         page.goto(url + "/#/live")
@@ -222,13 +312,15 @@ def test_run_list_run_page_and_a_live_sample(server, tmp_path):
             page.wait_for_selector("[data-testid=live-progress]", timeout=120_000)
             assert "tokens in finished samples" in page.inner_text("[data-testid=live-progress]")
             # inside a sample, its decode steps as they happen
-            page.wait_for_selector("[data-testid=live-running-steps] polyline", timeout=120_000)
+            page.wait_for_selector(
+                "[data-testid=live-running-steps] .scatterlayer path", timeout=120_000
+            )
             assert "token " in page.inner_text("[data-testid=live-progress]")
             page.screenshot(path=str(tmp_path / "live-running.png"), full_page=True)
             page.wait_for_selector("[data-testid=live-sample]", timeout=120_000)
             seen_while_running = profile.poll() is None
-            page.wait_for_selector("[data-testid=live-layers] svg rect", timeout=120_000)
-            page.wait_for_selector("[data-testid=live-steps] polyline", timeout=120_000)
+            page.wait_for_selector("[data-testid=live-layers] .barlayer path", timeout=120_000)
+            page.wait_for_selector("[data-testid=live-steps] .scatterlayer path", timeout=120_000)
             page.screenshot(path=str(tmp_path / "live.png"), full_page=True)
         finally:
             assert profile.wait(timeout=300) == 0, profile.stderr.read()
@@ -255,17 +347,85 @@ def test_the_history_page_draws_runs_and_the_change_they_support(tmp_path):
                 page.on("pageerror", lambda e: errors.append(str(e)))
                 page.goto(url + f"/#/run/{ids[-1]}")
                 page.click("[data-testid=history-link]", timeout=20_000)
-                page.wait_for_selector("[data-testid=history-chart]", timeout=20_000)
+                drawn = _plot(page, "history-chart")
                 assert "tiny-llama" in page.inner_text("[data-testid=history-title]")
-                assert page.locator("[data-testid=history-chart] circle").count() == 14
+                assert drawn["xaxis"]["type"] == "date"
+                assert len(drawn["traces"][0]["y"]) == 14
+                assert drawn["traces"][0]["y"][8] > 1.2 * drawn["traces"][0]["y"][7]
+                assert drawn["shapes"] == 1 and drawn["annotations"][0].startswith("+25")
                 assert page.locator("[data-testid=history-change]").count() == 1
                 assert "+25" in page.text_content("[data-testid=history-change]")
+                assert _overlapping_tick_labels(page) == []
                 assert _fits(page, width), f"the history page overflows {width} px"
                 page.screenshot(path=str(tmp_path / f"history-{width}.png"), full_page=True)
                 page.select_option("[data-testid=history-metric]", "ttft_ms")
                 page.wait_for_selector("[data-metric=ttft_ms]", timeout=20_000)
-                assert page.locator("[data-testid=history-change]").count() == 0  # TTFT flat
+                assert _plot(page, "history-chart")["shapes"] == 0  # TTFT flat
+                assert page.locator("[data-testid=history-change]").count() == 0
                 page.close()
+            browser.close()
+        assert errors == []
+    finally:
+        next(served, None)
+
+
+def test_a_deep_moe_run_and_a_load_run_show_every_figure_they_have(tmp_path):
+    """Deep mode's per-block statistics and tokens per expert; a load's SLOs and its batch."""
+    db = tmp_path / "runs.db"
+    common = ["--new-tokens", "3", "--energy", "off", "--db", str(db), "--json"]
+    r = cli("profile", "-m", "tiny-qwen3-moe", "--mode", "deep", "--samples", "2", *common)
+    assert r.returncode == 0, r.stderr
+    deep_id = json.loads(r.stdout)["meta"]["run_id"]
+    r = cli(
+        "load",
+        "--requests",
+        "6",
+        "--rate",
+        "inf",
+        "--prompt-tokens",
+        "8",
+        "--slo",
+        "ttft_ms=100000",
+        "--slo",
+        "e2e_ms=0.001",
+        *common,
+    )
+    assert r.returncode == 0, r.stderr
+    load_id = json.loads(r.stdout)["meta"]["run_id"]
+    served = _serve(db)
+    url, _ = next(served)
+    try:
+        with playwright.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+            errors: list[str] = []
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(url + f"/#/run/{deep_id}")
+            for stat in ("entropy", "sparsity", "kill_ratio", "imbalance"):
+                drawn = _plot(page, f"stat-{stat}")
+                assert [t["name"] for t in drawn["traces"]] == ["prefill", "decode"]
+                assert drawn["traces"][0]["x"] == [0, 1, 2, 3]  # tiny-qwen3-moe's 4 blocks
+            experts = _plot(page, "experts")["traces"][0]
+            assert len(experts["z"]) == 4 and len(experts["z"][0]) == 16  # blocks x experts
+            for row in experts["z"]:
+                assert abs(sum(row) - 1.0) < 1e-6  # shares of each block's assignments
+            rows = _csv(page, "experts")
+            assert len(rows) <= 4 * 16 and {"layer", "expert", "tokens", "share"} <= set(rows[0])
+            page.wait_for_selector("[data-testid=findings]", timeout=30_000)
+            # the findings come before the figures: a person reads the headline first
+            order = page.evaluate("[...document.querySelectorAll('h2')].map((h) => h.textContent)")
+            assert order.index("Findings") < order.index("Timeline") < order.index("Samples")
+            assert _overlapping_tick_labels(page) == []
+            page.screenshot(path=str(tmp_path / "run-deep.png"), full_page=True)
+
+            page.goto(url + f"/#/run/{load_id}")
+            slo = _plot(page, "slo-chart")
+            assert slo["traces"][0]["y"] == [100.0, 0.0, 0.0]  # ttft met, e2e missed, all met
+            batch = _plot(page, "batch-requests")
+            assert {t["name"] for t in batch["traces"]} >= {"running", "waiting"}
+            assert max(batch["traces"][0]["y"]) >= 1
+            assert _overlapping_tick_labels(page) == []
+            page.screenshot(path=str(tmp_path / "run-load.png"), full_page=True)
             browser.close()
         assert errors == []
     finally:

@@ -14,17 +14,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Protocol
 
 from fastapi import FastAPI, HTTPException, Request, WebSocket, WebSocketDisconnect
+from fastapi.middleware.gzip import GZipMiddleware
 from fastapi.responses import FileResponse, JSONResponse, Response
 
 from infermeter.dashboard.live import LiveFeed, LiveSource
 from infermeter.dashboard.security import COOKIE, Guard, valid_id
 from infermeter.errors import UserError
 from infermeter.run.sink import StoredSweeps
+from infermeter.util import palette
 from infermeter.util.jsonio import clean_json
 
 STATIC = Path(__file__).parent / "static"
@@ -36,9 +40,25 @@ TYPES = {
 }
 
 
+def plotly_bundle() -> Path:
+    """plotly.js as the `plotly` package ships it (found without importing the package)."""
+    spec = importlib.util.find_spec("plotly")
+    if spec is None or spec.origin is None:
+        raise UserError(
+            "the dashboard needs the plotly package for its charts: "
+            "pip install 'infermeter[dashboard]'"
+        )
+    path = Path(spec.origin).parent / "package_data" / "plotly.min.js"
+    if not path.is_file():
+        raise UserError(f"the plotly package has no {path.name} at {path.parent}: reinstall plotly")
+    return path
+
+
 def _static_files() -> dict[str, Path]:
-    """The only files ever served: the package's static folder, listed once."""
-    return {p.name: p for p in STATIC.iterdir() if p.is_file() and p.suffix in TYPES}
+    """The only files ever served: the package's static folder and plotly.js, listed once."""
+    files = {p.name: p for p in STATIC.iterdir() if p.is_file() and p.suffix in TYPES}
+    files["plotly.min.js"] = plotly_bundle()
+    return files
 
 
 class DashboardStore(StoredSweeps, LiveSource, Protocol):
@@ -77,6 +97,8 @@ def create_app(store: DashboardStore, guard: Guard | None = None, poll_s: float 
         title="infermeter", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan
     )
     _add_checks(app, guard)
+    # plotly.js is 4.8 MB; compressed it is a quarter of that for a dashboard served remotely
+    app.add_middleware(GZipMiddleware, minimum_size=2048)
     _add_pages(app, _static_files())
     _add_api(app, store)
     _add_live(app, guard, feed, poll_s)
@@ -117,6 +139,11 @@ def _add_pages(app: FastAPI, files: dict[str, Path]) -> None:
     @app.get("/")
     async def index() -> FileResponse:
         return FileResponse(files["index.html"], media_type="text/html")
+
+    @app.get("/static/palette.js")
+    async def colours() -> Response:
+        body = f"window.PALETTE = {json.dumps(palette.as_json())};\n"
+        return Response(body, media_type="text/javascript")
 
     @app.get("/static/{name:path}")
     async def static(name: str) -> FileResponse:
