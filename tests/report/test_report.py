@@ -33,7 +33,6 @@ def test_run_report_files_hold_the_runs_numbers(tiny_llama, tmp_path):
         "timeline.png",
         "layers.png",
         "decode_steps.png",
-        "memory.png",
         "roofline.png",
         "layers_parts.csv",
         "analysis.json",
@@ -50,6 +49,13 @@ def test_run_report_files_hold_the_runs_numbers(tiny_llama, tmp_path):
     assert not re.search(r"(src|href)=['\"]https?://", page)  # opens offline
     assert page.count("<div class='scroll'><table>") == page.count("<table>")  # never off the page
     assert f"{ttft:,.4g}" in page and "memory-bound-decode" in page
+    # a person reads the headline and the findings first, the long tables last
+    heads = re.findall(r"<h2>([^<]+)</h2>", page)
+    assert heads[0] == "Findings" and heads[-1] == "Samples"
+    assert heads.index("Summary") < heads.index("Timeline") < heads.index("Roofline")
+    med = run.summary()["ttft_ms"].p50
+    assert page.index("class='headline'") < page.index("<h2>Findings")
+    assert f"TTFT {med:,.4g} ms" in page
     md = (out / "report.md").read_text()
     assert "![timeline](timeline.png)" in md and f"{ttft:,.4g}" in md
     # a second report into the same folder needs --overwrite; nothing is touched without it
@@ -112,3 +118,37 @@ def test_a_deep_moe_runs_report_draws_its_block_statistics_and_experts(tiny_moe,
         total = sum(float(e["share"]) for e in experts if e["layer"] == layer)
         assert abs(total - 1.0) < 1e-6
     assert "![experts](experts.png)" in (out / "report.md").read_text()
+
+
+def test_flat_memory_is_a_sentence_and_memory_that_moves_is_a_figure(tmp_path):
+    """A full-width figure of a flat RSS line says less than one line of text does."""
+    import dataclasses
+
+    import numpy as np
+
+    from infermeter.report.build import run_report
+    from infermeter.report.run_figures import flat_memory, memory_figure
+    from tests.helpers import history_run
+
+    run = history_run(0, 5.0, np.random.default_rng(0))
+
+    def with_rss(values):
+        samples = [
+            dataclasses.replace(s, memory={"rss_peak_mib": v})
+            for s, v in zip(run.samples, values, strict=True)
+        ]
+        return dataclasses.replace(run, samples=samples)
+
+    flat = with_rss([612.0, 612.4, 612.1, 613.0, 612.2])  # within 1 MiB of 613
+    assert flat_memory(flat) == (
+        "process RSS peak 613 MiB in every sample (within 1.0 MiB of each other)"
+    )
+    assert memory_figure(flat, tmp_path / "flat") == []
+    files = run_report(flat, tmp_path / "flat")
+    assert not any(f.name == "memory.png" for f in files)
+    assert "process RSS peak 613 MiB in every sample" in (tmp_path / "flat/report.md").read_text()
+
+    growing = with_rss([612.0, 640.0, 668.0, 700.0, 731.0])  # a leak: 19% over the run
+    assert flat_memory(growing) is None
+    pngs = [p.name for p in memory_figure(growing, tmp_path / "grows")]
+    assert pngs == ["memory.png", "memory.csv"]

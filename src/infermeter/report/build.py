@@ -17,7 +17,7 @@ from infermeter.analysis.roofline import COLUMNS, all_rows
 from infermeter.measure.gpu_identity import identity_label
 from infermeter.report.figures import breakdown_figure, varied_knobs, write_csv
 from infermeter.report.roofline_figure import roofline_figure
-from infermeter.report.run_figures import RUN_FIGURES
+from infermeter.report.run_figures import RUN_FIGURES, flat_memory
 from infermeter.run.components import part_tree, with_generate_calls
 from infermeter.util import fmt
 from infermeter.util.atomic import write_text_atomic
@@ -34,6 +34,7 @@ td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}th{background:#f4f4
 td:first-child,th:first-child{text-align:left}img{max-width:100%;margin:.5em 0}
 .high{color:#b00}.medium{color:#a60}.low{color:#555}.meta{color:#555}
 .scroll{overflow-x:auto;max-width:100%}
+.headline{font-size:1.1em;font-weight:600;margin:.8em 0}
 """
 
 
@@ -75,6 +76,10 @@ class _Doc:
     def text(self, s: str) -> None:
         self.md.append(s + "\n")
         self.html.append(f"<p class='meta'>{html.escape(s)}</p>")
+
+    def headline(self, s: str) -> None:
+        self.md.append(f"**{s}**\n")
+        self.html.append(f"<p class='headline'>{html.escape(s)}</p>")
 
     def heading(self, s: str) -> None:
         self.md.append(f"\n## {s}\n")
@@ -178,8 +183,46 @@ def _time_tables(doc: Any, run: RunResult) -> None:
         doc.table(_part_rows(run))
 
 
+#: the headline's metrics: (summary key, name, unit, digits)
+HEADLINE = (
+    ("ttft_ms", "TTFT", "ms", 4),
+    ("tpot_ms", "TPOT", "ms", 4),
+    ("tokens_per_s", "throughput", "tokens/s", 4),
+    ("j_per_token", "energy", "J/token", 3),
+)
+
+
+def headline(run: RunResult) -> str:
+    """The run in one line: each headline metric's median with its 95% interval."""
+    parts = []
+    for key, name, unit, digits in HEADLINE:
+        st = run.summary().get(key)
+        if st is None or not st.n:
+            continue
+        ci = (
+            f" (95% CI {st.median_ci95_low:,.{digits}g} to {st.median_ci95_high:,.{digits}g})"
+            if st.n > 1 and st.median_ci95_low == st.median_ci95_low  # not NaN
+            else ""
+        )
+        parts.append(f"{name} {st.p50:,.{digits}g} {unit}{ci}")
+    n = len(run.measured)
+    return f"medians of {n} measured sample{'s' * (n != 1)}: " + " · ".join(parts)
+
+
+def _findings(doc: Any, analysis: dict[str, Any]) -> None:
+    doc.heading("Findings")
+    for f in analysis["findings"]:
+        doc.finding(f)
+    if not analysis["findings"]:
+        doc.text("no bottleneck rule fired")
+
+
 def run_report(run: RunResult, out: Path, analysis: dict[str, Any] | None = None) -> list[Path]:
-    """Every file of a run's report; returns their paths."""
+    """Every file of a run's report; returns their paths.
+
+    Laid out as a person reads: what was run, the headline medians, the findings, then the
+    figures, and the long tables (samples, parts) last.
+    """
     out.mkdir(parents=True, exist_ok=True)
     files: list[Path] = []
     doc = _Doc(f"infermeter run {run.run_id}: {run.model_info.get('spec')}", out)
@@ -191,6 +234,10 @@ def run_report(run: RunResult, out: Path, analysis: dict[str, Any] | None = None
         f"{cfg.get('batch_size')} · mode {cfg.get('mode')} · {len(run.measured)} samples · "
         f"created {run.created} · status {run.status}"
     )
+    if run.measured:
+        doc.headline(headline(run))
+    if analysis is not None:
+        _findings(doc, analysis)
     summary = _summary_rows(run)
     phases = [{"phase": k, "ms": v} for k, v in run.phases.items()]
     samples = [
@@ -216,38 +263,40 @@ def run_report(run: RunResult, out: Path, analysis: dict[str, Any] | None = None
             if e.get("available")
             else f"unavailable: {e.get('reason')}"
         )
+    if flat_memory(run):
+        doc.heading("Memory")
+        doc.text(f"{flat_memory(run)}: no figure for a flat line (per sample: samples.csv)")
     for fig in RUN_FIGURES:
         written = fig(run, out)
         if written:
             files += written
             doc.heading(written[0].stem.replace("_", " ").capitalize())
             doc.figure(written[0], written[0].stem)
+    if analysis is not None:
+        files += _roofline_section(doc, analysis, out)
+    _time_tables(doc, run)
     doc.heading("Samples")
     doc.table(samples)
     files.append(write_csv(out / "samples.csv", samples))
     for name, rows in run.layers.items():
         if rows:
             files.append(write_csv(out / f"layers_{name}.csv", rows))
-    _time_tables(doc, run)
-    if analysis is not None:
-        doc.heading("Roofline")
-        doc.text(f"ceilings: {analysis['ceilings_source']}")
-        roof = analysis["roofline"]
-        for why in roof.get("approximate") or []:
-            doc.text(f"approximate FLOPs and bytes: {why}")
-        doc.table(all_rows(roof), list(COLUMNS))
-        written = roofline_figure(analysis, out)
-        if written:
-            files += written
-            doc.figure(written[0], "roofline")
-        doc.heading("Findings")
-        for f in analysis["findings"]:
-            doc.finding(f)
-        if not analysis["findings"]:
-            doc.text("no bottleneck rule fired")
-        files.append(write_json(out / "analysis.json", analysis))
     files.append(write_json(out / "run.json", run.to_json()))
     return files + doc.write()
+
+
+def _roofline_section(doc: Any, analysis: dict[str, Any], out: Path) -> list[Path]:
+    """The roofline's table and figure; the analysis written beside them."""
+    doc.heading("Roofline")
+    doc.text(f"ceilings: {analysis['ceilings_source']}")
+    roof = analysis["roofline"]
+    for why in roof.get("approximate") or []:
+        doc.text(f"approximate FLOPs and bytes: {why}")
+    doc.table(all_rows(roof), list(COLUMNS))
+    written = roofline_figure(analysis, out)
+    if written:
+        doc.figure(written[0], "roofline")
+    return [*written, write_json(out / "analysis.json", analysis)]
 
 
 def sweep_report(sweep: dict[str, Any], out: Path) -> list[Path]:

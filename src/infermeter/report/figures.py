@@ -17,13 +17,17 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
+from matplotlib import cycler
 
 from infermeter.report.figure_check import run_hooks
 from infermeter.run.components import COMPONENTS
 from infermeter.util.atomic import atomic_path
+from infermeter.util.palette import PHASES, SERIES
 
 DPI = 300
-PHASE_COLORS = {"prefill (TTFT)": "#4C72B0", "decode": "#DD8452"}
+# every figure's lines and bars take the dashboard's colour-blind-safe colours, in its order
+matplotlib.rcParams["axes.prop_cycle"] = cycler(color=list(SERIES))
+PHASE_COLORS = {"prefill (TTFT)": PHASES["prefill"], "decode": PHASES["decode"]}
 COMPONENT_COLORS = dict(
     zip(
         COMPONENTS,

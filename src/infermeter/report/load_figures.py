@@ -18,6 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from infermeter.report.figures import save_figure
+from infermeter.util.palette import BLUE, GREEN, GREY, ORANGE, PURPLE, VERMILLION
 
 
 def _legend_outside(ax: Any) -> None:
@@ -50,7 +51,7 @@ def load_sweep_figures(doc: dict[str, Any], out: Path) -> list[Path]:
     if k is not None:
         ax.axvline(
             k["throughput_rps"],
-            color="#C44E52",
+            color=VERMILLION,
             linestyle=":",
             label=f"knee: {knee_rate:g} req/s offered",
         )
@@ -66,7 +67,7 @@ def load_sweep_figures(doc: dict[str, Any], out: Path) -> list[Path]:
     files = save_figure(fig, out, "latency_vs_throughput", points)
     fig, ax = plt.subplots(figsize=(7, 4.2))
     rates = [p["rate"] for p in points]
-    ax.plot(rates, rates, ":", color="#8C8C8C", label="offered")
+    ax.plot(rates, rates, ":", color=GREY, label="offered")
     ax.plot(rates, xs, "o-", label="throughput")
     if any(p["goodput_rps"] is not None for p in points):
         ax.plot(rates, [p["goodput_rps"] for p in points], "s-", label="goodput (every SLO met)")
@@ -93,7 +94,7 @@ def energy_latency_figure(points: list[dict[str, Any]], out: Path) -> list[Path]
         [p["e2e_ms_p99"] for p in pts],
         [p["j_per_request_p50"] for p in pts],
         "o-",
-        color="#55A868",
+        color=GREEN,
         label="J per request (median)",
     )
     for p in pts:
@@ -130,15 +131,15 @@ def capacity_figure(result: dict[str, Any], out: Path, title: str) -> list[Path]
         att,
         yerr=err,
         fmt="-",
-        color="#4C72B0",
+        color=BLUE,
         capsize=3,
         zorder=1,
         label=f"attainment ({result['confidence']:.0%} interval)",
     )
     kinds = (
-        ("pass", "o", "#55A868", lambda r: r["verdict"] == "pass"),
-        ("fail", "X", "#C44E52", lambda r: r["verdict"] == "fail" and not r["saturated"]),
-        ("fail: queue growing", "P", "#DD8452", lambda r: r["saturated"]),
+        ("pass", "o", GREEN, lambda r: r["verdict"] == "pass"),
+        ("fail", "X", VERMILLION, lambda r: r["verdict"] == "fail" and not r["saturated"]),
+        ("fail: queue growing", "P", ORANGE, lambda r: r["saturated"]),
     )
     for label, marker, color, which in kinds:
         pts = [(r["rate"], 100 * r["attainment"]) for r in rows if which(r)]
@@ -146,13 +147,13 @@ def capacity_figure(result: dict[str, Any], out: Path, title: str) -> list[Path]
             ax.scatter(*zip(*pts, strict=True), marker=marker, color=color, zorder=2, label=label)
     ax.axhline(
         100 * result["target"],
-        color="#8C8C8C",
+        color=GREY,
         linestyle=":",
         label=f"target {100 * result['target']:.3g}%",
     )
     ax.set_ylabel("requests meeting every SLO (%)")
-    ax2.plot(rates, [r["goodput_rps"] for r in rows], "s-", color="#8172B3", label="goodput")
-    ax2.plot(rates, rates, ":", color="#8C8C8C", label="offered")
+    ax2.plot(rates, [r["goodput_rps"] for r in rows], "s-", color=PURPLE, label="goodput")
+    ax2.plot(rates, rates, ":", color=GREY, label="offered")
     ax2.set_ylabel("requests/s")
     ax2.set_xlabel("offered rate (requests/s, log)")
     from matplotlib.ticker import FuncFormatter
@@ -162,7 +163,7 @@ def capacity_figure(result: dict[str, Any], out: Path, title: str) -> list[Path]
         a.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         a.grid(True, alpha=0.3)
         if result["max_rate"] is not None:
-            a.axvline(result["max_rate"], color="#55A868", linestyle="--", linewidth=1)
+            a.axvline(result["max_rate"], color=GREEN, linestyle="--", linewidth=1)
     if result["max_rate"] is not None:
         ax2.annotate(
             f"capacity {result['max_rate']:.3g} req/s",
@@ -171,7 +172,7 @@ def capacity_figure(result: dict[str, Any], out: Path, title: str) -> list[Path]
             xytext=(4, -12),
             textcoords="offset points",
             fontsize=8,
-            color="#55A868",
+            color=GREEN,
         )
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax2.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))

@@ -17,6 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from infermeter.report.figures import save_figure
+from infermeter.util.palette import BLUE, GREEN, ORANGE, PURPLE, VERMILLION
 
 GB = 1e9
 
@@ -38,7 +39,7 @@ def latency_figure(doc: dict[str, Any], out: Path) -> list[Path]:
     xs = [str(r["batch"]) for r in rows]
     fig, ax = plt.subplots(figsize=(7, 4.2))
     fits = [r["memory"]["fits"] is not False for r in rows]
-    bars = ax.bar(xs, [r["tpot_ms"] for r in rows], color="#4C72B0", label="TPOT (ms)")
+    bars = ax.bar(xs, [r["tpot_ms"] for r in rows], color=BLUE, label="TPOT (ms)")
     for bar, ok in zip(bars, fits, strict=True):
         if not ok:
             bar.set_hatch("//")
@@ -50,7 +51,7 @@ def latency_figure(doc: dict[str, Any], out: Path) -> list[Path]:
         xs,
         [r["throughput_tok_s"] for r in rows],
         "o-",
-        color="#DD8452",
+        color=ORANGE,
         label="throughput (tokens/s)",
     )
     ax2.set_ylabel("predicted generation throughput (tokens/s)")
@@ -77,10 +78,10 @@ def memory_figure(doc: dict[str, Any], out: Path) -> list[Path]:
     pts = doc["memory_by_context"]
     xs = [p["context_tokens"] for p in pts]
     parts = (
-        ("weights_bytes", "weights", "#4C72B0"),
-        ("kv_cache_bytes", "KV cache", "#DD8452"),
-        ("activations_bytes", "activations (approx.)", "#55A868"),
-        ("runtime_bytes", "runtime", "#8172B2"),
+        ("weights_bytes", "weights", BLUE),
+        ("kv_cache_bytes", "KV cache", ORANGE),
+        ("activations_bytes", "activations (approx.)", GREEN),
+        ("runtime_bytes", "runtime", PURPLE),
     )
     fig, ax = plt.subplots(figsize=(7, 4.2))
     ax.stackplot(
@@ -91,7 +92,7 @@ def memory_figure(doc: dict[str, Any], out: Path) -> list[Path]:
     )
     cap = doc["hardware"].get("memory_bytes")
     if cap:
-        ax.axhline(cap / GB, color="#C44E52", linestyle="--", label=f"capacity {cap / GB:.0f} GB")
+        ax.axhline(cap / GB, color=VERMILLION, linestyle="--", label=f"capacity {cap / GB:.0f} GB")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("context length (tokens)")
     ax.set_ylabel("memory per GPU (GB)")

@@ -14,9 +14,10 @@ import matplotlib.pyplot as plt
 from infermeter.analysis.roofline import COLUMNS, all_rows
 from infermeter.report.figures import DPI, write_csv
 from infermeter.util.atomic import atomic_path
+from infermeter.util.palette import BLUE, ORANGE
 
 MARKERS = {"attention": "o", "mlp": "s", "moe": "D", "lm_head": "^", "forward": "*"}
-COLORS = {"prefill": "#4C72B0", "decode": "#DD8452"}
+COLORS = {"prefill": BLUE, "decode": ORANGE}
 
 
 def roofline_figure(analysis: dict[str, Any], out: Path, stem: str = "roofline") -> list[Path]:

@@ -21,16 +21,13 @@ import matplotlib.pyplot as plt
 from matplotlib.ticker import MaxNLocator
 
 from infermeter.report.figures import save_figure
+from infermeter.util.palette import BLUE, GREEN, GREY, ORANGE, PHASES, VERMILLION
 
 if TYPE_CHECKING:  # annotations only: the run's module imports numpy
     from infermeter.run.results import RunResult
 
-PHASE_COLORS = {
-    "load": "#8C8C8C",
-    "to_device": "#B0B0B0",
-    "prefill": "#4C72B0",
-    "decode": "#DD8452",
-}
+#: a run's phases in the colours the dashboard draws them in
+PHASE_COLORS = dict(PHASES)
 
 
 def timeline_figure(run: RunResult, out: Path) -> list[Path]:
@@ -53,7 +50,7 @@ def timeline_figure(run: RunResult, out: Path) -> list[Path]:
             labels.index(lane),
             r["duration_ms"] / 1e3,
             left=r["start_ms"] / 1e3,
-            color=PHASE_COLORS.get(name, "#999999"),
+            color=PHASE_COLORS.get(name, GREY),
             edgecolor="white",
             linewidth=0.5,
         )
@@ -118,8 +115,36 @@ def steps_figure(run: RunResult, out: Path) -> list[Path]:
     return save_figure(fig, out, "decode_steps", rows)
 
 
+#: peak memory that stays within this share of its highest value in every sample is flat
+FLAT_MEMORY_SHARE = 0.01
+
+
+def flat_memory(run: RunResult) -> str | None:
+    """One line for a report when peak memory was the same in every sample; None otherwise.
+
+    A full-width figure of a flat line says less than this sentence does.
+    """
+    parts = []
+    for key, name in (
+        ("rss_peak_mib", "process RSS peak"),
+        ("peak_allocated_mib", "device allocator peak"),
+    ):
+        values = [float(v) for s in run.samples if (v := getattr(s, key))]
+        if not values:
+            continue
+        low, high = min(values), max(values)
+        if high - low > FLAT_MEMORY_SHARE * high:
+            return None
+        parts.append(
+            f"{name} {high:,.0f} MiB in every sample (within {high - low:,.1f} MiB of each other)"
+        )
+    return "; ".join(parts) or None
+
+
 def memory_figure(run: RunResult, out: Path) -> list[Path]:
-    """Peak resident and device memory per sample."""
+    """Peak resident and device memory per sample; none when it is flat (`flat_memory`)."""
+    if flat_memory(run):
+        return []
     rows = [
         {
             "sample": s.index,
@@ -163,9 +188,9 @@ def power_figure(run: RunResult, out: Path) -> list[Path]:
         if dt > 0:
             rows.append({"t_ms": (t[i] + t[i - 1]) / 2, "power_w": (j[i] - j[i - 1]) / dt})
     fig, ax = plt.subplots(figsize=(8, 3.2))
-    ax.plot([r["t_ms"] / 1e3 for r in rows], [r["power_w"] for r in rows], lw=1, color="#C44E52")
+    ax.plot([r["t_ms"] / 1e3 for r in rows], [r["power_w"] for r in rows], lw=1, color=VERMILLION)
     for s in run.samples:
-        ax.axvspan(s.start_ms / 1e3, (s.start_ms + s.total_ms) / 1e3, color="#4C72B0", alpha=0.08)
+        ax.axvspan(s.start_ms / 1e3, (s.start_ms + s.total_ms) / 1e3, color=BLUE, alpha=0.08)
     ax.set_xlabel("time since the run started (s); shaded: generate calls")
     ax.set_ylabel("power (W)")
     ax.set_ylim(bottom=0)
@@ -185,13 +210,13 @@ def batch_state_figure(run: RunResult, out: Path) -> list[Path]:
         return []
     t = [s["t_ms"] / 1e3 for s in steps]
     fig, axes = plt.subplots(3, 1, figsize=(8, 6), sharex=True)
-    for key, label, color in (("running", "running", "#4C72B0"), ("waiting", "waiting", "#C44E52")):
+    for key, label, color in (("running", "running", BLUE), ("waiting", "waiting", VERMILLION)):
         if any(key in s for s in steps):
             axes[0].step(t, [s.get(key, 0) for s in steps], where="post", label=label, color=color)
     axes[0].set_ylabel("requests")
     for key, label, color in (
-        ("prefill_tokens", "prefill", "#4C72B0"),
-        ("decode_tokens", "decode", "#DD8452"),
+        ("prefill_tokens", "prefill", BLUE),
+        ("decode_tokens", "decode", ORANGE),
     ):
         if any(key in s for s in steps):
             axes[1].plot(t, [s.get(key, 0) for s in steps], ".", ms=3, label=label, color=color)
@@ -201,10 +226,10 @@ def batch_state_figure(run: RunResult, out: Path) -> list[Path]:
             t,
             [s.get("kv_used_pct", 0) for s in steps],
             where="post",
-            color="#55A868",
+            color=GREEN,
             label="KV cache used",
         )
-        axes[2].axhline(95, color="#8C8C8C", linestyle=":", label="full (95%)")
+        axes[2].axhline(95, color=GREY, linestyle=":", label="full (95%)")
     axes[2].set_ylabel("KV cache used (%)")
     axes[2].set_ylim(0, 105)
     axes[2].set_xlabel("time since the first arrival (s)")

@@ -11,6 +11,7 @@ from __future__ import annotations
 #: Okabe-Ito, in the order series take them (black last: it is kept for ceilings and medians)
 SERIES = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
 GREY = "#999999"
+BLUE, ORANGE, GREEN, VERMILLION, PURPLE = SERIES[:5]
 #: a run's phases, wherever they are drawn (timeline, layers, sweeps, roofline)
 PHASES = {"load": GREY, "to_device": "#BBBBBB", "prefill": SERIES[0], "decode": SERIES[1]}
 #: the parts of a decoder block; "rest" is the block's time outside its timed parts
