@@ -405,6 +405,9 @@ def test_a_deep_moe_run_and_a_load_run_show_every_figure_they_have(tmp_path):
                 drawn = _plot(page, f"stat-{stat}")
                 assert [t["name"] for t in drawn["traces"]] == ["prefill", "decode"]
                 assert drawn["traces"][0]["x"] == [0, 1, 2, 3]  # tiny-qwen3-moe's 4 blocks
+            entropy = _plot(page, "head-entropy")["traces"][0]
+            assert len(entropy["z"]) == 4 and len(entropy["z"][0]) == 4  # blocks x heads
+            assert len(_csv(page, "head-entropy")) == 16
             experts = _plot(page, "experts")["traces"][0]
             assert len(experts["z"]) == 4 and len(experts["z"][0]) == 16  # blocks x experts
             for row in experts["z"]:

@@ -190,6 +190,27 @@ def test_entropy_of_uniform_attention_is_log_n_and_masked_keys_are_ignored():
     assert pre["sparsity"] == 0.0 and dec["sparsity"] == 0.0
 
 
+def test_attention_statistics_per_head_and_their_layer_staged_or_not():
+    """Head 0 attends to one key (entropy 0, sparse), head 1 spreads evenly (log n, dense)."""
+    n = 8
+    w = torch.full((2, 2, 3, n), 1e-6)  # batch 2, heads 2, queries 3, keys 8; none masked
+    w[:, 0, :, 0] = 1.0 - (n - 1) * 1e-6
+    w[:, 1] = 1.0 / n
+    for stage in (0, 10_000):  # reduced at once, or deferred to the forward's end
+        probe = AttentionProbe(layers=1, device="cpu", threshold=1e-3, stage_width=stage)
+        probe.record(1, 0, w)
+        probe.record(1, 0, w[:1])  # a call of another shape: its rows count apart
+        probe.flush()
+        h0, h1 = probe.collect_heads()
+        assert (h0["head"], h1["head"]) == (0, 1)
+        assert h0["entropy"] == pytest.approx(0.0, abs=2e-4)
+        assert h0["sparsity"] == pytest.approx(7 / 8)
+        assert h1["entropy"] == pytest.approx(math.log(n)) and h1["sparsity"] == 0.0
+        (layer,) = probe.collect()  # the layer: both heads' rows together
+        assert layer["entropy"] == pytest.approx(math.log(n) / 2, abs=2e-4)
+        assert layer["sparsity"] == pytest.approx(7 / 16)
+
+
 @pytest.mark.parametrize("name", ["tiny-llama", "tiny-gpt2", "tiny-qwen3-moe"])
 def test_deep_attention_path_gives_the_same_logits_as_eager(name):
     lm = load_model(name, device="cpu", attn_implementation="eager")

@@ -96,3 +96,18 @@ def test_predict_load_and_history_figures_are_readable(tmp_path, problems):
     ]}  # fmt: skip
     assert history_figure(hist, tmp_path)
     assert set(problems) >= {"history"} and all(v == [] for v in problems.values()), problems
+
+
+def test_a_deep_moe_runs_figures_are_readable(tiny_moe, tmp_path, problems):
+    """Every figure of a run that has them all: per-block statistics, heads, experts."""
+    from infermeter import RunConfig, profile
+    from infermeter.report.run_figures import RUN_FIGURES
+
+    config = RunConfig(model="tiny-qwen3-moe", new_tokens=4, samples=2, mode="deep", energy="off")
+    run = profile(config, loaded=tiny_moe)
+    drawn = [p.name for fig in RUN_FIGURES for p in fig(run, tmp_path) if p.suffix == ".png"]
+    assert {"block_statistics.png", "attention_heads.png", "experts.png"} <= set(drawn)
+    heads = run.layers["attention_heads"]
+    assert {r["head"] for r in heads} == {0, 1, 2, 3}  # tiny-qwen3-moe's 4 query heads
+    assert set(problems) >= {"attention_heads", "experts"}
+    assert all(v == [] for v in problems.values()), problems

@@ -267,7 +267,12 @@ class RoutingProbe:
 
 
 class AttentionProbe(_RowProbe):
-    """Per call: sum of row entropies, weights below threshold, masked (exactly 0) weights."""
+    """Per call and head: sum of row entropies, weights below threshold, masked (exactly 0) weights.
+
+    Each call writes one row per head (the heads of one call are consecutive rows), so the same
+    sums give the layer's figures and each head's: heads of one layer differ (some attend to one
+    token, some spread), which a layer's mean hides.
+    """
 
     WIDTH = 3
 
@@ -281,7 +286,8 @@ class AttentionProbe(_RowProbe):
     ) -> None:
         super().__init__(device, capacity, stage_width)
         self.threshold = threshold
-        self._rows_per_call: list[int] = []
+        #: per row written, beside `rows.meta`: (softmax rows it sums over, its head)
+        self._row_heads: list[tuple[int, int]] = []
 
     def record(self, phase: int, layer: int, w: Any) -> None:
         """Entropy and sparsity of one softmax output of shape (batch, heads, queries, keys).
@@ -290,8 +296,17 @@ class AttentionProbe(_RowProbe):
         does not count as "sparse attention". xlogy(0, 0) = 0, so they add no entropy either.
         """
         wf = w.detach()
-        self._rows_per_call.append(wf.numel() // wf.shape[-1])
-        self._offer(phase, layer, wf.reshape(-1))
+        # (heads, softmax rows, keys): a view when the batch is 1
+        per_head = wf.transpose(0, 1).reshape(wf.shape[1], -1, wf.shape[-1])
+        if not self.deferred.offer(phase, layer, per_head):
+            self._write([(phase, layer, per_head.numel())], per_head.unsqueeze(0))
+
+    def _write(self, meta: list[tuple[int, int, int]], stacked: Any) -> None:
+        """`stacked` is (calls, heads, softmax rows, keys): one row per call and head."""
+        calls, heads, rows = stacked.shape[:3]
+        self._row_heads += [(rows, head) for _ in range(calls) for head in range(heads)]
+        per_row = [(p, lay, n // heads) for p, lay, n in meta for _ in range(heads)]
+        _write_rows(self.rows, per_row, self._columns(stacked.reshape(calls * heads, -1)))
 
     def _columns(self, s: Any) -> tuple:
         t = self._torch
@@ -302,27 +317,40 @@ class AttentionProbe(_RowProbe):
             s.shape[1] - t.linalg.vector_norm(s, 0, dim=1),
         )
 
-    def collect(self) -> list[dict[str, Any]]:
-        """Rows (phase, layer, entropy, sparsity)."""
-        acc: dict[tuple[int, int], list[Any]] = {}  # float sums, then int counts
-        for (phase, layer, n), rows, (ent, below, masked) in zip(
-            self.rows.meta, self._rows_per_call, self.rows.host(), strict=True
+    def _sums(self) -> dict[tuple[int, int, int], list[float]]:
+        """Per (phase, layer, head): [entropy sum, below, masked, softmax rows, weights]."""
+        acc: dict[tuple[int, int, int], list[float]] = {}
+        for (phase, layer, n), (ent, below, masked), (rows, head) in zip(
+            self.rows.meta, self.rows.host(), self._row_heads, strict=True
         ):
-            a = acc.setdefault((phase, layer), [0.0, 0.0, 0.0, 0, 0])
+            a = acc.setdefault((phase, layer, head), [0.0, 0.0, 0.0, 0, 0])
             a[0] += ent
             a[1] += below
             a[2] += masked
             a[3] += rows
             a[4] += n
-        out = []
-        for (p, layer), (ent, below, masked, rows, n) in sorted(acc.items()):
-            live = n - masked
-            out.append(
-                {
-                    "phase": PHASES[p],
-                    "layer": layer,
-                    "entropy": ent / rows,
-                    "sparsity": (below - masked) / live if live else math.nan,
-                }
-            )
-        return out
+        return acc
+
+    @staticmethod
+    def _row(ent: float, below: float, masked: float, rows: int, n: int) -> dict[str, float]:
+        live = n - masked
+        return {"entropy": ent / rows, "sparsity": (below - masked) / live if live else math.nan}
+
+    def collect(self) -> list[dict[str, Any]]:
+        """Rows (phase, layer, entropy, sparsity): every head of the layer together."""
+        by_layer: dict[tuple[int, int], list[float]] = {}
+        for (p, layer, _), sums in self._sums().items():
+            a = by_layer.setdefault((p, layer), [0.0, 0.0, 0.0, 0, 0])
+            for k, v in enumerate(sums):
+                a[k] += v
+        return [
+            {"phase": PHASES[p], "layer": layer, **self._row(*sums)}
+            for (p, layer), sums in sorted(by_layer.items())
+        ]
+
+    def collect_heads(self) -> list[dict[str, Any]]:
+        """Rows (phase, layer, head, entropy, sparsity): each head apart."""
+        return [
+            {"phase": PHASES[p], "layer": layer, "head": head, **self._row(*sums)}
+            for (p, layer, head), sums in sorted(self._sums().items())
+        ]

@@ -387,6 +387,7 @@ class Profiler:
             records=(mids, steps, starts, durs),
             activations=self.activations.collect() if self.activations else [],
             attention=self.attention.collect() if self.attention else [],
+            attention_heads=self.attention.collect_heads() if self.attention else [],
             kill=self.kill.collect() if self.kill else [],
             routing=self.routing.collect() if self.routing else [],
             notes=notes,

@@ -134,6 +134,8 @@ class LayerProfile:
     records: tuple[list[int], list[int], list[float], list[float]]
     activations: list[dict[str, Any]] = field(default_factory=list)
     attention: list[dict[str, Any]] = field(default_factory=list)
+    #: the same statistics for each head of each layer
+    attention_heads: list[dict[str, Any]] = field(default_factory=list)
     kill: list[dict[str, Any]] = field(default_factory=list)
     routing: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -338,6 +340,7 @@ class LayerProfile:
             "parts": self.parts(),
             "activations": self.activations_frame(),
             "attention": self.attention_frame(),
+            "attention_heads": pd.DataFrame(self.attention_heads),
             "mlp_kill": self.kill_frame(),
             "moe_routing": self.routing_frame(),
             "moe_load": self.moe_load_frame(),

@@ -10,6 +10,7 @@ Each function writes a PNG (300 DPI) and the CSV it was drawn from, and returns 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -292,6 +293,45 @@ def block_stats_figure(run: RunResult, out: Path) -> list[Path]:
     return save_figure(fig, out, "block_statistics", rows)
 
 
+def heads_figure(run: RunResult, out: Path) -> list[Path]:
+    """Attention entropy and sparsity of every head of every block (decode where measured).
+
+    Heads of one block differ; the block's mean (`block_stats_figure`) hides a head that
+    attends to one token.
+    """
+    rows = run.layers.get("attention_heads", [])
+    phase = "decode" if any(r["phase"] == "decode" for r in rows) else "prefill"
+    rows = [r for r in rows if r["phase"] == phase]
+    if not rows:
+        return []
+    layers = sorted({int(r["layer"]) for r in rows})
+    heads = sorted({int(r["head"]) for r in rows})
+    fig, axes = plt.subplots(
+        1, 2, figsize=(max(7.0, 0.5 * len(heads) + 5), 0.28 * len(layers) + 2.2)
+    )
+    for ax, col, label in zip(
+        axes, ("entropy", "sparsity"), ("entropy (nats)", "sparsity (share ~0)"), strict=True
+    ):
+        grid = [[math.nan] * len(heads) for _ in layers]
+        for r in rows:
+            if r.get(col) is not None:
+                grid[layers.index(int(r["layer"]))][heads.index(int(r["head"]))] = float(r[col])
+        # a share spans 0 to 1: a uniform 0 reads as 0, not as the middle of a made-up scale
+        share = {"vmin": 0.0, "vmax": 1.0} if col == "sparsity" else {}
+        im = ax.imshow(grid, aspect="auto", cmap="viridis", interpolation="nearest", **share)
+        ax.set_yticks(range(len(layers)), [str(v) for v in layers], fontsize=7)
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=12, integer=True))
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("head")
+        ax.set_ylabel("decoder block")
+        ax.set_title(f"attention {label}", fontsize=9)
+        fig.colorbar(im, ax=ax)
+    fig.suptitle(f"{run.model_info.get('spec')}: attention per head ({phase})", fontsize=10)
+    fig.tight_layout()
+    table = [{k: r[k] for k in ("phase", "layer", "head", "entropy", "sparsity")} for r in rows]
+    return save_figure(fig, out, "attention_heads", table)
+
+
 def experts_figure(run: RunResult, out: Path) -> list[Path]:
     """Tokens per expert in each MoE block (share of the block's assignments), decode phase."""
     rows = run.layers.get("moe_routing", [])
@@ -321,6 +361,7 @@ RUN_FIGURES = (
     timeline_figure,
     layer_figure,
     block_stats_figure,
+    heads_figure,
     experts_figure,
     steps_figure,
     memory_figure,

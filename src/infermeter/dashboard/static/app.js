@@ -99,6 +99,22 @@ function blockStatCharts(tables) {
   }).join("");
 }
 
+// Attention entropy and sparsity of each head of each block (decode where measured): heads of
+// one block differ, and a block's mean hides a head that attends to one token.
+function headCharts(tables) {
+  const all = tables.attention_heads || [];
+  const phase = all.some((r) => r.phase === "decode") ? "decode" : "prefill";
+  const rows = all.filter((r) => r.phase === phase);
+  if (!rows.length) return "";
+  const layers = [...new Set(rows.map((r) => r.layer))].sort((a, b) => a - b);
+  const heads = [...new Set(rows.map((r) => r.head))].sort((a, b) => a - b);
+  const grid = (col) => layers.map((l) => heads.map((h) => { const r = rows.find((x) => x.layer === l && x.head === h); return r ? r[col] : null; }));
+  const table = rows.map((r) => ({ phase: r.phase, layer: r.layer, head: r.head, entropy: r.entropy, sparsity: r.sparsity }));
+  return `<h3>Attention per head (${esc(phase)})</h3>` +
+    heatmap("head-entropy", grid("entropy"), heads.map(String), layers.map(String), { xtitle: "head", ytitle: "block", what: "entropy (nats)", rows: table, csv: "attention_heads" }) +
+    heatmap("head-sparsity", grid("sparsity"), heads.map(String), layers.map(String), { xtitle: "head", ytitle: "block", what: "sparsity", zrange: [0, 1] });
+}
+
 // Share of each MoE block's token assignments per expert (decode where measured), with the
 // block's imbalance in its label.
 function expertsChart(tables) {
@@ -246,7 +262,7 @@ async function runPage(id) {
   const bad = new Set([...out("ttft_ms"), ...out("tpot_ms"), ...out("total_ms")]);
   const group = (key, name, color) => ({ name, color, values: samples.map((x) => x[key]), ids: samples.map((x) => x.sample_id), outliers: out(key), median: s[key] && s[key].p50 });
   const knobs = Object.entries(doc.summary[0].config || {}).filter(([k]) => !(k in (m.config || {})));
-  const deep = blockStatCharts(tables) + expertsChart(tables);
+  const deep = blockStatCharts(tables) + headCharts(tables) + expertsChart(tables);
   show(view, `<h1 data-testid="run-title">run ${esc(m.run_id)} · ${esc(m.model)}</h1>
     <p class="muted">${esc(m.device && m.device.name)} · mode ${esc(m.config && m.config.mode)}${knobs.length ? " · knobs " + esc(knobs.map(([k, v]) => k + "=" + v).join(", ")) : ""} · status <span class="status-${esc(m.status)}" data-testid="run-status">${esc(m.status)}</span> · ${esc(m.created)}
     · <a href="/api/runs/${esc(m.run_id)}/trace" download data-testid="trace-link">download the Perfetto trace</a>

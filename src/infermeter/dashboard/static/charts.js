@@ -206,9 +206,9 @@ function steps(testid, values, { unit = "ms", first = 2, height = 220, ...opts }
 }
 
 // A grid of values (rows x columns), colour-blind-safe scale.
-function heatmap(testid, z, xs, ys, { xtitle = "", ytitle = "", what = "value", ...opts } = {}) {
+function heatmap(testid, z, xs, ys, { xtitle = "", ytitle = "", what = "value", zrange = null, ...opts } = {}) {
   const traces = [{
-    type: "heatmap", z, x: xs, y: ys, colorscale: "Viridis", colorbar: { title: { text: what, side: "right" }, thickness: 12 },
+    type: "heatmap", z, x: xs, y: ys, colorscale: "Viridis", ...(zrange ? { zmin: zrange[0], zmax: zrange[1] } : {}), colorbar: { title: { text: what, side: "right" }, thickness: 12 },
     hovertemplate: `${esc(ytitle)} %{y}, ${esc(xtitle)} %{x}: %{z:.3~g}<extra></extra>`,
   }];
   const layout = { xaxis: { title: { text: xtitle }, type: "category" }, yaxis: { title: { text: ytitle }, type: "category", autorange: "reversed" } };
