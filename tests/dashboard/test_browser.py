@@ -327,6 +327,10 @@ def test_run_list_run_page_and_a_live_sample(server, tmp_path):
         assert seen_while_running, "the sample appeared only after the profile ended"
         page.wait_for_selector("[data-testid=live-idle]", timeout=30_000)  # its line went
         assert "tiny-llama" in page.inner_text("[data-testid=live-samples]")
+        page.set_viewport_size({"width": 390, "height": 844})  # the same live page on a phone
+        page.wait_for_timeout(500)  # plotly redraws its charts on the window's resize
+        assert _fits(page, 390), "the live page overflows a phone's width"
+        page.screenshot(path=str(tmp_path / "live-phone.png"), full_page=True)
         browser.close()
     assert not errors, errors
     assert (tmp_path / "live.png").stat().st_size > 10_000
@@ -429,6 +433,20 @@ def test_a_deep_moe_run_and_a_load_run_show_every_figure_they_have(tmp_path):
             assert max(batch["traces"][0]["y"]) >= 1
             assert _overlapping_tick_labels(page) == []
             page.screenshot(path=str(tmp_path / "run-load.png"), full_page=True)
+
+            # the deep run's report.html, as a person opens it: the headline and findings
+            # first, every table inside the page at 1280 px and on a phone
+            out = tmp_path / "report"
+            assert cli("report", deep_id, "--db", str(db), "--out", str(out)).returncode == 0
+            for width in (1280, 390):
+                page.set_viewport_size({"width": width, "height": 900})
+                page.goto((out / "report.html").as_uri())
+                alts = page.evaluate("[...document.images].map((i) => i.alt)")
+                deep_figures = {"block_statistics", "attention_heads", "experts"}
+                assert {"timeline", "layers", "decode_steps"} | deep_figures <= set(alts)
+                assert _fits(page, width), f"the report overflows {width} px"
+                name = "report.png" if width == 1280 else "report-phone.png"
+                page.screenshot(path=str(tmp_path / name), full_page=True)
             browser.close()
         assert errors == []
     finally:

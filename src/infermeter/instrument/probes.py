@@ -39,12 +39,13 @@ class _Rows:
         self.buf = torch.zeros((max(capacity, 16), width), dtype=torch.float32, device=device)
         self.meta: list[tuple[int, int, int]] = []
 
-    def next_row(self, phase: int, layer: int, n: int) -> Any:
-        i = len(self.meta)
-        if i >= self.buf.shape[0]:  # rare: grow by doubling (one copy)
+    def append(self, meta: list[tuple[int, int, int]]) -> Any:
+        """Room for one row per `meta` entry, recorded in one go: the buffer's rows to fill."""
+        first = len(self.meta)
+        while first + len(meta) > self.buf.shape[0]:  # rare: grow by doubling (one copy)
             self.buf = self._torch.cat((self.buf, self._torch.zeros_like(self.buf)))
-        self.meta.append((phase, layer, n))
-        return self.buf[i]
+        self.meta.extend(meta)
+        return self.buf[first : first + len(meta)]
 
     def host(self) -> list[list[float]]:
         return self.buf[: len(self.meta)].double().cpu().tolist()
@@ -78,11 +79,8 @@ class _Deferred:
 
 def _write_rows(rows: _Rows, meta: list[tuple[int, int, int]], columns: tuple) -> None:
     """Append one row per meta entry, filled column-wise from 1-D tensors (one kernel)."""
-    torch = rows._torch
-    first = len(rows.meta)
-    for phase, layer, n in meta:
-        rows.next_row(phase, layer, n)
-    torch.stack([c.float() for c in columns], dim=1, out=rows.buf[first : first + len(meta)])
+    out = rows.append(meta)
+    rows._torch.stack([c.float() for c in columns], dim=1, out=out)
 
 
 class _RowProbe:

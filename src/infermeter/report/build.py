@@ -108,6 +108,7 @@ class _Doc:
         write_text_atomic(md, "\n".join(self.md))
         page = (
             "<!doctype html><html><head><meta charset='utf-8'>"
+            "<meta name='viewport' content='width=device-width, initial-scale=1'>"
             f"<title>{html.escape(self.title)}</title><style>{CSS}</style></head><body>"
             + "\n".join(self.html)
             + "</body></html>"
