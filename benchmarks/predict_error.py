@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> None:
             None,
             p["rss_before_bytes"],
         )
-        p["memory_err"] = _err(fit.total, p["rss_peak_bytes"])
+        p["memory_err"] = _err(fit.total_bytes, p["rss_peak_bytes"])
         mem_errs.append(p["memory_err"])
     report["memory_total"] = _summary(mem_errs)
     print(
