@@ -1,24 +1,38 @@
 import math
 
 import pytest
+import torch
 
 from infermeter import UserError
 from infermeter.errors import GenerationFailed
 from infermeter.measure.clock import MockClock
 from infermeter.run import RunConfig, profile
-from infermeter.run.generation import StepRecorder, TimedGeneration
+from infermeter.run.generation import StepRecorder, TimedGeneration, token_marks
 from infermeter.store import Store
 
 
 def test_step_recorder_marks_each_token_and_never_stops():
     clock = MockClock(auto_advance_ms=2.0)
     rec = StepRecorder(clock, batch_size=2, device="cpu", capacity=3)
-    for _ in range(4):
-        flags = rec(None, None)
+    for length in range(6, 10):  # a 5-token prompt, one token a call
+        flags = rec(torch.zeros(2, length), None)
         assert flags.tolist() == [False, False]
     assert rec.count == 4 and rec.marks == [0.0, 2.0, 4.0]
     timed = TimedGeneration(start=-10.0, marks=rec.marks, output_ids=None, input_length=0)
     assert timed.durations(clock) == (10.0, [2.0, 2.0])
+    assert token_marks(rec, 5, 3) == [0.0, 2.0, 4.0]
+
+
+def test_a_speculative_forward_gives_each_of_its_tokens_its_mark():
+    """Accepted tokens arrive together: their inter-token latency is 0 (bursty)."""
+    clock = MockClock(auto_advance_ms=2.0)
+    rec = StepRecorder(clock, batch_size=1, device="cpu", capacity=8)
+    for length in (11, 14, 15, 18):  # a 10-token prompt; forwards accept 1, 3, 1, 3 tokens
+        rec(torch.zeros(1, length), None)
+    marks = token_marks(rec, 10, 7)  # 8 produced, 7 asked for
+    assert marks == [0.0, 2.0, 2.0, 2.0, 4.0, 6.0, 6.0]
+    timed = TimedGeneration(start=-1.0, marks=marks, output_ids=None, input_length=10)
+    assert timed.durations(clock) == (1.0, [2.0, 0.0, 0.0, 2.0, 2.0, 0.0])
 
 
 def test_profile_tiny_llama_measures_every_token(tiny_llama):

@@ -47,7 +47,7 @@ def analyze_run(
     if why is None:
         roof = roofline(run, ceilings)
         roof["above_ceiling"] = flag_above_ceiling(roof, measured)
-        findings = find_bottlenecks(evidence_of(run, roof))
+        findings = find_bottlenecks(evidence_of(run, roof)) + speculation_findings(run)
         model = time_model(run, measured, learned)
     else:  # every stored run is analysable: what cannot exist says why, in one line
         roof = {"rows": [], "prefill": None, "decode": None, "approximate": [], "unavailable": why}
@@ -129,6 +129,54 @@ QUEUE_SHARE_MEDIUM, QUEUE_SHARE_HIGH = 0.5, 0.8
 
 #: share of a load run's time with its KV cache full from which that is a finding
 KV_FULL_MEDIUM, KV_FULL_HIGH = 10.0, 30.0
+
+
+#: below this share of proposed tokens accepted, a speculative run mostly wastes its proposals
+LOW_ACCEPTANCE = 0.3
+
+
+def speculation_findings(run: RunResult) -> list[Finding]:
+    """A speculative run that changed the greedy output, or whose proposals were mostly refused."""
+    spec = (run.checks or {}).get("speculation") or {}
+    out = []
+    if spec.get("matches_greedy") is False:
+        at = spec.get("first_difference_at_token")
+        out.append(
+            Finding(
+                id="speculation-changed-output",
+                severity="high",
+                title=f"decoding {run.config.get('decoding')} changed the output: it differs "
+                f"from plain greedy decoding from token {at}",
+                evidence={"first_difference_at_token": at},
+                advice="speculation verified greedily must reproduce greedy output: a "
+                "difference is numerics in the batched verification (a lower-precision dtype "
+                "turns near-ties) or a bug; compare in float32 before trusting its speed",
+            )
+        )
+    rate = spec.get("acceptance_rate")
+    if rate is not None and rate < LOW_ACCEPTANCE:
+        out.append(
+            Finding(
+                id="speculation-low-acceptance",
+                severity="medium",
+                title=f"only {rate:.0%} of proposed tokens were accepted "
+                f"({spec.get('tokens_per_target_forward', 0):.2f} tokens per target forward)",
+                evidence={
+                    k: spec.get(k)
+                    for k in (
+                        "acceptance_rate",
+                        "proposed",
+                        "accepted",
+                        "draft_ms_per_step",
+                        "verify_ms_per_step",
+                    )
+                },
+                advice="the draft rarely agrees with the target here: propose fewer tokens, "
+                "use a draft closer to the target (same family, distilled), or keep plain "
+                "decoding for this kind of text; prompt lookup pays on repetitive text",
+            )  # fmt: skip
+        )
+    return out
 
 
 def load_findings(run: RunResult) -> list[Finding]:

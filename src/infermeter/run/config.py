@@ -9,8 +9,8 @@ from typing import Any
 from infermeter.errors import UserError
 from infermeter.instrument.config import MODES
 from infermeter.models.presets import DEFAULT_PRESET
+from infermeter.run.decoding import parse_decoding
 
-DECODING = ("greedy", "sampling")
 ENERGY_CHOICES = ("auto", "nvml", "rapl", "powermetrics", "off")
 
 
@@ -57,7 +57,9 @@ class RunConfig:
             for torch's default mode, or a mode name ("reduce-overhead": CUDA graphs;
             "max-autotune"; "default").
         nvtx: NVTX ranges per sample, phase, block and part for Nsight Systems (CUDA only).
-        decoding: "greedy" or "sampling" (with temperature, top_p, sample_top_k).
+        decoding: "greedy" or "sampling" (with temperature, top_p, sample_top_k), or a
+            speculative kind verified greedily: "prompt_lookup:N", "assisted:DRAFT",
+            "early_exit:K" (run/decoding.py).
         chat: use the tokenizer's chat template when it has one.
         mode: profiling mode, "minimal" (no hooks), "standard" or "deep".
         sample_every: in standard/deep mode, instrument one decode step in N.
@@ -85,7 +87,10 @@ class RunConfig:
     compile: bool | str = False
     nvtx: bool = False
     attn_implementation: str | None = None
-    decoding: str = _field("greedy", "greedy or sampling.")
+    decoding: str = _field(
+        "greedy",
+        "greedy, sampling, or speculative: prompt_lookup:N, assisted:DRAFT, early_exit:K.",
+    )
     temperature: float = _field(1.0, "Sampling temperature.")
     top_p: float = _field(1.0, "Sampling nucleus (top-p).")
     sample_top_k: int | None = _field(None, "Sampling top-k (not the MoE top-k).")
@@ -165,9 +170,10 @@ class RunConfig:
                 "use 1 (every decode step) or more",
             ),
             (
-                self.decoding in DECODING,
-                f"unknown decoding {self.decoding!r}",
-                "use greedy or sampling",
+                not parse_decoding(self.decoding).speculative or self.batch_size == 1,
+                f"decoding {self.decoding} runs one sequence at a time, not a batch of "
+                f"{self.batch_size} (transformers' assisted generation)",
+                "use --batch-size 1 with speculative decoding",
             ),
             (self.temperature > 0, f"temperature {self.temperature} is not > 0", "use e.g. 0.7"),
             (0 < self.top_p <= 1, f"top-p {self.top_p} is outside (0, 1]", "use e.g. 0.9"),

@@ -5,6 +5,10 @@ transformers calls once per generated token, right after that token is chosen. E
 one clock mark (a CUDA event on GPU: no host sync) and returns a preallocated all-False tensor,
 so it never stops generation and costs about a microsecond. `min_new_tokens == max_new_tokens`
 suppresses EOS, so every sample generates exactly the tokens asked for.
+
+Speculative decoding (run/decoding.py) accepts several tokens per target forward, and the
+criterion is called once per forward: it keeps the sequence's length with each mark, and the
+tokens of one forward share its mark (their inter-token latency is 0: bursty by nature).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ class StepRecorder:
         self.on_token = on_token  # told each token's mark (the profiler's token windows)
         self.start: Any = None  # the generate call's start mark, set just before the call
         self.marks: list[Any] = [None] * capacity
+        self.lengths: list[int] = [0] * capacity  # the sequence's length at each mark
         self.count = 0
         self._false = torch.zeros(batch_size, dtype=torch.bool, device=device)
 
@@ -43,6 +48,7 @@ class StepRecorder:
         mark = self.clock.mark()
         if self.count < len(self.marks):
             self.marks[self.count] = mark
+            self.lengths[self.count] = input_ids.shape[-1]
         self.count += 1
         if self.on_token is not None:
             self.on_token(mark)
@@ -77,7 +83,10 @@ def generation_config(
     """A fresh GenerationConfig, so a checkpoint's own defaults never change what is measured."""
     from transformers import GenerationConfig
 
-    sampling = decoding == "sampling"
+    from infermeter.run.decoding import parse_decoding
+
+    how = parse_decoding(decoding)
+    sampling = how.kind == "sampling"
     kw: dict[str, Any] = dict(
         max_new_tokens=new_tokens,
         min_new_tokens=new_tokens,
@@ -89,6 +98,10 @@ def generation_config(
     )
     if sampling:
         kw.update(temperature=temperature, top_p=top_p, top_k=top_k or 0)
+    if how.kind == "prompt_lookup":
+        kw.update(prompt_lookup_num_tokens=how.tokens)
+    elif how.kind == "early_exit":
+        kw.update(assistant_early_exit=how.tokens)
     return GenerationConfig(**kw)
 
 
@@ -100,12 +113,14 @@ def timed_generate(
     new_tokens: int,
     watch: Callable[[StepRecorder], AbstractContextManager[Any]] | None = None,
     on_token: Callable[[Any], None] | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> TimedGeneration:
     """Run `model.generate(**inputs)` once, marking its start and every generated token.
 
     `watch(recorder)` is entered before the start mark and left after the call returns (so
     its own cost stays outside the timed window): run/live_steps.py streams the marks from it.
-    `on_token(mark)` is told each token's mark right after it is taken.
+    `on_token(mark)` is told each token's mark right after it is taken. `extra`: more
+    arguments of `generate` (a speculative run's draft model and tokenizers).
     """
     import torch
     from transformers import StoppingCriteriaList
@@ -116,11 +131,24 @@ def timed_generate(
     watcher = watch(recorder) if watch is not None else contextlib.nullcontext()
     with watcher, torch.inference_mode():
         recorder.start = clock.mark()
-        out = model.generate(**inputs, generation_config=gen_config, stopping_criteria=criteria)
-    produced = min(recorder.count, new_tokens)
+        out = model.generate(
+            **inputs, generation_config=gen_config, stopping_criteria=criteria, **(extra or {})
+        )
+    length = inputs["input_ids"].shape[1]
     return TimedGeneration(
         start=recorder.start,
-        marks=recorder.marks[:produced],
+        marks=token_marks(recorder, length, new_tokens),
         output_ids=out,
-        input_length=inputs["input_ids"].shape[1],
+        input_length=length,
     )
+
+
+def token_marks(recorder: StepRecorder, input_length: int, new_tokens: int) -> list[Any]:
+    """One mark per generated token: a forward that accepted n tokens gives its mark n times."""
+    calls = min(recorder.count, len(recorder.marks))
+    marks: list[Any] = []
+    before = input_length
+    for mark, length in zip(recorder.marks[:calls], recorder.lengths[:calls], strict=True):
+        marks += [mark] * max(1, length - before)
+        before = length
+    return marks[:new_tokens]

@@ -46,6 +46,7 @@ from infermeter.run.progress import LiveProgress, ProgressFn
 from infermeter.run.results import RunResult, SampleResult
 from infermeter.run.signals import stop_on_signals
 from infermeter.run.sink import LiveSink, RunSink
+from infermeter.run.speculation import Speculator, greedy_check, speculator_for
 from infermeter.util.timestamps import now_iso
 from infermeter.workloads.corpus import MAX_CHARS_PER_TOKEN, read_prompts_file
 from infermeter.workloads.prompts import PromptBatch, VisionInput, WorkloadSpec, build_batches
@@ -88,6 +89,8 @@ class Session:
     nvtx: NvtxRanges | None = None
     #: user regions (`infermeter.session(...).section`), on the run's clock
     sections: Timer | None = None
+    #: a speculative run's draft and what its speculation did (run/speculation.py)
+    speculator: Speculator | None = None
 
 
 def _vision_input(loaded: LoadedModel) -> VisionInput | None:
@@ -250,6 +253,9 @@ def set_up_session(
     if graphs:
         result.notes.append(graphs)
     clock = clock_for(device)
+    speculator = speculator_for(config.decoding, loaded, clock)
+    if speculator is not None and config.decoding.startswith("assisted"):
+        result.phases["draft_load_ms"] = speculator.load_draft()  # a bad draft stops here
     prof_config = _profiler_config(config, info)
     profiler = Profiler(model, prof_config, clock=clock) if prof_config.hooks_needed else None
     # An explicitly named source that is missing is a UserError here, before anything is stored.
@@ -268,6 +274,7 @@ def set_up_session(
         progress,
         sampler,
         nvtx=NvtxRanges(model, modules=not config.compile) if config.nvtx else None,
+        speculator=speculator,
     )
 
 
@@ -298,6 +305,8 @@ def attach_instruments(session: Session) -> None:
         model.forward = torch.compile(model.forward, mode=mode)
     if session.nvtx is not None:  # outermost, over the compiled forward
         session.nvtx.attach()
+    if session.speculator is not None:
+        session.speculator.attach()
 
 
 def _step_watch(session: Session) -> Callable[[Any], Any] | None:
@@ -328,20 +337,28 @@ def _measure_sample(session: Session, i: int, batch: PromptBatch) -> SampleResul
     # call none can land inside a measured generation; it runs between samples. (A forced
     # gc.collect() per sample did the same job at 250 ms a sample.)
     gc.disable()
+    spec = session.speculator
+    inputs = batch.generate_kwargs(param.device, param.dtype)
     try:
         ranges = session.nvtx.sample(i, warm) if session.nvtx is not None else nullcontext()
+        if spec is not None:
+            spec.begin()
         with ranges:
             timed = timed_generate(
                 model,
-                batch.generate_kwargs(param.device, param.dtype),
+                inputs,
                 session.gen_config,
                 clock,
                 config.new_tokens,
                 watch=_step_watch(session),
                 on_token=session.profiler.token_chosen if session.profiler is not None else None,
+                extra=spec.extra if spec is not None else None,
             )
     finally:
         gc.enable()
+    if spec is not None:
+        produced = timed.output_ids.shape[1] - timed.input_length
+        spec.end(produced, timed.input_length, warm, timed.output_ids, inputs)
     if sampler is not None:
         sampler.read_now()
     ttft, steps = timed.durations(clock)
@@ -395,6 +412,15 @@ def samples_done(session: Session) -> None:
         warm_mean = sum(s.total_ms for s in result.measured) / len(result.measured)
         cold = result.phases["compile_first_call_ms"]
         result.phases["compile_ms"] = max(0.0, cold - warm_mean)
+    if session.speculator is not None:
+        check = greedy_check(session.speculator, session.config.new_tokens)
+        result.checks["speculation"] = {**session.speculator.summary(), **check}
+        if check["matches_greedy"] is False:
+            result.notes.append(
+                f"decoding {session.config.decoding} changed the output: it differs from plain "
+                f"greedy decoding from token {check['first_difference_at_token']} of the first "
+                "measured sample (speculation verified greedily must not change it)"
+            )
     result.status = "finished"
 
 
@@ -433,6 +459,8 @@ def _sample_loop(session: Session, sink: RunSink | None) -> BaseException | None
 def tear_down(session: Session) -> None:
     """Detach hooks (keeping their tables), restore the forward, stop the energy sampler."""
     result, profiler = session.result, session.profiler
+    if session.speculator is not None:
+        session.speculator.detach()
     if session.nvtx is not None:
         session.nvtx.detach()
     if profiler is not None:
