@@ -44,9 +44,14 @@ def test_experiment_all_quick_writes_every_json_csv_and_png(tmp_path):
             continue
         doc = json.loads((folder / "sweep.json").read_text())
         assert doc["meta"]["name"] == name and doc["summary"]
-        png = Image.open(folder / f"{name}.png")
-        assert png.size[0] >= 1800 and png.info.get("dpi", (300, 300))[0] == pytest.approx(300, 1)
-        rows = list(csv.DictReader((folder / f"{name}.csv").open()))
+        # a second knob draws one figure per value of it (speculation: one per prompt kind)
+        figures = sorted(folder.glob(f"{name}*.png"))
+        assert len(figures) == (2 if name == "speculation" else 1), figures
+        for path in figures:
+            png = Image.open(path)
+            assert png.size[0] >= 1800
+            assert png.info.get("dpi", (300, 300))[0] == pytest.approx(300, 1)
+        rows = [r for f in sorted(folder.glob(f"{name}*.csv")) for r in csv.DictReader(f.open())]
         assert len(rows) == len(doc["summary"])
         means = sorted(round(r["ttft_ms"]["mean"], 4) for r in doc["summary"])
         assert sorted(round(float(r["ttft_ms"]), 4) for r in rows) == means
@@ -63,6 +68,13 @@ def test_experiment_all_quick_writes_every_json_csv_and_png(tmp_path):
         [0, 1],
         [0, 1, 2, 3],
     ]
+    # speculation: each prompt-lookup length judged against greedy on the same prompts
+    verdict = list(csv.DictReader((out / "speculation" / "verdict.csv").open()))
+    assert sorted((v["prompt_kind"], v["decoding"]) for v in verdict) == [
+        (k, f"prompt_lookup:{n}") for k in ("natural", "repetitive") for n in (2, 4)
+    ]
+    assert all(v["matches_greedy"] == "True" for v in verdict)
+    assert "repetitive prompts, prompt_lookup:4: " in r.stdout
     compile_doc = json.loads((out / "compile" / "sweep.json").read_text())
     on = next(r for r in compile_doc["summary"] if r["config"]["compile"] is True)
     assert on["checks"]["compile"]["cold_over_warm"] > 1  # cold first call > warm calls

@@ -7,7 +7,7 @@ from infermeter import RunConfig, UserError, profile
 from infermeter.analysis.analyze import speculation_findings
 from infermeter.cli.app import app
 from infermeter.knobs.registry import get_knob
-from infermeter.run.decoding import parse_decoding
+from infermeter.workloads.decoding import parse_decoding
 from tests.helpers import assert_one_line_error
 
 REPEAT = ("the cat sat on the mat and the dog sat on the log. " * 6).strip()

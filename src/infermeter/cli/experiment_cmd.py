@@ -27,7 +27,8 @@ from infermeter.models.presets import DEFAULT_PRESET
 def experiment_command(
     name: str = typer.Argument(
         ...,
-        help="context-scaling, moe-topk, layers, output-tokens, batch, precision, compile, or all.",
+        help="context-scaling, moe-topk, layers, output-tokens, batch, precision, speculation, "
+        "compile, or all.",
     ),
     model: str = typer.Option(DEFAULT_PRESET, "--model", "-m", help="Model to run it on."),
     quick: bool = typer.Option(False, "--quick", help="Fewer points and samples (same code)."),
@@ -88,5 +89,21 @@ def experiment_command(
         if result.scaling:
             s = result.scaling
             console.print(f"  scaling: {s['verdict']}: {s['evidence']}", markup=False)
+        for v in result.verdict:
+            console.print("  " + verdict_line(v), markup=False)
         for f in result.files:
             console.print(f"  wrote {f}", markup=False, style="dim")
+
+
+def verdict_line(row: dict) -> str:
+    """One judged point of an experiment, as a sentence."""
+    if "decoding" in row:
+        rate = row.get("acceptance_rate")
+        accepted = f"{rate:.0%} accepted" if rate is not None else "nothing proposed"
+        speed = f"{row['speedup']:.2f}x" if row.get("speedup") else "-"
+        return (
+            f"{row['prompt_kind']} prompts, {row['decoding']}: {row['verdict']} (decode "
+            f"{speed} as fast as greedy, {accepted}, "
+            f"{row.get('tokens_per_target_forward') or 0:.2f} tokens per target forward)"
+        )
+    return ", ".join(f"{k} {v}" for k, v in row.items())

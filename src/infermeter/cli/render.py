@@ -183,6 +183,25 @@ def energy_line(run: RunResult) -> Text | None:
     return Text(" · ".join(parts), style="dim")
 
 
+def speculation_line(run: RunResult) -> Text | None:
+    """A speculative run in one line: what was accepted, and where a step's time went."""
+    spec = (run.checks or {}).get("speculation")
+    if not spec:
+        return None
+    rate = spec.get("acceptance_rate")
+    accepted = f"{rate:.0%} of {spec['proposed']} proposed tokens accepted" if rate is not None \
+        else "no token proposed"  # fmt: skip
+    same = {True: "same output as greedy", False: "OUTPUT DIFFERS FROM GREEDY", None: ""}
+    text = (
+        f"speculation ({run.config.get('decoding')}): {accepted}, "
+        f"{spec['tokens_per_target_forward']:.2f} tokens per target forward; per step "
+        f"draft {spec['draft_ms_per_step']:.2f} ms, verify {spec['verify_ms_per_step']:.2f} ms"
+        + (f"; {same[spec.get('matches_greedy')]}" if spec.get("matches_greedy") is not None
+           else "")
+    )  # fmt: skip
+    return Text(text, style="red" if spec.get("matches_greedy") is False else "")
+
+
 def run_card(run: RunResult, where: str | None = None, show_text: bool = False) -> Group:
     """Header, summary table, warnings and optionally the last sample's text."""
     from infermeter.cli.render_layers import layer_tables
@@ -207,6 +226,9 @@ def run_card(run: RunResult, where: str | None = None, show_text: bool = False) 
     slo = slo_line(run.slo_report())
     if slo is not None:
         parts.append(Text(slo))
+    spec = speculation_line(run)
+    if spec is not None:
+        parts.append(spec)
     parts.extend(layer_tables(run))
     for note in run.notes:
         parts.append(Text(f"note: {note}", style="dim"))

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from infermeter.experiments.speculation import speculation_verdict
 from infermeter.models.info import ModelInfo
 
 
@@ -37,6 +38,8 @@ class Experiment:
     applies: Callable[[ModelInfo], str | None] = lambda info: None
     #: a serving experiment: a rate sweep of `infermeter load` (grid: {"rate": [...]})
     serving: bool = False
+    #: sweep document -> rows that say what the experiment found (written as verdict.csv)
+    verdict: Callable[[dict[str, Any]], list[dict[str, Any]]] | None = None
 
 
 def _within(values: list[int], limit: int | None, reserve: int = 16) -> list[str]:
@@ -84,6 +87,15 @@ def _layers(info: ModelInfo, quick: bool, cuda: bool) -> dict[str, list[str]]:
         step = max(1, n // 12)
         values = sorted({*range(1, n + 1, step), n})
     return {"active_layers": [str(v) for v in values]}
+
+
+def _speculation(info: ModelInfo, quick: bool, cuda: bool) -> dict[str, list[str]]:
+    """Draft lengths of prompt lookup, and the first half of the blocks as a self-draft."""
+    lookups = (2, 4) if quick else (1, 2, 4, 8)
+    values = ["greedy", *(f"prompt_lookup:{n}" for n in lookups)]
+    if not quick and info.layers and info.layers > 1:
+        values.append(f"early_exit:{max(1, info.layers // 2)}")
+    return {"decoding": values, "prompt_kind": ["natural", "repetitive"]}
 
 
 EXPERIMENTS: dict[str, Experiment] = {
@@ -182,6 +194,15 @@ EXPERIMENTS: dict[str, Experiment] = {
                 "overlay": ("top1_agreement", "top-1 agreement vs full precision"),
                 "columns": ("kl_nats", "weight_mib", "rss_peak_mib"),
             },
+        ),
+        Experiment(
+            "speculation",
+            "greedy vs speculative decoding (prompt lookup, self-speculation) on natural and "
+            "repetitive prompts: where it pays",
+            _speculation,
+            base={"prompt_tokens": 128, "new_tokens": 64, "samples": 5, "batch_size": 1},
+            quick_base={"prompt_tokens": 64, "new_tokens": 24, "samples": 3},
+            verdict=speculation_verdict,
         ),
         Experiment(
             "compile",

@@ -6,7 +6,7 @@ OUT/NAME/NAME.png and NAME.csv (the figure and its table), one pair per group of
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ from infermeter.analysis.scaling import fit_scaling
 from infermeter.errors import UserError
 from infermeter.experiments.recipes import EXPERIMENTS, Experiment
 from infermeter.models.loader import LoadedModel
-from infermeter.report.figures import breakdown_figure
+from infermeter.report.figures import breakdown_figure, write_csv
 from infermeter.run.config import RunConfig
 from infermeter.run.sink import SweepStore
 from infermeter.run.sweep import SweepProgress, SweepSpec, run_sweep
@@ -30,6 +30,8 @@ class ExperimentOutput:
     files: list[Path]
     scaling: dict[str, Any] | None
     skipped_points: int
+    #: what the experiment found, a row per point it judged (the recipe's `verdict`)
+    verdict: list[dict[str, Any]] = field(default_factory=list)
 
 
 def get_experiment(name: str) -> Experiment:
@@ -104,11 +106,17 @@ def run_experiment(
     scaling = scaling_of(exp, doc)
     if scaling is not None:
         doc["scaling"] = scaling
+    if exp.verdict is not None:
+        doc["verdict"] = exp.verdict(doc)
     folder = out / name
     folder.mkdir(parents=True, exist_ok=True)
     path = write_json(folder / "sweep.json", doc)
     files = [path, *draw(exp, doc, folder)]
-    return ExperimentOutput(name, result.sweep_id, files, scaling, result.skipped)
+    if doc.get("verdict"):
+        files.append(write_csv(folder / "verdict.csv", doc["verdict"]))
+    return ExperimentOutput(
+        name, result.sweep_id, files, scaling, result.skipped, doc.get("verdict") or []
+    )
 
 
 def x_of(doc: dict[str, Any]) -> str:

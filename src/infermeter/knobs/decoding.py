@@ -11,7 +11,7 @@ from typing import Any
 
 from infermeter.knobs.base import Knob, KnobNotApplied
 from infermeter.models.loader import LoadedModel
-from infermeter.run.decoding import parse_decoding
+from infermeter.workloads.decoding import parse_decoding
 
 
 def _parse(text: str) -> str:

@@ -13,6 +13,7 @@ from infermeter.knobs.dtype import DTYPE
 from infermeter.knobs.experts import EXPERTS_IMPLEMENTATION
 from infermeter.knobs.moe_topk import TOP_K
 from infermeter.knobs.new_tokens import NEW_TOKENS
+from infermeter.knobs.prompt_kind import PROMPT_KIND
 from infermeter.knobs.prompt_tokens import PROMPT_TOKENS
 from infermeter.knobs.routing import ROUTING
 from infermeter.knobs.vision_tokens import VISION_TOKENS
@@ -30,6 +31,7 @@ KNOBS: dict[str, Knob] = {
         ATTN_IMPLEMENTATION,
         EXPERTS_IMPLEMENTATION,
         DECODING,
+        PROMPT_KIND,
         VISION_TOKENS,
         ROUTING,
     )

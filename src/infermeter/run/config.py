@@ -9,7 +9,8 @@ from typing import Any
 from infermeter.errors import UserError
 from infermeter.instrument.config import MODES
 from infermeter.models.presets import DEFAULT_PRESET
-from infermeter.run.decoding import parse_decoding
+from infermeter.workloads.corpus import PROMPT_KINDS
+from infermeter.workloads.decoding import parse_decoding
 
 ENERGY_CHOICES = ("auto", "nvml", "rapl", "powermetrics", "off")
 
@@ -95,6 +96,11 @@ class RunConfig:
     top_p: float = _field(1.0, "Sampling nucleus (top-p).")
     sample_top_k: int | None = _field(None, "Sampling top-k (not the MoE top-k).")
     chat: bool = _field(True, "Use the tokenizer's chat template when it has one.")
+    prompt_kind: str = _field(
+        "natural",
+        "natural (the built-in corpus) or repetitive (its passages said four times over, as "
+        "code under edit is: what prompt lookup feeds on).",
+    )
     prompts_file: str | None = None
     prompts: tuple[str, ...] | None = field(default=None, repr=False)
     #: where `prompts` came from when not a file ("workload sharegpt:...", "dataset wikitext")
@@ -134,7 +140,11 @@ class RunConfig:
                 raise UserError(f"{name} {value} is not a finite number", "give a finite number")
 
     def validate(self) -> RunConfig:
-        """Raise UserError for any value that cannot run; return self for chaining."""
+        """Raise UserError for any value that cannot run; return self for chaining.
+
+        Long because: every setting's check is one (condition, problem, fix) row of one list,
+        read together.
+        """
         from infermeter.run.slo import check_slos
 
         check_slos(self.slos)
@@ -168,6 +178,11 @@ class RunConfig:
                 self.sample_every >= 1,
                 f"--sample-every {self.sample_every} is below 1",
                 "use 1 (every decode step) or more",
+            ),
+            (
+                self.prompt_kind in PROMPT_KINDS,
+                f"unknown prompt kind {self.prompt_kind!r}",
+                f"use one of {', '.join(PROMPT_KINDS)}",
             ),
             (
                 not parse_decoding(self.decoding).speculative or self.batch_size == 1,
@@ -235,6 +250,7 @@ class RunConfig:
             "compile": self.compile,
             "attn_implementation": self.attn_implementation,
             "decoding": self.decoding,
+            "prompt_kind": self.prompt_kind,
             "mode": self.mode,
         }
 

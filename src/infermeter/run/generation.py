@@ -83,7 +83,7 @@ def generation_config(
     """A fresh GenerationConfig, so a checkpoint's own defaults never change what is measured."""
     from transformers import GenerationConfig
 
-    from infermeter.run.decoding import parse_decoding
+    from infermeter.workloads.decoding import parse_decoding
 
     how = parse_decoding(decoding)
     sampling = how.kind == "sampling"

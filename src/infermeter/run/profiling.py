@@ -48,7 +48,7 @@ from infermeter.run.signals import stop_on_signals
 from infermeter.run.sink import LiveSink, RunSink
 from infermeter.run.speculation import Speculator, greedy_check, speculator_for
 from infermeter.util.timestamps import now_iso
-from infermeter.workloads.corpus import MAX_CHARS_PER_TOKEN, read_prompts_file
+from infermeter.workloads.corpus import MAX_CHARS_PER_TOKEN, read_prompts_file, repetitive_texts
 from infermeter.workloads.prompts import PromptBatch, VisionInput, WorkloadSpec, build_batches
 
 __all__ = [
@@ -165,6 +165,9 @@ def _prompts(config: RunConfig, context: int | None, rows: int) -> tuple[str, ..
     Whole prompts: the first `rows` (each refused if it cannot fit the context). Exact-length
     prompts: text enough for every row's window, about 8 characters per token needed.
     """
+    if config.prompts is None and not config.prompts_file and config.prompt_kind == "repetitive":
+        enough = 8 * (config.prompt_tokens or 0) * rows
+        return repetitive_texts(rows, enough)
     if config.prompts is not None or not config.prompts_file:
         return config.prompts
     if config.prompt_tokens is None:

@@ -19,7 +19,7 @@ from typing import Any
 from infermeter.errors import UserError
 from infermeter.measure.clock import Clock
 from infermeter.models.loader import LoadedModel, load_model
-from infermeter.run.decoding import Decoding, parse_decoding
+from infermeter.workloads.decoding import Decoding, parse_decoding
 
 
 def _fed(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:

@@ -279,7 +279,8 @@ def _verify_after(
                 checks[name] = {"error": str(exc)}
                 run.status, run.error = "failed", f"knob not applied: {exc}"
                 failures.append(exc)
-        run.checks = checks
+        # beside what the run recorded itself (a speculative run's `speculation`)
+        run.checks = {**run.checks, **checks}
 
     return verify_after
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,8 @@ from infermeter.errors import UserError
 @lru_cache(maxsize=1)
 def builtin_prompts() -> tuple[dict[str, Any], ...]:
     """Records {id, kind, prompt} of the built-in corpus, in a fixed order."""
+    from importlib import resources  # 8 ms: not on the path of `--help` (run/config imports us)
+
     text = resources.files("infermeter.workloads").joinpath("data/prompts.jsonl").read_text("utf-8")
     return tuple(json.loads(line) for line in text.splitlines() if line.strip())
 
@@ -26,6 +27,28 @@ def builtin_prompts() -> tuple[dict[str, Any], ...]:
 def builtin_texts() -> list[str]:
     """Just the prompt texts of the built-in corpus."""
     return [r["prompt"] for r in builtin_prompts()]
+
+
+#: the kinds of built-in prompt: the corpus as written, or its passages repeated
+PROMPT_KINDS = ("natural", "repetitive")
+#: how many times a repetitive prompt says each passage
+REPEATS = 8
+
+
+def repetitive_texts(rows: int, min_chars: int = 0) -> tuple[str, ...]:
+    """Prompts that repeat themselves, as code under edit or a document quoted back does.
+
+    Each is one of the corpus's shorter prompts (a sentence or two, 40 to 200 characters) said
+    `REPEATS` times, so the prompt's own n-grams predict what follows them (the text prompt
+    lookup decoding pays on), and any window of 32 tokens or more sees a repeat. At least
+    `rows` prompts and, for exact-length prompts cut from them, `min_chars` characters in all.
+    """
+    texts = [t for t in builtin_texts() if 40 <= len(t) <= 200] or builtin_texts()
+    out: list[str] = []
+    while len(out) < rows or sum(map(len, out)) < min_chars:
+        passage = texts[len(out) % len(texts)]
+        out.append(" ".join([passage] * REPEATS))
+    return tuple(out)
 
 
 #: Characters per token beyond which no tokenizer goes in practice (English averages about 4):

@@ -11,7 +11,8 @@ kinds through `generate`'s assisted decoding:
 - `early_exit:K`: the target's own first K blocks and its LM head propose them
   (self-speculation: `assistant_early_exit`); only models trained for it accept many.
 
-Kept free of torch: the configuration validates a value before anything loads.
+Kept free of torch and low in the layers (beside the prompts): the configuration, the knobs
+and the CLI all validate a value before anything loads.
 """
 
 from __future__ import annotations
