@@ -96,3 +96,18 @@ def test_speculation_errors_from_the_cli_are_one_line(tmp_path):
     assert_one_line_error(r, "one sequence at a time", "--batch-size 1")
     r = runner.invoke(app, [*base, "--decoding", "assisted:no-such-model-here", *db])
     assert r.exit_code != 0 and "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("decoding", ["prompt_lookup:3", "early_exit:15"])
+def test_speculation_on_a_real_model_keeps_its_greedy_output(smollm2, decoding):
+    """SmolLM2-135M (trained, 30 blocks) in float32: speculation must not change its text."""
+    config = RunConfig(
+        model="smollm2-135m", decoding=decoding, new_tokens=20, samples=1, warmup=0,
+        energy="off", prompt_kind="repetitive", prompt_tokens=64,
+    )  # fmt: skip
+    run = profile(config, loaded=smollm2)
+    spec = run.checks["speculation"]
+    assert spec["matches_greedy"] is True, spec
+    assert spec["tokens"] == 20 and spec["target_forwards"] <= 20
+    if decoding.startswith("early_exit"):
+        assert spec["draft_forwards"] > 0 and spec["draft_ms_per_step"] > 0
