@@ -20,7 +20,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "parquet": ("pyarrow",),
     "ray": ("ray",),
     "postgres": ("psycopg",),
-    "quant": ("torchao",),
+    "quant": ("torchao", "optimum.quanto"),
     "endpoint": ("openai", "prometheus_client"),
     "datasets": ("datasets",),
 }

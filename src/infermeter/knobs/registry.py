@@ -7,6 +7,7 @@ from infermeter.knobs.active_layers import ACTIVE_LAYERS
 from infermeter.knobs.attention import ATTN_IMPLEMENTATION
 from infermeter.knobs.base import Knob
 from infermeter.knobs.batch_size import BATCH_SIZE
+from infermeter.knobs.cache import CACHE
 from infermeter.knobs.compile import COMPILE
 from infermeter.knobs.decoding import DECODING
 from infermeter.knobs.dtype import DTYPE
@@ -32,6 +33,7 @@ KNOBS: dict[str, Knob] = {
         EXPERTS_IMPLEMENTATION,
         DECODING,
         PROMPT_KIND,
+        CACHE,
         VISION_TOKENS,
         ROUTING,
     )

@@ -10,7 +10,7 @@ from infermeter.errors import UserError
 from infermeter.instrument.config import MODES
 from infermeter.models.presets import DEFAULT_PRESET
 from infermeter.workloads.corpus import PROMPT_KINDS
-from infermeter.workloads.decoding import parse_decoding
+from infermeter.workloads.decoding import CACHE_FORMS, parse_decoding
 
 ENERGY_CHOICES = ("auto", "nvml", "rapl", "powermetrics", "off")
 
@@ -96,6 +96,11 @@ class RunConfig:
     top_p: float = _field(1.0, "Sampling nucleus (top-p).")
     sample_top_k: int | None = _field(None, "Sampling top-k (not the MoE top-k).")
     chat: bool = _field(True, "Use the tokenizer's chat template when it has one.")
+    cache: str = _field(
+        "dynamic",
+        "The KV cache's form: dynamic, static, quantized (4-bit, optimum-quanto), offloaded "
+        "(GPU to CPU memory), sliding_window (models that have one).",
+    )
     prompt_kind: str = _field(
         "natural",
         "natural (the built-in corpus) or repetitive (its passages said four times over, as "
@@ -180,6 +185,11 @@ class RunConfig:
                 "use 1 (every decode step) or more",
             ),
             (
+                self.cache in CACHE_FORMS,
+                f"unknown cache form {self.cache!r}",
+                f"use one of {', '.join(CACHE_FORMS)}",
+            ),
+            (
                 self.prompt_kind in PROMPT_KINDS,
                 f"unknown prompt kind {self.prompt_kind!r}",
                 f"use one of {', '.join(PROMPT_KINDS)}",
@@ -251,6 +261,7 @@ class RunConfig:
             "attn_implementation": self.attn_implementation,
             "decoding": self.decoding,
             "prompt_kind": self.prompt_kind,
+            "cache": self.cache,
             "mode": self.mode,
         }
 

@@ -79,6 +79,7 @@ def generation_config(
     temperature: float = 1.0,
     top_p: float = 1.0,
     top_k: int | None = None,
+    cache: str = "dynamic",
 ) -> Any:
     """A fresh GenerationConfig, so a checkpoint's own defaults never change what is measured."""
     from transformers import GenerationConfig
@@ -98,6 +99,12 @@ def generation_config(
     )
     if sampling:
         kw.update(temperature=temperature, top_p=top_p, top_k=top_k or 0)
+    from infermeter.workloads.decoding import CACHE_IMPLEMENTATION, QUANTIZED_CACHE_CONFIG
+
+    if CACHE_IMPLEMENTATION[cache] is not None:
+        kw.update(cache_implementation=CACHE_IMPLEMENTATION[cache])
+    if cache == "quantized":
+        kw.update(cache_config=dict(QUANTIZED_CACHE_CONFIG))
     if how.kind == "prompt_lookup":
         kw.update(prompt_lookup_num_tokens=how.tokens)
     elif how.kind == "early_exit":

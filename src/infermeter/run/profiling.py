@@ -37,6 +37,7 @@ from infermeter.models.flopcount import flop_check
 from infermeter.models.info import ModelInfo
 from infermeter.models.loader import LoadedModel, load_model
 from infermeter.models.shape import Shape, shape_of
+from infermeter.run.cache_probe import CacheProbe, check_cache_form
 from infermeter.run.config import RunConfig
 from infermeter.run.energy import attribute, unavailable_energy
 from infermeter.run.environment import library_versions
@@ -91,6 +92,8 @@ class Session:
     sections: Timer | None = None
     #: a speculative run's draft and what its speculation did (run/speculation.py)
     speculator: Speculator | None = None
+    #: the KV cache object the model was given (run/cache_probe.py)
+    cache_probe: CacheProbe | None = None
 
 
 def _vision_input(loaded: LoadedModel) -> VisionInput | None:
@@ -239,7 +242,9 @@ def set_up_session(
         temperature=config.temperature,
         top_p=config.top_p,
         top_k=config.sample_top_k,
+        cache=config.cache,
     )
+    check_cache_form(config.cache, model, device.type)
     result = RunResult(
         run_id=None,
         config=config.to_dict(),
@@ -278,6 +283,7 @@ def set_up_session(
         sampler,
         nvtx=NvtxRanges(model, modules=not config.compile) if config.nvtx else None,
         speculator=speculator,
+        cache_probe=CacheProbe(model),
     )
 
 
@@ -310,6 +316,8 @@ def attach_instruments(session: Session) -> None:
         session.nvtx.attach()
     if session.speculator is not None:
         session.speculator.attach()
+    if session.cache_probe is not None:
+        session.cache_probe.attach()
 
 
 def _step_watch(session: Session) -> Callable[[Any], Any] | None:
@@ -359,6 +367,8 @@ def _measure_sample(session: Session, i: int, batch: PromptBatch) -> SampleResul
             )
     finally:
         gc.enable()
+    if session.cache_probe is not None:
+        session.cache_probe.sample_done()
     if spec is not None:
         produced = timed.output_ids.shape[1] - timed.input_length
         spec.end(produced, timed.input_length, warm, timed.output_ids, inputs)
@@ -415,6 +425,13 @@ def samples_done(session: Session) -> None:
         warm_mean = sum(s.total_ms for s in result.measured) / len(result.measured)
         cold = result.phases["compile_first_call_ms"]
         result.phases["compile_ms"] = max(0.0, cold - warm_mean)
+    if session.cache_probe is not None and session.cache_probe.seen:
+        seen = session.cache_probe.seen
+        result.checks["cache"] = {
+            "form": session.config.cache,
+            **seen,
+            "kv_mib": seen["kv_bytes"] / 2**20,
+        }
     if session.speculator is not None:
         check = greedy_check(session.speculator, session.config.new_tokens)
         result.checks["speculation"] = {**session.speculator.summary(), **check}
@@ -464,6 +481,8 @@ def tear_down(session: Session) -> None:
     result, profiler = session.result, session.profiler
     if session.speculator is not None:
         session.speculator.detach()
+    if session.cache_probe is not None:
+        session.cache_probe.detach()
     if session.nvtx is not None:
         session.nvtx.detach()
     if profiler is not None:

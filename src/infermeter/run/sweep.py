@@ -52,7 +52,13 @@ MAX_POINTS = 10_000
 MAX_NAME_CHARS = 200
 
 #: RunConfig fields added after sweep ids were first stored (as `to_dict` gives their default)
-LATER_FIELDS: dict[str, Any] = {"slos": [], "nvtx": False, "prompts_source": None}
+LATER_FIELDS: dict[str, Any] = {
+    "slos": [],
+    "nvtx": False,
+    "prompts_source": None,
+    "prompt_kind": "natural",
+    "cache": "dynamic",
+}
 
 
 @dataclass(frozen=True)

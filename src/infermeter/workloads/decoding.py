@@ -66,3 +66,28 @@ def parse_decoding(value: str) -> Decoding:
             f"use e.g. {kind}:{3 if kind == 'prompt_lookup' else 2}",
         )
     return Decoding(kind, tokens=int(arg))
+
+
+#: the KV cache's forms a run can ask for (transformers' cache implementations)
+CACHE_FORMS = ("dynamic", "static", "quantized", "offloaded", "sliding_window")
+#: what each form's `generate` option is (None: transformers' default dynamic cache, which keeps
+#: sliding-window layers to their window by itself)
+CACHE_IMPLEMENTATION = {
+    "dynamic": None,
+    "static": "static",
+    "quantized": "quantized",
+    "offloaded": "offloaded",
+    "sliding_window": None,
+}
+#: the quantized cache's settings: 4-bit keys and values through optimum-quanto, the backend
+#: that runs on a CPU (HQQ's is the other)
+QUANTIZED_CACHE_CONFIG = {"backend": "quanto", "nbits": 4}
+#: what a form's cache is, as transformers names it: the cache's class, and a word its layers'
+#: classes hold (None: any)
+EXPECTED_CACHE = {
+    "dynamic": (("DynamicCache",), None),
+    "static": (("StaticCache",), None),
+    "quantized": (("QuantizedCache", "QuantoQuantizedCache"), "Quantized"),
+    "offloaded": (("DynamicCache",), None),
+    "sliding_window": (("DynamicCache",), "Sliding"),
+}

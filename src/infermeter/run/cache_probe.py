@@ -1,0 +1,119 @@
+"""The KV cache a run used: its form refused early where it cannot run, and verified after.
+
+What is verified is the cache object the model was given. It reaches the model's forward as a
+keyword argument whose name transformers has changed (`past_key_values`, now `cache`), so it
+is found by its type (a `transformers.Cache`), not by name. After each sample: the cache's
+class, its layers' classes (a sliding-window layer says so), and the bytes its tensors hold
+(keys and values, or their quantized form with scales).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from typing import Any
+
+from infermeter.errors import UserError
+
+
+def _has_quanto() -> bool:
+    """Whether optimum-quanto is installed (found without importing it)."""
+    if sys.modules.get("optimum.quanto", True) is None:  # hidden (tests do)
+        return False
+    try:
+        return importlib.util.find_spec("optimum.quanto") is not None
+    except (ImportError, ValueError):  # no `optimum` at all
+        return False
+
+
+def check_cache_form(form: str, model: Any, device_type: str) -> None:
+    """Refuse, in one line with the fix, a cache form this run cannot use."""
+    if form == "quantized" and not _has_quanto():
+        raise UserError(
+            "--cache quantized needs optimum-quanto (transformers' KV quantization backend "
+            "that runs on a CPU; HQQ's builds for CUDA)",
+            "pip install optimum-quanto, or use --cache dynamic or static",
+        )
+    if form == "offloaded" and device_type != "cuda":
+        raise UserError(
+            f"--cache offloaded moves the KV cache from GPU to CPU memory: this run is on "
+            f"{device_type}, with nothing to offload",
+            "use it on a GPU, or --cache dynamic or static here",
+        )
+    text = model.config.get_text_config()
+    window = getattr(text, "sliding_window", None)
+    if form == "sliding_window" and not window:
+        raise UserError(
+            f"--cache sliding_window: {type(model).__name__} attends to every position (its "
+            "configuration has no sliding_window)",
+            "use a model with sliding-window layers (Gemma 2/3, Mistral, Qwen3-Next), or "
+            "--cache dynamic",
+        )
+
+
+def _is_cache(value: Any) -> bool:
+    from transformers.cache_utils import Cache
+
+    return isinstance(value, Cache)
+
+
+def tensor_bytes(obj: Any, seen: set[int] | None = None, depth: int = 0) -> int:
+    """Bytes of every tensor `obj` holds in its attributes (quantized forms included)."""
+    import torch
+
+    seen = set() if seen is None else seen
+    if id(obj) in seen or depth > 4:
+        return 0
+    seen.add(id(obj))
+    if isinstance(obj, torch.Tensor):
+        # a quantized tensor (optimum-quanto's) reports its logical float shape and dtype; what
+        # it stores is its inner tensors: packed codes, scales and shifts
+        inner = [v for v in getattr(obj, "__dict__", {}).values() if isinstance(v, torch.Tensor)]
+        if inner:
+            return sum(tensor_bytes(v, seen, depth + 1) for v in inner)
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, list | tuple):
+        return sum(tensor_bytes(x, seen, depth + 1) for x in obj)
+    if isinstance(obj, dict):
+        return sum(tensor_bytes(x, seen, depth + 1) for x in obj.values())
+    attrs = getattr(obj, "__dict__", None)
+    if attrs is None:
+        return 0
+    return sum(tensor_bytes(x, seen, depth + 1) for x in attrs.values())
+
+
+class CacheProbe:
+    """A forward pre-hook that keeps the cache object the model is given."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.cache: Any = None
+        self._hook: Any = None
+        self.seen: dict[str, Any] = {}
+
+    def attach(self) -> None:
+        """Watch the model's forward for its cache argument."""
+
+        def hook(module: Any, args: Any, kwargs: dict[str, Any]) -> None:
+            if self.cache is None:
+                self.cache = next((v for v in kwargs.values() if _is_cache(v)), None)
+
+        self._hook = self.model.register_forward_pre_hook(hook, with_kwargs=True)
+
+    def detach(self) -> None:
+        """Stop watching."""
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+
+    def sample_done(self) -> None:
+        """Read the cache a sample used (its final size), then forget it."""
+        cache, self.cache = self.cache, None
+        if cache is None:
+            return
+        layers = getattr(cache, "layers", None) or []
+        self.seen = {
+            "class": type(cache).__name__,
+            "layer_classes": sorted({type(x).__name__ for x in layers}),
+            "kv_bytes": tensor_bytes(layers) if layers else tensor_bytes(cache),
+        }

@@ -1,0 +1,61 @@
+"""The KV cache's forms through `profile`: verified from the cache the model was given."""
+
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from infermeter import RunConfig, UserError, load_model, profile
+from infermeter.cli.app import app
+from infermeter.knobs.registry import get_knob
+from tests.helpers import assert_one_line_error
+
+
+def _run(loaded, cache, prompt_tokens=400, **kw):
+    config = RunConfig(
+        model=loaded.info.spec, cache=cache, prompt_tokens=prompt_tokens, new_tokens=6,
+        samples=1, warmup=0, energy="off", **kw,
+    )  # fmt: skip
+    return profile(config, loaded=loaded)
+
+
+def test_dynamic_static_and_quantized_caches_are_what_the_model_was_given(tiny_llama):
+    runs = {c: _run(tiny_llama, c) for c in ("dynamic", "static", "quantized")}
+    seen = {c: r.checks["cache"] for c, r in runs.items()}
+    assert seen["dynamic"]["class"] == "DynamicCache"
+    assert seen["static"]["class"] == "StaticCache"
+    assert seen["quantized"]["layer_classes"] == ["QuantoQuantizedLayer"]
+    # tiny-llama: 4 blocks x 2 KV heads x 64 dims x (400 + 6 - 1 positions) x K and V x 4 B
+    assert seen["dynamic"]["kv_bytes"] == 4 * 2 * 64 * 405 * 2 * 4
+    assert seen["static"]["kv_bytes"] >= seen["dynamic"]["kv_bytes"]  # room for every token
+    # 4-bit codes with scales past the residual window (128 positions kept in float32)
+    assert seen["quantized"]["kv_bytes"] < 0.3 * seen["dynamic"]["kv_bytes"]
+    # static and dynamic hold the same numbers: the same greedy output
+    assert runs["static"].samples[0].output_text == runs["dynamic"].samples[0].output_text
+    knob = get_knob("cache")
+    for form, run in runs.items():
+        assert knob.verify(tiny_llama, form, run)["class"] == seen[form]["class"]
+    with pytest.raises(Exception, match="was given DynamicCache"):
+        knob.verify(tiny_llama, "static", runs["dynamic"])
+
+
+def test_a_sliding_window_model_keeps_its_window():
+    mistral = load_model("tiny-mistral", device="cpu")
+    run = _run(mistral, "sliding_window", prompt_tokens=64)
+    assert run.checks["cache"]["layer_classes"] == ["DynamicSlidingWindowLayer"]
+    get_knob("cache").verify(mistral, "sliding_window", run)
+
+
+def test_forms_that_cannot_run_here_are_refused_in_one_line(tmp_path, monkeypatch):
+    runner = CliRunner()
+    base = ["profile", "--new-tokens", "4", "--samples", "1", "--energy", "off"]
+    db = ["--db", str(tmp_path / "r.db")]
+    r = runner.invoke(app, [*base, "--cache", "offloaded", *db])
+    assert_one_line_error(r, "from GPU to CPU memory", "on a GPU")
+    r = runner.invoke(app, [*base, "--cache", "sliding_window", *db])
+    assert_one_line_error(r, "has no sliding_window", "--cache dynamic")
+    r = runner.invoke(app, [*base, "--cache", "paged", *db])
+    assert r.exit_code != 0 and "unknown cache form" in r.output
+    monkeypatch.setitem(sys.modules, "optimum.quanto", None)  # optimum-quanto not installed
+    with pytest.raises(UserError, match="pip install optimum-quanto"):
+        profile(RunConfig(cache="quantized", new_tokens=2, samples=1, energy="off"))
