@@ -59,3 +59,21 @@ def test_forms_that_cannot_run_here_are_refused_in_one_line(tmp_path, monkeypatc
     monkeypatch.setitem(sys.modules, "optimum.quanto", None)  # optimum-quanto not installed
     with pytest.raises(UserError, match="pip install optimum-quanto"):
         profile(RunConfig(cache="quantized", new_tokens=2, samples=1, energy="off"))
+
+
+def test_an_interleaved_sweep_verifies_each_arms_cache_and_speculation(tiny_llama, tmp_path):
+    """Arms measured in turn each attach their own watchers (a sweep once found no cache)."""
+    from infermeter import Store
+    from infermeter.run.sweep import SweepSpec, run_sweep
+
+    base = RunConfig(new_tokens=3, samples=2, warmup=0, energy="off")
+    grid = {"cache": ["dynamic", "static"], "decoding": ["greedy", "prompt_lookup:2"]}
+    result = run_sweep(
+        SweepSpec(base, grid, interleave=True), Store(tmp_path / "r.db"), loaded=tiny_llama
+    )
+    assert len(result.runs) == 4 and all(r.status == "finished" for r in result.runs)
+    for run in result.runs:
+        expected = {"dynamic": "DynamicCache", "static": "StaticCache"}[run.config["cache"]]
+        assert run.checks["cache"]["class"] == expected
+        speculative = run.config["decoding"] != "greedy"
+        assert ("speculation" in run.checks) == speculative

@@ -191,14 +191,15 @@ def _rounds(
 def _one_sample(arm: Arm, session: Session, sink: RunSink | None, i: int) -> None:
     """Sample `i` of one arm: its knobs on, its hooks attached, then both taken off again."""
     with arm.apply():
-        profiler = session.profiler
-        if profiler is not None:
-            profiler.attach()
+        # the arm's own hooks: its profiler, its draft's and its cache's watchers
+        hooked = [h for h in (session.profiler, session.speculator, session.cache_probe) if h]
+        for h in hooked:
+            h.attach()
         try:
             run_sample(session, sink, i)
         finally:
-            if profiler is not None:
-                profiler.detach()
+            for h in hooked:
+                h.detach()
 
 
 def _stop_all(
