@@ -60,7 +60,7 @@ class RunConfig:
         nvtx: NVTX ranges per sample, phase, block and part for Nsight Systems (CUDA only).
         decoding: "greedy" or "sampling" (with temperature, top_p, sample_top_k), or a
             speculative kind verified greedily: "prompt_lookup:N", "assisted:DRAFT",
-            "early_exit:K" (run/decoding.py).
+            "early_exit:K" (workloads/decoding.py).
         chat: use the tokenizer's chat template when it has one.
         mode: profiling mode, "minimal" (no hooks), "standard" or "deep".
         sample_every: in standard/deep mode, instrument one decode step in N.

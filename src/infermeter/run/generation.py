@@ -6,7 +6,7 @@ one clock mark (a CUDA event on GPU: no host sync) and returns a preallocated al
 so it never stops generation and costs about a microsecond. `min_new_tokens == max_new_tokens`
 suppresses EOS, so every sample generates exactly the tokens asked for.
 
-Speculative decoding (run/decoding.py) accepts several tokens per target forward, and the
+Speculative decoding (workloads/decoding.py) accepts several tokens per target forward, and the
 criterion is called once per forward: it keeps the sequence's length with each mark, and the
 tokens of one forward share its mark (their inter-token latency is 0: bursty by nature).
 """
