@@ -330,7 +330,7 @@ class AttentionProbe(_RowProbe):
         return acc
 
     @staticmethod
-    def _row(ent: float, below: float, masked: float, rows: int, n: int) -> dict[str, float]:
+    def _row(ent: float, below: float, masked: float, rows: float, n: float) -> dict[str, float]:
         live = n - masked
         return {"entropy": ent / rows, "sparsity": (below - masked) / live if live else math.nan}
 

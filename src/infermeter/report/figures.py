@@ -17,7 +17,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
-from matplotlib import cycler
+from matplotlib.rcsetup import cycler
 
 from infermeter.report.figure_check import run_hooks
 from infermeter.run.components import COMPONENTS
