@@ -50,8 +50,10 @@ def test_systems_analysis_quick_writes_both_files(tmp_path):
     assert "speedup" in r.stdout
     # every run went through the sweep's point runner: its knob was verified by measurement
     store = Store(tmp_path / "r.db")
-    assert store.get(doc["variant"]["run_id"]).checks == {"top_k": {"experts_per_token": 1}}
-    assert store.get(doc["baseline"]["run_id"]).checks == {"top_k": {"experts_per_token": 8}}
+    variant, baseline = (store.get(doc[k]["run_id"]).checks for k in ("variant", "baseline"))
+    assert variant["top_k"] == {"experts_per_token": 1}
+    assert baseline["top_k"] == {"experts_per_token": 8}
+    assert variant["cache"]["class"] == baseline["cache"]["class"] == "DynamicCache"
 
 
 def test_systems_analysis_refuses_a_load_time_knob(tmp_path):

@@ -91,7 +91,7 @@ def _layers(info: ModelInfo, quick: bool, cuda: bool) -> dict[str, list[str]]:
 
 def _speculation(info: ModelInfo, quick: bool, cuda: bool) -> dict[str, list[str]]:
     """Draft lengths of prompt lookup, and the first half of the blocks as a self-draft."""
-    lookups = (2, 4) if quick else (1, 2, 4, 8)
+    lookups = (3,) if quick else (1, 2, 4, 8)
     values = ["greedy", *(f"prompt_lookup:{n}" for n in lookups)]
     if not quick and info.layers and info.layers > 1:
         values.append(f"early_exit:{max(1, info.layers // 2)}")
@@ -201,7 +201,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "repetitive prompts: where it pays",
             _speculation,
             base={"prompt_tokens": 128, "new_tokens": 64, "samples": 5, "batch_size": 1},
-            quick_base={"prompt_tokens": 64, "new_tokens": 24, "samples": 3},
+            quick_base={"prompt_tokens": 64, "new_tokens": 16, "samples": 3},
             verdict=speculation_verdict,
         ),
         Experiment(
