@@ -77,3 +77,25 @@ def test_an_interleaved_sweep_verifies_each_arms_cache_and_speculation(tiny_llam
         assert run.checks["cache"]["class"] == expected
         speculative = run.config["decoding"] != "greedy"
         assert ("speculation" in run.checks) == speculative
+
+
+def test_the_cache_watcher_leaves_the_forward_once_it_has_the_cache(tiny_llama):
+    """After a sample's first forward the watcher costs nothing; the next sample re-arms it."""
+    import torch
+
+    from infermeter.run.cache_probe import CacheProbe
+
+    model = tiny_llama.model
+    before = len(model._forward_pre_hooks)
+    probe = CacheProbe(model)
+    probe.attach()
+    assert len(model._forward_pre_hooks) == before + 1
+    ids = tiny_llama.tokenizer(["one two three"], return_tensors="pt")
+    with torch.inference_mode():
+        model.generate(**ids, max_new_tokens=3, min_new_tokens=3, do_sample=False)
+    assert len(model._forward_pre_hooks) == before  # gone after the first forward
+    probe.sample_done()
+    assert probe.seen["class"] == "DynamicCache"
+    assert len(model._forward_pre_hooks) == before + 1  # armed for the next sample
+    probe.detach()
+    assert len(model._forward_pre_hooks) == before

@@ -264,9 +264,10 @@ def run_report(run: RunResult, out: Path, analysis: dict[str, Any] | None = None
             if e.get("available")
             else f"unavailable: {e.get('reason')}"
         )
-    if flat_memory(run):
+    flat = flat_memory(run)
+    if flat:
         doc.heading("Memory")
-        doc.text(f"{flat_memory(run)}: no figure for a flat line (per sample: samples.csv)")
+        doc.text(f"{flat}: no figure for a flat line (per sample: samples.csv)")
     for fig in RUN_FIGURES:
         written = fig(run, out)
         if written:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
@@ -293,37 +293,57 @@ def block_stats_figure(run: RunResult, out: Path) -> list[Path]:
     return save_figure(fig, out, "block_statistics", rows)
 
 
+def _one_phase(rows: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """Decode's rows where the run has them (what a long generation is made of), else prefill's."""
+    phase = "decode" if any(r["phase"] == "decode" for r in rows) else "prefill"
+    return phase, [r for r in rows if r["phase"] == phase]
+
+
+def _grid(
+    rows: list[dict[str, Any]], x: str, value: str, fill: float
+) -> tuple[list[int], list[int], list[list[float]]]:
+    """(blocks, x values, blocks x values grid) of `value`; `fill` where a cell has none."""
+    layers = sorted({int(r["layer"]) for r in rows})
+    xs = sorted({int(r[x]) for r in rows})
+    grid = [[fill] * len(xs) for _ in layers]
+    for r in rows:
+        if r.get(value) is not None:
+            grid[layers.index(int(r["layer"]))][xs.index(int(r[x]))] = float(r[value])
+    return layers, xs, grid
+
+
+def _heatmap(
+    ax: Any, grid: list[list[float]], layers: list[int], xlabel: str, ylabel: str, **scale: Any
+) -> Any:
+    """A blocks x something heatmap on `ax` with whole-number ticks; returns its image."""
+    im = ax.imshow(grid, aspect="auto", cmap="viridis", interpolation="nearest", **scale)
+    ax.set_yticks(range(len(layers)), [str(v) for v in layers], fontsize=7)
+    ax.yaxis.set_major_locator(MaxNLocator(nbins=12, integer=True))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    return im
+
+
 def heads_figure(run: RunResult, out: Path) -> list[Path]:
     """Attention entropy and sparsity of every head of every block (decode where measured).
 
     Heads of one block differ; the block's mean (`block_stats_figure`) hides a head that
     attends to one token.
     """
-    rows = run.layers.get("attention_heads", [])
-    phase = "decode" if any(r["phase"] == "decode" for r in rows) else "prefill"
-    rows = [r for r in rows if r["phase"] == phase]
+    phase, rows = _one_phase(run.layers.get("attention_heads", []))
     if not rows:
         return []
-    layers = sorted({int(r["layer"]) for r in rows})
-    heads = sorted({int(r["head"]) for r in rows})
-    fig, axes = plt.subplots(
-        1, 2, figsize=(max(7.0, 0.5 * len(heads) + 5), 0.28 * len(layers) + 2.2)
-    )
+    n_layers = len({r["layer"] for r in rows})
+    n_heads = len({r["head"] for r in rows})
+    fig, axes = plt.subplots(1, 2, figsize=(max(7.0, 0.5 * n_heads + 5), 0.28 * n_layers + 2.2))
     for ax, col, label in zip(
         axes, ("entropy", "sparsity"), ("entropy (nats)", "sparsity (share ~0)"), strict=True
     ):
-        grid = [[math.nan] * len(heads) for _ in layers]
-        for r in rows:
-            if r.get(col) is not None:
-                grid[layers.index(int(r["layer"]))][heads.index(int(r["head"]))] = float(r[col])
+        layers, _, grid = _grid(rows, "head", col, math.nan)
         # a share spans 0 to 1: a uniform 0 reads as 0, not as the middle of a made-up scale
         share = {"vmin": 0.0, "vmax": 1.0} if col == "sparsity" else {}
-        im = ax.imshow(grid, aspect="auto", cmap="viridis", interpolation="nearest", **share)
-        ax.set_yticks(range(len(layers)), [str(v) for v in layers], fontsize=7)
-        ax.yaxis.set_major_locator(MaxNLocator(nbins=12, integer=True))
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel("head")
-        ax.set_ylabel("decoder block")
+        im = _heatmap(ax, grid, layers, "head", "decoder block", **share)
         ax.set_title(f"attention {label}", fontsize=9)
         fig.colorbar(im, ax=ax)
     fig.suptitle(f"{run.model_info.get('spec')}: attention per head ({phase})", fontsize=10)
@@ -334,22 +354,12 @@ def heads_figure(run: RunResult, out: Path) -> list[Path]:
 
 def experts_figure(run: RunResult, out: Path) -> list[Path]:
     """Tokens per expert in each MoE block (share of the block's assignments), decode phase."""
-    rows = run.layers.get("moe_routing", [])
-    phase = "decode" if any(r["phase"] == "decode" for r in rows) else "prefill"
-    rows = [r for r in rows if r["phase"] == phase]
+    phase, rows = _one_phase(run.layers.get("moe_routing", []))
     if not rows:
         return []
-    layers = sorted({int(r["layer"]) for r in rows})
-    experts = sorted({int(r["expert"]) for r in rows})
-    grid = [[0.0] * len(experts) for _ in layers]
-    for r in rows:
-        grid[layers.index(int(r["layer"]))][experts.index(int(r["expert"]))] = float(r["share"])
+    layers, experts, grid = _grid(rows, "expert", "share", 0.0)
     fig, ax = plt.subplots(figsize=(max(5.0, 0.28 * len(experts) + 2.5), 0.3 * len(layers) + 1.8))
-    im = ax.imshow(grid, aspect="auto", cmap="viridis", interpolation="nearest")
-    ax.set_yticks(range(len(layers)), [str(v) for v in layers], fontsize=7)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("expert")
-    ax.set_ylabel("MoE block")
+    im = _heatmap(ax, grid, layers, "expert", "MoE block")
     ax.set_title(f"{run.model_info.get('spec')}: share of tokens per expert ({phase})", fontsize=9)
     fig.colorbar(im, ax=ax, label="share of the block's assignments")
     fig.tight_layout()

@@ -83,32 +83,51 @@ def tensor_bytes(obj: Any, seen: set[int] | None = None, depth: int = 0) -> int:
 
 
 class CacheProbe:
-    """A forward pre-hook that keeps the cache object the model is given."""
+    """A forward pre-hook that keeps the cache object the model is given.
+
+    The hook removes itself once it has the sample's cache, so a sample's forwards after its
+    first pay nothing for it (the profiler's own cost is a product figure); `sample_done` arms
+    it again for the next sample.
+    """
 
     def __init__(self, model: Any) -> None:
         self.model = model
         self.cache: Any = None
         self._hook: Any = None
+        self._attached = False
         self.seen: dict[str, Any] = {}
 
     def attach(self) -> None:
         """Watch the model's forward for its cache argument."""
+        self._attached = True
+        self._arm()
+
+    def _arm(self) -> None:
+        if self._hook is not None:
+            return
 
         def hook(module: Any, args: Any, kwargs: dict[str, Any]) -> None:
-            if self.cache is None:
-                self.cache = next((v for v in kwargs.values() if _is_cache(v)), None)
+            self.cache = next((v for v in kwargs.values() if _is_cache(v)), None)
+            if self.cache is not None:
+                self._disarm()  # torch iterates a copy of its hooks: removing is safe
 
         self._hook = self.model.register_forward_pre_hook(hook, with_kwargs=True)
 
-    def detach(self) -> None:
-        """Stop watching."""
+    def _disarm(self) -> None:
         if self._hook is not None:
             self._hook.remove()
             self._hook = None
 
+    def detach(self) -> None:
+        """Stop watching."""
+        self._attached = False
+        self._disarm()
+
     def sample_done(self) -> None:
-        """Read the cache a sample used (its final size), then forget it."""
+        """Read the cache a sample used (its final size), forget it, and watch for the next."""
         cache, self.cache = self.cache, None
+        if self._attached:
+            self._arm()
         if cache is None:
             return
         layers = getattr(cache, "layers", None) or []

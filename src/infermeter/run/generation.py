@@ -84,7 +84,11 @@ def generation_config(
     """A fresh GenerationConfig, so a checkpoint's own defaults never change what is measured."""
     from transformers import GenerationConfig
 
-    from infermeter.workloads.decoding import parse_decoding
+    from infermeter.workloads.decoding import (
+        CACHE_IMPLEMENTATION,
+        QUANTIZED_CACHE_CONFIG,
+        parse_decoding,
+    )
 
     how = parse_decoding(decoding)
     sampling = how.kind == "sampling"
@@ -99,8 +103,6 @@ def generation_config(
     )
     if sampling:
         kw.update(temperature=temperature, top_p=top_p, top_k=top_k or 0)
-    from infermeter.workloads.decoding import CACHE_IMPLEMENTATION, QUANTIZED_CACHE_CONFIG
-
     if CACHE_IMPLEMENTATION[cache] is not None:
         kw.update(cache_implementation=CACHE_IMPLEMENTATION[cache])
     if cache == "quantized":

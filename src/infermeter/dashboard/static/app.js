@@ -99,34 +99,37 @@ function blockStatCharts(tables) {
   }).join("");
 }
 
+// A block x something table as a grid: {phase, rows, layers, xs, grid(col, fill)}, decode's
+// rows where the run has them (what a long generation is made of), else prefill's.
+function blockGrid(all, x) {
+  const phase = all.some((r) => r.phase === "decode") ? "decode" : "prefill";
+  const rows = all.filter((r) => r.phase === phase);
+  const layers = [...new Set(rows.map((r) => r.layer))].sort((a, b) => a - b);
+  const xs = [...new Set(rows.map((r) => r[x]))].sort((a, b) => a - b);
+  const at = new Map(rows.map((r) => [r.layer + ":" + r[x], r]));
+  const grid = (col, fill) => layers.map((l) => xs.map((v) => { const r = at.get(l + ":" + v); return r && r[col] != null ? r[col] : fill; }));
+  return { phase, rows, layers, xs, grid };
+}
+
 // Attention entropy and sparsity of each head of each block (decode where measured): heads of
 // one block differ, and a block's mean hides a head that attends to one token.
 function headCharts(tables) {
-  const all = tables.attention_heads || [];
-  const phase = all.some((r) => r.phase === "decode") ? "decode" : "prefill";
-  const rows = all.filter((r) => r.phase === phase);
+  const { phase, rows, layers, xs: heads, grid } = blockGrid(tables.attention_heads || [], "head");
   if (!rows.length) return "";
-  const layers = [...new Set(rows.map((r) => r.layer))].sort((a, b) => a - b);
-  const heads = [...new Set(rows.map((r) => r.head))].sort((a, b) => a - b);
-  const grid = (col) => layers.map((l) => heads.map((h) => { const r = rows.find((x) => x.layer === l && x.head === h); return r ? r[col] : null; }));
   const table = rows.map((r) => ({ phase: r.phase, layer: r.layer, head: r.head, entropy: r.entropy, sparsity: r.sparsity }));
   return `<h3>Attention per head (${esc(phase)})</h3>` +
-    heatmap("head-entropy", grid("entropy"), heads.map(String), layers.map(String), { xtitle: "head", ytitle: "block", what: "entropy (nats)", rows: table, csv: "attention_heads" }) +
-    heatmap("head-sparsity", grid("sparsity"), heads.map(String), layers.map(String), { xtitle: "head", ytitle: "block", what: "sparsity", zrange: [0, 1] });
+    heatmap("head-entropy", grid("entropy", null), heads.map(String), layers.map(String), { xtitle: "head", ytitle: "block", what: "entropy (nats)", rows: table, csv: "attention_heads" }) +
+    heatmap("head-sparsity", grid("sparsity", null), heads.map(String), layers.map(String), { xtitle: "head", ytitle: "block", what: "sparsity", zrange: [0, 1] });
 }
 
 // Share of each MoE block's token assignments per expert (decode where measured), with the
 // block's imbalance in its label.
 function expertsChart(tables) {
-  const all = tables.moe_routing || [];
-  const phase = all.some((r) => r.phase === "decode") ? "decode" : "prefill";
-  const rows = all.filter((r) => r.phase === phase);
+  const { phase, rows, layers, xs: experts, grid } = blockGrid(tables.moe_routing || [], "expert");
   if (!rows.length) return "";
-  const layers = [...new Set(rows.map((r) => r.layer))].sort((a, b) => a - b);
-  const experts = [...new Set(rows.map((r) => r.expert))].sort((a, b) => a - b);
   const load = Object.fromEntries((tables.moe_load || []).filter((r) => r.phase === phase).map((r) => [r.layer, r]));
   const label = (l) => `block ${l}` + (load[l] ? ` (imbalance ${num(load[l].imbalance, 2)})` : "");
-  const z = layers.map((l) => experts.map((e) => (rows.find((r) => r.layer === l && r.expert === e) || {}).share || 0));
+  const z = grid("share", 0);
   const table = rows.map((r) => ({ phase: r.phase, layer: r.layer, expert: r.expert, tokens: r.tokens, share: r.share }));
   return `<h3>Tokens per expert (${esc(phase)})</h3>` + heatmap("experts", z, experts.map(String), layers.map(label),
     { xtitle: "expert", ytitle: "MoE block", what: "share", rows: table, csv: "experts",
