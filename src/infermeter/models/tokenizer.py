@@ -82,13 +82,14 @@ def tokenizer_of(spec: str) -> Any:
     from pathlib import Path
 
     from infermeter.errors import UserError
-    from infermeter.models import smollm2
     from infermeter.models.presets import get_preset
+    from infermeter.models.trained import ensure_converted, trained_model
 
     name = spec.strip()
     if get_preset(name) is not None:
         return builtin_tokenizer()
-    where = str(smollm2.ensure_converted()[0]) if name.lower() == smollm2.NAME else name
+    trained = trained_model(name)
+    where = str(ensure_converted(trained)[0]) if trained is not None else name
     from transformers import AutoTokenizer
 
     try:

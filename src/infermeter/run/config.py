@@ -73,7 +73,9 @@ class RunConfig:
             each sample's rows pass or fail, the summary gets attainment and goodput.
     """
 
-    model: str = _field(DEFAULT_PRESET, "Preset, smollm2-135m, local folder or Hugging Face id.")
+    model: str = _field(
+        DEFAULT_PRESET, "Preset, smollm2-135m or gemma3-270m, local folder or Hugging Face id."
+    )
     prompt_tokens: int | None = _field(
         None, "Exact prompt length in tokens (default: whole built-in prompts)."
     )
@@ -82,7 +84,9 @@ class RunConfig:
     samples: int = _field(5, "Measured repetitions.")
     warmup: int = _field(1, "Unmeasured repetitions first.")
     dtype: str = _field(
-        "auto", "auto, float32, bfloat16, float16; int8 or fp8 (GPU) quantize the weights."
+        "auto",
+        "auto, float32, bfloat16, float16; int8, int4 (int4-g64, int4-g32) or fp8 (GPU) "
+        "quantize the weights.",
     )
     device: str = _field("auto", "auto, cpu, cuda, cuda:N or mps.")
     compile: bool | str = False
