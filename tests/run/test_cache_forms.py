@@ -30,6 +30,14 @@ def test_dynamic_static_and_quantized_caches_are_what_the_model_was_given(tiny_l
     assert seen["static"]["kv_bytes"] >= seen["dynamic"]["kv_bytes"]  # room for every token
     # 4-bit codes with scales past the residual window (128 positions kept in float32)
     assert seen["quantized"]["kv_bytes"] < 0.3 * seen["dynamic"]["kv_bytes"]
+    # predict's memory model (analysis/kvcache.py) holds what each form held, within 1%
+    from infermeter.analysis.kvcache import kv_memory
+    from infermeter.models.shape import shape_of
+
+    shape = shape_of(tiny_llama.model.config)
+    for form in ("dynamic", "static", "quantized"):
+        predicted = kv_memory(shape, 4, 1, 400, 6, form).device_bytes
+        assert predicted == pytest.approx(seen[form]["kv_bytes"], rel=0.01), form
     # static and dynamic hold the same numbers: the same greedy output
     assert runs["static"].samples[0].output_text == runs["dynamic"].samples[0].output_text
     knob = get_knob("cache")
@@ -54,6 +62,9 @@ def test_forms_that_cannot_run_here_are_refused_in_one_line(tmp_path, monkeypatc
     assert_one_line_error(r, "from GPU to CPU memory", "on a GPU")
     r = runner.invoke(app, [*base, "--cache", "sliding_window", *db])
     assert_one_line_error(r, "has no sliding_window", "--cache dynamic")
+    r = runner.invoke(app, [*base, "-m", "tiny-mistral", "--cache", "quantized", *db])
+    # transformers' QuantizedCache refuses sliding layers: said before anything runs
+    assert_one_line_error(r, "MistralForCausalLM has sliding_attention layers", "sliding_window")
     r = runner.invoke(app, [*base, "--cache", "paged", *db])
     assert r.exit_code != 0 and "unknown cache form" in r.output
     monkeypatch.setitem(sys.modules, "optimum.quanto", None)  # optimum-quanto not installed

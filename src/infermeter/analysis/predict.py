@@ -29,6 +29,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from infermeter.analysis.kvcache import decode_context, decode_kv_bytes_each, kv_memory
 from infermeter.analysis.perfmodel import ModelCheck
 from infermeter.analysis.precision import PRECISIONS, Precision, precision_of
 from infermeter.analysis.timemodel import DeviceModel, ForwardTime, Work, forward_time
@@ -54,6 +55,8 @@ class Workload:
     gpus: int = 1
     tp: int = 1
     top_k: int | None = None
+    #: the KV cache's form (analysis/kvcache.py): dynamic, static, quantized, offloaded, ...
+    cache: str = "dynamic"
 
     @property
     def replicas(self) -> int:
@@ -96,6 +99,8 @@ class MemoryFit:
     activations_bytes: float
     runtime_bytes: float
     capacity_bytes: float | None
+    #: an offloaded cache's bytes in host memory (not counted against the device)
+    kv_host_bytes: float = 0.0
 
     @property
     def total_bytes(self) -> float:
@@ -114,6 +119,7 @@ class MemoryFit:
         return {
             "weights_bytes": self.weights_bytes,
             "kv_cache_bytes": self.kv_cache_bytes,
+            "kv_host_bytes": self.kv_host_bytes,
             "activations_bytes": self.activations_bytes,
             "runtime_bytes": self.runtime_bytes,
             "total_bytes": self.total_bytes,
@@ -134,16 +140,22 @@ def memory_fit(
     capacity: float | None,
     runtime: float,
     cpu: bool = False,
+    cache: str = "dynamic",
 ) -> MemoryFit:
-    """Weights, KV cache at the final length, prefill activations and runtime, per GPU."""
+    """Weights, KV cache at the final length, prefill activations and runtime, per GPU.
+
+    A quantized cache's one-layer full-precision copy counts with the activations.
+    """
     p = _precision(dtype, cpu)
     e = p.act_bytes
+    kv = kv_memory(shape, p.kv_bytes_each, tp, prompt, new, cache)
     return MemoryFit(
         weights_bytes=params * p.weight_bytes / tp,
-        kv_cache_bytes=batch * sequence_kv_bytes(shape, p.kv_bytes_each, tp, prompt + new),
-        activations_bytes=batch * activation_bytes(shape, e, prompt, tp),
+        kv_cache_bytes=batch * kv.device_bytes,
+        activations_bytes=batch * (activation_bytes(shape, e, prompt, tp) + kv.transient_bytes),
         runtime_bytes=runtime,
         capacity_bytes=capacity,
+        kv_host_bytes=batch * kv.host_bytes,
     )
 
 
@@ -164,7 +176,17 @@ def largest_batch(
     if capacity is None:
         return None
     one = memory_fit(
-        shape, params, w.dtype, 1, w.prompt_tokens, w.new_tokens, w.tp, capacity, runtime, cpu
+        shape,
+        params,
+        w.dtype,
+        1,
+        w.prompt_tokens,
+        w.new_tokens,
+        w.tp,
+        capacity,
+        runtime,
+        cpu,
+        w.cache,
     )
     per_seq = one.kv_cache_bytes + one.activations_bytes
     room = capacity - one.weights_bytes - runtime
@@ -287,13 +309,19 @@ def phase_times(
     op_counts: dict[str, Any] | None = None,
     images: int = 0,
     active_layers: int | None = None,
+    cache: str = "dynamic",
 ) -> dict[str, ForwardTime]:
-    """Predicted prefill (the whole prompt) and mean decode step (at the mid context)."""
+    """Predicted prefill (the whole prompt) and mean decode step (at the mid context).
+
+    The cache's form moves the decode step (analysis/kvcache.py): a static cache attends over
+    its whole allocation; a quantized one moves more bytes per cached element.
+    """
     p = _precision(dtype, dev.kind == "cpu")
     e, we, kv = p.act_bytes, (p.weight_bytes if p.quantized else None), p.kv_bytes
     pre = Work(batch, prompt, 0, 1, e, top_k, active_layers, images, tp, we, kv)
-    mid = prompt + max(0, new - 1) // 2
-    dec = Work(batch, 1, mid, 1, e, top_k, active_layers, 0, tp, we, kv)
+    mid = decode_context(cache, prompt, new)
+    kv_step = decode_kv_bytes_each(cache, p.kv_bytes_each) or kv
+    dec = Work(batch, 1, mid, 1, e, top_k, active_layers, 0, tp, we, kv_step)
     prefill = forward_time(shape, dev, pre, "prefill", op_counts)
     decode = forward_time(shape, dev, dec, "decode", op_counts)
     return {"prefill": prefill, "decode": decode}
@@ -328,9 +356,19 @@ def predict(
             dev.memory_bytes,
             runtime,
             dev.kind == "cpu",
+            w.cache,
         )
         times = phase_times(
-            shape, dev, b, w.prompt_tokens, w.new_tokens, w.dtype, w.tp, w.top_k, op_counts
+            shape,
+            dev,
+            b,
+            w.prompt_tokens,
+            w.new_tokens,
+            w.dtype,
+            w.tp,
+            w.top_k,
+            op_counts,
+            cache=w.cache,
         )
         ttft, ttft_note = learned.predicted("prefill", times["prefill"])
         tpot, tpot_note = learned.predicted("decode", times["decode"])
@@ -372,7 +410,7 @@ def memory_by_context(
     lengths = sorted({int(end * f) for f in (1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1)})
     out = []
     for n in lengths:
-        m = memory_fit(shape, params, w.dtype, batch, n, 0, w.tp, capacity, runtime, cpu)
+        m = memory_fit(shape, params, w.dtype, batch, n, 0, w.tp, capacity, runtime, cpu, w.cache)
         out.append({"context_tokens": n, **m.to_dict()})
     return out
 
@@ -393,6 +431,7 @@ def predict_run(run: RunResult, dev: DeviceModel) -> dict[str, ForwardTime]:
         op_counts=(shape.flop_check or {}).get("op_counts"),
         images=work["images"],
         active_layers=work["active_layers"],
+        cache=work.get("cache", "dynamic"),
     )
 
 

@@ -93,6 +93,7 @@ def run_shapes(run: RunResult) -> tuple[Shape, dict[str, Any]]:
         "active_layers": knobs.get("active_layers")
         if isinstance(knobs.get("active_layers"), int)
         else None,
+        "cache": str((run.config or {}).get("cache") or "dynamic"),
     }
     return Shape.from_dict(shape), work
 

@@ -75,6 +75,12 @@ def predict_command(
         "Each is a documented profile (CUDA graphs, fused kernels, paged KV, scheduler cost) "
         "fitted to published measurements: docs/analysis.md.",
     ),
+    cache: str = typer.Option(
+        "dynamic",
+        help="The KV cache's form under transformers' generate: dynamic, static (allocated "
+        "for the whole generation, attended in full), quantized (4-bit quanto), offloaded "
+        "(GPU: in host memory), sliding_window.",
+    ),
     batch: str = typer.Option("1,8,32", help="Sequences per replica, comma-separated."),
     prompt_tokens: int = typer.Option(2048, help="Prompt tokens per sequence."),
     new_tokens: int = typer.Option(256, help="Generated tokens per sequence."),
@@ -88,6 +94,8 @@ def predict_command(
 
     The times are for the serving stack --stack names; every answer says which, and where its
     constants come from (published measurements: benchmarks/published/).
+
+    Long because typer declares each of the command's options as a parameter.
     """
     from infermeter.errors import UserError
     from infermeter.models.spec import check_model_spec
@@ -113,7 +121,9 @@ def predict_command(
 
         out = writable_dir(out)
     store = Store(db)
-    w = Workload(batches, prompt_tokens, new_tokens, dtype.strip().lower(), gpus, tp, top_k)
+    w = Workload(
+        batches, prompt_tokens, new_tokens, dtype.strip().lower(), gpus, tp, top_k, cache.strip()
+    )
     doc = clean_json(what_if(model, hardware, w, store, learn=learn, stack=stack.strip().lower()))
     doc["id"] = store.save_prediction(doc)
     files: list[Path] = []
@@ -150,7 +160,8 @@ def _print(doc: dict[str, Any], files: list[Path], where: str) -> None:
     t = Table(
         title=f"{doc['model']} ({fmt.count(doc['params'])} parameters) on {hw['name']}{par}, "
         f"{doc['dtype']}, prompt {w['prompt_tokens']} + {w['new_tokens']} new tokens, "
-        f"served by {doc['stack']['key']}",
+        f"served by {doc['stack']['key']}"
+        + (f", {w['cache']} KV cache" if w.get("cache", "dynamic") != "dynamic" else ""),
         title_justify="left",
         box=box.SIMPLE_HEAD,
     )
@@ -189,7 +200,12 @@ def _print(doc: dict[str, Any], files: list[Path], where: str) -> None:
     say = [
         f"per {'GPU' if hw['kind'] == 'gpu' else 'device'}: weights "
         f"{_gb(first['weights_bytes'])}, runtime {_gb(first['runtime_bytes'])}, "
-        f"capacity {_gb(hw['memory_bytes'])}; largest batch that fits: {doc['largest_batch']}",
+        f"capacity {_gb(hw['memory_bytes'])}; largest batch that fits: {doc['largest_batch']}"
+        + (
+            f"; KV cache in host memory {_gb(first['kv_host_bytes'])}"
+            if first.get("kv_host_bytes")
+            else ""
+        ),
         f"stack: {doc['stack']['title']}: {doc['stack']['what']}",
         f"precision: {doc['precision']}",
         f"efficiency: {hw['efficiency']}; "

@@ -153,8 +153,9 @@ def what_if(
     from infermeter.models.shape import shape_of
 
     quiet_torchao()
-    ceilings = resolve_hardware(hardware, store)
     local = hardware.strip().lower() == LOCAL_HARDWARE
+    _check_cache(workload.cache, stack, local)
+    ceilings = resolve_hardware(hardware, store)
     dtype = pick_dtype(workload.dtype, ceilings)
     compute = check_rate(hardware, ceilings, dtype)
     check_stack(stack, ceilings, local)
@@ -167,6 +168,7 @@ def what_if(
     config, shown = config_of(model)
     shape = shape_of(config)
     _check_top_k(shape, w.top_k)
+    _check_cache_layers(w.cache, shape)
     params = estimate_params(config)
     precision = precision_of(dtype, ceilings.kind == "cpu")
     op_counts = count_ops_of_config(config, "float32" if precision.act_bytes == 4 else "bfloat16")
@@ -218,6 +220,7 @@ def predict(
     tp: int = 1,
     top_k: int | None = None,
     stack: str = "hf",
+    cache: str = "dynamic",
     store: Any = None,
     learn: bool = True,
 ) -> Prediction:
@@ -229,8 +232,41 @@ def predict(
     """
     from infermeter.store import Store
 
-    workload = Workload(tuple(batches), prompt_tokens, new_tokens, dtype, gpus, tp, top_k)
+    workload = Workload(
+        tuple(batches), prompt_tokens, new_tokens, dtype, gpus, tp, top_k, cache.strip().lower()
+    )
     return what_if(model, hardware, workload, store or Store(), learn=learn, stack=stack)
+
+
+def _check_cache(form: str, stack: str, local: bool) -> None:
+    """Refuse a cache form the predicted stack or this CPU cannot have, in one line."""
+    from infermeter.analysis.kvcache import FORMS
+
+    if form not in FORMS:
+        raise UserError(f"unknown cache form {form!r}", f"use one of: {', '.join(FORMS)}")
+    if form != "dynamic" and not stack.startswith("hf"):
+        raise UserError(
+            f"--cache {form} is a form of transformers' cache; --stack {stack} keeps its own "
+            "(paged KV)",
+            "use --stack hf (or hf-fa2, hf-compile) with --cache, or drop --cache",
+        )
+    if form == "offloaded" and local:
+        raise UserError(
+            "--cache offloaded moves the KV cache from GPU to host memory: a CPU has nothing "
+            "to offload",
+            "pick a GPU with --hardware, or another --cache",
+        )
+
+
+def _check_cache_layers(form: str, shape: Any) -> None:
+    """Refuse a quantized cache for a model with sliding-window layers (transformers does)."""
+    windows = [lay.window for lay in (shape.census.layers if shape.census else []) if lay.window]
+    if form == "quantized" and (windows or shape.sliding_window):
+        raise UserError(
+            "--cache quantized: transformers' quantized cache holds full-attention layers only, "
+            "and this model has sliding-window layers",
+            "use --cache dynamic or sliding_window with this model",
+        )
 
 
 def _stack_doc(key: str) -> dict[str, Any]:

@@ -26,6 +26,22 @@ def _has_quanto() -> bool:
         return False
 
 
+def _layer_kinds(model: Any) -> list[str]:
+    """The attention kinds of the model's cache layers, as transformers' caches derive them.
+
+    Mistral's config has no `layer_types`; its `sliding_window` makes every layer a sliding one
+    to the cache, which is what the quantized cache refuses.
+    """
+    text = model.config.get_text_config(decoder=True)
+    try:
+        from transformers.cache_utils import get_layer_types_and_kwargs
+
+        kinds = get_layer_types_and_kwargs(text)[0]
+    except (ImportError, AttributeError, TypeError):  # older transformers: the config's list
+        kinds = getattr(text, "layer_types", None) or ["full_attention"]
+    return sorted(set(kinds))
+
+
 def check_cache_form(form: str, model: Any, device_type: str) -> None:
     """Refuse, in one line with the fix, a cache form this run cannot use."""
     if form == "quantized" and not _has_quanto():
@@ -41,6 +57,14 @@ def check_cache_form(form: str, model: Any, device_type: str) -> None:
             "use it on a GPU, or --cache dynamic or static here",
         )
     text = model.config.get_text_config()
+    kinds = _layer_kinds(model)
+    if form == "quantized" and kinds != ["full_attention"]:
+        raise UserError(
+            f"--cache quantized: transformers' quantized cache holds full-attention layers only, "
+            f"and {type(model).__name__} has {', '.join(k for k in kinds if k != 'full_attention')}"
+            " layers",
+            "use --cache dynamic or sliding_window with this model",
+        )
     window = getattr(text, "sliding_window", None)
     if form == "sliding_window" and not window:
         raise UserError(
