@@ -44,10 +44,23 @@ def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "infermeter", *args]
 
 
-def run_json(cmd: list[str], timeout_s: float = 1800) -> Any:
+#: seconds one step may take (--step-timeout); a step past it becomes a failed row
+STEP_TIMEOUT_S = [1800.0]
+#: where each failed step's whole stderr is appended (set by run_checks)
+ERROR_LOG: list[Path] = []
+
+
+def run_json(cmd: list[str], timeout_s: float | None = None) -> Any:
     """Run a command and parse the last JSON document on its stdout."""
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=ROOT)
+    limit = timeout_s or STEP_TIMEOUT_S[0]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=limit, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"{' '.join(cmd[2:5])} ran past {limit:.0f} s") from None
     if done.returncode != 0:
+        if ERROR_LOG:
+            with ERROR_LOG[0].open("a") as log:
+                log.write(f"$ {' '.join(cmd)}\nexit {done.returncode}\n{done.stderr}\n\n")
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise RuntimeError(f"{' '.join(cmd[2:5])} exited {done.returncode}: {last}")
     text = done.stdout.strip()
@@ -97,6 +110,12 @@ def calibrate_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _summary(run: dict[str, Any]) -> dict[str, Any]:
+    """A profile's summary: `profile --json` gives one per configuration (a list); one here."""
+    s = run["summary"]
+    return s[0] if isinstance(s, list) else s
+
+
 def _median(summary: dict[str, Any], metric: str) -> float | None:
     m = summary.get(metric) or {}
     return m.get("median", m.get("p50"))
@@ -104,7 +123,7 @@ def _median(summary: dict[str, Any], metric: str) -> float | None:
 
 def profile_rows(label: str, run: dict[str, Any], analysis: dict[str, Any]) -> list[dict]:
     """TTFT, TPOT against the bandwidth-bound minimum, memory and energy of one profile."""
-    s = run["summary"]
+    s = _summary(run)
     tpot = _median(s, "tpot_ms")
     roof = analysis.get("roofline") or {}
     floor = roof.get("decode_min_ms")
@@ -231,15 +250,36 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def _step(rows: list[dict[str, Any]], name: str, fn: Any) -> None:
+    """Run one step, its rows (or one failed row) printed and saved at once.
+
+    A check stopped from outside (a lease's time limit) keeps what it measured.
+    """
+    start = len(rows)
     try:
         rows.extend(fn())
     except Exception as exc:  # a failed step is a row, the check goes on
         rows.append(row(name, None, ok=False, note=f"failed: {exc}"))
+    for r in rows[start:]:
+        print(f"[gpu_check] {json.dumps(r)}", flush=True)
+    if PARTIAL:
+        PARTIAL[0].write_text(json.dumps({"rows": rows, "partial": True}, indent=1))
 
 
-def run_checks(out: Path, quick: bool) -> list[dict[str, Any]]:
+#: the JSON file rewritten after every step (set by main)
+PARTIAL: list[Path] = []
+
+
+def run_checks(
+    out: Path,
+    quick: bool,
+    models: tuple[str, ...] = MODELS,
+    samples: int | None = None,
+    compile_check: bool = False,
+) -> list[dict[str, Any]]:
     """Every step on the GPU; the table's rows."""
     db = str(out / "gpu_check.db")
+    ERROR_LOG[:] = [out / "errors.log"]
+    n_samples = str(samples or (3 if quick else 10))
     rows: list[dict[str, Any]] = []
     _step(
         rows,
@@ -262,7 +302,7 @@ def run_checks(out: Path, quick: bool) -> list[dict[str, Any]]:
             run_json(cli("calibrate", "--device", "cuda", "--db", db, "--json"))
         ),
     )
-    for model in MODELS[:1] if quick else MODELS:
+    for model in models[:1] if quick else models:
         for batch in BATCHES:
             label = f"{model} b{batch}"
 
@@ -283,7 +323,7 @@ def run_checks(out: Path, quick: bool) -> list[dict[str, Any]]:
                         "--new-tokens",
                         "128",
                         "--samples",
-                        "3" if quick else "10",
+                        n_samples,
                         "--energy",
                         "nvml",
                         "--db",
@@ -313,7 +353,7 @@ def run_checks(out: Path, quick: bool) -> list[dict[str, Any]]:
                     "--device",
                     "cuda",
                     "--model",
-                    MODELS[0],
+                    models[0],
                     "--rounds",
                     "10" if quick else "40",
                 ]
@@ -329,7 +369,7 @@ def run_checks(out: Path, quick: bool) -> list[dict[str, Any]]:
                     sys.executable,
                     str(ROOT / "benchmarks" / "nvml_integration.py"),
                     "--model",
-                    MODELS[0],
+                    models[0],
                     "--windows",
                     "5" if quick else "20",
                 ]
@@ -349,7 +389,7 @@ def run_checks(out: Path, quick: bool) -> list[dict[str, Any]]:
                     "--dtype",
                     "bfloat16",
                     "--model",
-                    MODELS[0],
+                    models[0],
                     "--quick",
                     "--rounds",
                     "4" if quick else "12",
@@ -357,14 +397,45 @@ def run_checks(out: Path, quick: bool) -> list[dict[str, Any]]:
             )
         ),
     )
+    if compile_check:
+        _step(rows, "reduce-overhead", lambda: compile_rows(models[0], db, n_samples))
     return rows
+
+
+def compile_rows(model: str, db: str, samples: str) -> list[dict[str, Any]]:
+    """Eager against torch.compile's default and reduce-overhead (CUDA graphs) modes, batch 1."""
+    out = []
+    base: float | None = None
+    for label, extra in (
+        ("eager", []),
+        ("compile", ["--compile"]),
+        ("reduce-overhead", ["--compile-mode", "reduce-overhead"]),
+    ):
+        args = [
+            "profile", "-m", model, "--dtype", "bfloat16", "--device", "cuda",
+            "--prompt-tokens", "512", "--new-tokens", "128", "--samples", samples,
+            "--mode", "minimal", "--energy", "off", "--db", db, "--json", *extra,
+        ]  # fmt: skip
+        run = run_json(cli(*args))
+        tpot = _median(_summary(run), "tpot_ms")
+        base = tpot if label == "eager" else base
+        note = f"{base / tpot:.2f}x eager's decode speed" if base and tpot else ""
+        out.append(row(f"{model} b1 TPOT {label}", tpot, "ms", note=note))
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("gpu-check"))
     ap.add_argument("--quick", action="store_true", help="One model, fewer samples.")
+    ap.add_argument("--models", default=",".join(MODELS), help="Comma-separated presets.")
+    ap.add_argument("--samples", type=int, default=None, help="Samples per profile.")
+    ap.add_argument("--step-timeout", type=float, default=1800.0, help="Seconds per step.")
+    ap.add_argument(
+        "--compile", action="store_true", help="Also eager vs compile vs reduce-overhead."
+    )
     args = ap.parse_args(argv)
+    STEP_TIMEOUT_S[0] = args.step_timeout
     import torch
 
     if not torch.cuda.is_available():
@@ -377,7 +448,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
     name = torch.cuda.get_device_name(0)
-    rows = run_checks(args.out, args.quick)
+    PARTIAL[:] = [args.out / "gpu_check.json"]
+    models = tuple(m.strip() for m in args.models.split(",") if m.strip())
+    rows = run_checks(args.out, args.quick, models, args.samples, args.compile)
     doc = {"device": name, "torch": torch.__version__, "cuda": torch.version.cuda, "rows": rows}
     (args.out / "gpu_check.json").write_text(json.dumps(doc, indent=1))
     print(f"{name} (torch {torch.__version__}, CUDA {torch.version.cuda})")
