@@ -1,4 +1,5 @@
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -9,6 +10,8 @@ from infermeter.measure.clock import MockClock
 from infermeter.run import RunConfig, profile
 from infermeter.run.generation import StepRecorder, TimedGeneration, token_marks
 from infermeter.store import Store
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_step_recorder_marks_each_token_and_never_stops():
@@ -145,6 +148,25 @@ def test_compile_reports_cold_first_call_apart(tiny_llama, compile_value):
         assert run.config["compile"] == "reduce-overhead"
     else:
         assert graphs == []
+
+
+@pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune"])
+def test_cuda_graphs_over_a_growing_cache_are_refused_in_one_line(mode):
+    """Recorded on an H100 (tests/bench/data/h100/compile.log): reduce-overhead over the dynamic
+    cache stopped with torch's "accessing tensor output of CUDAGraphs that has been overwritten
+    by a subsequent run" and a stored failed run; now refused before anything runs."""
+    from infermeter.knobs.compile import check_cuda_graphs
+
+    recorded = (ROOT / "tests/bench/data/h100/compile.log").read_text()
+    assert "overwrit" in recorded and "reduce-overhead" in recorded
+    for cache in ("dynamic", "quantized", "sliding_window", "offloaded"):
+        with pytest.raises(UserError, match="CUDA graphs") as err:
+            check_cuda_graphs(mode, cache, "cuda")
+        assert "--cache static" in err.value.fix and "\n" not in str(err.value)
+    check_cuda_graphs(mode, "static", "cuda")  # graphs over a cache written in place
+    check_cuda_graphs(mode, "dynamic", "cpu")  # no graphs off CUDA: compiled without them
+    check_cuda_graphs("default", "dynamic", "cuda")
+    check_cuda_graphs(True, "dynamic", "cuda")
 
 
 def test_an_unknown_compile_mode_is_refused():

@@ -34,12 +34,35 @@ def parse_compile(text: str) -> bool | str:
 
 def cuda_graphs_note(mode: bool | str, device_type: str) -> str | None:
     """Why a CUDA-graphs mode ran without graphs, or None."""
-    if mode in ("reduce-overhead", "max-autotune") and device_type != "cuda":
+    if mode in GRAPH_MODES and device_type != "cuda":
         return (
             f"torch.compile mode {mode} records CUDA graphs only on CUDA devices: on "
             f"{device_type} it compiled without them"
         )
     return None
+
+
+#: the modes whose compiled forward replays CUDA graphs (on CUDA devices)
+GRAPH_MODES = ("reduce-overhead", "max-autotune")
+
+
+def check_cuda_graphs(mode: bool | str, cache: str, device_type: str) -> None:
+    """Refuse, in one line with the fix, CUDA graphs over a KV cache that grows each step.
+
+    A replayed graph writes its outputs into buffers it owns and overwrites them on the next
+    replay. A dynamic cache keeps each step's keys and values as such outputs, so the next
+    step reads overwritten memory: torch stops the run with "accessing tensor output of
+    CUDAGraphs that has been overwritten" (seen on an H100, torch 2.11, transformers 5.24). A
+    static cache is allocated once and written in place, which is what graphs need (and what
+    transformers' own compiled generation uses).
+    """
+    if mode in GRAPH_MODES and device_type == "cuda" and cache != "static":
+        raise UserError(
+            f"--compile-mode {mode} replays CUDA graphs, which overwrite their outputs on each "
+            f"replay: a {cache} KV cache keeps those outputs from step to step",
+            "add --cache static (allocated once, written in place), or use --compile-mode "
+            "default or max-autotune-no-cudagraphs",
+        )
 
 
 def _verify_compile(
@@ -54,8 +77,7 @@ def _verify_compile(
     return {
         "compiled": True,
         "mode": "default" if value is True else value,
-        "cuda_graphs": value in ("reduce-overhead", "max-autotune")
-        and result.device.get("type") == "cuda",
+        "cuda_graphs": value in GRAPH_MODES and result.device.get("type") == "cuda",
         "cold_first_call_ms": cold,
         "warm_call_ms": sum(warm) / len(warm) if warm else None,
         "cold_over_warm": cold / (sum(warm) / len(warm)) if warm else None,

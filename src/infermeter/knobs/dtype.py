@@ -41,7 +41,7 @@ def _check_dtype(value: str, loaded: LoadedModel) -> None:
         check_scheme(value, device)
 
 
-def _weight_mib(stored: dict[str, int]) -> float:
+def weight_mib(stored: dict[str, int]) -> float:
     """MiB of the weights at their stored width (int4's per-group scales and zeros not counted)."""
     sizes = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0, "int4": 0.5}
     return sum(n * sizes.get(d, 1) for d, n in stored.items()) / 2**20
@@ -77,7 +77,7 @@ def _verify_dtype(
     from infermeter.models.quantize import stored_weight_dtypes
 
     stored = stored_weight_dtypes(loaded.model)
-    evidence: dict[str, Any] = {"stored_weight_dtypes": stored, "weight_mib": _weight_mib(stored)}
+    evidence: dict[str, Any] = {"stored_weight_dtypes": stored, "weight_mib": weight_mib(stored)}
     if value in STORED:
         if not set(STORED[value]) & set(stored):
             raise KnobNotApplied(f"dtype={value} but the weights are stored as {sorted(stored)}")

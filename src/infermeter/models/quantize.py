@@ -267,8 +267,12 @@ def _storage_dtype(weight: Any) -> str:
 
 
 def stored_weight_dtypes(model: Any) -> dict[str, int]:
-    """Parameters by the dtype their weights are stored in (quantized modules included)."""
+    """Parameters by the dtype their weights are stored in (quantized modules included).
+
+    A tied weight (the output head sharing the embedding) is one tensor, counted once.
+    """
     out: dict[str, int] = {}
+    seen: set[int] = set()
     for module in model.modules():
         packed = getattr(module, "_packed_params", None)
         if packed is not None and callable(getattr(module, "weight", None)):
@@ -276,6 +280,9 @@ def stored_weight_dtypes(model: Any) -> dict[str, int]:
             key = str(w.dtype).removeprefix("torch.")
             out[key] = out.get(key, 0) + w.numel()
         for p in module.parameters(recurse=False):
+            if id(p) in seen:
+                continue
+            seen.add(id(p))
             key = _storage_dtype(p)
             out[key] = out.get(key, 0) + p.numel()
     return dict(sorted(out.items()))
