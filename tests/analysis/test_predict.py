@@ -154,6 +154,26 @@ def test_learning_recovers_the_work_and_host_factors():
     assert few.factors["decode"]["work"] == few.factors["decode"]["host"]
 
 
+def test_learning_on_a_gpu_fits_through_the_overlap_it_predicts_with():
+    """Host launches hidden under device work (overlap 1): the factor that makes the *combined*
+    prediction match, not the parts' sum (which learnt 1.00 for a 1.25x miss on an H100)."""
+    few = [
+        (ForwardTime(gemm_s=8.8e-3, overhead_s=38.0e-3, overlap=1.0), 47.9e-3),
+        (ForwardTime(gemm_s=136.6e-3, overhead_s=38.0e-3, overlap=1.0), 171.1e-3),
+    ]
+    learned = learn_from_runs({"prefill": few}, runs=2)
+    for t, measured in few:
+        assert learned.apply("prefill", t) == pytest.approx(measured, rel=0.02)
+    # 4+ points: the two factors apart, through max(work, host) + generate
+    pts = []
+    for g, o in [(1e-3, 4e-3), (2e-3, 5e-3), (9e-3, 1e-3), (12e-3, 2e-3), (3e-3, 6e-3)]:
+        t = ForwardTime(gemm_s=g, overhead_s=o, generate_s=1e-4, overlap=1.0)
+        pts.append((t, max(1.5 * g, 2.5 * o) + 2.5e-4))
+    many = learn_from_runs({"decode": pts}, runs=5)
+    assert many.factors["decode"]["work"] == pytest.approx(1.5, rel=1e-3)
+    assert many.factors["decode"]["host"] == pytest.approx(2.5, rel=1e-3)
+
+
 def test_every_shape_preset_predicts_on_every_spec_entry():
     from infermeter.analysis.timemodel import device_model
     from infermeter.models.loader import estimate_params

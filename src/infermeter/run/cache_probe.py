@@ -42,8 +42,16 @@ def _layer_kinds(model: Any) -> list[str]:
     return sorted(set(kinds))
 
 
-def check_cache_form(form: str, model: Any, device_type: str) -> None:
-    """Refuse, in one line with the fix, a cache form this run cannot use."""
+def check_cache_form(
+    form: str, model: Any, device_type: str, compile_mode: bool | str = False
+) -> None:
+    """Refuse, in one line with the fix, a cache form this run cannot use.
+
+    `compile_mode` too: CUDA graphs need a cache written in place (knobs/compile.py).
+    """
+    from infermeter.knobs.compile import check_cuda_graphs
+
+    check_cuda_graphs(compile_mode, form, device_type)
     if form == "quantized" and not _has_quanto():
         raise UserError(
             "--cache quantized needs optimum-quanto (transformers' KV quantization backend "

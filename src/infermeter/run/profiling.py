@@ -25,7 +25,7 @@ from typing import Any
 from infermeter.errors import GenerationFailed, Terminated, UserError
 from infermeter.instrument import Profiler, ProfilingConfig
 from infermeter.instrument.nvtx import NvtxRanges, cuda_nvtx
-from infermeter.knobs.compile import check_cuda_graphs, cuda_graphs_note
+from infermeter.knobs.compile import cuda_graphs_note
 from infermeter.measure.clock import Clock, clock_for
 from infermeter.measure.device import describe_device
 from infermeter.measure.energy.base import Unavailable
@@ -244,8 +244,7 @@ def set_up_session(
         top_k=config.sample_top_k,
         cache=config.cache,
     )
-    check_cache_form(config.cache, model, device.type)
-    check_cuda_graphs(config.compile, config.cache, device.type)
+    check_cache_form(config.cache, model, device.type, config.compile)
     result = RunResult(
         run_id=None,
         config=config.to_dict(),
