@@ -69,9 +69,10 @@ def _score(ref: torch.Tensor, got: torch.Tensor, ids: torch.Tensor) -> dict[str,
 
 
 def _weight_mib(model) -> float:
-    size = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0, "int4": 0.5}
-    stored = stored_weight_dtypes(model)
-    return sum(n * size.get(d, 1.0) for d, n in stored.items()) / 2**20
+    """The dtype knob's own figure: weights at their stored width (tied ones once)."""
+    from infermeter.knobs.dtype import weight_mib
+
+    return weight_mib(stored_weight_dtypes(model))
 
 
 def _tpot_ms(model, prompt: torch.Tensor, new_tokens: int = 24) -> float:
@@ -143,12 +144,14 @@ def active_layers(name: str, ids: torch.Tensor) -> list[dict]:
 
 def _forced_logits(model, ids: torch.Tensor, prompt: int, cache) -> torch.Tensor:
     """Logits of each position after `prompt`, decoding the given tokens one at a time."""
+    from infermeter.models.forward_args import with_cache
+
     out = []
     with torch.inference_mode():
-        step = model(input_ids=ids[:, :prompt], past_key_values=cache, use_cache=True)
+        step = model(**with_cache(model, cache, input_ids=ids[:, :prompt], use_cache=True))
         out.append(step.logits[:, -1:].float())
         for t in range(prompt, ids.shape[1] - 1):
-            step = model(input_ids=ids[:, t : t + 1], past_key_values=cache, use_cache=True)
+            step = model(**with_cache(model, cache, input_ids=ids[:, t : t + 1], use_cache=True))
             out.append(step.logits[:, -1:].float())
     return torch.cat(out, dim=1)
 
@@ -196,8 +199,9 @@ def _table(rows: list[dict]) -> None:
             continue
         print(
             f"{r['model']:<14} {r['knob']:<14} {r['value']:<26} {r['top1_agreement']:>6.3f} "
-            f"{r['kl_nats']:>8.4f} {r['perplexity']:>8.2f} {r.get('weight_mib', ''):>11} "
+            f"{r['kl_nats']:>8.4f} {r['perplexity']:>8.4g} {r.get('weight_mib', ''):>11} "
             f"{r.get('tpot_vs_float32', ''):>11}"
+            + (f"  (dynamic cache: ppl {r['perplexity_dynamic']:.4g})" if "positions" in r else "")
         )
 
 

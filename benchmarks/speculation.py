@@ -1,4 +1,4 @@
-"""Speculative decoding on SmolLM2-135M: acceptance and speedup, prompt by prompt kind.
+"""Speculative decoding on a real model: acceptance and speedup, prompt by prompt kind.
 
 Each round profiles every decoding once per prompt kind (natural, repetitive), in turn, so a
 drift of the machine hits them alike; greedy is the baseline of its own round. Printed per
@@ -7,12 +7,14 @@ is faster) with its 95% interval and verdict, the acceptance rate, tokens per ta
 draft and verification ms per step, and whether the output matched greedy decoding; then a
 JSON line.
 
-The decodings: prompt lookup (3 and 5 tokens), self-speculation from the first 10 of the 30
-blocks (`early_exit:10`), and a separate draft model: SmolLM2's first 6 blocks and its head
-saved as a checkpoint folder of their own (`assisted:FOLDER`; the same tokenizer, its own KV
-cache), the weakest kind of draft, and the only smaller SmolLM2 there is offline.
+The decodings: prompt lookup (3 and 5 tokens), self-speculation from the first third of the
+blocks (`early_exit:10` of SmolLM2's 30, `early_exit:6` of Gemma 3's 18), and a separate draft
+model: the first fifth of the blocks and the head saved as a checkpoint folder of their own
+(`assisted:FOLDER`; the same tokenizer, its own KV cache), the weakest kind of draft, and the
+only smaller one of either family there is offline.
 
-    python benchmarks/speculation.py --rounds 5
+    python benchmarks/speculation.py --rounds 5                    # smollm2-135m
+    python benchmarks/speculation.py --rounds 5 -m gemma3-270m    # about 35 min a round here
 """
 
 from __future__ import annotations
@@ -30,8 +32,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from infermeter import RunConfig, load_model, profile
 from infermeter.measure.stats import compare_paired_samples
 
-MODEL = "smollm2-135m"
-
 
 def _draft_folder(loaded, blocks: int, where: Path) -> Path:
     """The model's first `blocks` blocks, its final norm and head, as a checkpoint folder."""
@@ -40,6 +40,8 @@ def _draft_folder(loaded, blocks: int, where: Path) -> Path:
     draft = copy.deepcopy(loaded.model)
     draft.model.layers = draft.model.layers[:blocks]
     draft.config.num_hidden_layers = blocks
+    if getattr(draft.config, "layer_types", None):  # Gemma 3: one attention kind per block
+        draft.config.layer_types = draft.config.layer_types[:blocks]
     draft.save_pretrained(where)
     loaded.tokenizer.save_pretrained(where)
     return where
@@ -47,15 +49,19 @@ def _draft_folder(loaded, blocks: int, where: Path) -> Path:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("-m", "--model", default="smollm2-135m")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--new-tokens", type=int, default=48)
     ap.add_argument("--prompt-tokens", type=int, default=128)
     args = ap.parse_args()
-    loaded = load_model(MODEL, device="cpu", dtype="float32")
+    model = args.model
+    loaded = load_model(model, device="cpu", dtype="float32")
+    blocks = loaded.info.layers
     with tempfile.TemporaryDirectory() as tmp:
-        folder = _draft_folder(loaded, 6, Path(tmp) / "draft")
+        folder = _draft_folder(loaded, blocks // 5, Path(tmp) / "draft")
         decodings = [
-            "greedy", "prompt_lookup:3", "prompt_lookup:5", "early_exit:10", f"assisted:{folder}",
+            "greedy", "prompt_lookup:3", "prompt_lookup:5", f"early_exit:{blocks // 3}",
+            f"assisted:{folder}",
         ]  # fmt: skip
         decode: dict[tuple[str, str], list[float]] = {}
         spec: dict[tuple[str, str], list[dict]] = {}
@@ -63,7 +69,7 @@ def main() -> None:
             for kind in ("natural", "repetitive"):
                 for d in decodings:
                     config = RunConfig(
-                        model=MODEL, decoding=d, prompt_kind=kind, prompt_tokens=args.prompt_tokens,
+                        model=model, decoding=d, prompt_kind=kind, prompt_tokens=args.prompt_tokens,
                         new_tokens=args.new_tokens, samples=3, warmup=1, energy="off", seed=r,
                     )  # fmt: skip
                     run = profile(config, loaded=loaded)
@@ -71,8 +77,8 @@ def main() -> None:
                     if "speculation" in run.checks:
                         spec.setdefault((kind, d), []).append(run.checks["speculation"])
             print(f"round {r + 1} of {args.rounds} done", file=sys.stderr)
-        rows = _table(decodings, decode, spec, folder)
-    print(f"\n{MODEL}, float32, {args.prompt_tokens}-token prompts, {args.new_tokens} new tokens, "
+        rows = _table(decodings, decode, spec, folder, blocks // 5)
+    print(f"\n{model}, float32, {args.prompt_tokens}-token prompts, {args.new_tokens} new tokens, "
           f"{args.rounds} interleaved rounds (3 samples each, medians)")  # fmt: skip
     head = f"{'prompts':<11} {'decoding':<24} {'decode ms':>9} {'speedup (95% CI)':>24} "
     print(head + f"{'verdict':<26} {'accept':>6} {'tok/fwd':>7} {'draft ms':>8} {'verify ms':>9} "
@@ -88,7 +94,7 @@ def main() -> None:
     print(json.dumps(rows))
 
 
-def _table(decodings, decode, spec, folder) -> list[dict]:
+def _table(decodings, decode, spec, folder, draft_blocks: int) -> list[dict]:
     """One row per prompt kind and speculative decoding, against greedy of the same rounds."""
     import statistics
 
@@ -106,7 +112,7 @@ def _table(decodings, decode, spec, folder) -> list[dict]:
             rows.append(
                 {
                     "prompts": kind,
-                    "decoding": d.replace(str(folder), "first-6-blocks"),
+                    "decoding": d.replace(str(folder), f"first-{draft_blocks}-blocks"),
                     "decode_ms": statistics.median(decode[(kind, d)]),
                     "greedy_decode_ms": statistics.median(base),
                     "speedup": verdict["speedup"],
