@@ -67,3 +67,22 @@ def test_profile_options_take_their_default_and_help_from_the_config_fields():
     assert len(checked) >= 18, checked
     shown = CliRunner().invoke(app, ["profile", "--help"], env={"COLUMNS": "250"}).output
     assert "Tokens generated per row, exactly." in shown and "--grid-intensity" in shown
+
+
+def test_no_command_help_carries_notes_meant_for_developers():
+    """`predict --help` once printed "Long because typer declares each of the command's options
+    as a parameter": a docstring is the command's help, so such notes are comments."""
+    import typer
+
+    from infermeter.cli.app import app
+
+    def walk(cmd, path):
+        yield path, cmd
+        for name, sub in (getattr(cmd, "commands", None) or {}).items():
+            yield from walk(sub, [*path, name])
+
+    seen = 0
+    for path, cmd in walk(typer.main.get_command(app), ["infermeter"]):
+        seen += 1
+        assert "Long because" not in (cmd.help or ""), " ".join(path)
+    assert seen > 20

@@ -63,10 +63,9 @@ def compare_command(
         "within their spread, or slower or faster than it.",
     ),
 ) -> None:
-    """Speedup of VARIANT over BASELINE per phase and layer, predicted vs actual.
-
-    Long because: typer declares each of the gate's options as a parameter.
-    """
+    """Speedup of VARIANT over BASELINE per phase and layer, predicted vs actual."""
+    # Long because typer declares each of the gate's options as a parameter (a comment: the
+    # docstring is the command's --help)
     from infermeter.analysis.compare import compare_runs, parse_gate_phases, slower_rows
     from infermeter.cli.guard import fail
     from infermeter.report.gate_outputs import write_gate_outputs

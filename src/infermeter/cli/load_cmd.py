@@ -188,10 +188,9 @@ def load_command(
         "hf", help="With --predict on a GPU: the stack's step costs (`infermeter predict --help`)."
     ),
 ) -> None:
-    """Serve a stream of requests (in-process, or to --endpoint): TTFT, TPOT, e2e, SLOs.
-
-    Long because the options are the signature; the work is in the helpers below.
-    """
+    """Serve a stream of requests (in-process, or to --endpoint): TTFT, TPOT, e2e, SLOs."""
+    # Long because the options are the signature; the work is in the helpers below (a comment:
+    # the docstring is the command's --help)
     from infermeter.models.spec import check_model_spec
     from infermeter.run.load import Lengths, LoadSpec, parse_slos
 

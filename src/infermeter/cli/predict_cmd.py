@@ -94,9 +94,9 @@ def predict_command(
 
     The times are for the serving stack --stack names; every answer says which, and where its
     constants come from (published measurements: benchmarks/published/).
-
-    Long because typer declares each of the command's options as a parameter.
     """
+    # Long because typer declares each of the command's options as a parameter (a comment: the
+    # docstring is the command's --help)
     from infermeter.errors import UserError
     from infermeter.models.spec import check_model_spec
 
