@@ -110,3 +110,23 @@ def test_overhead_and_nvml_rows_from_recorded_outputs():
     assert nv[0]["ok"] is True and "largest 2.50% over 20 windows" in nv[0]["note"]
     assert nv[1]["value"] == 0.41 and nv[1]["unit"] == "J/token"
     assert gpu_check.nvml_rows({"median_abs_diff_pct": 3.5, "windows": 5})[0]["ok"] is False
+
+
+def test_the_compile_rows_measure_graphs_over_a_static_cache_and_survive_a_failure(monkeypatch):
+    """On the H100 the CUDA-graphs profile failed and took the eager and compile rows with it."""
+    calls = []
+
+    def fake_run_json(cmd, timeout_s=None):
+        calls.append(cmd)
+        if "--compile" in cmd:  # torch.compile's default mode fails here
+            raise RuntimeError("profile exited 1: boom")
+        return {"summary": [{"tpot_ms": {"p50": 9.0 if "--compile-mode" in cmd else 18.0}}]}
+
+    monkeypatch.setattr(gpu_check, "run_json", fake_run_json)
+    rows = gpu_check.compile_rows("llama-3.2-1b", "db", "3")
+    assert [r["value"] for r in rows] == [18.0, 18.0, None, 9.0]
+    assert rows[2]["ok"] is False and "boom" in rows[2]["note"]
+    assert rows[3]["note"] == "2.00x eager's decode speed"
+    graphs = calls[-1]
+    assert graphs[graphs.index("--compile-mode") + 1] == "reduce-overhead"
+    assert graphs[graphs.index("--cache") + 1] == "static"
