@@ -77,6 +77,25 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "xlstm": {"qk_dim_factor": 1.0},
     "nemotron_h": {"num_hidden_layers": 4, "hybrid_override_pattern": "M*M-"},
     "zamba": {"num_hidden_layers": 4, "attn_layer_period": 2, "attn_layer_offset": 1},
+    # sizes each validator or constructor needs that the defaults leave unset or too large
+    "dots1": {"n_shared_experts": 1},
+    "lfm2_moe": {"num_hidden_layers": 4, "layer_types": ["conv", "full_attention"] * 2},
+    "qwen4_exp_text": {
+        "indexer_budget": 16,
+        "indexer_compress_ratio": 4,
+        "indexer_kv_heads": 1,
+        "indexer_head_dim": 16,
+        "indexer_n_heads": 2,
+    },
+    "cohere_compass_text": {
+        "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 10000.0}}
+    },
+    "dbrx": {"attn_config": {"kv_n_heads": 2, "rope_theta": 10000.0, "clip_qkv": 8.0}},
+    "gemma3n_text": {"num_kv_shared_layers": 2},
+    "mamba2": {"num_heads": 8, "head_dim": 16, "n_groups": 1},
+    "gpt_neo": {"attention_types": [[["global", "local"], 1]]},
+    "zaya": {"num_experts_per_tok": 1},
+    "reformer": {"is_decoder": True, "axial_pos_embds_dim": [32, 32]},
 }
 #: An architecture that a fast test run covers, one of each kind the product must handle.
 FAST_SUBSET = (
