@@ -90,7 +90,13 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "cohere_compass_text": {
         "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 10000.0}}
     },
-    "dbrx": {"attn_config": {"kv_n_heads": 2, "rope_theta": 10000.0, "clip_qkv": 8.0}},
+    "dbrx": {  # its own names for the sizes, and sub-configs for attention and experts
+        "n_layers": 2,
+        "d_model": 64,
+        "n_heads": 4,
+        "attn_config": {"kv_n_heads": 2, "rope_theta": 10000.0, "clip_qkv": 8.0},
+        "ffn_config": {"ffn_hidden_size": 128, "moe_num_experts": 4, "moe_top_k": 2},
+    },
     "gemma3n_text": {"num_kv_shared_layers": 2},
     "mamba2": {"num_heads": 8, "head_dim": 16, "n_groups": 1},
     "gpt_neo": {"attention_types": [[["global", "local"], 1]]},
