@@ -21,6 +21,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.ticker import MaxNLocator
 
+from infermeter.measure.energy.attribution import power_spans
 from infermeter.report.figures import save_figure
 from infermeter.util.palette import BLUE, GREEN, GREY, ORANGE, PHASES, VERMILLION
 
@@ -178,16 +179,13 @@ def memory_figure(run: RunResult, out: Path) -> list[Path]:
 
 
 def power_figure(run: RunResult, out: Path) -> list[Path]:
-    """Mean power between consecutive readings, over the run's timeline, when measured."""
+    """Mean power over the run's timeline, in spans the counter resolves, when measured."""
     p = run.power
     if not p or len(p["t_ms"]) < 2:
         return []
-    t, j = p["t_ms"], [sum(r) for r in p["joules"]]
-    rows = []
-    for i in range(1, len(t)):
-        dt = (t[i] - t[i - 1]) / 1e3
-        if dt > 0:
-            rows.append({"t_ms": (t[i] + t[i - 1]) / 2, "power_w": (j[i] - j[i - 1]) / dt})
+    period = (run.energy or {}).get("update_period_ms") or 0.0
+    mids, watts = power_spans(p["t_ms"], [sum(r) for r in p["joules"]], period)
+    rows = [{"t_ms": float(t), "power_w": float(w)} for t, w in zip(mids, watts, strict=True)]
     fig, ax = plt.subplots(figsize=(8, 3.2))
     ax.plot([r["t_ms"] / 1e3 for r in rows], [r["power_w"] for r in rows], lw=1, color=VERMILLION)
     for s in run.samples:

@@ -21,6 +21,31 @@ import numpy as np
 GAP_FACTOR = 3.0
 
 
+def power_spans(
+    t_ms: Any, total_j: Any, update_period_ms: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """(midpoint times in ms, mean power in W) of a cumulative-energy trace, span by span.
+
+    A span closes at the first reading at least one update period after it opened at which
+    the counter has moved. Power between every two readings instead divides a counter that
+    had not ticked by a few milliseconds: on an H100 (NVML's counter, polled at the edges of
+    each sample) that drew 0 W beside 2,511 W on a 700 W card. The spans' energies add up to
+    the trace's; the last span closes at the last reading.
+    """
+    t = np.asarray(t_ms, dtype=float)
+    j = np.asarray(total_j, dtype=float)
+    mids: list[float] = []
+    watts: list[float] = []
+    start = 0
+    for i in range(1, len(t)):
+        long_enough = t[i] - t[start] >= update_period_ms and t[i] > t[start]
+        if (long_enough and j[i] != j[start]) or (i == len(t) - 1 and t[i] > t[start]):
+            mids.append((t[start] + t[i]) / 2)
+            watts.append((j[i] - j[start]) / ((t[i] - t[start]) / 1e3))
+            start = i
+    return np.array(mids), np.array(watts)
+
+
 @dataclass(frozen=True)
 class WindowEnergy:
     """Energy of one window: total and per domain (J), mean power (W), how it was obtained.
@@ -89,14 +114,8 @@ class PowerTrace:
         return [{"start_ms": float(self.t_ms[i]), "duration_ms": float(dt[i])} for i in idx]
 
     def power_w(self) -> tuple[np.ndarray, np.ndarray]:
-        """(midpoint times in ms, mean total power in W between consecutive readings)."""
-        if len(self.t_ms) < 2:
-            return np.array([]), np.array([])
-        dt_s = np.diff(self.t_ms) / 1e3
-        de = np.diff(self.total_j)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            watts = np.where(dt_s > 0, de / dt_s, np.nan)
-        return (self.t_ms[:-1] + self.t_ms[1:]) / 2, watts
+        """(midpoint times in ms, mean total power in W), over spans the counter can resolve."""
+        return power_spans(self.t_ms, self.total_j, self.update_period_ms)
 
     def _at(self, t: float) -> np.ndarray:
         return np.array(
