@@ -18,7 +18,13 @@ Runs the product as a user would, each step a command whose JSON it reads:
 Without CUDA it prints one line saying why and exits 0. A step that fails is a row with its
 error, never the end of the check.
 
+`--steps context,quant,compile` runs only those profiles of the first model at batch 1 (a short
+loan spent on what the full check lacks): TPOT at 128 / 2,048 / 8,192 prompt tokens; int8 and
+fp8 weights against bfloat16; eager, eager with a static cache, torch.compile, and CUDA graphs
+over the static cache (which transformers' generate compiles itself).
+
     python benchmarks/gpu_check.py [--out gpu-check/] [--quick]     (also: make gpu-check)
+    python benchmarks/gpu_check.py --models llama-3.2-1b --samples 3 --steps context,quant,compile
 """
 
 from __future__ import annotations
@@ -402,36 +408,78 @@ def run_checks(
     return rows
 
 
-def compile_rows(model: str, db: str, samples: str) -> list[dict[str, Any]]:
-    """Eager against torch.compile's default and reduce-overhead (CUDA graphs) modes, batch 1.
+#: what each variant step profiles: (label, profile arguments beyond the common ones)
+COMPILE_VARIANTS = (
+    ("eager", ["--prompt-tokens", "512"]),
+    ("eager static cache", ["--prompt-tokens", "512", "--cache", "static"]),
+    ("compile", ["--prompt-tokens", "512", "--compile"]),
+    (
+        "graphs static cache",
+        ["--prompt-tokens", "512", "--compile-mode", "reduce-overhead", "--cache", "static"],
+    ),
+)
+#: decode with a longer context: eager generate is launch-bound, yet each step still reads
+#: the whole cache (what `predict --stack hf` combines with the host time)
+CONTEXT_VARIANTS = tuple((f"context {n}", ["--prompt-tokens", str(n)]) for n in (128, 2048, 8192))
+#: 8-bit weights (torchao weight-only), against bfloat16 at the same shape
+QUANT_VARIANTS = (
+    ("bfloat16 512", ["--prompt-tokens", "512"]),
+    ("int8 weights", ["--prompt-tokens", "512", "--dtype", "int8"]),
+    ("fp8 weights", ["--prompt-tokens", "512", "--dtype", "fp8"]),
+)
 
-    CUDA graphs need the static cache (a replay overwrites what a dynamic cache keeps), so
-    eager with the static cache is measured too: the graphs' own gain is against that row.
-    Each variant is its own row; one that fails does not take the others with it.
+
+def variant_rows(
+    model: str, db: str, samples: str, variants: tuple[tuple[str, list[str]], ...]
+) -> list[dict[str, Any]]:
+    """TTFT and TPOT of one model at batch 1 under each variant; ratios against the first.
+
+    Each variant is its own profile and its own rows: one that fails (a compile error, a
+    missing kernel) does not take the others with it. CUDA graphs need the static cache (a
+    replay overwrites what a dynamic cache keeps), so the graphs' own gain is read against
+    eager with the static cache.
     """
     out = []
     base: float | None = None
-    for label, extra in (
-        ("eager", []),
-        ("eager static cache", ["--cache", "static"]),
-        ("compile", ["--compile"]),
-        ("graphs static cache", ["--compile-mode", "reduce-overhead", "--cache", "static"]),
-    ):
+    for label, extra in variants:
         args = [
             "profile", "-m", model, "--dtype", "bfloat16", "--device", "cuda",
-            "--prompt-tokens", "512", "--new-tokens", "128", "--samples", samples,
+            "--new-tokens", "64", "--samples", samples,
             "--mode", "minimal", "--energy", "off", "--db", db, "--json", *extra,
         ]  # fmt: skip
-        name = f"{model} b1 TPOT {label}"
+        name = f"{model} b1 {label}"
         try:
-            tpot = _median(_summary(run_json(cli(*args))), "tpot_ms")
+            summary = _summary(run_json(cli(*args)))
         except Exception as exc:  # the next variant still runs
-            out.append(row(name, None, ok=False, note=f"failed: {exc}"))
+            out.append(row(f"{name} TPOT", None, ok=False, note=f"failed: {exc}"))
             continue
-        base = tpot if label == "eager" else base
-        note = f"{base / tpot:.2f}x eager's decode speed" if base and tpot else ""
-        out.append(row(name, tpot, "ms", note=note))
+        tpot, ttft = _median(summary, "tpot_ms"), _median(summary, "ttft_ms")
+        first = base is None
+        base = tpot if first else base
+        note = "" if first or not (base and tpot) else f"{base / tpot:.2f}x the first row's speed"
+        out.append(row(f"{name} TTFT", ttft, "ms"))
+        out.append(row(f"{name} TPOT", tpot, "ms", note=note))
     return out
+
+
+def compile_rows(model: str, db: str, samples: str) -> list[dict[str, Any]]:
+    """Eager against torch.compile's default and reduce-overhead (CUDA graphs) modes."""
+    return variant_rows(model, db, samples, COMPILE_VARIANTS)
+
+
+#: what --steps may name: profiles of the first model under each variant, nothing else
+EXTRA_STEPS = {"compile": COMPILE_VARIANTS, "context": CONTEXT_VARIANTS, "quant": QUANT_VARIANTS}
+
+
+def run_steps(out: Path, model: str, steps: list[str], samples: int | None) -> list[dict]:
+    """Only the named variant steps (a short loan spent on what the full check lacks)."""
+    db = str(out / "gpu_check.db")
+    ERROR_LOG[:] = [out / "errors.log"]
+    rows: list[dict[str, Any]] = []
+    for name in steps:
+        variants = EXTRA_STEPS[name]
+        _step(rows, name, lambda v=variants: variant_rows(model, db, str(samples or 3), v))
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -444,7 +492,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--compile", action="store_true", help="Also eager vs compile vs reduce-overhead."
     )
+    ap.add_argument(
+        "--steps",
+        default="",
+        help=f"Only these, in order: {', '.join(EXTRA_STEPS)} (first model, batch 1).",
+    )
     args = ap.parse_args(argv)
+    steps = [x.strip() for x in args.steps.split(",") if x.strip()]
+    unknown = [x for x in steps if x not in EXTRA_STEPS]
+    if unknown:
+        ap.error(f"unknown step {unknown[0]!r}: choose from {', '.join(EXTRA_STEPS)}")
     STEP_TIMEOUT_S[0] = args.step_timeout
     import torch
 
@@ -460,7 +517,10 @@ def main(argv: list[str] | None = None) -> int:
     name = torch.cuda.get_device_name(0)
     PARTIAL[:] = [args.out / "gpu_check.json"]
     models = tuple(m.strip() for m in args.models.split(",") if m.strip())
-    rows = run_checks(args.out, args.quick, models, args.samples, args.compile)
+    if steps:
+        rows = run_steps(args.out, models[0], steps, args.samples)
+    else:
+        rows = run_checks(args.out, args.quick, models, args.samples, args.compile)
     doc = {"device": name, "torch": torch.__version__, "cuda": torch.version.cuda, "rows": rows}
     (args.out / "gpu_check.json").write_text(json.dumps(doc, indent=1))
     print(f"{name} (torch {torch.__version__}, CUDA {torch.version.cuda})")

@@ -120,13 +120,29 @@ def test_the_compile_rows_measure_graphs_over_a_static_cache_and_survive_a_failu
         calls.append(cmd)
         if "--compile" in cmd:  # torch.compile's default mode fails here
             raise RuntimeError("profile exited 1: boom")
-        return {"summary": [{"tpot_ms": {"p50": 9.0 if "--compile-mode" in cmd else 18.0}}]}
+        tpot = 9.0 if "--compile-mode" in cmd else 18.0
+        return {"summary": [{"tpot_ms": {"p50": tpot}, "ttft_ms": {"p50": 30.0}}]}
 
     monkeypatch.setattr(gpu_check, "run_json", fake_run_json)
     rows = gpu_check.compile_rows("llama-3.2-1b", "db", "3")
-    assert [r["value"] for r in rows] == [18.0, 18.0, None, 9.0]
-    assert rows[2]["ok"] is False and "boom" in rows[2]["note"]
-    assert rows[3]["note"] == "2.00x eager's decode speed"
+    tpot = [r for r in rows if r["check"].endswith("TPOT")]
+    assert [r["value"] for r in tpot] == [18.0, 18.0, None, 9.0]
+    assert tpot[2]["ok"] is False and "boom" in tpot[2]["note"]
+    assert tpot[3]["note"] == "2.00x the first row's speed"
+    assert [r["check"] for r in rows if r["check"].endswith("TTFT")] == [
+        "llama-3.2-1b b1 eager TTFT",
+        "llama-3.2-1b b1 eager static cache TTFT",
+        "llama-3.2-1b b1 graphs static cache TTFT",
+    ]
     graphs = calls[-1]
     assert graphs[graphs.index("--compile-mode") + 1] == "reduce-overhead"
     assert graphs[graphs.index("--cache") + 1] == "static"
+
+
+def test_steps_name_only_known_variants(tmp_path):
+    script = str(ROOT / "benchmarks" / "gpu_check.py")
+    done = subprocess.run(
+        [sys.executable, script, "--steps", "context,warp"], capture_output=True, text=True
+    )
+    assert done.returncode == 2 and "unknown step 'warp'" in done.stderr
+    assert set(gpu_check.EXTRA_STEPS) == {"compile", "context", "quant"}

@@ -65,6 +65,31 @@ def check_cuda_graphs(mode: bool | str, cache: str, device_type: str) -> None:
         )
 
 
+def generate_compiles(mode: bool | str, cache: str, device_type: str) -> str | None:
+    """The torch.compile mode transformers' generate is to apply itself, or None.
+
+    CUDA graphs work over a static cache only when generate compiles the decode step itself
+    (prefill stays eager): wrapping the forward from outside, torch 2.11 stopped on an H100
+    with "accessing tensor output of CUDAGraphs that has been overwritten" (the cache's
+    `cumulative_length`, written in place between replays). Every other form is compiled by
+    wrapping the forward, prefill included.
+    """
+    if mode in GRAPH_MODES and device_type == "cuda" and cache == "static":
+        return str(mode)
+    return None
+
+
+def compile_note(mode: bool | str, cache: str, device_type: str) -> str | None:
+    """What was compiled, where that differs from the whole forward."""
+    handed = generate_compiles(mode, cache, device_type)
+    if handed:
+        return (
+            f"torch.compile mode {handed}: transformers' generate compiled the decode step "
+            "(CUDA graphs over the static cache); the prefill ran eager"
+        )
+    return None
+
+
 def _verify_compile(
     loaded: LoadedModel, value: bool | str, result: Any, applied: Any = None
 ) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from typing import Any
 from infermeter.errors import GenerationFailed, Terminated, UserError
 from infermeter.instrument import Profiler, ProfilingConfig
 from infermeter.instrument.nvtx import NvtxRanges, cuda_nvtx
-from infermeter.knobs.compile import cuda_graphs_note
+from infermeter.knobs.compile import compile_note, cuda_graphs_note, generate_compiles
 from infermeter.measure.clock import Clock, clock_for
 from infermeter.measure.device import describe_device
 from infermeter.measure.energy.base import Unavailable
@@ -243,6 +243,7 @@ def set_up_session(
         top_p=config.top_p,
         top_k=config.sample_top_k,
         cache=config.cache,
+        generate_compiles=generate_compiles(config.compile, config.cache, device.type),
     )
     check_cache_form(config.cache, model, device.type, config.compile)
     result = RunResult(
@@ -257,9 +258,12 @@ def set_up_session(
         sweep_id=sweep_id,
     )
     result.notes.extend(_set_up_notes(loaded, result, batches))
-    graphs = cuda_graphs_note(config.compile, device.type)
-    if graphs:
-        result.notes.append(graphs)
+    for note in (
+        cuda_graphs_note(config.compile, device.type),
+        compile_note(config.compile, config.cache, device.type),
+    ):
+        if note:
+            result.notes.append(note)
     clock = clock_for(device)
     speculator = speculator_for(config.decoding, loaded, clock)
     if speculator is not None and config.decoding.startswith("assisted"):
@@ -309,7 +313,8 @@ def attach_instruments(session: Session) -> None:
         session.sampler.start()
     if session.profiler is not None:
         session.profiler.attach()
-    if config.compile:
+    device_type = str(session.result.device.get("type", "cpu"))
+    if config.compile and not generate_compiles(config.compile, config.cache, device_type):
         mode = None if config.compile is True else str(config.compile)
         model.forward = torch.compile(model.forward, mode=mode)
     if session.nvtx is not None:  # outermost, over the compiled forward
