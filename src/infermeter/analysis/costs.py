@@ -36,6 +36,8 @@ from typing import Any
 
 from infermeter.models.census import Census
 from infermeter.models.flopcount import OUTSIDE, residual_flop_count
+from infermeter.models.mixers import MixerShape, state_elements, step_flop_count
+from infermeter.models.mixers import prefill_flop_count as mixer_prefill_flop_count
 from infermeter.models.shape import Shape, VisionShape, shape_of
 
 __all__ = [
@@ -308,6 +310,8 @@ def _census_blocks(
             mixer.weight_bytes = e * layer.other_macs
             mixer.act_bytes = e * n * 2 * d
             out.append(mixer)
+        for j, shape in enumerate(layer.mixers):
+            out.append(_scan(MixerShape(**shape), f"layers.{i}.scan{j or ''}", i, b, p, t, e))
         if str(i) in fits:
             rest = Cost(f"layers.{i}.fitted", "fitted", i)
             rest.flop_count = b * residual_flop_count(fits[str(i)], p, t, cached=t > p)
@@ -315,6 +319,26 @@ def _census_blocks(
             out.append(rest)
         out.append(_norms(s, i, b, p, e))
     return out
+
+
+def _scan(m: MixerShape, name: str, i: int, b: int, p: int, t: int, e: int) -> Cost:
+    """A state-space mixer's convolution and scan (models/mixers.py), beyond its projections.
+
+    A prompt runs the chunked or scanned form over every position; a step after cached tokens
+    the recurrent form, which reads and writes the whole state once (a fixed size, whatever
+    the context: what attention's growing KV cache is compared with).
+    """
+    cost = Cost(name, "mixer", i)
+    state = e * b * state_elements(m)
+    if t > p:
+        cost.flop_count = b * step_flop_count(m, p)
+        cost.kv_read_bytes = state
+    else:
+        cost.flop_count = b * mixer_prefill_flop_count(m, p)
+    cost.kv_write_bytes = state
+    cost.act_bytes = e * b * p * 2 * m.conv_channels
+    cost.notes.append(f"{m.kind} scan by formula (models/mixers.py)")
+    return cost
 
 
 def approximate(s: Shape, tolerance: float = 0.01) -> list[str]:

@@ -90,6 +90,12 @@ def compile_note(mode: bool | str, cache: str, device_type: str) -> str | None:
     return None
 
 
+def compile_notes(mode: bool | str, cache: str, device_type: str) -> list[str]:
+    """The run's notes on what compilation did (graphs absent off CUDA, generate's own)."""
+    notes = (cuda_graphs_note(mode, device_type), compile_note(mode, cache, device_type))
+    return [n for n in notes if n]
+
+
 def _verify_compile(
     loaded: LoadedModel, value: bool | str, result: Any, applied: Any = None
 ) -> dict[str, Any]:

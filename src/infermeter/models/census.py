@@ -8,9 +8,11 @@ on anything else. The census instead walks the decoder blocks and counts what ru
 - a router kept as a bare 2-D weight is a linear layer too;
 - softmax attention adds heads x (query-key dim + value dim) multiply-adds per query per key
   (multi-head latent attention has different key and value dims);
-- anything else that holds matrices or convolutions (a state-space scan, a recurrent or linear
-  attention) is listed in `uncosted`: models/flopcount.py then fits what torch counts in those
-  blocks, and every figure the fit cannot make exact says "approximate".
+- a state-space mixer that models/mixers.py recognises (Mamba's selective scan, Mamba-2's
+  chunked scan) is costed by its formula, convolution included;
+- anything else that holds matrices or convolutions (a recurrent or linear attention) is
+  listed in `uncosted`: models/flopcount.py then fits what torch counts in those blocks, and
+  every figure the fit cannot make exact says "approximate".
 It works on the "meta" device too, so a config alone (no weights) can be costed.
 """
 
@@ -21,6 +23,8 @@ from typing import Any
 
 from infermeter.models.architecture import discover
 from infermeter.models.info import config_value
+from infermeter.models.mixers import MixerShape, mixer_shape
+from infermeter.models.mixers import prefill_flop_count as mixer_prefill_flop_count
 
 _TOP_K_NAMES = ("num_experts_per_tok", "num_experts_per_token", "moe_topk", "top_k", "moe_k")
 
@@ -41,6 +45,8 @@ class LayerCensus:
             (attention, MLP, the rest): the GEMMs a forward runs, so time can be predicted
             per GEMM shape (analysis/timemodel.py); empty in runs stored before it existed.
         expert_shapes: [in, out] of one routed expert's matrices.
+        mixers: each state-space mixer costed by formula (`MixerShape.to_dict()`): its
+            convolution and scan, beyond its linear layers (counted above).
     """
 
     attention_macs: int = 0
@@ -52,6 +58,7 @@ class LayerCensus:
     window: int | None = None
     linear_shapes: list[list[int]] = field(default_factory=list)
     expert_shapes: list[list[int]] = field(default_factory=list)
+    mixers: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -252,10 +259,40 @@ def _layer(i: int, parts: Any, text: Any) -> tuple[LayerCensus, list[str]]:
         *_linear_shapes(parts.block, skip),
         *_router_shapes(parts.router),
     ]
+    mixers = _formula_mixers([*strange, *parts.block.children()])
+    strange = [s for s in strange if not _covered(s, mixers)]
     layer = LayerCensus(
-        attention_macs, mlp_macs, expert, experts, other, score, window, shapes, expert_shapes
+        attention_macs,
+        mlp_macs,
+        expert,
+        experts,
+        other,
+        score,
+        window,
+        shapes,
+        expert_shapes,
+        [mixer_shape(m).to_dict() for m in mixers],  # type: ignore[union-attr]
     )
     return layer, sorted({type(m).__name__ for m in strange})
+
+
+def _covered(module: Any, mixers: list[Any]) -> bool:
+    """Whether every odd module under `module` (itself included) is inside a formula mixer."""
+    for mod in module.modules():
+        odd = not _linear_macs(mod) and any(p.dim() >= 2 for p in mod.parameters(recurse=False))
+        if odd and not any(_contains(m, mod) for m in mixers):
+            return False
+    return True
+
+
+def _formula_mixers(candidates: list[Any]) -> list[Any]:
+    """The modules among `candidates` (and inside them) that models/mixers.py can cost."""
+    found: list[Any] = []
+    for candidate in candidates:
+        for module in candidate.modules():
+            if mixer_shape(module) is not None and not any(module is f for f in found):
+                found.append(module)
+    return found
 
 
 def _top_k(text: Any, arch: Any) -> int:
@@ -311,4 +348,5 @@ def prefill_flop_count(layer: LayerCensus, tokens: int, top_k: int) -> int:
     """
     n = tokens
     linear = layer.attention_macs + layer.mlp_macs + layer.other_macs + top_k * layer.expert_macs
-    return 2 * n * linear + 2 * n * n * layer.score_dims
+    mixers = sum(mixer_prefill_flop_count(MixerShape(**m), n) for m in layer.mixers)
+    return 2 * n * linear + 2 * n * n * layer.score_dims + mixers

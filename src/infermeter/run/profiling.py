@@ -25,7 +25,7 @@ from typing import Any
 from infermeter.errors import GenerationFailed, Terminated, UserError
 from infermeter.instrument import Profiler, ProfilingConfig
 from infermeter.instrument.nvtx import NvtxRanges, cuda_nvtx
-from infermeter.knobs.compile import compile_note, cuda_graphs_note, generate_compiles
+from infermeter.knobs.compile import compile_notes, generate_compiles
 from infermeter.measure.clock import Clock, clock_for
 from infermeter.measure.device import describe_device
 from infermeter.measure.energy.base import Unavailable
@@ -258,12 +258,7 @@ def set_up_session(
         sweep_id=sweep_id,
     )
     result.notes.extend(_set_up_notes(loaded, result, batches))
-    for note in (
-        cuda_graphs_note(config.compile, device.type),
-        compile_note(config.compile, config.cache, device.type),
-    ):
-        if note:
-            result.notes.append(note)
+    result.notes.extend(compile_notes(config.compile, config.cache, device.type))
     clock = clock_for(device)
     speculator = speculator_for(config.decoding, loaded, clock)
     if speculator is not None and config.decoding.startswith("assisted"):

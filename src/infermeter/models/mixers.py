@@ -1,0 +1,110 @@
+"""Cost formulas for the state-space mixers the census finds by what they hold.
+
+Why: a Mamba layer's convolution and scan are neither linear layers nor softmax attention, so
+the census could only fit torch's counts of them (models/flopcount.py), which cannot be checked
+against the same counter and says nothing about decode's recurrent form. These are written from
+the algorithms (and transformers' torch paths, which run them on every device):
+
+- **Mamba (selective scan)**, a module with a 2-D `A_log` [inner, state] (3-D [heads,
+  head_dim, state] in Zamba's multi-head form) and a depthwise `conv1d`: the causal
+  convolution over the padded prompt, 2 C K (n + K - 1), and the scan's output contraction
+  C_t . h_t, 2 inner N per token; projections kept as bare per-head weights (Zamba's
+  `x_proj_weight`, 3-D [heads, out, in]) are one multiply-add per element per token.
+- **Mamba-2 (state-space duality, chunked)**, a 1-D `A_log` [heads] with `chunk_size`: the
+  same convolution, then per chunk of Q positions (the prompt padded to m = ceil(n / Q)
+  chunks): C B^T scores 2 Q^2 H N, applied to the values 2 Q^2 H P, each chunk's state
+  2 Q H P N, its output from the carried state 2 Q H P N, and the chunk-to-chunk pass over
+  m + 1 states, 2 (m + 1)^2 H P N.
+
+A decode step runs the recurrent form instead: the convolution over its window (2 C K) and
+the state's update and read-out (2 inner N, or 2 H P N). The element-wise work of the
+recurrence (exp, multiply, add per state element) is not in these figures, as softmax's is
+not in attention's: they are the multiply-adds torch's counter also counts, so the census can
+be checked against it (docs/architectures.md). A mixer the formulas do not recognise stays
+uncosted and is fitted, and says so.
+
+The state is what makes these layers cheap at long context: a fixed C K + inner N elements
+per sequence (the convolution's window as transformers and mamba_ssm keep it, K positions,
+and the scan state; Mamba-2: H P N), read and written once per decode step, where attention's
+cache grows with every token (`state_elements`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class MixerShape:
+    """What a state-space mixer's cost depends on (one module)."""
+
+    kind: str  # "mamba" (selective scan) or "mamba2" (chunked state-space duality)
+    conv_channels: int
+    conv_kernel: int
+    state: int  # N
+    inner: int  # channels the scan runs over (Mamba) or heads x head_dim (Mamba-2)
+    heads: int = 0
+    head_dim: int = 0
+    chunk: int = 0
+    #: multiply-adds per token of weights the module holds bare (not in a linear layer)
+    bare_macs: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict for JSON and the store."""
+        return asdict(self)
+
+
+def _depthwise_conv(module: Any) -> Any | None:
+    import torch.nn as nn
+
+    conv = getattr(module, "conv1d", None)
+    if isinstance(conv, nn.Conv1d) and conv.groups == conv.in_channels == conv.out_channels:
+        return conv
+    return None
+
+
+def mixer_shape(module: Any) -> MixerShape | None:
+    """The formula's inputs for `module`, or None where no formula here describes it."""
+    conv = _depthwise_conv(module)
+    a_log = getattr(module, "A_log", None)
+    if conv is None or a_log is None or not hasattr(a_log, "dim"):
+        return None
+    channels, kernel = int(conv.in_channels), int(conv.kernel_size[0])
+    bare = sum(
+        int(w.numel()) for w in module.parameters(recurse=False) if w.dim() >= 3 and w is not a_log
+    )  # per-head matrices; 2-D bare tensors here are per-channel biases and skips
+    if a_log.dim() in (2, 3):
+        inner = math.prod(int(x) for x in a_log.shape[:-1])
+        return MixerShape("mamba", channels, kernel, int(a_log.shape[-1]), inner, bare_macs=bare)
+    names = ("num_heads", "head_dim", "ssm_state_size", "chunk_size")
+    values = tuple(getattr(module, name, None) for name in names)
+    if a_log.dim() == 1 and all(isinstance(v, int) and v > 0 for v in values):
+        h, p, n, q = (int(v) for v in values)  # type: ignore[arg-type]
+        if h == int(a_log.shape[0]):
+            return MixerShape("mamba2", channels, kernel, n, h * p, h, p, q, bare)
+    return None
+
+
+def prefill_flop_count(m: MixerShape, tokens: int) -> int:
+    """Multiply-add FLOPs of a prompt of `tokens` tokens (batch 1, nothing cached)."""
+    n = tokens
+    conv = 2 * m.conv_channels * m.conv_kernel * (n + m.conv_kernel - 1) + 2 * m.bare_macs * n
+    if m.kind == "mamba":
+        return conv + 2 * m.inner * m.state * n
+    q, h, p, s = m.chunk, m.heads, m.head_dim, m.state
+    chunks = math.ceil(n / q)
+    within = 2 * chunks * q * q * h * (s + p) + 4 * chunks * q * h * p * s
+    return conv + within + 2 * (chunks + 1) ** 2 * h * p * s
+
+
+def step_flop_count(m: MixerShape, tokens: int = 1) -> int:
+    """Multiply-add FLOPs of `tokens` decode steps' recurrent form (batch 1)."""
+    per_token = m.conv_channels * m.conv_kernel + m.inner * m.state + m.bare_macs
+    return 2 * tokens * per_token
+
+
+def state_elements(m: MixerShape) -> int:
+    """Elements a sequence keeps between steps: the convolution's window and the scan state."""
+    return m.conv_channels * m.conv_kernel + m.inner * m.state

@@ -1,0 +1,73 @@
+"""State-space mixers costed by formula (models/mixers.py), held against torch and the cache.
+
+Prompt FLOPs are checked against torch's FlopCounterMode on the tiny builds of the coverage
+matrix at lengths that cross Mamba-2's chunk boundaries (the formula's chunk terms show only
+there), and the state a decode step carries against the tensors transformers' cache holds.
+"""
+
+import pytest
+import torch
+
+from infermeter.analysis.costs import forward_costs, shape_of
+from infermeter.experiments.coverage import tiny_config
+from infermeter.models.architecture import discover
+from infermeter.models.census import census_of, prefill_flop_count
+from infermeter.models.flopcount import count_module_flops, eager_kernels, flop_check
+from infermeter.models.mixers import MixerShape, state_elements
+
+
+def _tiny(model_type: str):
+    from transformers import AutoModelForCausalLM
+
+    config, _ = tiny_config(model_type)
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(config).eval()
+
+
+@pytest.mark.parametrize(
+    ("model_type", "kind", "lengths"),
+    [("mamba", "mamba", (8, 37)), ("mamba2", "mamba2", (8, 256, 300, 520))],
+)
+def test_prompt_flops_match_torchs_count_block_by_block(model_type, kind, lengths):
+    model = _tiny(model_type)
+    census = census_of(model)
+    assert census.uncosted == []  # nothing left to fit
+    names = {id(m): n for n, m in model.named_modules()}
+    blocks = [names[id(b.block)] for b in discover(model).blocks]
+    layer = census.layers[0]
+    assert [m["kind"] for m in layer.mixers] == [kind]
+    with eager_kernels(model):
+        for n in lengths:
+            counted = count_module_flops(model, n)
+            for name, lay in zip(blocks, census.layers, strict=True):
+                assert counted[name] == prefill_flop_count(lay, n, census.top_k), (name, n)
+
+
+@pytest.mark.parametrize("model_type", ["mamba", "mamba2", "zamba", "bamba"])
+def test_no_fit_is_needed_and_nothing_is_labelled_fitted(model_type):
+    model = _tiny(model_type)
+    check = flop_check(model)
+    assert check["fits"] == {} and check["approximate"] == []
+    assert any(lay["mixers"] for lay in check["census"]["layers"])
+
+
+@pytest.mark.parametrize("model_type", ["mamba", "mamba2"])
+def test_the_decode_state_is_what_the_cache_holds_and_does_not_grow(model_type):
+    model = _tiny(model_type)
+    shape = MixerShape(**census_of(model).layers[0].mixers[0])
+    out = model(input_ids=torch.arange(3, 13).unsqueeze(0), use_cache=True)
+    held = out.cache.get_conv_state(0).numel() + out.cache.get_recurrent_state(0).numel()
+    assert state_elements(shape) == held
+    s = shape_of(model, flop_check=flop_check(model))
+    scans = [
+        [c for c in forward_costs(s, tokens=1, context=t, dtype_bytes=2) if c.name.endswith("scan")]
+        for t in (16, 4096)
+    ]
+    short, long = scans
+    assert len(short) == len(census_of(model).layers)
+    assert (
+        [c.kv_read_bytes for c in short]
+        == [c.kv_read_bytes for c in long]
+        == [2 * held] * len(short)
+    )
+    assert [c.flop_count for c in short] == [c.flop_count for c in long]
