@@ -239,7 +239,7 @@ def _layer(i: int, parts: Any, text: Any) -> tuple[LayerCensus, list[str]]:
     if parts.attention is not None:
         attention_macs, att_strange = _macs_outside(parts.attention, set())
         strange += att_strange
-        if _is_softmax_attention(parts.attention):
+        if _is_softmax_attention(parts.attention) and mixer_shape(parts.attention) is None:
             score, window = _score_dims(parts.attention, text), _window(parts.attention, text, i)
         else:
             strange.append(parts.attention)

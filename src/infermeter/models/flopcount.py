@@ -24,7 +24,6 @@ chunks) tokens only for models with a block the census gets wrong.
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -33,6 +32,7 @@ from typing import Any
 from infermeter.models.architecture import discover
 from infermeter.models.census import Census, census_of, layer_ranges, prefill_flop_count
 from infermeter.models.info import config_value
+from infermeter.models.mixers import chunk_size
 from infermeter.models.opcount import count_ops
 
 #: prompt lengths of the check every model gets (16 - 2 x 8 isolates a length-squared term)
@@ -115,38 +115,6 @@ def count_forward_flops(model: Any, tokens: int = 8) -> int:
     """
     with eager_kernels(model):
         return count_module_flops(model, tokens)[""]
-
-
-def _chunk_default(function: Any) -> int | None:
-    """The default of a function's `chunk_size` parameter, if it has a positive int one."""
-    try:
-        default = inspect.signature(function).parameters["chunk_size"].default
-    except (KeyError, TypeError, ValueError):
-        return None
-    return default if isinstance(default, int) and default > 0 else None
-
-
-def chunk_size(block: Any, config: Any = None) -> int | None:
-    """The chunk length of a chunked scan in `block`, or None.
-
-    Looked for, in order, in each module: a `chunk_size` attribute (Mamba-2) or the config's
-    (xLSTM), a kernel it holds with a `chunk_size` default, or a function its forward calls by
-    name with one (the gated delta rule of Qwen3-Next).
-    """
-    for module in block.modules():
-        value = getattr(module, "chunk_size", None) or getattr(config, "chunk_size", None)
-        if isinstance(value, int) and value > 0:
-            return value
-        kernels = [a for a in vars(module).values() if callable(a) and not hasattr(a, "forward")]
-        forward = inspect.unwrap(getattr(type(module), "forward", None) or (lambda: None))
-        code, space = getattr(forward, "__code__", None), getattr(forward, "__globals__", {})
-        if code is not None:
-            kernels += [space[n] for n in code.co_names if callable(space.get(n))]
-        for kernel in kernels:
-            found = _chunk_default(kernel)
-            if found:
-                return found
-    return None
 
 
 #: how a chunked kernel counts its chunks: padding up to whole chunks, or whole chunks plus

@@ -10,6 +10,13 @@ the algorithms (and transformers' torch paths, which run them on every device):
   convolution over the padded prompt, 2 C K (n + K - 1), and the scan's output contraction
   C_t . h_t, 2 inner N per token; projections kept as bare per-head weights (Zamba's
   `x_proj_weight`, 3-D [heads, out, in]) are one multiply-add per element per token.
+- **Gated delta rule (chunked)**, a module with a depthwise `conv1d`, value heads H with
+  key and value head dims Dk, Dv (`num_v_heads`, `head_k_dim`, `head_v_dim`, or `num_heads`
+  and `head_dim` for both) and a kernel with a `chunk_size` (Qwen3-Next, Qwen3.5, Kimi
+  Linear): the convolution, then per chunk of Q and value head: K K^T and Q K^T
+  (2 Q^2 Dk each), the intra-chunk attention applied to the new values (2 Q^2 Dv), and
+  three products with the carried Dk x Dv state (2 Q Dk Dv each). The triangular solves
+  are not matmuls and torch's counter skips them; they are not in the figure either.
 - **Mamba-2 (state-space duality, chunked)**, a 1-D `A_log` [heads] with `chunk_size`: the
   same convolution, then per chunk of Q positions (the prompt padded to m = ceil(n / Q)
   chunks): C B^T scores 2 Q^2 H N, applied to the values 2 Q^2 H P, each chunk's state
@@ -17,7 +24,8 @@ the algorithms (and transformers' torch paths, which run them on every device):
   m + 1 states, 2 (m + 1)^2 H P N.
 
 A decode step runs the recurrent form instead: the convolution over its window (2 C K) and
-the state's update and read-out (2 inner N, or 2 H P N). The element-wise work of the
+the state's update and read-out (2 inner N, or 2 H P N; the delta rule's read-out by the
+key, update and read-out by the query, 6 H Dk Dv). The element-wise work of the
 recurrence (exp, multiply, add per state element) is not in these figures, as softmax's is
 not in attention's: they are the multiply-adds torch's counter also counts, so the census can
 be checked against it (docs/architectures.md). A mixer the formulas do not recognise stays
@@ -31,6 +39,7 @@ cache grows with every token (`state_elements`).
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -40,7 +49,8 @@ from typing import Any
 class MixerShape:
     """What a state-space mixer's cost depends on (one module)."""
 
-    kind: str  # "mamba" (selective scan) or "mamba2" (chunked state-space duality)
+    #: "mamba" (selective scan), "mamba2" (state-space duality), "delta" (gated delta rule)
+    kind: str
     conv_channels: int
     conv_kernel: int
     state: int  # N
@@ -48,12 +58,46 @@ class MixerShape:
     heads: int = 0
     head_dim: int = 0
     chunk: int = 0
+    #: the delta rule's key head dim (its state is key_dim x head_dim per head)
+    key_dim: int = 0
     #: multiply-adds per token of weights the module holds bare (not in a linear layer)
     bare_macs: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON and the store."""
         return asdict(self)
+
+
+def _chunk_default(function: Any) -> int | None:
+    """The default of a function's `chunk_size` parameter, if it has a positive int one."""
+    try:
+        default = inspect.signature(function).parameters["chunk_size"].default
+    except (KeyError, TypeError, ValueError):
+        return None
+    return default if isinstance(default, int) and default > 0 else None
+
+
+def chunk_size(block: Any, config: Any = None) -> int | None:
+    """The chunk length of a chunked scan in `block`, or None.
+
+    Looked for, in order, in each module: a `chunk_size` attribute (Mamba-2) or the config's
+    (xLSTM), a kernel it holds with a `chunk_size` default, or a function its forward calls by
+    name with one (the gated delta rule of Qwen3-Next).
+    """
+    for module in block.modules():
+        value = getattr(module, "chunk_size", None) or getattr(config, "chunk_size", None)
+        if isinstance(value, int) and value > 0:
+            return value
+        kernels = [a for a in vars(module).values() if callable(a) and not hasattr(a, "forward")]
+        forward = inspect.unwrap(getattr(type(module), "forward", None) or (lambda: None))
+        code, space = getattr(forward, "__code__", None), getattr(forward, "__globals__", {})
+        if code is not None:
+            kernels += [space[n] for n in code.co_names if callable(space.get(n))]
+        for kernel in kernels:
+            found = _chunk_default(kernel)
+            if found:
+                return found
+    return None
 
 
 def _depthwise_conv(module: Any) -> Any | None:
@@ -68,9 +112,11 @@ def _depthwise_conv(module: Any) -> Any | None:
 def mixer_shape(module: Any) -> MixerShape | None:
     """The formula's inputs for `module`, or None where no formula here describes it."""
     conv = _depthwise_conv(module)
-    a_log = getattr(module, "A_log", None)
-    if conv is None or a_log is None or not hasattr(a_log, "dim"):
+    if conv is None:
         return None
+    a_log = getattr(module, "A_log", None)
+    if a_log is None or not hasattr(a_log, "dim"):
+        return _delta_shape(module, conv)
     channels, kernel = int(conv.in_channels), int(conv.kernel_size[0])
     bare = sum(
         int(w.numel()) for w in module.parameters(recurse=False) if w.dim() >= 3 and w is not a_log
@@ -83,8 +129,31 @@ def mixer_shape(module: Any) -> MixerShape | None:
     if a_log.dim() == 1 and all(isinstance(v, int) and v > 0 for v in values):
         h, p, n, q = (int(v) for v in values)  # type: ignore[arg-type]
         if h == int(a_log.shape[0]):
-            return MixerShape("mamba2", channels, kernel, n, h * p, h, p, q, bare)
+            return MixerShape("mamba2", channels, kernel, n, h * p, h, p, q, bare_macs=bare)
+    return _delta_shape(module, conv) if a_log.dim() == 1 else None
+
+
+def _positive_ints(module: Any, *names: str) -> tuple[int, ...] | None:
+    values = tuple(getattr(module, name, None) for name in names)
+    if all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
+        return values  # type: ignore[return-value]
     return None
+
+
+def _delta_shape(module: Any, conv: Any) -> MixerShape | None:
+    """A gated delta rule's heads and dims, if the module names them and its kernel chunks."""
+    if getattr(module, "ssm_state_size", None) is not None:
+        return None  # a state-space mixer this file does not describe
+    dims = _positive_ints(module, "num_v_heads", "head_k_dim", "head_v_dim")
+    if dims is None:
+        both = _positive_ints(module, "num_heads", "head_dim")
+        dims = (both[0], both[1], both[1]) if both else None
+    chunk = chunk_size(module)
+    if dims is None or chunk is None:
+        return None
+    heads, dk, dv = dims
+    channels, kernel = int(conv.in_channels), int(conv.kernel_size[0])
+    return MixerShape("delta", channels, kernel, dk, heads * dv, heads, dv, chunk, key_dim=dk)
 
 
 def prefill_flop_count(m: MixerShape, tokens: int) -> int:
@@ -94,6 +163,9 @@ def prefill_flop_count(m: MixerShape, tokens: int) -> int:
     if m.kind == "mamba":
         return conv + 2 * m.inner * m.state * n
     q, h, p, s = m.chunk, m.heads, m.head_dim, m.state
+    if m.kind == "delta":
+        chunks = math.ceil(n / q)
+        return conv + chunks * h * (4 * q * q * s + 2 * q * q * p + 6 * q * s * p)
     chunks = math.ceil(n / q)
     within = 2 * chunks * q * q * h * (s + p) + 4 * chunks * q * h * p * s
     return conv + within + 2 * (chunks + 1) ** 2 * h * p * s
@@ -101,7 +173,8 @@ def prefill_flop_count(m: MixerShape, tokens: int) -> int:
 
 def step_flop_count(m: MixerShape, tokens: int = 1) -> int:
     """Multiply-add FLOPs of `tokens` decode steps' recurrent form (batch 1)."""
-    per_token = m.conv_channels * m.conv_kernel + m.inner * m.state + m.bare_macs
+    state = 3 * m.inner * m.state if m.kind == "delta" else m.inner * m.state
+    per_token = m.conv_channels * m.conv_kernel + state + m.bare_macs
     return 2 * tokens * per_token
 
 
