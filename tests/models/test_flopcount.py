@@ -85,8 +85,8 @@ def test_a_mamba_model_is_costed_by_formula_with_nothing_fitted():
 
 
 def test_a_mixer_without_a_formula_is_fitted_and_labelled_for_decode():
-    """Differential attention's second softmax is beyond the census: fitted, and said so."""
-    model = _tiny("diffllama")
+    """ZAYA's convolutions (beside its attention, in no mixer of ours) are fitted, and said so."""
+    model = _tiny("zaya")
     check = flop_check(model)
     assert set(check["fits"]) == {"0", "1"} and all(f["exact"] for f in check["fits"].values())
     shape = shape_of(model, flop_check=check)

@@ -48,7 +48,8 @@ def test_prompt_flops_match_torchs_count_block_by_block(model_type, kind, length
 
 
 @pytest.mark.parametrize(
-    "model_type", ["mamba", "mamba2", "zamba", "bamba", "qwen3_5_text", "olmo_hybrid"]
+    "model_type",
+    ["mamba", "mamba2", "zamba", "bamba", "qwen3_5_text", "olmo_hybrid", "lfm2_moe"],
 )
 def test_no_fit_is_needed_and_nothing_is_labelled_fitted(model_type):
     model = _tiny(model_type)
@@ -79,3 +80,14 @@ def test_the_decode_state_is_what_the_cache_holds_and_does_not_grow(model_type):
         == [2 * held] * len(short)
     )
     assert [c.flop_count for c in short] == [c.flop_count for c in long]
+
+
+def test_differential_attention_counts_both_attention_calls():
+    """transformers 5.24 runs differential attention as two calls over the same Q and K."""
+    model = _tiny("diffllama")
+    check = flop_check(model)
+    assert check["fits"] == {} and check["approximate"] == []
+    layer = census_of(model).layers[0]
+    config = model.config
+    head_dim = config.hidden_size // config.num_attention_heads
+    assert layer.score_dims == 2 * config.num_attention_heads * 2 * head_dim

@@ -68,6 +68,9 @@ OVERRIDES: dict[str, dict[str, Any]] = {
         "expert_layer_offset": 1,
     },
     "bamba": {"num_hidden_layers": 4, "attn_layer_indices": [1, 3]},
+    # transformers 5.24 sizes the head by `unpadded_vocab_size` (200,058 by default): generated
+    # ids beyond the tiny embedding's 512 rows broke the next step's lookup
+    "inkling2_text": {"unpadded_vocab_size": 512},
     "granitemoehybrid": {
         "num_hidden_layers": 4,
         "layer_types": ["linear_attention", "full_attention"] * 2,

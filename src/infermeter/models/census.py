@@ -204,7 +204,10 @@ def _score_dims(attention: Any, text: Any) -> int:
         rope = config_value(cfg, "qk_rope_head_dim", default=0) or 0
         qk = (nope + rope) or head_dim
     v = getattr(attention, "v_head_dim", None) or config_value(cfg, "v_head_dim") or head_dim
-    return int(heads or 0) * (int(qk or 0) + int(v or 0))
+    # differential attention (its lambda_q1 / lambda_k1 re-weighting): transformers runs two
+    # attention calls over the same Q and K, one per half of V (diffllama, transformers 5.24)
+    calls = 2 if hasattr(attention, "lambda_q1") and hasattr(attention, "lambda_k1") else 1
+    return calls * int(heads or 0) * (int(qk or 0) + int(v or 0))
 
 
 def _window(attention: Any, text: Any, index: int) -> int | None:

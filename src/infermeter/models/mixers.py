@@ -17,6 +17,8 @@ the algorithms (and transformers' torch paths, which run them on every device):
   (2 Q^2 Dk each), the intra-chunk attention applied to the new values (2 Q^2 Dv), and
   three products with the carried Dk x Dv state (2 Q Dk Dv each). The triangular solves
   are not matmuls and torch's counter skips them; they are not in the figure either.
+- **Gated short convolution** (LFM2's `ShortConv`): a depthwise convolution between linear
+  layers and nothing else, 2 C K (n + K - 1).
 - **Mamba-2 (state-space duality, chunked)**, a 1-D `A_log` [heads] with `chunk_size`: the
   same convolution, then per chunk of Q positions (the prompt padded to m = ceil(n / Q)
   chunks): C B^T scores 2 Q^2 H N, applied to the values 2 Q^2 H P, each chunk's state
@@ -49,7 +51,8 @@ from typing import Any
 class MixerShape:
     """What a state-space mixer's cost depends on (one module)."""
 
-    #: "mamba" (selective scan), "mamba2" (state-space duality), "delta" (gated delta rule)
+    #: "mamba" (selective scan), "mamba2" (state-space duality), "delta" (gated delta rule),
+    #: "conv" (a gated short convolution alone)
     kind: str
     conv_channels: int
     conv_kernel: int
@@ -100,13 +103,37 @@ def chunk_size(block: Any, config: Any = None) -> int | None:
     return None
 
 
-def _depthwise_conv(module: Any) -> Any | None:
+def _depthwise(conv: Any) -> bool:
     import torch.nn as nn
 
+    return isinstance(conv, nn.Conv1d) and conv.groups == conv.in_channels == conv.out_channels
+
+
+def _depthwise_conv(module: Any) -> Any | None:
+    """The module's depthwise causal convolution: `conv1d`, else its only depthwise child."""
     conv = getattr(module, "conv1d", None)
-    if isinstance(conv, nn.Conv1d) and conv.groups == conv.in_channels == conv.out_channels:
+    if _depthwise(conv):
         return conv
-    return None
+    found = [c for c in module.children() if _depthwise(c)]
+    return found[0] if len(found) == 1 else None
+
+
+def _only_a_convolution(module: Any, conv: Any) -> bool:
+    """Nothing but linear layers, the convolution and vectors: a gated short convolution.
+
+    Anything holding heads, a state matrix or a decay (A_log) is some other recurrence, which
+    no formula here may under-count.
+    """
+    import torch.nn as nn
+
+    if any(hasattr(module, a) for a in ("A_log", "num_heads", "num_v_heads", "ssm_state_size")):
+        return False
+    for mod in module.modules():
+        if mod is conv or isinstance(mod, nn.Linear):
+            continue
+        if any(w.dim() >= 2 for w in mod.parameters(recurse=False)):
+            return False
+    return True
 
 
 def mixer_shape(module: Any) -> MixerShape | None:
@@ -116,7 +143,11 @@ def mixer_shape(module: Any) -> MixerShape | None:
         return None
     a_log = getattr(module, "A_log", None)
     if a_log is None or not hasattr(a_log, "dim"):
-        return _delta_shape(module, conv)
+        found = _delta_shape(module, conv)
+        if found is None and _only_a_convolution(module, conv):
+            channels, kernel = int(conv.in_channels), int(conv.kernel_size[0])
+            return MixerShape("conv", channels, kernel, 0, 0)
+        return found
     channels, kernel = int(conv.in_channels), int(conv.kernel_size[0])
     bare = sum(
         int(w.numel()) for w in module.parameters(recurse=False) if w.dim() >= 3 and w is not a_log
@@ -160,7 +191,7 @@ def prefill_flop_count(m: MixerShape, tokens: int) -> int:
     """Multiply-add FLOPs of a prompt of `tokens` tokens (batch 1, nothing cached)."""
     n = tokens
     conv = 2 * m.conv_channels * m.conv_kernel * (n + m.conv_kernel - 1) + 2 * m.bare_macs * n
-    if m.kind == "mamba":
+    if m.kind in ("mamba", "conv"):
         return conv + 2 * m.inner * m.state * n
     q, h, p, s = m.chunk, m.heads, m.head_dim, m.state
     if m.kind == "delta":
