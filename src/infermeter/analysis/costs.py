@@ -299,10 +299,11 @@ def _census_blocks(
         n = b * p
         kind = "moe" if layer.experts else "mlp"
         mlp = Cost(f"layers.{i}.{kind}", kind, i)
-        mlp.flop_count = 2 * n * layer.mlp_macs + 2 * n * k * layer.expert_macs
-        hit = min(layer.experts, n * k)
+        runs = layer.experts if layer.dense_experts else k  # every expert, when not routed
+        mlp.flop_count = 2 * n * layer.mlp_macs + 2 * n * runs * layer.expert_macs
+        hit = min(layer.experts, n * runs)
         mlp.weight_bytes = e * (layer.mlp_macs + hit * layer.expert_macs)
-        mlp.act_bytes = e * n * (2 * d + (layer.mlp_macs + k * layer.expert_macs) // max(d, 1))
+        mlp.act_bytes = e * n * (2 * d + (layer.mlp_macs + runs * layer.expert_macs) // max(d, 1))
         out.append(mlp)
         if layer.other_macs:
             mixer = Cost(f"layers.{i}.mixer", "mixer", i)

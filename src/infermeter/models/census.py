@@ -47,6 +47,8 @@ class LayerCensus:
         expert_shapes: [in, out] of one routed expert's matrices.
         mixers: each state-space mixer costed by formula (`MixerShape.to_dict()`): its
             convolution and scan, beyond its linear layers (counted above).
+        dense_experts: the experts module runs every expert on every token (it is given no
+            routing: Llama 4's batched matmul over all experts, weighted by zeros).
     """
 
     attention_macs: int = 0
@@ -59,6 +61,7 @@ class LayerCensus:
     linear_shapes: list[list[int]] = field(default_factory=list)
     expert_shapes: list[list[int]] = field(default_factory=list)
     mixers: list[dict[str, Any]] = field(default_factory=list)
+    dense_experts: bool = False
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,47 @@ def _expert_macs(experts: Any) -> tuple[int, int, list[list[int]]]:
     return (sum(_linear_macs(m) for m in inner) // n if n else 0), n, shapes
 
 
+def _runs_every_expert(experts: Any) -> bool:
+    """Whether an experts module is given only the hidden states, no routing.
+
+    Such a module cannot skip the experts a token was not routed to: it runs all of them
+    (Llama 4 multiplies every expert's output by a router score that is zero for most).
+    """
+    import inspect
+
+    import torch.nn as nn
+
+    if experts is None or isinstance(experts, nn.ModuleList):
+        return False
+    try:
+        params = inspect.signature(experts.forward).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    kinds = [p.kind for p in params]
+    if inspect.Parameter.VAR_POSITIONAL in kinds:
+        return False
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return sum(k in positional for k in kinds) == 1
+
+
+def _indexer_dims(attention: Any) -> int:
+    """Heads x (dim + 1) of a sparse-attention indexer inside `attention`, else 0.
+
+    An indexer (DeepSeek's DSA: a module with `index_topk`) scores every key with its own small
+    heads, then weights and sums them per query: 2 x heads x (dim + 1) FLOPs per query per
+    key, a term of the attention that grows with the keys like its scores.
+    """
+    total = 0
+    for child in attention.modules():
+        if child is attention or not isinstance(getattr(child, "index_topk", None), int):
+            continue
+        heads = getattr(child, "n_heads", None) or getattr(child, "num_heads", None)
+        dim = getattr(child, "head_dim", None)
+        if isinstance(heads, int) and isinstance(dim, int):
+            total += heads * (dim + 1)
+    return total
+
+
 def _macs_outside(root: Any, skip: set[int]) -> tuple[int, list[Any]]:
     """Linear multiply-adds under `root` outside the modules in `skip`, and the odd modules.
 
@@ -207,7 +251,7 @@ def _score_dims(attention: Any, text: Any) -> int:
     # differential attention (its lambda_q1 / lambda_k1 re-weighting): transformers runs two
     # attention calls over the same Q and K, one per half of V (diffllama, transformers 5.24)
     calls = 2 if hasattr(attention, "lambda_q1") and hasattr(attention, "lambda_k1") else 1
-    return calls * int(heads or 0) * (int(qk or 0) + int(v or 0))
+    return calls * int(heads or 0) * (int(qk or 0) + int(v or 0)) + _indexer_dims(attention)
 
 
 def _window(attention: Any, text: Any, index: int) -> int | None:
@@ -222,15 +266,32 @@ def _window(attention: Any, text: Any, index: int) -> int | None:
     return int(window) if window else None
 
 
-def _is_softmax_attention(module: Any) -> bool:
-    """Attention modules whose class says they are recurrent or linear are not softmax ones."""
+def _is_softmax_attention(module: Any, text: Any = None) -> bool:
+    """Attention modules whose class says they are recurrent or linear are not softmax ones.
+
+    The model's own name is taken out of the class name first: Kimi Linear's softmax
+    attention is `KimiLinearAttention`.
+    """
     name = type(module).__name__.lower()
+    model_type = str(getattr(text, "model_type", "") or "").replace("_", "").lower()
+    if model_type:
+        name = name.replace(model_type, "")
     return not any(w in name for w in ("linear", "mamba", "recurrent", "lstm", "rwkv", "ssm"))
+
+
+#: a block's cross-attention, which runs only when encoder states are given (TrOCR's
+#: `encoder_attn`): a causal LM's forward never gives them, so it is not costed
+CROSS_ATTENTION = ("encoder_attn", "crossattention", "cross_attention")
+
+
+def _cross_attention(block: Any) -> list[Any]:
+    return [c for n, c in block.named_children() if n.lower() in CROSS_ATTENTION]
 
 
 def _layer(i: int, parts: Any, text: Any) -> tuple[LayerCensus, list[str]]:
     """One block's census and the names of the modules in it that it cannot cost."""
-    skip = {id(m) for m in (parts.attention, parts.mlp) if m is not None}
+    parts_costed_apart = (parts.attention, parts.mlp, *_cross_attention(parts.block))
+    skip = {id(m) for m in parts_costed_apart if m is not None}
     other, strange = _macs_outside(parts.block, skip)
     # name the mixer that holds what cannot be costed (a state-space or linear-attention
     # layer), not its convolution
@@ -242,7 +303,8 @@ def _layer(i: int, parts: Any, text: Any) -> tuple[LayerCensus, list[str]]:
     if parts.attention is not None:
         attention_macs, att_strange = _macs_outside(parts.attention, set())
         strange += att_strange
-        if _is_softmax_attention(parts.attention) and mixer_shape(parts.attention) is None:
+        softmax = _is_softmax_attention(parts.attention, text)
+        if softmax and mixer_shape(parts.attention) is None:
             score, window = _score_dims(parts.attention, text), _window(parts.attention, text, i)
         else:
             strange.append(parts.attention)
@@ -275,6 +337,7 @@ def _layer(i: int, parts: Any, text: Any) -> tuple[LayerCensus, list[str]]:
         shapes,
         expert_shapes,
         [mixer_shape(m).to_dict() for m in mixers],  # type: ignore[union-attr]
+        _runs_every_expert(parts.experts),
     )
     return layer, sorted({type(m).__name__ for m in strange})
 
@@ -350,6 +413,7 @@ def prefill_flop_count(layer: LayerCensus, tokens: int, top_k: int) -> int:
     Batch 1, nothing cached: the figure torch's count of that block is checked against.
     """
     n = tokens
-    linear = layer.attention_macs + layer.mlp_macs + layer.other_macs + top_k * layer.expert_macs
+    runs = layer.experts if layer.dense_experts else top_k
+    linear = layer.attention_macs + layer.mlp_macs + layer.other_macs + runs * layer.expert_macs
     mixers = sum(mixer_prefill_flop_count(MixerShape(**m), n) for m in layer.mixers)
     return 2 * n * linear + 2 * n * n * layer.score_dims + mixers

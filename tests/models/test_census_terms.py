@@ -1,0 +1,49 @@
+"""Census terms beyond linear layers and plain attention, each held against torch's counter.
+
+Each is found from what the model holds or is given, not from its name: experts given no
+routing run every expert (Llama 4), a sparse-attention indexer scores every key (DeepSeek's
+DSA), a block's cross-attention does not run in a causal LM's forward (TrOCR), and a model
+whose own name says "Linear" still has softmax attention (Kimi Linear's MLA layers).
+"""
+
+import pytest
+import torch
+
+from infermeter.experiments.coverage import tiny_config
+from infermeter.models.census import census_of
+from infermeter.models.flopcount import flop_check
+
+
+def _tiny(model_type: str):
+    from transformers import AutoModelForCausalLM
+
+    config, _ = tiny_config(model_type)
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(config).eval()
+
+
+@pytest.mark.parametrize(
+    "model_type", ["llama4_text", "deepseek_v32", "glm_moe_dsa", "trocr", "kimi_linear"]
+)
+def test_nothing_is_fitted_once_the_census_knows_the_term(model_type):
+    check = flop_check(_tiny(model_type))
+    assert check["fits"] == {} and check["approximate"] == []
+
+
+def test_experts_given_no_routing_run_every_expert():
+    census = census_of(_tiny("llama4_text"))
+    moe = [lay for lay in census.layers if lay.experts]
+    assert moe and all(lay.dense_experts for lay in moe)
+    mixtral = census_of(_tiny("mixtral"))
+    assert not any(lay.dense_experts for lay in mixtral.layers)
+
+
+def test_an_indexer_adds_its_heads_to_the_score_dims():
+    model = _tiny("deepseek_v32")
+    indexer = next(m for m in model.modules() if hasattr(m, "index_topk"))
+    config = model.config
+    attention = config.num_attention_heads * (
+        config.qk_nope_head_dim + config.qk_rope_head_dim + config.v_head_dim
+    )
+    layer = census_of(model).layers[0]
+    assert layer.score_dims == attention + indexer.n_heads * (indexer.head_dim + 1)
