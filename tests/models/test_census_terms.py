@@ -3,7 +3,8 @@
 Each is found from what the model holds or is given, not from its name: experts given no
 routing run every expert (Llama 4), a sparse-attention indexer scores every key (DeepSeek's
 DSA), a block's cross-attention does not run in a causal LM's forward (TrOCR), and a model
-whose own name says "Linear" still has softmax attention (Kimi Linear's MLA layers).
+whose own name says "Linear" still has softmax attention (Kimi Linear's MLA layers), and
+bare mixing matrices that multiply the hidden states are matmuls (HY-V4's hyper-connections).
 """
 
 import pytest
@@ -23,7 +24,7 @@ def _tiny(model_type: str):
 
 
 @pytest.mark.parametrize(
-    "model_type", ["llama4_text", "deepseek_v32", "glm_moe_dsa", "trocr", "kimi_linear"]
+    "model_type", ["llama4_text", "deepseek_v32", "glm_moe_dsa", "trocr", "kimi_linear", "hy_v4"]
 )
 def test_nothing_is_fitted_once_the_census_knows_the_term(model_type):
     check = flop_check(_tiny(model_type))
@@ -47,3 +48,15 @@ def test_an_indexer_adds_its_heads_to_the_score_dims():
     )
     layer = census_of(model).layers[0]
     assert layer.score_dims == attention + indexer.n_heads * (indexer.head_dim + 1)
+
+
+def test_bare_mixing_matrices_count_and_position_tables_do_not():
+    from infermeter.models.census import _bare_matrix_macs
+
+    mixing = torch.nn.Module()
+    mixing.fn = torch.nn.Parameter(torch.zeros(8, 4 * 64))
+    assert _bare_matrix_macs(mixing, 64) == 8 * 4 * 64
+    table = torch.nn.Module()
+    table.positions = torch.nn.Parameter(torch.zeros(2048, 64))
+    assert _bare_matrix_macs(table, 64) == 0
+    assert _bare_matrix_macs(torch.nn.Embedding(32, 64), 64) == 0  # narrower than wide

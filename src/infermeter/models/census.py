@@ -326,6 +326,9 @@ def _layer(i: int, parts: Any, text: Any) -> tuple[LayerCensus, list[str]]:
     ]
     mixers = _formula_mixers([*strange, *parts.block.children()])
     strange = [s for s in strange if not _covered(s, mixers)]
+    hidden = int(config_value(text, "hidden_size", "n_embd", "d_model", default=0) or 0)
+    other += sum(_bare_matrix_macs(s, hidden) for s in strange)
+    strange = [s for s in strange if not _bare_matrix_macs(s, hidden)]
     layer = LayerCensus(
         attention_macs,
         mlp_macs,
@@ -340,6 +343,33 @@ def _layer(i: int, parts: Any, text: Any) -> tuple[LayerCensus, list[str]]:
         _runs_every_expert(parts.experts),
     )
     return layer, sorted({type(m).__name__ for m in strange})
+
+
+def _bare_matrix_macs(module: Any, hidden: int) -> int:
+    """Multiply-adds per token of a module that multiplies hidden states by bare matrices.
+
+    Such a module (a hyper-connection's mixing weights, `F.linear(x, self.fn)`) holds 2-D
+    parameters [out, in] outside any linear layer, each with `in` a multiple of the hidden
+    size and `out` no larger (a table of positions is taller than it is wide), and nothing
+    else of 2 or more dims. 0 for anything else, which stays uncosted.
+    """
+    import torch.nn as nn
+
+    if hidden <= 0:
+        return 0
+    macs = 0
+    for mod in module.modules():
+        if isinstance(mod, nn.Embedding):  # a lookup, however wide
+            return 0
+        if _linear_macs(mod):
+            continue
+        for w in mod.parameters(recurse=False):
+            if w.dim() < 2:
+                continue
+            if w.dim() != 2 or w.shape[1] % hidden or w.shape[0] > w.shape[1]:
+                return 0
+            macs += int(w.numel())
+    return macs
 
 
 def _covered(module: Any, mixers: list[Any]) -> bool:
@@ -384,7 +414,9 @@ def census_of(model: Any) -> Census:
     head = arch.lm_head
     head_macs = _linear_macs(head) if head is not None else 0
     inside = [b.block for b in arch.blocks] + [head, arch.vision_tower, arch.projector]
-    extra, _ = _macs_outside(model, {id(m) for m in inside if m is not None})
+    extra, strange_outside = _macs_outside(model, {id(m) for m in inside if m is not None})
+    hidden = int(config_value(text, "hidden_size", "n_embd", "d_model", default=0) or 0)
+    extra += sum(_bare_matrix_macs(m, hidden) for m in strange_outside)
     if not arch.blocks:
         uncosted["decoder blocks not found"] = []
     notes = [
