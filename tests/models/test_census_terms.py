@@ -24,7 +24,8 @@ def _tiny(model_type: str):
 
 
 @pytest.mark.parametrize(
-    "model_type", ["llama4_text", "deepseek_v32", "glm_moe_dsa", "trocr", "kimi_linear", "hy_v4"]
+    "model_type",
+    ["llama4_text", "deepseek_v32", "glm_moe_dsa", "trocr", "kimi_linear", "hy_v4", "dbrx"],
 )
 def test_nothing_is_fitted_once_the_census_knows_the_term(model_type):
     check = flop_check(_tiny(model_type))
@@ -60,3 +61,18 @@ def test_bare_mixing_matrices_count_and_position_tables_do_not():
     table.positions = torch.nn.Parameter(torch.zeros(2048, 64))
     assert _bare_matrix_macs(table, 64) == 0
     assert _bare_matrix_macs(torch.nn.Embedding(32, 64), 64) == 0  # narrower than wide
+
+
+def test_attention_inside_a_wrapper_of_norms_is_found_and_experts_stacked_flat_are_costed():
+    """DBRX: `norm_attn_norm` holds norm, attention, norm; its experts stack every expert's rows
+    in 2-D matrices [experts x width, hidden]."""
+    from infermeter.models.architecture import discover
+
+    model = _tiny("dbrx")
+    parts = discover(model).blocks[0]
+    assert parts.attention is model.transformer.blocks[0].norm_attn_norm.attn
+    assert [n for n, _ in parts.norms] == ["norm_attn_norm.norm_1", "norm_attn_norm.norm_2"]
+    layer = census_of(model).layers[0]
+    experts = model.transformer.blocks[0].ffn.experts
+    per_expert = sum(p.numel() for p in experts.parameters()) // experts.num_experts
+    assert (layer.experts, layer.expert_macs) == (experts.num_experts, per_expert)

@@ -145,7 +145,27 @@ def _block_parts(i: int, block: Any) -> BlockParts:
             parts.norms.append((name, child))
         elif child is not parts.attention and child is not parts.mlp:
             _classify_child(parts, child)
+    if parts.attention is None:
+        _nested_attention(parts)
     return parts
+
+
+def _nested_attention(parts: BlockParts) -> None:
+    """Attention one level down, in a wrapper of norms around it (DBRX's `norm_attn_norm`).
+
+    The wrapper was taken for a norm by its name; its own norms take its place.
+    """
+    for name, child in parts.block.named_children():
+        _, nested = _find_child(child, _ATTN_NAMES)
+        if nested is None:
+            continue
+        parts.attention = nested
+        _, parts.attention_out = _find_child(nested, ("o_proj", "c_proj", "out_proj", "dense"))
+        parts.norms = [(n, c) for n, c in parts.norms if c is not child]
+        parts.norms += [
+            (f"{name}.{n}", c) for n, c in child.named_children() if "norm" in n.lower()
+        ]
+        return
 
 
 def _classify_child(parts: BlockParts, child: Any) -> None:

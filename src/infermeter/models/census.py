@@ -141,6 +141,13 @@ def _expert_macs(experts: Any) -> tuple[int, int, list[list[int]]]:
         # hardly depends on which of the two is which
         shapes = [[int(p.shape[2]), int(p.shape[1])] for p in stacked]
         return sum(int(p.numel()) // n for p in stacked), n, shapes
+    # every expert's rows stacked in one 2-D matrix [experts x width, hidden] (DBRX's w1, v1,
+    # w2), the number of experts held beside them
+    n = getattr(experts, "num_experts", None) or getattr(experts, "moe_num_experts", None)
+    flat = [p for p in experts.parameters() if p.dim() == 2]
+    if isinstance(n, int) and n > 0 and flat and all(p.shape[0] % n == 0 for p in flat):
+        shapes = [[int(p.shape[1]), int(p.shape[0]) // n] for p in flat]
+        return sum(int(p.numel()) // n for p in flat), n, shapes
     inner = [m for m in experts.modules() if _linear_macs(m)]
     n = int(getattr(experts, "num_experts", 0) or len(inner))
     shapes = [s for m in inner[: len(inner) // n if n else 0] if (s := _linear_shape(m))]
@@ -236,7 +243,7 @@ def _score_dims(attention: Any, text: Any) -> int:
     heads = (
         getattr(attention, "num_heads", None)
         or getattr(attention, "num_attention_heads", None)
-        or config_value(cfg, "num_attention_heads", "n_head", "num_heads")
+        or config_value(cfg, "num_attention_heads", "n_head", "num_heads", "n_heads")
     )
     head_dim = getattr(attention, "head_dim", None) or config_value(cfg, "head_dim")
     hidden = config_value(cfg, "hidden_size", "n_embd", "d_model")
