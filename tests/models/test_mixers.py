@@ -49,7 +49,16 @@ def test_prompt_flops_match_torchs_count_block_by_block(model_type, kind, length
 
 @pytest.mark.parametrize(
     "model_type",
-    ["mamba", "mamba2", "zamba", "bamba", "qwen3_5_text", "olmo_hybrid", "lfm2_moe"],
+    [
+        "mamba",
+        "mamba2",
+        "zamba",
+        "bamba",
+        "qwen3_5_text",
+        "olmo_hybrid",
+        "lfm2_moe",
+        "recurrent_gemma",
+    ],
 )
 def test_no_fit_is_needed_and_nothing_is_labelled_fitted(model_type):
     model = _tiny(model_type)

@@ -18,7 +18,9 @@ the algorithms (and transformers' torch paths, which run them on every device):
   three products with the carried Dk x Dv state (2 Q Dk Dv each). The triangular solves
   are not matmuls and torch's counter skips them; they are not in the figure either.
 - **Gated short convolution** (LFM2's `ShortConv`): a depthwise convolution between linear
-  layers and nothing else, 2 C K (n + K - 1).
+  layers and nothing else, 2 C K (n + K - 1); with per-head gate matrices (Griffin's RG-LRU in
+  RecurrentGemma, 3-D [heads, in, out]) one multiply-add per element per token besides, and
+  an element-wise recurrence over a state as wide as the gates.
 - **Mamba-2 (state-space duality, chunked)**, a 1-D `A_log` [heads] with `chunk_size`: the
   same convolution, then per chunk of Q positions (the prompt padded to m = ceil(n / Q)
   chunks): C B^T scores 2 Q^2 H N, applied to the values 2 Q^2 H P, each chunk's state
@@ -65,6 +67,8 @@ class MixerShape:
     key_dim: int = 0
     #: multiply-adds per token of weights the module holds bare (not in a linear layer)
     bare_macs: int = 0
+    #: elements of an element-wise recurrent state beside the convolution (RG-LRU's h)
+    recurrent: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON and the store."""
@@ -131,9 +135,36 @@ def _only_a_convolution(module: Any, conv: Any) -> bool:
     for mod in module.modules():
         if mod is conv or isinstance(mod, nn.Linear):
             continue
-        if any(w.dim() >= 2 for w in mod.parameters(recurse=False)):
-            return False
+        own = list(mod.parameters(recurse=False))
+        gates = [w for w in own if w.dim() == 3]
+        for w in own:
+            bias = w.dim() == 2 and any(g.shape[0::2] == w.shape for g in gates)
+            if w.dim() > 3 or (w.dim() == 2 and not bias):
+                return False
     return True
+
+
+def _gate_matrices(module: Any) -> tuple[int, int]:
+    """(multiply-adds per token, recurrent state elements) of per-head gate matrices.
+
+    Griffin's RG-LRU (RecurrentGemma) gates its recurrence with block-diagonal matrices kept
+    as [heads, in, out] tensors: one multiply-add per element per token; the recurrence
+    itself is element-wise, over a state as wide as the gates' output.
+    """
+    import torch.nn as nn
+
+    gates = [
+        w
+        for mod in module.modules()
+        if not isinstance(mod, nn.Conv1d)
+        for w in mod.parameters(recurse=False)
+        if w.dim() == 3
+    ]
+    if not gates:
+        return 0, 0
+    macs = sum(int(w.numel()) for w in gates)
+    width = max(int(w.shape[0]) * int(w.shape[2]) for w in gates)
+    return macs, width
 
 
 def mixer_shape(module: Any) -> MixerShape | None:
@@ -146,7 +177,8 @@ def mixer_shape(module: Any) -> MixerShape | None:
         found = _delta_shape(module, conv)
         if found is None and _only_a_convolution(module, conv):
             channels, kernel = int(conv.in_channels), int(conv.kernel_size[0])
-            return MixerShape("conv", channels, kernel, 0, 0)
+            gates, width = _gate_matrices(module)
+            return MixerShape("conv", channels, kernel, 0, 0, bare_macs=gates, recurrent=width)
         return found
     channels, kernel = int(conv.in_channels), int(conv.kernel_size[0])
     bare = sum(
@@ -211,4 +243,4 @@ def step_flop_count(m: MixerShape, tokens: int = 1) -> int:
 
 def state_elements(m: MixerShape) -> int:
     """Elements a sequence keeps between steps: the convolution's window and the scan state."""
-    return m.conv_channels * m.conv_kernel + m.inner * m.state
+    return m.conv_channels * m.conv_kernel + m.inner * m.state + m.recurrent
