@@ -25,7 +25,7 @@ def _tiny(model_type: str):
 
 @pytest.mark.parametrize(
     "model_type",
-    ["llama4_text", "deepseek_v32", "glm_moe_dsa", "trocr", "kimi_linear", "hy_v4", "dbrx"],
+    ["llama4_text", "deepseek_v32", "glm_moe_dsa", "trocr", "kimi_linear", "hy_v4", "dbrx", "xlm"],
 )
 def test_nothing_is_fitted_once_the_census_knows_the_term(model_type):
     check = flop_check(_tiny(model_type))

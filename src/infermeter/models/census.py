@@ -291,6 +291,13 @@ def _is_softmax_attention(module: Any, text: Any = None) -> bool:
 CROSS_ATTENTION = ("encoder_attn", "crossattention", "cross_attention")
 
 
+def _is_attention_itself(block: Any) -> bool:
+    """A softmax attention module standing where a block should: heads and q, k, v layers."""
+    heads = any(isinstance(getattr(block, a, None), int) for a in ("n_heads", "num_heads"))
+    linears = sum(1 for c in block.children() if _linear_macs(c))
+    return heads and linears >= 3 and _is_softmax_attention(block)
+
+
 def _cross_attention(block: Any) -> list[Any]:
     return [c for n, c in block.named_children() if n.lower() in CROSS_ATTENTION]
 
@@ -307,6 +314,10 @@ def _layer(i: int, parts: Any, text: Any) -> tuple[LayerCensus, list[str]]:
             strange = [s for s in strange if not _contains(child, s)] + [child]
     attention_macs = score = 0
     window = None
+    if parts.attention is None and parts.mlp is None and _is_attention_itself(parts.block):
+        # a block list that holds only the attentions (XLM's parallel lists: attentions[i],
+        # ffns[i], ...): its linear layers were counted above, its scores are counted here
+        score, window = _score_dims(parts.block, text), _window(parts.block, text, i)
     if parts.attention is not None:
         attention_macs, att_strange = _macs_outside(parts.attention, set())
         strange += att_strange
