@@ -100,3 +100,18 @@ def test_differential_attention_counts_both_attention_calls():
     config = model.config
     head_dim = config.hidden_size // config.num_attention_heads
     assert layer.score_dims == 2 * config.num_attention_heads * 2 * head_dim
+
+
+def test_predicts_memory_holds_the_fixed_state_beside_the_attention_cache():
+    from infermeter.analysis.kvcache import kv_memory, state_bytes
+
+    mamba = shape_of(_tiny("mamba"))
+    state = state_bytes(mamba, 2)
+    census = census_of(_tiny("mamba"))
+    per_layer = state_elements(MixerShape(**census.layers[0].mixers[0]))
+    assert state == 2 * per_layer * len(census.layers)
+    short, long = (kv_memory(mamba, 2, 1, n, 16).device_bytes for n in (16, 8192))
+    assert short == long == state  # no attention: nothing grows with the context
+    jamba = shape_of(_tiny("jamba"))
+    short, long = (kv_memory(jamba, 2, 1, n, 16).device_bytes for n in (16, 8192))
+    assert long > short > state_bytes(jamba, 2) > 0  # its attention layers grow, the state not

@@ -18,12 +18,17 @@ The forms are transformers' (the `cache` knob runs them; workloads/decoding.py n
   1,024 prompt tokens and 32 new ones; this model gives 2.24 and 8.38.
 - offloaded: every layer's cache in host memory, the layer computing and the next one
   prefetched on the device (transformers' `OffloadedCache`): two layers' worth on the GPU.
+
+State-space and linear-attention layers (models/mixers.py) keep a fixed state per sequence
+instead, whatever the length: their convolution window and scan state, in every form, on
+the device (`state_bytes`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from infermeter.models.mixers import MixerShape, state_elements
 from infermeter.models.shape import Shape
 
 #: the forms predict knows (the `cache` knob's values)
@@ -68,10 +73,28 @@ def quantized_split(prompt: int, new: int) -> tuple[int, int]:
     return prompt + steps - residual, residual
 
 
+def state_bytes(shape: Shape, elem_bytes: float, tp: int = 1) -> float:
+    """One sequence's state in its state-space and linear-attention layers, per GPU.
+
+    Fixed whatever the context (split over tensor-parallel GPUs with the channels).
+    """
+    layers = shape.census.layers if shape.census else []
+    elements = sum(state_elements(MixerShape(**m)) for lay in layers for m in lay.mixers)
+    return elem_bytes * elements / max(tp, 1)
+
+
 def kv_memory(
     shape: Shape, elem_bytes: float, tp: int, prompt: int, new: int, form: str = "dynamic"
 ) -> KVMemory:
-    """One sequence's KV cache after `prompt` + `new` tokens, per GPU, for `form`."""
+    """One sequence's KV cache (and recurrent state) after `prompt` + `new` tokens, per GPU."""
+    kv = _kv_memory(shape, elem_bytes, tp, prompt, new, form)
+    state = state_bytes(shape, elem_bytes, tp)
+    return KVMemory(kv.device_bytes + state, kv.host_bytes, kv.transient_bytes)
+
+
+def _kv_memory(
+    shape: Shape, elem_bytes: float, tp: int, prompt: int, new: int, form: str
+) -> KVMemory:
     token = _per_layer_token(shape, elem_bytes, tp)
     length = prompt + new
     held = sum(positions_per_layer(shape, length))
