@@ -143,11 +143,11 @@ def _expert_macs(experts: Any) -> tuple[int, int, list[list[int]]]:
         return sum(int(p.numel()) // n for p in stacked), n, shapes
     # every expert's rows stacked in one 2-D matrix [experts x width, hidden] (DBRX's w1, v1,
     # w2), the number of experts held beside them
-    n = getattr(experts, "num_experts", None) or getattr(experts, "moe_num_experts", None)
+    held = getattr(experts, "num_experts", None) or getattr(experts, "moe_num_experts", None)
     flat = [p for p in experts.parameters() if p.dim() == 2]
-    if isinstance(n, int) and n > 0 and flat and all(p.shape[0] % n == 0 for p in flat):
-        shapes = [[int(p.shape[1]), int(p.shape[0]) // n] for p in flat]
-        return sum(int(p.numel()) // n for p in flat), n, shapes
+    if isinstance(held, int) and held > 0 and flat and all(p.shape[0] % held == 0 for p in flat):
+        shapes = [[int(p.shape[1]), int(p.shape[0]) // held] for p in flat]
+        return sum(int(p.numel()) // held for p in flat), held, shapes
     inner = [m for m in experts.modules() if _linear_macs(m)]
     n = int(getattr(experts, "num_experts", 0) or len(inner))
     shapes = [s for m in inner[: len(inner) // n if n else 0] if (s := _linear_shape(m))]
