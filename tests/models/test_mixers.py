@@ -30,6 +30,7 @@ def _tiny(model_type: str):
         ("mamba", "mamba", (8, 37)),
         ("mamba2", "mamba2", (8, 256, 300, 520)),
         ("qwen3_next", "delta", (8, 64, 100, 130)),
+        ("minimax", "lightning", (8, 256, 300)),
     ],
 )
 def test_prompt_flops_match_torchs_count_block_by_block(model_type, kind, lengths):
@@ -38,7 +39,7 @@ def test_prompt_flops_match_torchs_count_block_by_block(model_type, kind, length
     assert census.uncosted == []  # nothing left to fit
     names = {id(m): n for n, m in model.named_modules()}
     blocks = [names[id(b.block)] for b in discover(model).blocks]
-    layer = census.layers[0]
+    layer = next(lay for lay in census.layers if lay.mixers)
     assert [m["kind"] for m in layer.mixers] == [kind]
     with eager_kernels(model):
         for n in lengths:
@@ -58,6 +59,7 @@ def test_prompt_flops_match_torchs_count_block_by_block(model_type, kind, length
         "olmo_hybrid",
         "lfm2_moe",
         "recurrent_gemma",
+        "minimax",
     ],
 )
 def test_no_fit_is_needed_and_nothing_is_labelled_fitted(model_type):
@@ -115,3 +117,43 @@ def test_predicts_memory_holds_the_fixed_state_beside_the_attention_cache():
     jamba = shape_of(_tiny("jamba"))
     short, long = (kv_memory(jamba, 2, 1, n, 16).device_bytes for n in (16, 8192))
     assert long > short > state_bytes(jamba, 2) > 0  # its attention layers grow, the state not
+
+
+def test_lightning_attention_decodes_over_a_fixed_state_not_a_growing_cache():
+    """MiniMax-01's lightning layers: a decode step is 4 H d^2 FLOPs on a d x d state per
+    head whatever the context, checked against torch's count of a real cached step; its
+    softmax layers keep their growing cache."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from infermeter.models.mixers import step_flop_count
+
+    model = _tiny("minimax")
+    census = census_of(model)
+    lightning = [i for i, lay in enumerate(census.layers) if lay.mixers]
+    softmax = [i for i, lay in enumerate(census.layers) if lay.score_dims]
+    assert lightning and softmax and not set(lightning) & set(softmax)
+    shape = MixerShape(**census.layers[lightning[0]].mixers[0])
+    assert shape.kind == "lightning" and shape.chunk == model.config.block_size
+    names = {id(m): n for n, m in model.named_modules()}
+    block = names[id(discover(model).blocks[lightning[0]].block)]
+    with torch.inference_mode(), eager_kernels(model):
+        cache = model(input_ids=torch.arange(3, 13).unsqueeze(0), use_cache=True).cache
+        assert cache.get_linear_cache(lightning[0]).numel() == state_elements(shape)
+        counter = FlopCounterMode(display=False)
+        with counter:
+            model(input_ids=torch.tensor([[7]]), cache=cache, use_cache=True)
+    counted = sum(
+        sum(ops.values())
+        for key, ops in counter.get_flop_counts().items()
+        if key == f"{type(model).__name__}.{block}"
+    )
+    lay = census.layers[lightning[0]]
+    linear = lay.attention_macs + lay.mlp_macs + lay.other_macs + census.top_k * lay.expert_macs
+    assert counted == 2 * linear + step_flop_count(shape)
+    s = shape_of(model, flop_check=flop_check(model))
+    scans = [
+        [c for c in forward_costs(s, tokens=1, context=t, dtype_bytes=2) if c.name.endswith("scan")]
+        for t in (16, 4096)
+    ]
+    assert len(scans[0]) == len(lightning)
+    assert [c.flop_count for c in scans[0]] == [c.flop_count for c in scans[1]]

@@ -9,8 +9,8 @@ on anything else. The census instead walks the decoder blocks and counts what ru
 - softmax attention adds heads x (query-key dim + value dim) multiply-adds per query per key
   (multi-head latent attention has different key and value dims);
 - a mixer that models/mixers.py recognises (Mamba's selective scan, Mamba-2's chunked scan,
-  the gated delta rule, a short convolution, Griffin's RG-LRU) is costed by its formula,
-  convolution included;
+  the gated delta rule, a short convolution, Griffin's RG-LRU, MiniMax's lightning
+  attention) is costed by its formula, convolution included;
 - anything else that holds matrices or convolutions (a recurrent or linear attention) is
   listed in `uncosted`: models/flopcount.py then fits what torch counts in those blocks, and
   every figure the fit cannot make exact says "approximate".

@@ -27,6 +27,13 @@ the algorithms (and transformers' torch paths, which run them on every device):
   2 Q H P N, its output from the carried state 2 Q H P N, and the chunk-to-chunk pass over
   m + 1 states, 2 (m + 1)^2 H P N.
 
+- **Lightning attention (linear attention in blocks)**, MiniMax-01's: a module with a decay
+  per head (`slope_rate`), heads H of dim d and `block_size` B, and no convolution. Per
+  block of b positions (the prompt in full blocks of B, then the rest): Q K^T and its
+  product with V inside the block (2 b^2 d each per head), the product of the decayed
+  queries with the carried d x d state and the block's update of it (2 b d^2 each). A
+  decode step: the update K^T V and the read-out Q S, 4 H d^2.
+
 A decode step runs the recurrent form instead: the convolution over its window (2 C K) and
 the state's update and read-out (2 inner N, or 2 H P N; the delta rule's read-out by the
 key, update and read-out by the query, 6 H Dk Dv). The element-wise work of the
@@ -54,7 +61,7 @@ class MixerShape:
     """What a state-space mixer's cost depends on (one module)."""
 
     #: "mamba" (selective scan), "mamba2" (state-space duality), "delta" (gated delta rule),
-    #: "conv" (a gated short convolution alone)
+    #: "conv" (a gated short convolution alone), "lightning" (linear attention in blocks)
     kind: str
     conv_channels: int
     conv_kernel: int
@@ -167,11 +174,29 @@ def _gate_matrices(module: Any) -> tuple[int, int]:
     return macs, width
 
 
+def _lightning_shape(module: Any) -> MixerShape | None:
+    """Lightning attention's heads, head dim and block, if the module holds a per-head decay.
+
+    MiniMax-01's linear attention keeps a `slope_rate` decay per head and computes in blocks
+    of `block_size` positions; it has no convolution.
+    """
+    import torch
+
+    dims = _positive_ints(module, "num_attention_heads", "head_dim", "block_size")
+    slope = getattr(module, "slope_rate", None)
+    if dims is None or not isinstance(slope, torch.Tensor) or slope.numel() != dims[0]:
+        return None
+    heads, head_dim, block = dims
+    return MixerShape(
+        "lightning", 0, 0, head_dim, heads * head_dim, heads, head_dim, block, key_dim=head_dim
+    )
+
+
 def mixer_shape(module: Any) -> MixerShape | None:
     """The formula's inputs for `module`, or None where no formula here describes it."""
     conv = _depthwise_conv(module)
     if conv is None:
-        return None
+        return _lightning_shape(module)
     a_log = getattr(module, "A_log", None)
     if a_log is None or not hasattr(a_log, "dim"):
         found = _delta_shape(module, conv)
@@ -226,6 +251,9 @@ def prefill_flop_count(m: MixerShape, tokens: int) -> int:
     if m.kind in ("mamba", "conv"):
         return conv + 2 * m.inner * m.state * n
     q, h, p, s = m.chunk, m.heads, m.head_dim, m.state
+    if m.kind == "lightning":  # full blocks of q, then the rest
+        blocks = [q] * (n // q) + ([n % q] if n % q else [])
+        return sum(4 * h * b * (b * s + s * p) for b in blocks)
     if m.kind == "delta":
         chunks = math.ceil(n / q)
         return conv + chunks * h * (4 * q * q * s + 2 * q * q * p + 6 * q * s * p)
@@ -236,7 +264,8 @@ def prefill_flop_count(m: MixerShape, tokens: int) -> int:
 
 def step_flop_count(m: MixerShape, tokens: int = 1) -> int:
     """Multiply-add FLOPs of `tokens` decode steps' recurrent form (batch 1)."""
-    state = 3 * m.inner * m.state if m.kind == "delta" else m.inner * m.state
+    products = {"delta": 3, "lightning": 2}.get(m.kind, 1)
+    state = products * m.inner * m.state
     per_token = m.conv_channels * m.conv_kernel + state + m.bare_macs
     return 2 * tokens * per_token
 
