@@ -4,7 +4,9 @@ Each is found from what the model holds or is given, not from its name: experts 
 routing run every expert (Llama 4), a sparse-attention indexer scores every key (DeepSeek's
 DSA), a block's cross-attention does not run in a causal LM's forward (TrOCR), and a model
 whose own name says "Linear" still has softmax attention (Kimi Linear's MLA layers), and
-bare mixing matrices that multiply the hidden states are matmuls (HY-V4's hyper-connections).
+bare mixing matrices that multiply the hidden states are matmuls (HY-V4's hyper-connections),
+and a router's per-expert table is not one even when the expert count equals the hidden size
+(Ernie 4.5's score-correction bias, [1, experts]).
 """
 
 import pytest
@@ -25,7 +27,17 @@ def _tiny(model_type: str):
 
 @pytest.mark.parametrize(
     "model_type",
-    ["llama4_text", "deepseek_v32", "glm_moe_dsa", "trocr", "kimi_linear", "hy_v4", "dbrx", "xlm"],
+    [
+        "llama4_text",
+        "deepseek_v32",
+        "glm_moe_dsa",
+        "trocr",
+        "kimi_linear",
+        "hy_v4",
+        "dbrx",
+        "xlm",
+        "ernie4_5_moe",
+    ],
 )
 def test_nothing_is_fitted_once_the_census_knows_the_term(model_type):
     check = flop_check(_tiny(model_type))
@@ -76,3 +88,11 @@ def test_attention_inside_a_wrapper_of_norms_is_found_and_experts_stacked_flat_a
     experts = model.transformer.blocks[0].ffn.experts
     per_expert = sum(p.numel() for p in experts.parameters()) // experts.num_experts
     assert (layer.experts, layer.expert_macs) == (experts.num_experts, per_expert)
+
+
+def test_a_per_expert_table_is_no_matmul_even_as_wide_as_the_hidden_states():
+    model = _tiny("ernie4_5_moe")
+    config = model.config
+    assert config.moe_num_experts == config.hidden_size  # the coincidence that misled it
+    moe = [lay for lay in census_of(model).layers if lay.experts]
+    assert moe and all(lay.other_macs == 0 for lay in moe)

@@ -344,7 +344,7 @@ def _layer(i: int, parts: Any, text: Any) -> tuple[LayerCensus, list[str]]:
         *_router_shapes(parts.router),
     ]
     mixers = _formula_mixers([*strange, *parts.block.children()])
-    strange = [s for s in strange if not _covered(s, mixers)]
+    strange = [s for s in strange if not _covered(s, mixers) and not _expert_table(s, experts)]
     hidden = int(config_value(text, "hidden_size", "n_embd", "d_model", default=0) or 0)
     other += sum(_bare_matrix_macs(s, hidden) for s in strange)
     strange = [s for s in strange if not _bare_matrix_macs(s, hidden)]
@@ -389,6 +389,16 @@ def _bare_matrix_macs(module: Any, hidden: int) -> int:
                 return 0
             macs += int(w.numel())
     return macs
+
+
+def _expert_table(module: Any, experts: int) -> bool:
+    """A router's per-expert table (Ernie 4.5's score-correction bias, [groups, experts]).
+
+    Added to the routing scores, not multiplied by hidden states: no matmul to cost, and not
+    to be taken for a bare matrix when the expert count happens to equal the hidden size.
+    """
+    own = [w for mod in module.modules() for w in mod.parameters(recurse=False) if w.dim() >= 2]
+    return experts > 0 and bool(own) and all(w.dim() == 2 and w.shape[-1] == experts for w in own)
 
 
 def _covered(module: Any, mixers: list[Any]) -> bool:
