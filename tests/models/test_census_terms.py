@@ -6,7 +6,8 @@ DSA), a block's cross-attention does not run in a causal LM's forward (TrOCR), a
 whose own name says "Linear" still has softmax attention (Kimi Linear's MLA layers), and
 bare mixing matrices that multiply the hidden states are matmuls (HY-V4's hyper-connections),
 and a router's per-expert table is not one even when the expert count equals the hidden size
-(Ernie 4.5's score-correction bias, [1, experts]).
+(Ernie 4.5's score-correction bias, [1, experts]), and experts stacked in children of the
+MoE block or of the attention are experts (JetMoE's MLP and mixture of attention heads).
 """
 
 import pytest
@@ -37,6 +38,8 @@ def _tiny(model_type: str):
         "dbrx",
         "xlm",
         "ernie4_5_moe",
+        "minimax",
+        "jetmoe",
     ],
 )
 def test_nothing_is_fitted_once_the_census_knows_the_term(model_type):
@@ -96,3 +99,25 @@ def test_a_per_expert_table_is_no_matmul_even_as_wide_as_the_hidden_states():
     assert config.moe_num_experts == config.hidden_size  # the coincidence that misled it
     moe = [lay for lay in census_of(model).layers if lay.experts]
     assert moe and all(lay.other_macs == 0 for lay in moe)
+
+
+def test_experts_stacked_in_children_of_the_moe_block_and_of_the_attention_are_found():
+    from infermeter.models.architecture import discover
+
+    model = _tiny("jetmoe")
+    config = model.config
+    parts = discover(model).blocks[0]
+    assert parts.router is model.model.layers[0].mlp.router
+    assert {n for n, _ in parts.experts.named_children()} == {"input_linear", "output_linear"}
+    layer = census_of(model).layers[0]
+    assert layer.experts == config.num_local_experts
+    mlp = model.model.layers[0].mlp
+    one_expert = sum(w.numel() for w in (mlp.input_linear.weight, mlp.output_linear.weight))
+    assert layer.expert_macs == one_expert // config.num_local_experts
+    moa = model.model.layers[0].self_attention.experts
+    routed = sum(w.numel() for w in (moa.input_linear.weight, moa.output_linear.weight))
+    kv = model.model.layers[0].self_attention.kv_proj.weight.numel()
+    router = moa.router.layer.weight.numel()
+    k = config.num_experts_per_tok
+    assert layer.attention_macs == kv + router + k * routed // config.num_local_experts
+    assert len(layer.linear_shapes) == 3 + 2 * k  # kv, two routers, k experts' two matrices

@@ -133,6 +133,8 @@ def _block_parts(i: int, block: Any) -> BlockParts:
     if parts.mlp is not None:
         gate = getattr(parts.mlp, "gate", None) or getattr(parts.mlp, "router", None)
         experts = getattr(parts.mlp, "experts", None)
+        if gate is not None and experts is None:
+            experts = stacked_experts(parts.mlp)
         if gate is not None and experts is not None:
             parts.router, parts.experts = gate, experts
         for mod in parts.mlp.modules():
@@ -148,6 +150,30 @@ def _block_parts(i: int, block: Any) -> BlockParts:
     if parts.attention is None:
         _nested_attention(parts)
     return parts
+
+
+def stacked_experts(moe: Any) -> Any | None:
+    """The children of `moe` that hold every expert's weights stacked [experts, out, in].
+
+    JetMoE keeps them in two such children of the MoE block (`input_linear`, `output_linear`)
+    beside the router, with no `experts` module: they are gathered in one container (outside
+    the model's tree; the modules themselves are the model's) so that the experts are costed
+    as experts. None where no child holds such a weight, or their expert counts differ.
+    """
+    import torch.nn as nn
+
+    held = [
+        (name, child)
+        for name, child in moe.named_children()
+        if any(p.dim() == 3 for p in child.parameters(recurse=False))
+    ]
+    counts = {int(p.shape[0]) for _, c in held for p in c.parameters(recurse=False) if p.dim() == 3}
+    if not held or len(counts) != 1:
+        return None
+    container = nn.Module()
+    for name, child in held:
+        container.add_module(name, child)
+    return container
 
 
 def _nested_attention(parts: BlockParts) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from infermeter.models.architecture import discover
+from infermeter.models.architecture import discover, stacked_experts
 from infermeter.models.info import config_value
 from infermeter.models.mixers import MixerShape, mixer_shape
 from infermeter.models.mixers import prefill_flop_count as mixer_prefill_flop_count
@@ -218,6 +218,24 @@ def _macs_outside(root: Any, skip: set[int]) -> tuple[int, list[Any]]:
     return macs, strange
 
 
+def _routed_macs(root: Any) -> tuple[int, list[Any], list[list[int]]]:
+    """Per token: multiply-adds of the experts routed inside `root`, their modules, matrices.
+
+    The matrices are the [in, out] a token runs (each of its `top_k` experts'). JetMoE's
+    mixture of attention heads: a module with a `top_k` whose children hold every expert's
+    projections stacked [experts, out, in]; each token runs `top_k` of them.
+    """
+    for module in root.modules():
+        k = getattr(module, "top_k", None)
+        if not isinstance(k, int) or isinstance(k, bool) or k <= 0:
+            continue
+        experts = stacked_experts(module)
+        if experts is not None:
+            per_expert, _, shapes = _expert_macs(experts)
+            return k * per_expert, list(experts.children()), shapes * k
+    return 0, [], []
+
+
 def _contains(parent: Any, module: Any) -> bool:
     return any(m is module for m in parent.modules())
 
@@ -315,13 +333,16 @@ def _layer(i: int, parts: Any, text: Any) -> tuple[LayerCensus, list[str]]:
             strange = [s for s in strange if not _contains(child, s)] + [child]
     attention_macs = score = 0
     window = None
+    routed_shapes: list[list[int]] = []
     if parts.attention is None and parts.mlp is None and _is_attention_itself(parts.block):
         # a block list that holds only the attentions (XLM's parallel lists: attentions[i],
         # ffns[i], ...): its linear layers were counted above, its scores are counted here
         score, window = _score_dims(parts.block, text), _window(parts.block, text, i)
     if parts.attention is not None:
         attention_macs, att_strange = _macs_outside(parts.attention, set())
-        strange += att_strange
+        routed, covered, routed_shapes = _routed_macs(parts.attention)
+        attention_macs += routed
+        strange += [m for m in att_strange if all(m is not c for c in covered)]
         softmax = _is_softmax_attention(parts.attention, text)
         if softmax and mixer_shape(parts.attention) is None:
             score, window = _score_dims(parts.attention, text), _window(parts.attention, text, i)
@@ -329,16 +350,18 @@ def _layer(i: int, parts: Any, text: Any) -> tuple[LayerCensus, list[str]]:
             strange.append(parts.attention)
     mlp_macs = expert = experts = 0
     expert_shapes: list[list[int]] = []
+    # every module of the experts: their container may stand outside the model's tree
+    # (architecture.stacked_experts)
+    skip_experts = {id(m) for m in parts.experts.modules()} if parts.experts is not None else set()
     if parts.mlp is not None:
-        skip_experts = {id(parts.experts)} if parts.experts is not None else set()
         mlp_macs, mlp_strange = _macs_outside(parts.mlp, skip_experts)
         mlp_macs += _router_macs(parts.router)
         strange += [m for m in mlp_strange if m is not parts.router]
         if parts.experts is not None:
             expert, experts, expert_shapes = _expert_macs(parts.experts)
-    skip_experts = {id(parts.experts)} if parts.experts is not None else set()
     shapes = [
         *(_linear_shapes(parts.attention, set()) if parts.attention is not None else []),
+        *routed_shapes,
         *(_linear_shapes(parts.mlp, skip_experts) if parts.mlp is not None else []),
         *_linear_shapes(parts.block, skip),
         *_router_shapes(parts.router),
