@@ -121,3 +121,24 @@ def test_experts_stacked_in_children_of_the_moe_block_and_of_the_attention_are_f
     k = config.num_experts_per_tok
     assert layer.attention_macs == kv + router + k * routed // config.num_local_experts
     assert len(layer.linear_shapes) == 3 + 2 * k  # kv, two routers, k experts' two matrices
+
+
+def test_a_shared_block_runs_one_adapter_per_layer_of_its_list():
+    """Zamba2's shared transformer block, tied across its layers, holds an adapter per layer
+    and runs that layer's alone: one adapter's multiply-adds per layer, not the list's."""
+    model = _tiny("zamba2")
+    hybrid = [
+        i for i, layer in enumerate(model.model.layers) if hasattr(layer, "shared_transformer")
+    ]
+    assert len(hybrid) >= 2
+    adapters = model.model.layers[hybrid[0]].shared_transformer.feed_forward
+    adapters = adapters.gate_up_proj_adapter_list
+    assert len(adapters) == len(hybrid)
+    one = sum(p.numel() for p in adapters[0].parameters())
+    census = census_of(model)
+    shared = model.model.layers[hybrid[0]].shared_transformer
+    everything = sum(
+        m.in_features * m.out_features for m in shared.modules() if isinstance(m, torch.nn.Linear)
+    )
+    for i in hybrid:
+        assert census.layers[i].attention_macs == everything - (len(adapters) - 1) * one

@@ -60,6 +60,7 @@ def test_prompt_flops_match_torchs_count_block_by_block(model_type, kind, length
         "lfm2_moe",
         "recurrent_gemma",
         "minimax",
+        "zamba2",
     ],
 )
 def test_no_fit_is_needed_and_nothing_is_labelled_fitted(model_type):

@@ -19,6 +19,7 @@ It works on the "meta" device too, so a config alone (no weights) can be costed.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -321,10 +322,39 @@ def _cross_attention(block: Any) -> list[Any]:
     return [c for n, c in block.named_children() if n.lower() in CROSS_ATTENTION]
 
 
-def _layer(i: int, parts: Any, text: Any) -> tuple[LayerCensus, list[str]]:
-    """One block's census and the names of the modules in it that it cannot cost."""
+def _one_per_sharer(block: Any, shared_by: dict[int, int]) -> set[int]:
+    """The entries that do not run of lists holding one entry per block sharing their module.
+
+    Zamba2's shared transformer block has the same weights in several layers (tied); it keeps
+    a list of adapters with one entry per such layer and runs that layer's entry alone. A list
+    of identical modules, as long as the number of blocks holding its weights
+    (`shared_by`: blocks per parameter id), costs one entry per call: the ids of the others'
+    modules are returned, to be skipped.
+    """
+    import torch.nn as nn
+
+    idle: set[int] = set()
+    for mod in block.modules():
+        held = [shared_by.get(id(p), 1) for p in mod.parameters()]
+        sharers = min(held) if held else 1
+        if not isinstance(mod, nn.ModuleList) or sharers < 2 or len(mod) != sharers:
+            continue
+        shapes = [[tuple(p.shape) for p in entry.parameters()] for entry in mod]
+        if all(s == shapes[0] for s in shapes):
+            idle |= {id(m) for entry in list(mod)[1:] for m in entry.modules()}
+    return idle
+
+
+def _layer(
+    i: int, parts: Any, text: Any, idle: set[int] | None = None
+) -> tuple[LayerCensus, list[str]]:
+    """One block's census and the names of the modules in it that it cannot cost.
+
+    `idle`: ids of modules in the block that do not run (`_one_per_sharer`).
+    """
+    idle = idle or set()
     parts_costed_apart = (parts.attention, parts.mlp, *_cross_attention(parts.block))
-    skip = {id(m) for m in parts_costed_apart if m is not None}
+    skip = {id(m) for m in parts_costed_apart if m is not None} | idle
     other, strange = _macs_outside(parts.block, skip)
     # name the mixer that holds what cannot be costed (a state-space or linear-attention
     # layer), not its convolution
@@ -339,7 +369,7 @@ def _layer(i: int, parts: Any, text: Any) -> tuple[LayerCensus, list[str]]:
         # ffns[i], ...): its linear layers were counted above, its scores are counted here
         score, window = _score_dims(parts.block, text), _window(parts.block, text, i)
     if parts.attention is not None:
-        attention_macs, att_strange = _macs_outside(parts.attention, set())
+        attention_macs, att_strange = _macs_outside(parts.attention, idle)
         routed, covered, routed_shapes = _routed_macs(parts.attention)
         attention_macs += routed
         strange += [m for m in att_strange if all(m is not c for c in covered)]
@@ -353,6 +383,7 @@ def _layer(i: int, parts: Any, text: Any) -> tuple[LayerCensus, list[str]]:
     # every module of the experts: their container may stand outside the model's tree
     # (architecture.stacked_experts)
     skip_experts = {id(m) for m in parts.experts.modules()} if parts.experts is not None else set()
+    skip_experts |= idle
     if parts.mlp is not None:
         mlp_macs, mlp_strange = _macs_outside(parts.mlp, skip_experts)
         mlp_macs += _router_macs(parts.router)
@@ -360,7 +391,7 @@ def _layer(i: int, parts: Any, text: Any) -> tuple[LayerCensus, list[str]]:
         if parts.experts is not None:
             expert, experts, expert_shapes = _expert_macs(parts.experts)
     shapes = [
-        *(_linear_shapes(parts.attention, set()) if parts.attention is not None else []),
+        *(_linear_shapes(parts.attention, idle) if parts.attention is not None else []),
         *routed_shapes,
         *(_linear_shapes(parts.mlp, skip_experts) if parts.mlp is not None else []),
         *_linear_shapes(parts.block, skip),
@@ -458,8 +489,9 @@ def census_of(model: Any) -> Census:
     arch = discover(model)
     layers: list[LayerCensus] = []
     uncosted: dict[str, list[int]] = {}
+    shared_by = Counter(id(p) for parts in arch.blocks for p in parts.block.parameters())
     for parts in arch.blocks:
-        layer, strange = _layer(parts.index, parts, text)
+        layer, strange = _layer(parts.index, parts, text, _one_per_sharer(parts.block, shared_by))
         layers.append(layer)
         for name in strange:
             uncosted.setdefault(name, []).append(parts.index)
