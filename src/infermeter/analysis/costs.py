@@ -289,7 +289,9 @@ def _census_blocks(
         keys = min(t, layer.window) if (p == 1 and layer.window) else t
         att = Cost(f"layers.{i}.attention", "attention", i)
         att.flop_count = 2 * b * p * layer.attention_macs + 2 * b * p * keys * layer.score_dims
-        att.other_flop_count = 5 * b * p * keys * max(1, layer.score_dims // (2 * s.head_dim))
+        # softmax's element-wise work per head (a model whose config names no heads: one)
+        heads = layer.score_dims // (2 * s.head_dim) if s.head_dim else 1
+        att.other_flop_count = 5 * b * p * keys * max(1, heads)
         att.weight_bytes = e * layer.attention_macs
         att.act_bytes = e * b * p * (2 * d + 2 * (layer.attention_macs // max(d, 1)))
         if layer.score_dims:

@@ -91,6 +91,16 @@ def meta_model(config: Any) -> Any:
         return auto.from_config(config)
 
 
+def _widest(value: Any) -> int:
+    """A size the config gives per layer (Gemma 3n's `intermediate_size` list): the widest.
+
+    Only the family fallbacks read it; the census costs each layer's own width.
+    """
+    if isinstance(value, list | tuple):
+        return max((int(v) for v in value), default=0)
+    return int(value)
+
+
 def shape_of(model_or_config: Any, flop_check: dict[str, Any] | None = None) -> Shape:
     """The cost shape of a transformers model, or of a config (built on the meta device)."""
     is_model = hasattr(model_or_config, "config")
@@ -125,14 +135,14 @@ def shape_of(model_or_config: Any, flop_check: dict[str, Any] | None = None) -> 
         heads=heads,
         kv_heads=int(config_value(text, "num_key_value_heads", default=heads) or heads),
         head_dim=int(config_value(text, "head_dim", default=hidden // heads) or hidden // heads),
-        intermediate=int(
+        intermediate=_widest(
             config_value(text, "intermediate_size", "n_inner", default=4 * hidden) or 4 * hidden
         ),
         gated_mlp=family not in ("gpt2",),
         vocab=int(config_value(text, "vocab_size", default=0) or 0),
         experts=experts,
         top_k=int(config_value(text, "num_experts_per_tok", default=0) or 0) if experts else 0,
-        moe_intermediate=int(
+        moe_intermediate=_widest(
             config_value(text, "moe_intermediate_size", "intermediate_size", default=0) or 0
         )
         if experts
