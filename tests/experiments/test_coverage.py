@@ -84,10 +84,11 @@ def test_once_unbuildable_architectures_build_tiny_and_run(model_type):
     assert logits.shape == (1, 8, vocab) and torch.isfinite(logits).all()
 
 
-@pytest.mark.parametrize("model_type", ["emu3", "gemma4_unified"])
+@pytest.mark.parametrize("model_type", ["emu3", "gemma4_unified", "fuyu"])
 def test_a_composite_configs_text_model_is_made_tiny_too(model_type):
     """Left at its defaults the text model was full size (Emu3's 8B): the build ran past the
-    matrix's 90 s. Both are now costed exactly with nothing fitted."""
+    matrix's 90 s. Each is now costed exactly with nothing fitted (Fuyu's patch projection,
+    its vision tower, runs only with images and is not charged to text tokens)."""
     from infermeter.experiments.coverage import tiny_config
 
     config, _ = tiny_config(model_type)

@@ -209,6 +209,8 @@ def _classify_child(parts: BlockParts, child: Any) -> None:
 
 def discover(model: Any) -> Architecture:
     """Locate the parts of `model` that profiling hooks attach to."""
+    import torch.nn as nn
+
     names = {id(m): n for n, m in model.named_modules()}
     vision_tower, projector = vision_modules(model)
     skip = {id(vision_tower)} if vision_tower is not None else set()
@@ -245,8 +247,8 @@ def discover(model: Any) -> Architecture:
         vlists = _module_lists(vision_tower, set())
         if vlists:
             arch.vision_blocks = list(max(vlists, key=lambda nl: len(nl[1]))[1])
-        if projector is None:
-            missing.append("multi-modal projector")
+        if projector is None and not isinstance(vision_tower, nn.Linear):
+            missing.append("multi-modal projector")  # a linear tower is its own projector
     arch.missing = missing
     return arch
 

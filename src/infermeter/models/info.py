@@ -156,8 +156,9 @@ def _vision_info(model: Any, config: Any) -> VisionInfo | None:
 
 
 #: Where vision-language models keep their vision tower and projector, across layouts
-#: (LLaVA and Gemma 3; Idefics3 and SmolVLM; Qwen2-VL).
-VISION_TOWER_NAMES = ("vision_tower", "vision_model", "visual")
+#: (LLaVA and Gemma 3; Idefics3 and SmolVLM; Qwen2-VL; Fuyu, whose "tower" is one linear
+#: layer projecting raw patches into the text model, run only when images are given).
+VISION_TOWER_NAMES = ("vision_tower", "vision_model", "visual", "vision_embed_tokens")
 PROJECTOR_NAMES = ("multi_modal_projector", "connector", "merger")
 
 
