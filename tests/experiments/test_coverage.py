@@ -141,3 +141,18 @@ def test_the_matrix_counts_an_architecture_exact_only_when_nothing_was_fitted_to
     )  # fmt: skip
     assert "independent cost model): 1 of 3 (33%; goal >= 90%); fitted: 1" in text
     assert "Versions: transformers 5.23.0, torch 2.13.0; rerun with transformers 5.24.0" in text
+
+
+def test_blocks_are_found_when_the_config_counts_sub_layers_too():
+    """LongCat-Flash's `num_hidden_layers` counts two sub-layers per decoder layer; its
+    `num_layers` counts the decoder layers, which are the blocks."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from infermeter.experiments.coverage import _blocks_found, tiny_config
+
+    config, _ = tiny_config("longcat_flash")
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    assert config.num_hidden_layers == 2 * config.num_layers
+    assert _blocks_found(model, config)

@@ -270,8 +270,12 @@ def _blocks_found(model: Any, config: Any) -> bool:
 
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     arch = discover(model)
-    layers = getattr(text, "num_hidden_layers", None) or getattr(text, "n_layer", None)
-    if not arch.blocks or (layers and len(arch.blocks) != layers):
+    # LongCat-Flash counts two sub-layers per decoder layer in `num_hidden_layers` and the
+    # decoder layers in `num_layers`: either count of the config may be the blocks'
+    counts = {
+        getattr(text, name, None) for name in ("num_hidden_layers", "n_layer", "num_layers")
+    } - {None}
+    if not arch.blocks or (counts and len(arch.blocks) not in counts):
         return False
     return all(
         b.mlp is not None or b.attention is not None or b.mixer is not None for b in arch.blocks
