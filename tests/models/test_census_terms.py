@@ -7,7 +7,8 @@ whose own name says "Linear" still has softmax attention (Kimi Linear's MLA laye
 bare mixing matrices that multiply the hidden states are matmuls (HY-V4's hyper-connections),
 and a router's per-expert table is not one even when the expert count equals the hidden size
 (Ernie 4.5's score-correction bias, [1, experts]), and experts stacked in children of the
-MoE block or of the attention are experts (JetMoE's MLP and mixture of attention heads).
+MoE block or of the attention are experts (JetMoE's MLP and mixture of attention heads), and
+Gemma 3n's AltUp mixes its copies of the hidden states by a per-token matrix.
 """
 
 import pytest
@@ -40,6 +41,7 @@ def _tiny(model_type: str):
         "ernie4_5_moe",
         "minimax",
         "jetmoe",
+        "gemma3n_text",
     ],
 )
 def test_nothing_is_fitted_once_the_census_knows_the_term(model_type):

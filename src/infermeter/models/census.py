@@ -400,7 +400,7 @@ def _layer(
     mixers = _formula_mixers([*strange, *parts.block.children()])
     strange = [s for s in strange if not _covered(s, mixers) and not _expert_table(s, experts)]
     hidden = int(config_value(text, "hidden_size", "n_embd", "d_model", default=0) or 0)
-    other += sum(_bare_matrix_macs(s, hidden) for s in strange)
+    other += sum(_bare_matrix_macs(s, hidden) for s in strange) + _altup_macs(parts.block)
     strange = [s for s in strange if not _bare_matrix_macs(s, hidden)]
     layer = LayerCensus(
         attention_macs,
@@ -442,6 +442,29 @@ def _bare_matrix_macs(module: Any, hidden: int) -> int:
             if w.dim() != 2 or w.shape[1] % hidden or w.shape[0] > w.shape[1]:
                 return 0
             macs += int(w.numel())
+    return macs
+
+
+def _altup_macs(block: Any) -> int:
+    """Multiply-adds per token that Gemma 3n's AltUp adds beyond its linear layers' one call.
+
+    AltUp keeps N copies of the hidden states; a router (`modality_router`, hidden -> N) gives
+    per-token coefficients, `prediction_coefs` (N -> N x N) turns them into an N x N matrix
+    that mixes the N copies (N^2 x hidden multiply-adds, a matmul of activations), and the
+    router runs again in the correction step. Found by the three linear layers it holds.
+    """
+    import torch.nn as nn
+
+    macs = 0
+    for mod in block.modules():
+        router = getattr(mod, "modality_router", None)
+        predict = getattr(mod, "prediction_coefs", None)
+        correct = getattr(mod, "correction_coefs", None)
+        if not all(isinstance(m, nn.Linear) for m in (router, predict, correct)):
+            continue
+        n, hidden = int(router.out_features), int(router.in_features)
+        if predict.in_features == n and predict.out_features == n * n:
+            macs += n * n * hidden + n * hidden
     return macs
 
 
