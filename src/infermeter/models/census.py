@@ -457,9 +457,9 @@ def _altup_macs(block: Any) -> int:
 
     macs = 0
     for mod in block.modules():
-        router = getattr(mod, "modality_router", None)
-        predict = getattr(mod, "prediction_coefs", None)
-        correct = getattr(mod, "correction_coefs", None)
+        router: Any = getattr(mod, "modality_router", None)
+        predict: Any = getattr(mod, "prediction_coefs", None)
+        correct: Any = getattr(mod, "correction_coefs", None)
         if not all(isinstance(m, nn.Linear) for m in (router, predict, correct)):
             continue
         n, hidden = int(router.out_features), int(router.in_features)
