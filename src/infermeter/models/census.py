@@ -451,7 +451,8 @@ def _altup_macs(block: Any) -> int:
     AltUp keeps N copies of the hidden states; a router (`modality_router`, hidden -> N) gives
     per-token coefficients, `prediction_coefs` (N -> N x N) turns them into an N x N matrix
     that mixes the N copies (N^2 x hidden multiply-adds, a matmul of activations), and the
-    router runs again in the correction step. Found by the three linear layers it holds.
+    router runs again in the correction step. Found by the three linear layers it holds
+    under those names, with the N -> N^2 shape that only such a mixing matrix has.
     """
     import torch.nn as nn
 
