@@ -47,13 +47,15 @@ AGREEMENT = 1e-4
 def eager_kernels(model: Any) -> Iterator[None]:
     """Eager attention and experts for the duration, the model's own choices put back after.
 
-    Torch counts 0 for CPU SDPA and grouped experts.
+    Torch counts 0 for CPU SDPA and grouped experts. A composite model (a VLM) keeps one
+    choice per sub-model: GOT-OCR2's outer config said "eager" while its language model ran
+    SDPA, and the check fitted the missing attention scores as "FLOPs beyond the census".
     """
     config = model.config
-    attn = getattr(config, "_attn_implementation", None)
-    experts = getattr(config, "_experts_implementation", None)
-    swap_attn = attn not in (None, "eager") and hasattr(model, "set_attn_implementation")
-    swap_experts = experts not in (None, "eager") and hasattr(model, "set_experts_implementation")
+    attn = _implementations(config, "_attn_implementation")
+    experts = _implementations(config, "_experts_implementation")
+    swap_attn = _not_eager(attn) and hasattr(model, "set_attn_implementation")
+    swap_experts = _not_eager(experts) and hasattr(model, "set_experts_implementation")
     try:
         if swap_attn:
             model.set_attn_implementation("eager")
@@ -65,6 +67,20 @@ def eager_kernels(model: Any) -> Iterator[None]:
             model.set_attn_implementation(attn)
         if swap_experts:
             model.set_experts_implementation(experts)
+
+
+def _implementations(config: Any, attr: str) -> dict[str, Any]:
+    """{"": the config's choice, sub-config name: its own, ...}: what to put back after."""
+    out = {"": getattr(config, attr, None)}
+    for name in getattr(config, "sub_configs", None) or {}:
+        sub = getattr(config, name, None)
+        if sub is not None and hasattr(sub, attr):
+            out[name] = getattr(sub, attr)
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _not_eager(choices: dict[str, Any]) -> bool:
+    return any(v != "eager" for v in choices.values())
 
 
 def _token_ids(model: Any, tokens: int) -> Any:

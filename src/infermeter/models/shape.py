@@ -114,13 +114,18 @@ def shape_of(model_or_config: Any, flop_check: dict[str, Any] | None = None) -> 
     vision = None
     vcfg = getattr(config, "vision_config", None)
     if vcfg is not None:
+        v_hidden = int(config_value(vcfg, "hidden_size", default=0) or 0)
         vision = VisionShape(
-            layers=int(vcfg.num_hidden_layers),
-            hidden=int(vcfg.hidden_size),
-            heads=int(vcfg.num_attention_heads),
-            intermediate=int(vcfg.intermediate_size),
-            image_size=int(vcfg.image_size),
-            patch_size=int(vcfg.patch_size),
+            layers=int(config_value(vcfg, "num_hidden_layers", "depth", default=0) or 0),
+            hidden=v_hidden,
+            heads=int(config_value(vcfg, "num_attention_heads", "num_heads", default=1) or 1),
+            # SAM-style towers (GOT-OCR2) name the MLP width `mlp_dim`
+            intermediate=_widest(
+                config_value(vcfg, "intermediate_size", "mlp_dim", default=4 * v_hidden)
+                or 4 * v_hidden
+            ),
+            image_size=int(config_value(vcfg, "image_size", default=0) or 0),
+            patch_size=int(config_value(vcfg, "patch_size", default=1) or 1),
             channels=int(getattr(vcfg, "num_channels", 3)),
             projector_hidden=hidden,
             text_hidden=hidden,
