@@ -138,7 +138,7 @@ def markdown(rows: list[dict], g: dict, versions: dict) -> str:
         f"- Llama-2-7B config, 128-token forward, meta device: "
         f"{g['llama2_7b_128_token_flops']:.3e} FLOPs (calflops publishes 1.700e12)",
         f"- {g['architectures']} architectures in the causal-LM mapping, {g['skipped']} skipped "
-        "(encoder-decoder or multimodal), the rest listed below with what failed.",
+        "(encoder-decoder), the rest listed below with what failed.",
         "",
         "## Matrix",
         "",

@@ -99,6 +99,28 @@ def test_a_composite_configs_text_model_is_made_tiny_too(model_type):
     assert cov.flop_ratio == pytest.approx(1.0, abs=1e-9) and cov.approximate == []
 
 
+@pytest.mark.parametrize("model_type", ["gemma3", "git", "got_ocr2", "dots3_note"])
+def test_a_multimodal_architecture_builds_with_tiny_towers_and_is_costed_from_its_text(
+    model_type,
+):
+    """Vision and audio towers built small (issue 39, item 2: "small vision settings"); the
+    matrix's forwards are text only, so the towers must be found and not charged to text
+    tokens (GIT's `image_encoder` under its base model), and a composite model's language
+    model must run eager kernels for torch's count (GOT-OCR2's ran SDPA)."""
+    from infermeter.experiments.coverage import tiny_config
+
+    config, skipped = tiny_config(model_type)
+    assert skipped is None
+    for name in ("vision_config", "audio_config"):
+        sub = getattr(config, name, None)
+        if sub is not None and hasattr(sub, "hidden_size"):
+            assert sub.hidden_size == 64
+    cov = check_architecture(model_type)
+    assert cov.builds and cov.generates and cov.blocks_found and cov.error is None
+    assert cov.flop_ratio == pytest.approx(1.0, rel=1e-9)
+    assert not any("fitted" in a for a in cov.approximate)
+
+
 def test_a_generate_that_fails_in_transformers_leaves_the_flops_checked():
     """Inkling 2's loop model (and BLT) fail inside transformers 5.24's generate; the row
     says so and still has the FLOPs, and a per-layer width list (Gemma 3n's

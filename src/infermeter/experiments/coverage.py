@@ -105,6 +105,12 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "gpt_neo": {"attention_types": [[["global", "local"], 1]]},
     "zaya": {"num_experts_per_tok": 1},
     "reformer": {"is_decoder": True, "axial_pos_embds_dim": [32, 32]},
+    # its vision and audio adapters must map the tiny towers onto the tiny text width
+    "dots3_note": {
+        "vision_config": {"adapter_in_dim": 64, "adapter_out_dim": 64},
+        "audio_config": {"adapter_input_size": 64, "adapter_out_dim": 64},
+        "text_config": {"num_key_value_heads": 4, "n_shared_experts": 1},  # MLA, DeepSeek MoE
+    },
     # a drafter for Gemma 4 whose layers all read the main model's shared cache
     "gemma4_assistant": {
         "text_config": {
@@ -216,16 +222,15 @@ def tiny_config(model_type: str) -> tuple[Any, str | None]:
         defaults = cls(**OVERRIDES.get(model_type, {}))
     if getattr(defaults, "is_encoder_decoder", False):
         return None, "encoder-decoder"
-    if any(getattr(defaults, k, None) is not None for k in ("vision_config", "audio_config")):
-        return None, "multimodal (vision or audio tower): profiled through the VLM presets"
     have = set(defaults.to_dict())
     wanted = {**TINY, **OVERRIDES.get(model_type, {})}
     kwargs = {k: v for k, v in wanted.items() if k in have or k in OVERRIDES.get(model_type, {})}
     if not set(PATTERN_FIELDS) & set(OVERRIDES.get(model_type, {})):  # a pattern given wins
         kwargs.update(_short_patterns(defaults, kwargs))
-    text = getattr(defaults, "text_config", None)
-    if text is not None and hasattr(text, "to_dict"):
-        kwargs["text_config"] = {**_tiny_text(text), **kwargs.get("text_config", {})}
+    for name in SUB_MODELS:  # a composite config's sub-models, tiny too
+        sub = getattr(defaults, name, None)
+        if sub is not None and hasattr(sub, "to_dict"):
+            kwargs[name] = {**_tiny_sub(sub), **kwargs.get(name, {})}
     if "kv_lora_rank" in have:  # latent attention: MHA, and RoPE over the rope part only
         if "num_key_value_heads" in kwargs:
             kwargs["num_key_value_heads"] = kwargs["num_attention_heads"]
@@ -290,17 +295,28 @@ def _deep_works(model: Any, ids: Any) -> bool:
     return not prof.result().layers().empty
 
 
-def _tiny_text(text: Any) -> dict[str, Any]:
-    """A composite config's text model made tiny too (Emu3, Fuyu, Gemma 4).
+#: the sub-configs of a composite model (a VLM, Emu3, Fuyu, Gemma 4) made tiny with it
+SUB_MODELS = ("text_config", "vision_config", "audio_config")
 
-    Left at its defaults it is the full-size language model (Emu3's 8B: the build ran past
-    the matrix's 90 s), while only the outer config was made tiny.
+
+def _tiny_sub(sub: Any) -> dict[str, Any]:
+    """A composite config's sub-model (text, vision or audio) made tiny too.
+
+    Left at its defaults it is the full-size model (Emu3's 8B language model: the build ran
+    past the matrix's 90 s), while only the outer config was made tiny. A vision or audio
+    tower is built small, and the matrix's forwards are text only: the towers do not run.
     """
-    wanted = {**TINY, **OVERRIDES.get(text.model_type, {})}
-    have = set(text.to_dict())
+    wanted = {**TINY, **OVERRIDES.get(sub.model_type, {})}
+    have = set(sub.to_dict())
     kwargs = {k: v for k, v in wanted.items() if k in have}
-    kwargs.update(_short_patterns(text, kwargs))
-    return {**kwargs, "model_type": text.model_type}
+    kwargs.update(_short_patterns(sub, kwargs))
+    return {**kwargs, "model_type": sub.model_type}
+
+
+def _first_line(exc: BaseException) -> str:
+    """The exception's type and first line (an ImportError may say nothing)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {(lines or [''])[0][:160]}".rstrip(": ")
 
 
 def check_architecture(model_type: str, tokens: int = 128) -> Coverage:
@@ -331,7 +347,7 @@ def check_architecture(model_type: str, tokens: int = 128) -> Coverage:
             cov.generates = out.shape[1] == ids.shape[1] + 3
         except Exception as exc:
             cov.generates = False
-            cov.error = f"generate: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+            cov.error = f"generate: {_first_line(exc)}"
         step = "flops"
         shape = shape_of(model, flop_check=flop_check(model))
         cov.approximate = approximate(shape)
@@ -341,7 +357,7 @@ def check_architecture(model_type: str, tokens: int = 128) -> Coverage:
         cov.deep_works = _deep_works(model, ids)
     except Exception as exc:  # the matrix records every failure and goes on
         first = f"{cov.error}; " if cov.error else ""
-        cov.error = f"{first}{step}: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+        cov.error = f"{first}{step}: {_first_line(exc)}"
     finally:
         cov.seconds = time.perf_counter() - t0
     return cov

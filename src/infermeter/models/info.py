@@ -158,13 +158,23 @@ def _vision_info(model: Any, config: Any) -> VisionInfo | None:
 #: Where vision-language models keep their vision tower and projector, across layouts
 #: (LLaVA and Gemma 3; Idefics3 and SmolVLM; Qwen2-VL; Fuyu, whose "tower" is one linear
 #: layer projecting raw patches into the text model, run only when images are given).
-VISION_TOWER_NAMES = ("vision_tower", "vision_model", "visual", "vision_embed_tokens")
-PROJECTOR_NAMES = ("multi_modal_projector", "connector", "merger")
+VISION_TOWER_NAMES = (
+    "vision_tower",
+    "vision_model",
+    "visual",
+    "vision_embed_tokens",
+    "image_encoder",  # GIT, under its base model `git`
+)
+PROJECTOR_NAMES = ("multi_modal_projector", "connector", "merger", "visual_projection")
 
 
 def vision_modules(model: Any) -> tuple[Any, Any]:
     """(vision tower, projector) of a vision-language model, or None where absent."""
-    holders = [h for h in (getattr(model, "model", None), model) if h is not None]
+    holders = [
+        h
+        for h in (getattr(model, "model", None), getattr(model, "base_model", None), model)
+        if h is not None
+    ]
 
     def first(names: tuple[str, ...]) -> Any:
         for holder in holders:
