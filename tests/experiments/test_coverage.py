@@ -99,14 +99,17 @@ def test_a_composite_configs_text_model_is_made_tiny_too(model_type):
     assert cov.flop_ratio == pytest.approx(1.0, abs=1e-9) and cov.approximate == []
 
 
-@pytest.mark.parametrize("model_type", ["gemma3", "git", "got_ocr2", "dots3_note"])
+@pytest.mark.parametrize(
+    "model_type", ["gemma3", "git", "got_ocr2", "dots3_note", "moss_transcribe_diarize"]
+)
 def test_a_multimodal_architecture_builds_with_tiny_towers_and_is_costed_from_its_text(
     model_type,
 ):
     """Vision and audio towers built small (issue 39, item 2: "small vision settings"); the
     matrix's forwards are text only, so the towers must be found and not charged to text
-    tokens (GIT's `image_encoder` under its base model), and a composite model's language
-    model must run eager kernels for torch's count (GOT-OCR2's ran SDPA)."""
+    tokens (GIT's `image_encoder` under its base model, MOSS Transcribe's audio tower), and a
+    composite model's language model must run eager kernels for torch's count (GOT-OCR2's
+    ran SDPA)."""
     from infermeter.experiments.coverage import tiny_config
 
     config, skipped = tiny_config(model_type)

@@ -79,3 +79,22 @@ def test_profiler_works_on_a_plain_torch_module():
     assert sorted(blocks[blocks["kind"] == "block"]["layer"]) == [0, 1, 2]
     assert any("not a transformers model" in n for n in lp.notes)
     assert len(lp.activations) == 3
+
+
+def test_other_modalities_encoders_are_not_taken_for_the_decoder_blocks():
+    """Phi-4-multimodal's audio conformer (24 layers in its default config, more than the
+    tiny text model's) sits in `embed_tokens_extend`: the longest list of modules was taken
+    for the decoder blocks before encoders of other modalities were set aside."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from infermeter.experiments.coverage import tiny_config
+    from infermeter.models.architecture import discover
+
+    config, _ = tiny_config("phi4_multimodal")
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    arch = discover(model)
+    assert arch.blocks_path == "model.layers"
+    assert len(arch.blocks) == config.num_hidden_layers
+    assert [type(m).__name__ for m in arch.other_encoders] == ["Phi4MultimodalFeatureEmbedding"]

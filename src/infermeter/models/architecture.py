@@ -13,7 +13,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from infermeter.models.info import vision_modules
+from infermeter.models.info import other_encoders, vision_modules
 
 _ATTN_NAMES = (
     "self_attn",
@@ -65,6 +65,8 @@ class Architecture:
     vision_tower: Any = None
     projector: Any = None
     vision_blocks: list[Any] = field(default_factory=list)
+    #: encoders of other modalities (audio), which a text forward does not run
+    other_encoders: list[Any] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     names: dict[int, str] = field(default_factory=dict)
 
@@ -213,7 +215,8 @@ def discover(model: Any) -> Architecture:
 
     names = {id(m): n for n, m in model.named_modules()}
     vision_tower, projector = vision_modules(model)
-    skip = {id(vision_tower)} if vision_tower is not None else set()
+    encoders = other_encoders(model)
+    skip = {id(m) for m in (vision_tower, *encoders) if m is not None}
     lists = _module_lists(model, skip)
     missing: list[str] = []
     blocks_path, blocks = None, []
@@ -249,6 +252,9 @@ def discover(model: Any) -> Architecture:
             arch.vision_blocks = list(max(vlists, key=lambda nl: len(nl[1]))[1])
         if projector is None and not isinstance(vision_tower, nn.Linear):
             missing.append("multi-modal projector")  # a linear tower is its own projector
+    if encoders:  # an audio model's projector is the audio's
+        arch.other_encoders = encoders
+        arch.projector = arch.projector or projector
     arch.missing = missing
     return arch
 

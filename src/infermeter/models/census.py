@@ -522,6 +522,7 @@ def census_of(model: Any) -> Census:
     head = arch.lm_head
     head_macs = _linear_macs(head) if head is not None else 0
     inside = [b.block for b in arch.blocks] + [head, arch.vision_tower, arch.projector]
+    inside += arch.other_encoders  # not run by a text forward
     extra, strange_outside = _macs_outside(model, {id(m) for m in inside if m is not None})
     hidden = int(config_value(text, "hidden_size", "n_embd", "d_model", default=0) or 0)
     extra += sum(_bare_matrix_macs(m, hidden) for m in strange_outside)

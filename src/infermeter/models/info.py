@@ -168,23 +168,41 @@ VISION_TOWER_NAMES = (
 PROJECTOR_NAMES = ("multi_modal_projector", "connector", "merger", "visual_projection")
 
 
-def vision_modules(model: Any) -> tuple[Any, Any]:
-    """(vision tower, projector) of a vision-language model, or None where absent."""
-    holders = [
+#: Encoders of other modalities, which a text forward does not run: an audio tower (MOSS
+#: Transcribe), or one module holding the image and audio embedders (Phi-4-multimodal).
+OTHER_ENCODER_NAMES = ("audio_tower", "audio_model", "embed_tokens_extend")
+
+
+def _holders(model: Any) -> list[Any]:
+    return [
         h
         for h in (getattr(model, "model", None), getattr(model, "base_model", None), model)
         if h is not None
     ]
 
-    def first(names: tuple[str, ...]) -> Any:
-        for holder in holders:
-            for n in names:
-                module = getattr(holder, n, None)
-                if module is not None:
-                    return module
-        return None
 
-    return first(VISION_TOWER_NAMES), first(PROJECTOR_NAMES)
+def _first(model: Any, names: tuple[str, ...]) -> Any:
+    for holder in _holders(model):
+        for n in names:
+            module = getattr(holder, n, None)
+            if module is not None:
+                return module
+    return None
+
+
+def vision_modules(model: Any) -> tuple[Any, Any]:
+    """(vision tower, projector) of a vision-language model, or None where absent."""
+    return _first(model, VISION_TOWER_NAMES), _first(model, PROJECTOR_NAMES)
+
+
+def other_encoders(model: Any) -> list[Any]:
+    """Encoders of other modalities than text and vision (audio), each found once."""
+    found: list[Any] = []
+    for name in OTHER_ENCODER_NAMES:
+        module = _first(model, (name,))
+        if module is not None and all(module is not f for f in found):
+            found.append(module)
+    return found
 
 
 def model_info(model: Any, *, spec: str, source: str, tokenizer: str) -> ModelInfo:
