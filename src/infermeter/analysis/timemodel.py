@@ -410,6 +410,35 @@ def cache_append_bytes(shape: Shape, w: Work, layers: int, passes: float = 2.0) 
     return out
 
 
+def cache_growth_seconds(
+    shape: Shape, dev: DeviceModel, w: Work, layers: int
+) -> tuple[float, float]:
+    """(seconds of the dynamic cache's concatenations, cache passes left to cost as bytes).
+
+    Where the device's curves hold a measured growth (`Curves.growth`: one `torch.cat` that
+    grows a tensor and frees the old one), each attention layer's keys and values cost one
+    such grow of their size after the step: the two passes of `torch.cat` and the fresh
+    pages the allocator hands out for them, which a copy curve (memory already touched)
+    misses. On this project's CPU that was most of a batch-16 decode step at 256 positions,
+    and why calibration alone under-predicted those steps by 33-62% (docs/analysis.md).
+    Without the curve, or with a cache written in place, (0, the stack's passes).
+    """
+    if dev.cache_passes < 2 or dev.curves is None or not dev.curves.growth or w.context <= 0:
+        return 0.0, dev.cache_passes  # (a prefill from nothing stores its keys: no cat)
+    kv = w.batch * max(shape.kv_heads // w.tp, 1) * shape.head_dim * w.kv_bytes_each
+    census_layers = shape.census.layers if shape.census else []
+    t = 0.0
+    for i in range(layers):
+        lay = census_layers[i] if i < len(census_layers) else None
+        if lay is not None and not lay.score_dims:
+            continue
+        window = lay.window if lay is not None else shape.sliding_window
+        cached = min(w.context, window) if window else w.context
+        grow = dev.curves.growth_seconds(kv * (cached + w.tokens))
+        t += 2 * (grow or 0.0)
+    return t, dev.cache_passes - 2
+
+
 def logits_bytes(shape: Shape, w: Work) -> float:
     """Bytes generate moves over the logits it picks the next token from.
 
@@ -500,8 +529,9 @@ def forward_time(
     if note:
         out.notes.append(note)
     moved = elementwise_bytes(shape, w, layers, 0.0) * dev.elementwise_factor
-    moved += cache_append_bytes(shape, w, layers, dev.cache_passes)
-    out.elementwise_s = _elementwise_seconds(dev, moved, ops)
+    growth_s, passes_left = cache_growth_seconds(shape, dev, w, layers)
+    moved += cache_append_bytes(shape, w, layers, passes_left)
+    out.elementwise_s = _elementwise_seconds(dev, moved, ops) + growth_s
     out.overhead_s = ops * dev.op_seconds
     out.generate_s = dev.generate_first_seconds if phase == "prefill" else dev.generate_step_seconds
     out.comm_s, out.comm_bytes = comm_seconds(shape, dev, w, layers)
