@@ -397,16 +397,28 @@ def cache_append_bytes(shape: Shape, w: Work, layers: int, passes: float = 2.0) 
     """
     if passes <= 0:
         return 0.0
-    kv = w.batch * max(shape.kv_heads // w.tp, 1) * shape.head_dim * w.kv_bytes_each
+    kv = _kv_bytes_per_position(shape, w)
+    return sum(2 * kv * (passes * cached + 2 * w.tokens) for cached in _cached(shape, w, layers))
+
+
+def _kv_bytes_per_position(shape: Shape, w: Work) -> float:
+    """Bytes of one cached position's keys (or values) in one layer, per GPU."""
+    return w.batch * max(shape.kv_heads // w.tp, 1) * shape.head_dim * w.kv_bytes_each
+
+
+def _cached(shape: Shape, w: Work, layers: int) -> list[int]:
+    """Positions each attention layer's cache holds before the forward (its window at most).
+
+    Layers without softmax attention keep no cache and are left out.
+    """
     census_layers = shape.census.layers if shape.census else []
-    out = 0.0
+    out = []
     for i in range(layers):
         lay = census_layers[i] if i < len(census_layers) else None
         if lay is not None and not lay.score_dims:
             continue
         window = lay.window if lay is not None else shape.sliding_window
-        cached = min(w.context, window) if window else w.context
-        out += 2 * kv * (passes * cached + 2 * w.tokens)
+        out.append(min(w.context, window) if window else w.context)
     return out
 
 
@@ -425,18 +437,9 @@ def cache_growth_seconds(
     """
     if dev.cache_passes < 2 or dev.curves is None or not dev.curves.growth or w.context <= 0:
         return 0.0, dev.cache_passes  # (a prefill from nothing stores its keys: no cat)
-    kv = w.batch * max(shape.kv_heads // w.tp, 1) * shape.head_dim * w.kv_bytes_each
-    census_layers = shape.census.layers if shape.census else []
-    t = 0.0
-    for i in range(layers):
-        lay = census_layers[i] if i < len(census_layers) else None
-        if lay is not None and not lay.score_dims:
-            continue
-        window = lay.window if lay is not None else shape.sliding_window
-        cached = min(w.context, window) if window else w.context
-        grow = dev.curves.growth_seconds(kv * (cached + w.tokens))
-        t += 2 * (grow or 0.0)
-    return t, dev.cache_passes - 2
+    kv = _kv_bytes_per_position(shape, w)
+    grows = [dev.curves.growth_seconds(kv * (c + w.tokens)) for c in _cached(shape, w, layers)]
+    return sum(2 * (g or 0.0) for g in grows), dev.cache_passes - 2
 
 
 def logits_bytes(shape: Shape, w: Work) -> float:
