@@ -379,6 +379,7 @@ def calibrated(tmp_path_factory):
     r = runner.invoke(app, ["calibrate", "--quick", "--device", "cpu", "--db", db])
     assert r.exit_code == 0, r.output
     assert "one framework operation" in r.stdout
+    assert "a dynamic KV cache growing by one position at 4 MiB" in r.stdout
     store = Store(db)
     ids = []
     for prompt in (16, 64):

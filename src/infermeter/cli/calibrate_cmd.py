@@ -62,6 +62,13 @@ def _print_curves(c: Any) -> None:
         f"the first token and {c.generate_step_seconds * 1e3:.2f} ms per step",
         markup=False,
     )
+    grow = c.growth_seconds(4 * 2**20)
+    if grow is not None and c.copy.get("bytes"):
+        Console(soft_wrap=True).print(
+            f"a dynamic KV cache growing by one position at 4 MiB: {grow * 1e3:.2f} ms "
+            f"({grow / c.copy_seconds(4 * 2**20):.1f}x a copy of memory already touched)",
+            markup=False,
+        )
 
 
 @guard

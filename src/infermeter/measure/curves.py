@@ -53,9 +53,12 @@ class Curves:
         copy: {"bytes": [...], "seconds": [...]}: one copy of that many bytes (read + write).
         growth: {"bytes": [...], "seconds": [...]}: one `torch.cat` that grows a tensor of that
             many bytes by one position and frees the old one, as transformers' dynamic KV
-            cache appends each step. Past a few MiB the allocator hands out fresh pages every
-            step and the first touch of each costs a page fault: on this project's CPU a
-            4 MiB grow took 2.9 ms against 0.15 ms for a copy into memory already touched.
+            cache appends each step. The allocator may hand out fresh pages every step,
+            whose first touch costs a page fault: on this project's CPU a 4 MiB grow took
+            2.9 ms in a fresh process against 0.15 ms for a copy into memory already
+            touched, but 0.23 ms (2.8x) inside `calibrate --quick`, after its large copies
+            had raised glibc's mmap threshold. The figure depends on the process's
+            allocation history; the curve is what the calibrating process measured.
         attention: {"heads", "head_dim", "prefill": {"tokens", "seconds"},
             "decode": {"keys", "seconds"}}: one SDPA call of batch 1.
         op_seconds: one framework operation of a model's forward beyond its GEMMs and
