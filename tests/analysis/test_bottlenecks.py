@@ -71,6 +71,16 @@ CASES = [
         Evidence(cache_utilization=0.183),
         Evidence(cache_utilization=0.52),
     ),
+    (  # 80,000 faults at 2.2 us: 176 ms of a 280 ms step (a 48 MiB-per-layer cache)
+        "page-faults",
+        Evidence(tpot_ms=280.0, page_faults_per_step=80_000, page_fault_us=2.2),
+        Evidence(tpot_ms=280.0, page_faults_per_step=1_000, page_fault_us=2.2),
+    ),
+    (  # 5% of the step: quiet; no cost measured (a GPU run): quiet whatever the count
+        "page-faults",
+        Evidence(tpot_ms=100.0, page_faults_per_step=5_000, page_fault_us=2.0),
+        Evidence(tpot_ms=100.0, page_faults_per_step=50_000),
+    ),
 ]
 
 
@@ -90,6 +100,8 @@ SEVERITIES = [
     "medium",  # prefill under 10% of its ceiling
     "high",  # learned routing above 20% (the reference's example: 22.5%)
     "medium",  # cache utilisation below 30% (the reference's example: 18.3%)
+    "high",  # 63% of the step in faults (>= 30%)
+    "medium",  # 10% (10%..30%)
 ]
 
 
@@ -154,3 +166,21 @@ def test_memory_is_judged_against_the_host_that_ran_not_the_one_analysing():
     # a run stored before host memory was recorded: no guess from this machine
     old = evidence_of(_cpu_run({"type": "cpu"}), None)
     assert (old.memory_used_mib, old.memory_total_mib) == (None, None)
+
+
+def test_page_faults_of_a_stored_cpu_run_are_put_in_milliseconds_with_the_fix():
+    from dataclasses import replace
+
+    from infermeter.analysis.bottlenecks import evidence_of
+
+    run = _cpu_run({"type": "cpu", "page_fault_us": 2.0})
+    # two decode steps of 5 ms and 3,000 faults in them: 3 ms of each 5 ms step
+    run.samples[0] = replace(run.samples[0], memory={"page_faults_decode": 3000})
+    e = evidence_of(run, None)
+    assert (e.page_faults_per_step, e.page_fault_us, e.tpot_ms) == (1500, 2.0, 5.0)
+    (found,) = find_bottlenecks(e)
+    assert found.id == "page-faults" and found.severity == "high"
+    assert found.evidence["fault_ms_per_step"] == pytest.approx(3.0)
+    assert "MALLOC_MMAP_THRESHOLD_" in found.advice and "static" in found.advice
+    # a run stored before faults were counted: nothing said
+    assert evidence_of(_cpu_run({"type": "cpu", "page_fault_us": 2.0}), None).page_faults_per_step is None

@@ -51,12 +51,17 @@ def test_profile_tiny_llama_measures_every_token(tiny_llama):
         assert s.total_ms == pytest.approx(s.ttft_ms + sum(s.step_ms))
         assert s.tokens_per_s == pytest.approx(2 * 6 / (s.total_ms / 1000))
         assert s.memory["rss_peak_mib"] > 100
+        # the process's page faults, by phase: counted (Linux and macOS), never negative
+        assert s.memory["page_faults_prefill"] >= 0 and s.memory["page_faults_decode"] >= 0
+        assert s.page_faults_per_step == s.memory["page_faults_decode"] / 5
         assert len(s.output_text) == 2
     # samples follow each other on the timeline
     starts = [s.start_ms for s in run.samples]
     assert starts == sorted(starts)
     summary = run.summary()
     assert summary["ttft_ms"].n == 3 and summary["itl_ms"].n == 15
+    assert summary["page_faults_per_step"].n == 3
+    assert run.device["page_fault_us"] > 0  # what one costs on this CPU, kept with the run
     doc = run.to_json()
     assert set(doc) == {"meta", "summary", "all_samples"}
     row = doc["summary"][0]

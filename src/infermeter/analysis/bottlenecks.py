@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from infermeter.measure.faults import ALLOCATOR_FIX
+
 if TYPE_CHECKING:  # annotations only: the run's module imports numpy
     from infermeter.run.results import RunResult
 
@@ -56,6 +58,9 @@ class Evidence:
     prefill_pct_attainable: float | None = None
     routing_learned_pct: float | None = None
     cache_utilization: float | None = None
+    tpot_ms: float | None = None
+    page_faults_per_step: float | None = None
+    page_fault_us: float | None = None
 
 
 def _sev(value: float, medium: float, high: float) -> Severity:
@@ -252,6 +257,39 @@ def low_cache_utilization(e: Evidence) -> Finding | None:
     )
 
 
+#: share of a decode step spent in page faults from which the rule fires (medium, high)
+PAGE_FAULT_SHARE = (0.1, 0.3)
+
+
+def page_faults(e: Evidence) -> Finding | None:
+    """Decode steps that fault in fresh pages: the KV cache is mapped anew every step.
+
+    transformers' dynamic cache grows by concatenation; above glibc's mmap threshold each new
+    tensor is fresh memory from the kernel (measure/faults.py), and every page of it faults.
+    """
+    if not (e.page_faults_per_step and e.page_fault_us and e.tpot_ms):
+        return None
+    fault_ms = e.page_faults_per_step * e.page_fault_us / 1e3
+    share = fault_ms / e.tpot_ms
+    if share < PAGE_FAULT_SHARE[0]:
+        return None
+    return Finding(
+        "page-faults",
+        _sev(share, *PAGE_FAULT_SHARE),
+        f"{100 * min(share, 1.0):.0f}% of each decode step is page faults "
+        f"({e.page_faults_per_step:,.0f} a step at {e.page_fault_us:.2g} us)",
+        {
+            "page_faults_per_step": e.page_faults_per_step,
+            "page_fault_us": e.page_fault_us,
+            "fault_ms_per_step": fault_ms,
+            "tpot_ms": e.tpot_ms,
+            "share_of_step": share,
+        },
+        "the KV cache is given fresh memory every step (malloc returns large freed blocks to "
+        f"the OS): keep it instead with {ALLOCATOR_FIX}",
+    )
+
+
 RULES: list[Callable[[Evidence], Finding | None]] = [
     memory_bound_decode,
     framework_overhead,
@@ -264,6 +302,7 @@ RULES: list[Callable[[Evidence], Finding | None]] = [
     knob_path_unused,
     high_learned_routing,
     low_cache_utilization,
+    page_faults,
 ]
 
 
@@ -305,4 +344,8 @@ def evidence_of(run: RunResult, roof: dict[str, Any] | None) -> Evidence:
     if peak and total_mib:
         e.memory_used_mib, e.memory_total_mib = peak, total_mib
     e.knob_checks = run.checks or {}
+    e.tpot_ms = s["tpot_ms"].median if s["tpot_ms"].n else None
+    if s["page_faults_per_step"].n:
+        e.page_faults_per_step = s["page_faults_per_step"].median
+    e.page_fault_us = (run.device or {}).get("page_fault_us")
     return e

@@ -115,6 +115,7 @@ def summary_table(run: RunResult) -> Table:
         ("decode_tokens_per_s", "decode throughput", "tok/s"),
         ("rss_peak_mib", "peak RSS (process)", "MiB"),
         ("peak_allocated_mib", "peak allocated (device)", "MiB"),
+        ("page_faults_per_step", "page faults per decode step", "faults"),
         ("energy_j", "energy per sample", "J"),
         ("prefill_j", "energy: prefill", "J"),
         ("decode_j", "energy: decode", "J"),

@@ -112,6 +112,12 @@ def describe_device(device: Any) -> dict[str, Any]:
     info["torch_threads"] = torch.get_num_threads()
     # Kept with the run so that analysis on another machine judges memory against this one's.
     info["host_memory_mib"] = psutil.virtual_memory().total / 2**20
+    if dev.type == "cpu":  # what a page fault costs here: the bottleneck rules put faults in ms
+        from infermeter.measure.faults import fault_seconds_here, mmap_threshold_bytes
+
+        fault_s = fault_seconds_here()
+        info["page_fault_us"] = fault_s * 1e6 if fault_s is not None else None
+        info["mmap_threshold_bytes"] = mmap_threshold_bytes()
     return info
 
 

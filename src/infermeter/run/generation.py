@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infermeter.measure.clock import Clock
+from infermeter.measure.faults import minor_faults
 
 
 class StepRecorder:
@@ -42,10 +43,15 @@ class StepRecorder:
         self.lengths: list[int] = [0] * capacity  # the sequence's length at each mark
         self.count = 0
         self._false = torch.zeros(batch_size, dtype=torch.bool, device=device)
+        #: the process's minor page faults at the call's start and at its first token
+        self.faults_at_start: int | None = None
+        self.faults_at_first: int | None = None
 
     def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
         """Record the mark; never ask to stop."""
         mark = self.clock.mark()
+        if self.count == 0:
+            self.faults_at_first = minor_faults()
         if self.count < len(self.marks):
             self.marks[self.count] = mark
             self.lengths[self.count] = input_ids.shape[-1]
@@ -63,6 +69,9 @@ class TimedGeneration:
     marks: list[Any]
     output_ids: Any
     input_length: int
+    #: minor page faults (prefill: start to first token; decode: first token to the return),
+    #: None where the OS keeps no count
+    faults: tuple[int, int] | None = None
 
     def durations(self, clock: Clock) -> tuple[float, list[float]]:
         """(TTFT ms, inter-token latencies ms) from the marks."""
@@ -153,16 +162,22 @@ def timed_generate(
     criteria = StoppingCriteriaList([recorder])
     watcher = watch(recorder) if watch is not None else contextlib.nullcontext()
     with watcher, torch.inference_mode():
+        recorder.faults_at_start = minor_faults()
         recorder.start = clock.mark()
         out = model.generate(
             **inputs, generation_config=gen_config, stopping_criteria=criteria, **(extra or {})
         )
+    after = minor_faults()
     length = inputs["input_ids"].shape[1]
+    start, first = recorder.faults_at_start, recorder.faults_at_first
     return TimedGeneration(
         start=recorder.start,
         marks=token_marks(recorder, length, new_tokens),
         output_ids=out,
         input_length=length,
+        faults=(first - start, after - first)
+        if start is not None and first is not None and after is not None
+        else None,
     )
 
 

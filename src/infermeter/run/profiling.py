@@ -41,7 +41,7 @@ from infermeter.run.cache_probe import CacheProbe, check_cache_form
 from infermeter.run.config import RunConfig
 from infermeter.run.energy import attribute, unavailable_energy
 from infermeter.run.environment import library_versions
-from infermeter.run.generation import generation_config, timed_generate
+from infermeter.run.generation import TimedGeneration, generation_config, timed_generate
 from infermeter.run.live_steps import watching
 from infermeter.run.progress import LiveProgress, ProgressFn
 from infermeter.run.results import RunResult, SampleResult
@@ -386,10 +386,17 @@ def _measure_sample(session: Session, i: int, batch: PromptBatch) -> SampleResul
         start_ms=clock.elapsed_ms(session.origin, timed.start) + _load_offset(session.result),
         ttft_ms=ttft,
         step_ms=tuple(steps),
-        memory=session.memory.read().to_dict(),
+        memory={**session.memory.read().to_dict(), **_faults(timed)},
         output_text=tuple(tokenizer.batch_decode(new_ids, skip_special_tokens=True)),
         prompt_text=tuple(batch.texts),
     )
+
+
+def _faults(timed: TimedGeneration) -> dict[str, int]:
+    """The sample's minor page faults by phase, for its memory record (none where uncounted)."""
+    if timed.faults is None:
+        return {}
+    return {"page_faults_prefill": timed.faults[0], "page_faults_decode": timed.faults[1]}
 
 
 def start_clock(session: Session) -> None:

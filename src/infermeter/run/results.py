@@ -23,6 +23,7 @@ METRICS = (
     "decode_tokens_per_s",
     "rss_peak_mib",
     "peak_allocated_mib",
+    "page_faults_per_step",
     "energy_j",
     "prefill_j",
     "decode_j",
@@ -123,6 +124,17 @@ class SampleResult:
     def peak_allocated_mib(self) -> float | None:
         """Accelerator allocator peak during the sample (None on CPU)."""
         return self.memory.get("peak_allocated_mib")
+
+    @property
+    def page_faults_per_step(self) -> float | None:
+        """Minor page faults of the process per decode step (None where not counted).
+
+        A high count on a CPU means the KV cache is mapped afresh each step (measure/faults.py).
+        """
+        faults = self.memory.get("page_faults_decode")
+        if faults is None or not self.step_ms:
+            return None
+        return faults / len(self.step_ms)
 
     def metrics(self) -> dict[str, Any]:
         """Every metric of METRICS, by name."""

@@ -1,0 +1,45 @@
+"""Page faults: the counter, what one costs, and the allocator behaviour the rule is about."""
+
+import os
+import sys
+
+import pytest
+import torch
+
+from infermeter.measure import faults
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="glibc and /proc: Linux only")
+
+
+def test_fresh_memory_faults_once_per_page_and_costs_microseconds():
+    before = faults.minor_faults()
+    # above glibc's largest mmap threshold: fresh pages, whatever this process freed before
+    buf = torch.empty(40 * 2**20, dtype=torch.uint8)
+    buf.fill_(1)
+    assert faults.minor_faults() - before >= (40 * 2**20 // faults.PAGE_BYTES) * 0.9
+    cost = faults.measure_fault_seconds()
+    assert cost is not None and 1e-8 < cost < 1e-3
+
+
+def test_the_threshold_is_glibcs_ceiling_unless_the_environment_fixes_it(monkeypatch):
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    assert faults.mmap_threshold_bytes() == 32 * 2**20
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "4294967296")
+    assert faults.mmap_threshold_bytes() == 2**32
+
+
+def test_a_kv_cache_growing_past_the_threshold_faults_every_page_every_step():
+    """What transformers' DynamicLayer.update does, on a 48 MiB layer: each grown tensor is
+    mapped afresh (above glibc's 32 MiB ceiling), so every page of it faults, every step."""
+    if "MALLOC_MMAP_THRESHOLD_" in os.environ:
+        pytest.skip("this process's malloc threshold was fixed by its environment")
+    positions = 48 * 2**20 // (8 * 64 * 4)
+    cache = torch.ones(1, 8, positions, 64)
+    new = torch.ones(1, 8, 1, 64)
+    pages = cache.numel() * 4 // faults.PAGE_BYTES
+    counts = []
+    for _ in range(3):
+        before = faults.minor_faults()
+        cache = torch.cat([cache, new], dim=-2)
+        counts.append(faults.minor_faults() - before)
+    assert min(counts) >= 0.95 * pages
