@@ -183,4 +183,5 @@ def test_page_faults_of_a_stored_cpu_run_are_put_in_milliseconds_with_the_fix():
     assert found.evidence["fault_ms_per_step"] == pytest.approx(3.0)
     assert "MALLOC_MMAP_THRESHOLD_" in found.advice and "static" in found.advice
     # a run stored before faults were counted: nothing said
-    assert evidence_of(_cpu_run({"type": "cpu", "page_fault_us": 2.0}), None).page_faults_per_step is None
+    old = evidence_of(_cpu_run({"type": "cpu", "page_fault_us": 2.0}), None)
+    assert old.page_faults_per_step is None
