@@ -9,7 +9,9 @@ costed part by part:
   each routed expert a GEMM of the rows it receives (tokens x top-k spread over the experts
   hit), the LM head one of the rows whose logits are computed;
 - attention (one SDPA call per block) at its queries and keys;
-- element-wise work (norms, activations, rotary, residual adds) as bytes moved;
+- element-wise work (norms, activations, rotary, residual adds) as bytes moved, and the
+  dynamic KV cache's re-copy each step (from memory, plus the page faults of a cache mapped
+  afresh, on a CPU);
 - every other framework operation (views, casts, the Python around them) at a measured cost
   each, and what `generate` adds before the first token and per step;
 - with tensor parallelism, every block's two all-reduces over the interconnect.
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from infermeter.analysis.costs import Cost, _vision, forward_costs, total
 from infermeter.measure.ceilings import Ceilings
 from infermeter.measure.curves import Curves, curves_of
+from infermeter.measure.faults import PAGE_BYTES, mmap_threshold_bytes
 from infermeter.models.shape import Shape
 
 if TYPE_CHECKING:
@@ -422,24 +425,57 @@ def _cached(shape: Shape, w: Work, layers: int) -> list[int]:
     return out
 
 
-def cache_growth_seconds(
-    shape: Shape, dev: DeviceModel, w: Work, layers: int
-) -> tuple[float, float]:
+def cache_seconds(shape: Shape, dev: DeviceModel, w: Work, layers: int) -> tuple[float, float]:
     """(seconds of the dynamic cache's concatenations, cache passes left to cost as bytes).
 
-    Where the device's curves hold a measured growth (`Curves.growth`: one `torch.cat` that
-    grows a tensor and frees the old one), each attention layer's keys and values cost one
-    such grow of their size after the step: the two passes of `torch.cat` and the fresh
-    pages the allocator hands out for them, which a copy curve (memory already touched)
-    misses. On this project's CPU that was most of a batch-16 decode step at 256 positions,
-    and why calibration alone under-predicted those steps by 33-62% (docs/analysis.md).
-    Without the curve, or with a cache written in place, (0, the stack's passes).
+    Where the device's curves are measured (a CPU, `calibrate`), the cache's passes move at
+    the bandwidth of the largest copy measured, not at that of a copy of their size: the cache
+    was last touched a whole step ago, with every weight streamed since, so it is read from
+    memory, not from a cache a benchmark warmed (a grown 4 MiB tensor in rotation took 0.83
+    ms here against 0.21 ms for a warm copy). The page faults of a cache mapped afresh each
+    step come on top (`cache_fault_seconds`). Without curves: (0, the stack's passes), costed
+    with the other element-wise bytes at the device's bandwidth.
     """
-    if dev.cache_passes < 2 or dev.curves is None or not dev.curves.growth or w.context <= 0:
-        return 0.0, dev.cache_passes  # (a prefill from nothing stores its keys: no cat)
+    curves = dev.curves
+    if curves is None or not curves.copy or dev.cache_passes <= 0:
+        return 0.0, dev.cache_passes
+    moved = cache_append_bytes(shape, w, layers, dev.cache_passes)
+    cold = curves.bandwidth(curves.copy["bytes"][-1])
+    return moved / cold + cache_fault_seconds(shape, dev, w, layers), 0.0
+
+
+def fault_pages_per_step(tensor_bytes: float, tensors: int, threshold: int | None) -> float:
+    """Pages faulted per step by `tensors` cache tensors grown to `tensor_bytes` each.
+
+    glibc maps a block above its mmap threshold afresh from the kernel and unmaps it when
+    freed, so a tensor grown past it faults every page each step; below it the block comes
+    from the heap, new or reused by the allocator's history, which is not predicted (0 here:
+    measured runs count them, `page_faults_per_step`). No threshold known (not glibc): 0.
+    """
+    if threshold is None or tensor_bytes <= threshold:
+        return 0.0
+    return tensors * math.ceil(tensor_bytes / PAGE_BYTES)
+
+
+def cache_fault_seconds(shape: Shape, dev: DeviceModel, w: Work, layers: int) -> float:
+    """Seconds a decode step spends faulting in its dynamic cache's fresh pages (measured CPU).
+
+    Each attention layer's keys and values are two tensors grown by one `torch.cat` each
+    step; the cost of one fault is the calibration's (`Curves.page_fault_seconds`), the
+    threshold this process's C library's (measure/faults.py). A 48 MiB-per-layer cache spent
+    about 75% of its step here (benchmarks/page_faults.py). A prefill from nothing, or a
+    cache written in place, grows nothing.
+    """
+    curves = dev.curves
+    if curves is None or not curves.page_fault_seconds or w.context <= 0:
+        return 0.0
+    if dev.cache_passes < 2:  # written in place: nothing reallocated
+        return 0.0
     kv = _kv_bytes_per_position(shape, w)
-    grows = [dev.curves.growth_seconds(kv * (c + w.tokens)) for c in _cached(shape, w, layers)]
-    return sum(2 * (g or 0.0) for g in grows), dev.cache_passes - 2
+    threshold = mmap_threshold_bytes()
+    sizes = [kv * (c + w.tokens) for c in _cached(shape, w, layers)]
+    pages = sum(fault_pages_per_step(size, 2, threshold) for size in sizes)
+    return pages * curves.page_fault_seconds
 
 
 def logits_bytes(shape: Shape, w: Work) -> float:
@@ -532,9 +568,9 @@ def forward_time(
     if note:
         out.notes.append(note)
     moved = elementwise_bytes(shape, w, layers, 0.0) * dev.elementwise_factor
-    growth_s, passes_left = cache_growth_seconds(shape, dev, w, layers)
+    cache_s, passes_left = cache_seconds(shape, dev, w, layers)
     moved += cache_append_bytes(shape, w, layers, passes_left)
-    out.elementwise_s = _elementwise_seconds(dev, moved, ops) + growth_s
+    out.elementwise_s = _elementwise_seconds(dev, moved, ops) + cache_s
     out.overhead_s = ops * dev.op_seconds
     out.generate_s = dev.generate_first_seconds if phase == "prefill" else dev.generate_step_seconds
     out.comm_s, out.comm_bytes = comm_seconds(shape, dev, w, layers)

@@ -6,6 +6,7 @@
   not from a cache the benchmark warmed. Rows whose call would take over a quarter second are
   skipped: the curve extrapolates at the last measured rate.
 - Copies from 64 KiB to 256 MiB: bandwidth by size (small activations stay in cache).
+- One page fault (measure/faults.py): what a KV cache mapped afresh each step pays per page.
 - Attention: SDPA at prefill lengths (causal) and decode steps over growing keys.
 - Framework overhead: a real prefill and decode step of a small built-in model (tiny-llama),
   with its operations counted; what its GEMMs and attention do not explain, per operation, is
@@ -23,13 +24,13 @@ from collections.abc import Callable
 from typing import Any
 
 from infermeter.measure.curves import Curves
+from infermeter.measure.faults import measure_fault_seconds
 
 ROWS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 QUICK_ROWS = (1, 4, 16, 64, 256, 1024, 4096)
 #: linear widths measured when no model is named: square and 4x-wide layers
 GENERIC_WIDTHS = ((512, 512), (512, 2048), (2048, 512), (2048, 2048), (4096, 4096))
 COPY_BYTES = tuple(2**p for p in range(16, 29, 2))  # 64 KiB .. 256 MiB
-GROWTH_BYTES = tuple(2**p for p in range(18, 27, 2))  # 256 KiB .. 64 MiB
 PREFILL_TOKENS = (1, 8, 32, 128, 512, 1024, 2048)
 DECODE_KEYS = (16, 128, 512, 2048, 8192)
 #: the slowest single call a curve point may take before the curve is extrapolated
@@ -98,34 +99,6 @@ def measure_gemm(
         if secs > MAX_CALL_S:
             break
     return {"k": k, "n": n, "rows": out_rows, "seconds": out_s}
-
-
-def measure_growth(device: Any, sizes: tuple[int, ...], steps: int = 12) -> dict[str, list[float]]:
-    """Median seconds of one `torch.cat` growing a tensor of each size by one position.
-
-    The old tensor is freed and the new one kept, step after step, as `DynamicLayer.update`
-    does with the KV cache ([1, 8, positions, 64] float32): unlike a copy into a buffer
-    already touched, each step may get fresh pages from the allocator (see
-    `Curves.growth`). The median of `steps` steps after two unmeasured ones.
-    """
-    import torch
-
-    out_b, out_s = [], []
-    for nbytes in sizes:
-        positions = max(nbytes // (8 * 64 * 4), 1)
-        cache = torch.empty(1, 8, positions, 64, device=device).uniform_()
-        new = torch.ones(1, 8, 1, 64, device=device)
-        times = []
-        for i in range(steps + 2):
-            t0 = time.perf_counter()
-            cache = torch.cat([cache, new], dim=-2)
-            _sync(device)
-            if i >= 2:
-                times.append(time.perf_counter() - t0)
-        out_b.append(float(positions * 8 * 64 * 4))
-        out_s.append(statistics.median(times))
-        del cache
-    return {"bytes": out_b, "seconds": out_s}
 
 
 def measure_copies(device: Any, sizes: tuple[int, ...]) -> dict[str, list[float]]:
@@ -312,8 +285,8 @@ def measure_curves(
         curves.gemm.append({**measure_gemm(device, dtype, k, n, rows, pool), "pool_bytes": pool})
     say("copies")
     curves.copy = measure_copies(device, COPY_BYTES[::2] if quick else COPY_BYTES)
-    say("cache growth")
-    curves.growth = measure_growth(device, GROWTH_BYTES[::2] if quick else GROWTH_BYTES)
+    say("page faults")
+    curves.page_fault_seconds = measure_fault_seconds() or 0.0
     say("attention")
     curves.attention = measure_attention(device, dtype, *attention, quick)
     say("framework overhead (tiny-llama forward and generate)")
@@ -322,6 +295,6 @@ def measure_curves(
         f"measured by infermeter calibrate: {len(todo)} GEMM widths x rows "
         f"{rows[0]}..{rows[-1]} (weights rotating through their model's size, or "
         f"{fmt_mib(pool_bytes)} for generic widths), "
-        f"copies, cache growth, SDPA, tiny-llama's framework overhead; torch {torch.__version__}"
+        f"copies, a page fault, SDPA, tiny-llama's framework overhead; torch {torch.__version__}"
     )
     return curves

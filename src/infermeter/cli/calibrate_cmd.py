@@ -62,12 +62,19 @@ def _print_curves(c: Any) -> None:
         f"the first token and {c.generate_step_seconds * 1e3:.2f} ms per step",
         markup=False,
     )
-    grow = c.growth_seconds(4 * 2**20)
-    if grow is not None and c.copy.get("bytes"):
+    if c.page_fault_seconds:
+        from infermeter.measure.faults import PAGE_BYTES, mmap_threshold_bytes
+
+        limit = mmap_threshold_bytes()
+        where = (
+            f"a KV-cache tensor above {limit / 2**20:.0f} MiB is mapped afresh each decode "
+            f"step and faults all its pages: {c.page_fault_seconds / PAGE_BYTES * 2**20 * 1e3:.2f}"
+            " ms per MiB"
+            if limit
+            else "this C library's reuse of freed memory is not modelled"
+        )
         Console(soft_wrap=True).print(
-            f"a dynamic KV cache growing by one position at 4 MiB: {grow * 1e3:.2f} ms "
-            f"({grow / c.copy_seconds(4 * 2**20):.1f}x a copy of memory already touched)",
-            markup=False,
+            f"one page fault {c.page_fault_seconds * 1e6:.2f} us ({where})", markup=False
         )
 
 

@@ -51,14 +51,12 @@ class Curves:
         dtype: the dtype the GEMMs and attention ran in.
         gemm: {"k", "n", "rows": [...], "seconds": [...]} per measured width, one call each.
         copy: {"bytes": [...], "seconds": [...]}: one copy of that many bytes (read + write).
-        growth: {"bytes": [...], "seconds": [...]}: one `torch.cat` that grows a tensor of that
-            many bytes by one position and frees the old one, as transformers' dynamic KV
-            cache appends each step. The allocator may hand out fresh pages every step,
-            whose first touch costs a page fault: on this project's CPU a 4 MiB grow took
-            2.9 ms in a fresh process against 0.15 ms for a copy into memory already
-            touched, but 0.23 ms (2.8x) inside `calibrate --quick`, after its large copies
-            had raised glibc's mmap threshold. The figure depends on the process's
-            allocation history; the curve is what the calibrating process measured.
+        growth: no longer measured, kept so that older calibrations load: one growing
+            `torch.cat` depended on the calibrating process's allocation history (0.23 ms or
+            2.9 ms for the same 4 MiB), which `page_fault_seconds` and the time model's rule
+            for glibc's mmap threshold now account for (measure/faults.py).
+        page_fault_seconds: one minor page fault (a first write to fresh pages less a
+            second write), 0 where not measured.
         attention: {"heads", "head_dim", "prefill": {"tokens", "seconds"},
             "decode": {"keys", "seconds"}}: one SDPA call of batch 1.
         op_seconds: one framework operation of a model's forward beyond its GEMMs and
@@ -79,6 +77,7 @@ class Curves:
     op_seconds: float = 0.0
     generate_first_seconds: float = 0.0
     generate_step_seconds: float = 0.0
+    page_fault_seconds: float = 0.0
     reference: dict[str, Any] = field(default_factory=dict)
     source: str = ""
 
@@ -98,6 +97,7 @@ class Curves:
             op_seconds=float(d.get("op_seconds", 0.0)),
             generate_first_seconds=float(d.get("generate_first_seconds", 0.0)),
             generate_step_seconds=float(d.get("generate_step_seconds", 0.0)),
+            page_fault_seconds=float(d.get("page_fault_seconds", 0.0)),
             reference=dict(d.get("reference", {})),
             source=str(d.get("source", "")),
         )
@@ -134,13 +134,6 @@ class Curves:
     def bandwidth(self, nbytes: float) -> float:
         """Bytes/s a copy of `nbytes` attains."""
         return nbytes / self.copy_seconds(nbytes)
-
-    def growth_seconds(self, nbytes: float) -> float | None:
-        """One grow-by-concatenation of a tensor of `nbytes`, or None where not measured."""
-        xs, ys = self.growth.get("bytes", []), self.growth.get("seconds", [])
-        if not xs:
-            return None
-        return _loglog(xs, ys, max(nbytes, 1.0))
 
     def attention_seconds(
         self, batch: int, heads: int, head_dim: int, queries: int, keys: int

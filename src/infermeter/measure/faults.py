@@ -39,15 +39,20 @@ def minor_faults() -> int | None:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
 
 
+@functools.lru_cache(maxsize=1)
+def _libc() -> str:
+    import platform
+
+    return platform.libc_ver()[0]
+
+
 def mmap_threshold_bytes() -> int | None:
     """Above how many bytes a freed-and-reallocated block gets fresh pages, or None if unknown.
 
     glibc: the threshold set in the environment (`MALLOC_MMAP_THRESHOLD_`, fixed from then on),
     else the largest it adapts to (32 MiB). Other C libraries (macOS, musl) are not modelled.
     """
-    import platform
-
-    if platform.libc_ver()[0] != "glibc":
+    if _libc() != "glibc":
         return None
     fixed = os.environ.get("MALLOC_MMAP_THRESHOLD_")
     if fixed and fixed.isdigit():
