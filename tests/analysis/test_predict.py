@@ -173,6 +173,15 @@ def test_the_dynamic_cache_is_copied_from_memory_and_faults_above_the_mmap_thres
     t_big = forward_time(s, dev, big, "decode", counts)
     t_free = forward_time(s, device(replace(c, page_fault_seconds=0.0)), big, "decode", counts)
     assert t_big.elementwise_s - t_free.elementwise_s == pytest.approx(pages * 2e-6)
+    assert t_big.page_fault_s == pytest.approx(pages * 2e-6) and t_free.page_fault_s == 0
+    # predict says what the faults cost and how to be rid of them, beside the batch
+    from infermeter.analysis.predict import Learned, Workload, predict
+
+    w = Workload((16, 1), 4200, 4, "float32")
+    rows = predict(s, 1_000_000, dev, w, counts, Learned())["rows"]
+    (note,) = [n for n in rows[0]["notes"] if "page faults" in n]
+    assert "32 MiB mmap threshold" in note and "MALLOC_MMAP_THRESHOLD_" in note
+    assert not any("page faults" in n for n in rows[1]["notes"])  # batch 1: 2.1 MB a tensor
 
 
 def test_a_spec_gpu_is_the_roofline_at_default_efficiencies(llama_shape):

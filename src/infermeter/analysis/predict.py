@@ -33,6 +33,7 @@ from infermeter.analysis.kvcache import decode_context, decode_kv_bytes_each, kv
 from infermeter.analysis.perfmodel import ModelCheck
 from infermeter.analysis.precision import PRECISIONS, Precision, precision_of
 from infermeter.analysis.timemodel import DeviceModel, ForwardTime, Work, forward_time
+from infermeter.measure.faults import ALLOCATOR_FIX, mmap_threshold_bytes
 from infermeter.models.shape import Shape
 
 if TYPE_CHECKING:  # annotations only: the run's module imports numpy
@@ -361,6 +362,19 @@ def phase_times(
     return {"prefill": prefill, "decode": decode}
 
 
+def _fault_notes(decode: ForwardTime, tpot_s: float) -> list[str]:
+    """What a decode step's page faults cost and how to be rid of them (none: no note)."""
+    if not decode.page_fault_s or not tpot_s:
+        return []
+    limit = mmap_threshold_bytes() or 0
+    share = decode.page_fault_s / tpot_s
+    return [
+        f"TPOT: {decode.page_fault_s * 1e3:.3g} ms of each step ({share:.0%}) is page faults: "
+        f"each layer's KV cache, past malloc's {limit / 2**20:.0f} MiB mmap threshold, is "
+        f"mapped afresh every step; {ALLOCATOR_FIX} removes them"
+    ]
+
+
 def predict(
     shape: Shape,
     params: int,
@@ -417,7 +431,8 @@ def predict(
                 "tpot_ms": tpot * 1e3,
                 "throughput_tok_s": w.replicas * b * w.new_tokens / total_s if total_s else None,
                 "decode_tok_s": w.replicas * b / tpot if tpot else None,
-                "notes": [f"{k}: {n}" for k, n in (("TTFT", ttft_note), ("TPOT", tpot_note)) if n],
+                "notes": [f"{k}: {n}" for k, n in (("TTFT", ttft_note), ("TPOT", tpot_note)) if n]
+                + _fault_notes(times["decode"], tpot),
             }
         )
     return {

@@ -191,6 +191,8 @@ class ForwardTime:
     gemm_s: float = 0.0
     attention_s: float = 0.0
     elementwise_s: float = 0.0
+    #: of `elementwise_s`: page faults of a KV cache mapped afresh each step (a CPU's)
+    page_fault_s: float = 0.0
     overhead_s: float = 0.0
     generate_s: float = 0.0
     comm_s: float = 0.0
@@ -571,6 +573,7 @@ def forward_time(
     cache_s, passes_left = cache_seconds(shape, dev, w, layers)
     moved += cache_append_bytes(shape, w, layers, passes_left)
     out.elementwise_s = _elementwise_seconds(dev, moved, ops) + cache_s
+    out.page_fault_s = cache_fault_seconds(shape, dev, w, layers) if cache_s else 0.0
     out.overhead_s = ops * dev.op_seconds
     out.generate_s = dev.generate_first_seconds if phase == "prefill" else dev.generate_step_seconds
     out.comm_s, out.comm_bytes = comm_seconds(shape, dev, w, layers)

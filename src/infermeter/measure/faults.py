@@ -25,8 +25,9 @@ GLIBC_MMAP_THRESHOLD_MAX_BYTES = 4 * 1024 * 1024 * 8
 #: the allocator settings that keep freed blocks for reuse instead (glibc's environment
 #: tunables, read at process start)
 ALLOCATOR_FIX = (
-    "MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736 (glibc), "
-    "or LD_PRELOAD jemalloc / tcmalloc, or a static KV cache"
+    "MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736 in the environment "
+    "(glibc), or LD_PRELOAD jemalloc / tcmalloc, or a static KV cache (`--cache static`; "
+    "generate(cache_implementation='static'))"
 )
 
 
