@@ -81,6 +81,11 @@ CASES = [
         Evidence(tpot_ms=100.0, page_faults_per_step=5_000, page_fault_us=2.0),
         Evidence(tpot_ms=100.0, page_faults_per_step=50_000),
     ),
+    (  # a prefill whose activations pass the threshold: 470k faults, 30% of a 3.4 s TTFT
+        "page-faults",
+        Evidence(ttft_ms=3400.0, prefill_page_faults=470_000, page_fault_us=2.2),
+        Evidence(ttft_ms=3400.0, prefill_page_faults=1_000, page_fault_us=2.2),
+    ),
 ]
 
 
@@ -102,6 +107,7 @@ SEVERITIES = [
     "medium",  # cache utilisation below 30% (the reference's example: 18.3%)
     "high",  # 63% of the step in faults (>= 30%)
     "medium",  # 10% (10%..30%)
+    "high",  # 30% of the prefill
 ]
 
 
@@ -175,12 +181,16 @@ def test_page_faults_of_a_stored_cpu_run_are_put_in_milliseconds_with_the_fix():
 
     run = _cpu_run({"type": "cpu", "page_fault_us": 2.0})
     # two decode steps of 5 ms and 3,000 faults in them: 3 ms of each 5 ms step
-    run.samples[0] = replace(run.samples[0], memory={"page_faults_decode": 3000})
+    memory = {"page_faults_decode": 3000, "page_faults_prefill": 500}
+    run.samples[0] = replace(run.samples[0], memory=memory)
     e = evidence_of(run, None)
     assert (e.page_faults_per_step, e.page_fault_us, e.tpot_ms) == (1500, 2.0, 5.0)
+    assert e.prefill_page_faults == 500  # 1 ms of a 10 ms prefill
     (found,) = find_bottlenecks(e)
     assert found.id == "page-faults" and found.severity == "high"
     assert found.evidence["fault_ms_per_step"] == pytest.approx(3.0)
+    assert found.evidence["share_of_prefill"] == pytest.approx(0.1)
+    assert "60% of each decode step" in found.title and "10% of each prefill" in found.title
     assert "MALLOC_MMAP_THRESHOLD_" in found.advice and "static" in found.advice
     # a run stored before faults were counted: nothing said
     old = evidence_of(_cpu_run({"type": "cpu", "page_fault_us": 2.0}), None)

@@ -6,6 +6,7 @@ has thresholds in one place below, and tests that construct inputs on both sides
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -60,6 +61,7 @@ class Evidence:
     cache_utilization: float | None = None
     tpot_ms: float | None = None
     page_faults_per_step: float | None = None
+    prefill_page_faults: float | None = None
     page_fault_us: float | None = None
 
 
@@ -262,31 +264,45 @@ PAGE_FAULT_SHARE = (0.1, 0.3)
 
 
 def page_faults(e: Evidence) -> Finding | None:
-    """Decode steps that fault in fresh pages: the KV cache is mapped anew every step.
+    """Decode steps or prefills that fault in fresh pages: memory mapped anew for every tensor.
 
     transformers' dynamic cache grows by concatenation; above glibc's mmap threshold each new
-    tensor is fresh memory from the kernel (measure/faults.py), and every page of it faults.
+    tensor is fresh memory from the kernel (measure/faults.py), and every page of it faults,
+    every decode step; a prefill's activations past the threshold do the same.
     """
-    if not (e.page_faults_per_step and e.page_fault_us and e.tpot_ms):
+    if not e.page_fault_us:
         return None
-    fault_ms = e.page_faults_per_step * e.page_fault_us / 1e3
-    share = fault_ms / e.tpot_ms
-    if share < PAGE_FAULT_SHARE[0]:
+    shares = {}
+    for phase, count, ms in (
+        ("decode step", e.page_faults_per_step, e.tpot_ms),
+        ("prefill", e.prefill_page_faults, e.ttft_ms),
+    ):
+        if count and ms:
+            shares[phase] = (count, count * e.page_fault_us / 1e3 / ms)
+    if not shares or max(share for _, share in shares.values()) < PAGE_FAULT_SHARE[0]:
         return None
+    worst = max(share for _, share in shares.values())
+    said = " and ".join(
+        f"{100 * min(share, 1.0):.0f}% of each {phase} ({count:,.0f} faults)"
+        for phase, (count, share) in shares.items()
+        if share >= PAGE_FAULT_SHARE[0]
+    )
     return Finding(
         "page-faults",
-        _sev(share, *PAGE_FAULT_SHARE),
-        f"{100 * min(share, 1.0):.0f}% of each decode step is page faults "
-        f"({e.page_faults_per_step:,.0f} a step at {e.page_fault_us:.2g} us)",
+        _sev(worst, *PAGE_FAULT_SHARE),
+        f"page faults take {said}, at {e.page_fault_us:.2g} us each",
         {
-            "page_faults_per_step": e.page_faults_per_step,
             "page_fault_us": e.page_fault_us,
-            "fault_ms_per_step": fault_ms,
+            "page_faults_per_step": e.page_faults_per_step,
+            "fault_ms_per_step": (e.page_faults_per_step or 0) * e.page_fault_us / 1e3,
             "tpot_ms": e.tpot_ms,
-            "share_of_step": share,
+            "prefill_page_faults": e.prefill_page_faults,
+            "ttft_ms": e.ttft_ms,
+            "share_of_step": shares.get("decode step", (0, None))[1],
+            "share_of_prefill": shares.get("prefill", (0, None))[1],
         },
-        "the KV cache is given fresh memory every step (malloc returns large freed blocks to "
-        f"the OS): keep it instead with {ALLOCATOR_FIX}",
+        "tensors above malloc's mmap threshold (the growing KV cache, a long prefill's "
+        f"activations) get fresh memory every time: keep it instead with {ALLOCATOR_FIX}",
     )
 
 
@@ -347,5 +363,7 @@ def evidence_of(run: RunResult, roof: dict[str, Any] | None) -> Evidence:
     e.tpot_ms = s["tpot_ms"].median if s["tpot_ms"].n else None
     if s["page_faults_per_step"].n:
         e.page_faults_per_step = s["page_faults_per_step"].median
+    prefill = [x.memory["page_faults_prefill"] for x in m if "page_faults_prefill" in x.memory]
+    e.prefill_page_faults = statistics.median(prefill) if prefill else None
     e.page_fault_us = (run.device or {}).get("page_fault_us")
     return e

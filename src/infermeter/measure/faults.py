@@ -26,8 +26,8 @@ GLIBC_MMAP_THRESHOLD_MAX_BYTES = 4 * 1024 * 1024 * 8
 #: tunables, read at process start)
 ALLOCATOR_FIX = (
     "MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736 in the environment "
-    "(glibc), or LD_PRELOAD jemalloc / tcmalloc, or a static KV cache (`--cache static`; "
-    "generate(cache_implementation='static'))"
+    "(glibc), or LD_PRELOAD jemalloc / tcmalloc, or, for decode, a static KV cache "
+    "(`--cache static`; generate(cache_implementation='static'))"
 )
 
 
