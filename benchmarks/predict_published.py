@@ -48,6 +48,16 @@ def group_of(stack: str) -> str:
     return "serving engines" if stack in ENGINES else {"hf-fa2": "hf"}.get(stack, stack)
 
 
+#: operation counts under the transformers release each HF figure ran (published/count_ops.py)
+OP_COUNTS: dict[str, dict[str, Any]] = json.loads((HERE / "op_counts.json").read_text())
+
+
+def op_counts_for(e: dict[str, Any], model: Model) -> dict[str, Any] | None:
+    """The entry's operation counts: its transformers release's where counted, else today's."""
+    counted = OP_COUNTS.get(e.get("transformers_version") or "", {}).get(e["model"])
+    return counted if counted is not None else model.op_counts
+
+
 class Model:
     """A published model's shape, parameter count and operation counts (computed once)."""
 
@@ -114,7 +124,7 @@ def _times(e: dict[str, Any], stack: Stack, dtype: str) -> dict[str, float]:
     new = max(int(e["new_tokens"]), 1)
     batches = (1, int(e["batch"])) if e.get("concurrency") else (int(e["batch"]),)
     w = Workload(batches, max(int(e["prompt_tokens"]), 1), new, dtype, tp, tp)
-    rows = predict(model.shape, model.params, dev, w, model.op_counts, Learned())["rows"]
+    rows = predict(model.shape, model.params, dev, w, op_counts_for(e, model), Learned())["rows"]
     first, row = rows[0], rows[-1]
     pre, dec = first["prefill"], row["decode"]
     tpot = row["tpot_ms"] / 1e3

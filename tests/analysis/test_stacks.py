@@ -219,6 +219,24 @@ def test_published_measurements_are_complete_and_cited():
     assert held and fit and not held & fit  # held out by source, not by row
 
 
+def test_every_hf_figure_is_predicted_with_the_operations_of_its_transformers_release():
+    """Eager generate is launch-bound, and the operations a block dispatches change between
+    releases (gemma-2b's decode block: 94 under 4.42, 80 under 5.24): each HF figure names
+    the release it ran, and published/op_counts.json holds that release's counts, taken by
+    published/count_ops.py in a virtual environment of that release."""
+    entries = json.loads((PUBLISHED / "measurements.json").read_text())
+    counts = json.loads((PUBLISHED / "op_counts.json").read_text())
+    for e in entries:
+        if not e["stack"].startswith("hf"):
+            continue
+        counted = counts[e["transformers_version"]][e["model"]]
+        for phase in ("prefill", "decode"):
+            assert counted[phase]["gemm"] > 0 and counted[phase]["other"] > 0, e["id"]
+        assert counted["attention"] in ("sdpa", "eager"), e["id"]
+    gemma = counts["4.42.0"]["google/gemma-2b"]["decode"]
+    assert sum(gemma.values()) == 145 + 18 + 1546  # 18 blocks as transformers 4.42 ran them
+
+
 def test_llama_cpp_prefill_on_geforce_runs_at_the_fp16_accumulate_rate():
     """llama.cpp multiplies F16 weights with CUBLAS_COMPUTE_16F, which a GeForce RTX 4090 runs
     at twice its FP32-accumulate tensor rate: the published pp512 (11,048 tok/s, PR #4766) is

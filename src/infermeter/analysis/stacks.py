@@ -102,7 +102,8 @@ STACKS: dict[str, Stack] = {
             attention_efficiency=0.4,
             sources={
                 "op_seconds, overlap": "hf-fa2's, fitted to the training sources in "
-                "benchmarks/published/ (the same generate loop; only attention differs)",
+                "benchmarks/published/ with the operations their transformers release "
+                "dispatches (the same generate loop; only attention differs)",
                 "cache_passes": "torch.cat in DynamicLayer.update reads the cache and writes it "
                 "again: 2 passes (transformers source)",
                 "efficiency": "cuBLAS 60-75% of dense peak at large shapes, streaming kernels "
