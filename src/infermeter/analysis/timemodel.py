@@ -465,7 +465,7 @@ def cache_fault_seconds(shape: Shape, dev: DeviceModel, w: Work, layers: int) ->
     Each attention layer's keys and values are two tensors grown by one `torch.cat` each
     step; the cost of one fault is the calibration's (`Curves.page_fault_seconds`), the
     threshold this process's C library's (measure/faults.py). A 48 MiB-per-layer cache spent
-    about 75% of its step here (benchmarks/page_faults.py). A prefill from nothing, or a
+    63% of its step here (benchmarks/page_faults.py). A prefill from nothing, or a
     cache written in place, grows nothing.
     """
     curves = dev.curves

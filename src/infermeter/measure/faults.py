@@ -4,8 +4,8 @@ Why: on a CPU, transformers' dynamic KV cache is a new, larger tensor every deco
 concatenates). glibc's malloc serves a block above its mmap threshold with fresh pages from
 the kernel and gives them back when freed; the threshold rises to the largest block freed, up
 to 32 MiB, so a cache tensor that keeps growing past it is mapped anew, and every page of it
-faults, at every step. On this project's CPU a 48 MiB-per-layer cache spent about 75% of its
-decode step in those faults (benchmarks/page_faults.py). The count is cheap to read
+faults, at every step. On this project's CPU a 48 MiB-per-layer cache spent 63% of its decode
+step in those faults (benchmarks/page_faults.py). The count is cheap to read
 (`getrusage`), so every sample records it, and `infermeter calibrate` measures what one fault
 costs so that the advice and the time model can put it in milliseconds.
 """

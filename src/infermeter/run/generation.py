@@ -4,7 +4,9 @@ The timing rides on `generate` itself, the path users run, through a stopping cr
 transformers calls once per generated token, right after that token is chosen. Each call takes
 one clock mark (a CUDA event on GPU: no host sync) and returns a preallocated all-False tensor,
 so it never stops generation and costs about a microsecond. `min_new_tokens == max_new_tokens`
-suppresses EOS, so every sample generates exactly the tokens asked for.
+suppresses EOS, so every sample generates exactly the tokens asked for. The process's minor
+page faults are read at the start, at the first token and at the return (one `getrusage` each,
+about a microsecond): a CPU's decode can spend most of its time in them (measure/faults.py).
 
 Speculative decoding (workloads/decoding.py) accepts several tokens per target forward, and the
 criterion is called once per forward: it keeps the sequence's length with each mark, and the
@@ -167,7 +169,7 @@ def timed_generate(
         out = model.generate(
             **inputs, generation_config=gen_config, stopping_criteria=criteria, **(extra or {})
         )
-    after = minor_faults()
+        after = minor_faults()
     length = inputs["input_ids"].shape[1]
     start, first = recorder.faults_at_start, recorder.faults_at_first
     return TimedGeneration(
