@@ -134,7 +134,7 @@ class SampleResult:
         faults = self.memory.get("page_faults_decode")
         if faults is None or not self.step_ms:
             return None
-        return faults / len(self.step_ms)
+        return float(faults) / len(self.step_ms)
 
     def metrics(self) -> dict[str, Any]:
         """Every metric of METRICS, by name."""
