@@ -195,3 +195,19 @@ def test_page_faults_of_a_stored_cpu_run_are_put_in_milliseconds_with_the_fix():
     # a run stored before faults were counted: nothing said
     old = evidence_of(_cpu_run({"type": "cpu", "page_fault_us": 2.0}), None)
     assert old.page_faults_per_step is None
+
+
+def test_profile_prints_the_page_faults_finding_under_its_table():
+    """`profile` (and `show`) print the finding where it fires, not only `analyze`."""
+    from dataclasses import replace
+
+    from infermeter.cli.render import page_fault_line
+
+    run = _cpu_run({"type": "cpu", "page_fault_us": 2.0})
+    assert page_fault_line(run) is None  # not counted: nothing said
+    run.samples[0] = replace(run.samples[0], memory={"page_faults_decode": 3000})
+    line = page_fault_line(run)
+    assert line is not None and line.plain.startswith("high: page faults take 60%")
+    assert "MALLOC_MMAP_THRESHOLD_" in line.plain
+    run.samples[0] = replace(run.samples[0], memory={"page_faults_decode": 20})
+    assert page_fault_line(run) is None  # 0.4% of the step: quiet

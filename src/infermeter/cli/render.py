@@ -141,6 +141,22 @@ def summary_table(run: RunResult) -> Table:
 
 
 #: metrics whose outlier samples the card names (the rest follow from these)
+def page_fault_line(run: RunResult) -> Text | None:
+    """The page-faults finding, where it fires, right under the table that counts them.
+
+    Why here and not only in `analyze`: the fix is an environment variable away, and a user
+    reading "35,397 page faults per decode step" should not have to know what it costs.
+    """
+    from infermeter.analysis.bottlenecks import evidence_of, page_faults
+
+    if run.summary()["page_faults_per_step"].n == 0:
+        return None
+    found = page_faults(evidence_of(run, None))
+    if found is None:
+        return None
+    return Text(f"{found.severity}: {found.title}; {found.advice}", style="yellow")
+
+
 OUTLIER_METRICS = ("ttft_ms", "tpot_ms", "total_ms")
 
 
@@ -231,6 +247,9 @@ def run_card(run: RunResult, where: str | None = None, show_text: bool = False) 
     if spec is not None:
         parts.append(spec)
     parts.extend(layer_tables(run))
+    faults = page_fault_line(run)
+    if faults is not None:
+        parts.append(faults)
     for note in run.notes:
         parts.append(Text(f"note: {note}", style="dim"))
     if run.status != "finished":
