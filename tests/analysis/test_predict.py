@@ -165,6 +165,8 @@ def test_the_dynamic_cache_is_copied_from_memory_and_faults_above_the_mmap_thres
     assert cache_fault_seconds(s, dev, Work(batch=16, tokens=4200), s.layers) == 0.0
     in_place = replace(dev, cache_passes=0.0)
     assert cache_fault_seconds(s, in_place, big, s.layers) == 0.0
+    gpu = replace(dev, kind="gpu")  # its cache is in the CUDA allocator's memory: no faults
+    assert cache_fault_seconds(s, gpu, big, s.layers) == 0.0
     assert cache_seconds(s, in_place, big, s.layers) == (0.0, 0.0)
     # uncalibrated (a spec device): the stack's passes go back to the element-wise bytes
     assert cache_seconds(s, device(None), big, s.layers) == (0.0, 2.0)

@@ -471,7 +471,7 @@ def cache_fault_seconds(shape: Shape, dev: DeviceModel, w: Work, layers: int) ->
     curves = dev.curves
     if curves is None or not curves.page_fault_seconds or w.context <= 0:
         return 0.0
-    if dev.cache_passes < 2:  # written in place: nothing reallocated
+    if dev.kind != "cpu" or dev.cache_passes < 2:  # device memory, or written in place
         return 0.0
     kv = _kv_bytes_per_position(shape, w)
     threshold = mmap_threshold_bytes()

@@ -285,8 +285,9 @@ def measure_curves(
         curves.gemm.append({**measure_gemm(device, dtype, k, n, rows, pool), "pool_bytes": pool})
     say("copies")
     curves.copy = measure_copies(device, COPY_BYTES[::2] if quick else COPY_BYTES)
-    say("page faults")
-    curves.page_fault_seconds = measure_fault_seconds() or 0.0
+    if device.type == "cpu":  # a GPU's cache lives in its own allocator's memory
+        say("page faults")
+        curves.page_fault_seconds = measure_fault_seconds() or 0.0
     say("attention")
     curves.attention = measure_attention(device, dtype, *attention, quick)
     say("framework overhead (tiny-llama forward and generate)")
