@@ -10,10 +10,11 @@ script run in a virtual environment holding that release:
     python3 -m venv /tmp/tf && /tmp/tf/bin/pip install torch==2.13.0 transformers==4.42.0
     /tmp/tf/bin/python benchmarks/published/count_ops.py google/gemma-2b
 
-Self-contained (old releases run without infermeter's dependencies): the same count as
-src/infermeter/models/opcount.py, aten operations by kind under a dispatch mode, one prefill
-of 8 tokens and the decode step after it, on 1 and 2 blocks of the model's config (small
-vocabulary, narrow MLP: neither changes the count) extrapolated to all its blocks. Attention
+The count is src/infermeter/models/opcount.py's (its dispatch-mode counter imports nothing
+else of infermeter, so an old release runs it without our dependencies): aten operations by
+kind, one prefill of 8 tokens and the decode step after it, on 1 and 2 blocks of the model's
+config (small vocabulary, narrow MLP: neither changes the count) extrapolated to all its
+blocks. Attention
 is SDPA where the release has it (flash-attn does not run on a CPU: an `hf-fa2` figure is
 counted with SDPA, its attention's own launches aside), else eager.
 """
@@ -25,31 +26,9 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-GEMM_OPS = ("aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm")
-ATTENTION_OPS = ("scaled_dot_product", "flash_attention", "efficient_attention")
-
-
-def _counter():
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Counter(TorchDispatchMode):
-        def __init__(self) -> None:
-            super().__init__()
-            self.counts = {"gemm": 0, "attention": 0, "other": 0}
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            name = str(func)
-            kind = (
-                "gemm"
-                if any(name.startswith(g + ".") for g in GEMM_OPS)
-                else "attention"
-                if any(a in name for a in ATTENTION_OPS)
-                else "other"
-            )
-            self.counts[kind] += 1
-            return func(*args, **(kwargs or {}))
-
-    return Counter()
+# the project's own counter (models/opcount.py), which imports nothing at module level: it
+# runs under an old release without infermeter's dependencies
+sys.path.insert(0, str(HERE.parents[1] / "src"))
 
 
 def _model(config_path: Path, layers: int):
@@ -85,6 +64,8 @@ def _counts(config_path: Path, layers: int) -> tuple[dict[str, dict[str, int]], 
     model, attention = _model(config_path, layers)
     ids = torch.arange(1, 9).unsqueeze(0)
     with torch.no_grad():
+        from infermeter.models.opcount import _counter
+
         prefill = _counter()
         with prefill:
             out = model(input_ids=ids, use_cache=True)
