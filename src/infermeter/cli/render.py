@@ -140,7 +140,6 @@ def summary_table(run: RunResult) -> Table:
     return table
 
 
-#: metrics whose outlier samples the card names (the rest follow from these)
 def page_fault_line(run: RunResult) -> Text | None:
     """The page-faults finding, where it fires, right under the table that counts them.
 
@@ -149,14 +148,13 @@ def page_fault_line(run: RunResult) -> Text | None:
     """
     from infermeter.analysis.bottlenecks import evidence_of, page_faults
 
-    if run.summary()["page_faults_per_step"].n == 0:
-        return None
     found = page_faults(evidence_of(run, None))
     if found is None:
         return None
     return Text(f"{found.severity}: {found.title}; {found.advice}", style="yellow")
 
 
+#: metrics whose outlier samples the card names (the rest follow from these)
 OUTLIER_METRICS = ("ttft_ms", "tpot_ms", "total_ms")
 
 

@@ -18,6 +18,11 @@ import os
 import time
 from typing import Any
 
+try:
+    import resource
+except ImportError:  # Windows: no fault counter
+    resource = None  # type: ignore[assignment]
+
 PAGE_BYTES = mmap.PAGESIZE
 #: glibc's largest dynamic mmap threshold on 64-bit (DEFAULT_MMAP_THRESHOLD_MAX, malloc.c):
 #: a block above it is always mapped fresh, however many were freed before
@@ -33,9 +38,7 @@ ALLOCATOR_FIX = (
 
 def minor_faults() -> int | None:
     """Minor page faults of this process so far; None where the OS has no such counter."""
-    try:
-        import resource
-    except ImportError:  # Windows
+    if resource is None:
         return None
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
 
