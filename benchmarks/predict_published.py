@@ -193,7 +193,13 @@ def _loss(rows: list[dict[str, Any]]) -> float:
 
 #: the constants --fit searches, per stack
 GRIDS: dict[str, dict[str, list[float]]] = {
+    # hf and hf-fa2 together: the same generate loop, so the same host constants
     "hf": {
+        "op_seconds": [x * 1e-6 for x in (9, 10, 10.5, 11, 11.5, 12)],
+        "overlap": [0.75, 1.0],
+        "eager_attention_efficiency": [0.08, 0.1, 0.12, 0.15, 0.2],
+    },
+    "hf-fa2": {
         "op_seconds": [x * 1e-6 for x in (8, 9, 10, 11, 12, 13, 14)],
         "overlap": [0.0, 0.25, 0.5, 0.75, 1.0],
         "cache_passes": [20.0, 25.0, 30.0, 35.0, 40.0],
@@ -232,13 +238,15 @@ def fit(entries: list[dict[str, Any]]) -> None:
         k: [e for e in entries if e["stack"] == k and e["split"] == "fit"]
         for k in sorted({e["stack"] for e in entries})
     }
+    # the generate loop's host constants are shared by hf and hf-fa2: fitted on both at once
+    groups["hf"] = [e for e in entries if e["stack"] in ("hf", "hf-fa2") and e["split"] == "fit"]
     groups["engines (pooled)"] = [
         e for e in entries if e["stack"] in ENGINES and e["split"] == "fit"
     ]
     for key, train in groups.items():
         if not train:
             continue
-        grid = GRIDS["hf" if key.startswith("hf") else "engine"]
+        grid = GRIDS.get(key, GRIDS["engine"])
         _, params = _best(train, grid)
         stacks = {k: replace(STACKS[k], **params) for k in {e["stack"] for e in train}}
         errs = [abs(r["error_pct"]) for r in evaluate(train, stacks)]

@@ -252,3 +252,66 @@ def test_llama_cpp_prefill_on_geforce_runs_at_the_fp16_accumulate_rate():
     assert device_model(spec_by_key("rtx-4090"), "float16", "vllm").peak_flop_per_s == 165.2e12
     a100 = device_model(spec_by_key("a100-80gb"), "float16", "llama.cpp")
     assert a100.peak_flop_per_s == spec_by_key("a100-80gb").peak("float16")
+
+
+def test_eager_attention_is_detected_from_what_the_model_dispatched():
+    """A model run without an attention kernel (transformers before 4.36, BLOOM, an
+    architecture whose code has only the eager path) dispatches its scores as two batched
+    matmuls; the time model knows it from the operations counted, not from a name."""
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    from infermeter.analysis.timemodel import eager_attention
+    from infermeter.models.opcount import count_ops
+
+    cfg = LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=128,
+    )
+    found = {}
+    for impl in ("eager", "sdpa"):
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(cfg, attn_implementation=impl).eval()
+        counts = count_ops(model)
+        found[impl] = (eager_attention(counts, "decode"), eager_attention(counts, "prefill"))
+    assert found == {"eager": (True, True), "sdpa": (False, False)}
+    assert not eager_attention(None, "decode")
+
+
+def test_eager_attention_slows_decode_with_the_cache_as_the_published_batch_sweep_shows():
+    """optimum's fp16 Llama-2-13B on an A100 (transformers of August 2023, eager attention):
+    36.958 ms a token at batch 1 and 69.94 at batch 16 with 512 + 512 tokens. Eager
+    attention's batched matmuls read the KV cache at a fraction of bandwidth (the hf stack's
+    fitted `eager_attention_efficiency`), so the predicted step grows as published; the
+    same model counted with an attention kernel (SDPA) grows far less."""
+    from infermeter.analysis.timemodel import eager_attention
+
+    config, _ = config_of(str(PUBLISHED / "models" / "meta-llama--Llama-2-13b-hf.json"))
+    model = shape_of(config), estimate_params(config)
+    counts = json.loads((PUBLISHED / "op_counts.json").read_text())
+    eager = counts["4.32.0"]["meta-llama/Llama-2-13b-hf"]
+    assert eager_attention(eager, "decode")
+    sdpa = {
+        ph: {**eager[ph], "attention": 40, "gemm": eager[ph]["gemm"] - 80}
+        for ph in ("prefill", "decode")
+    }
+    dev = device_model(spec_by_key("a100-80gb"), "float16", "hf")
+
+    def per_token_ms(batch: int, ops: dict) -> float:
+        w = Workload((batch,), 512, 512, "float16")
+        row = predict(*model, dev, w, ops, Learned())["rows"][0]
+        return (row["ttft_ms"] + 511 * row["tpot_ms"]) / 512
+
+    published = {
+        e["id"]: e["value"] for e in json.loads((PUBLISHED / "measurements.json").read_text())
+    }
+    ratio = (
+        published["optimum-gptq-llama2-13b-fp16-bs16"]
+        / published["optimum-gptq-llama2-13b-fp16-bs1"]
+    )
+    assert per_token_ms(16, eager) / per_token_ms(1, eager) == pytest.approx(ratio, rel=0.15)
+    assert per_token_ms(16, sdpa) / per_token_ms(1, sdpa) < 1.35

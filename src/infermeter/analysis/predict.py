@@ -32,7 +32,13 @@ from typing import TYPE_CHECKING, Any
 from infermeter.analysis.kvcache import decode_context, decode_kv_bytes_each, kv_memory
 from infermeter.analysis.perfmodel import ModelCheck
 from infermeter.analysis.precision import PRECISIONS, Precision, precision_of
-from infermeter.analysis.timemodel import DeviceModel, ForwardTime, Work, forward_time
+from infermeter.analysis.timemodel import (
+    DeviceModel,
+    ForwardTime,
+    Work,
+    eager_attention,
+    forward_time,
+)
 from infermeter.measure.faults import ALLOCATOR_FIX, mmap_threshold_bytes
 from infermeter.models.shape import Shape
 
@@ -375,6 +381,20 @@ def _fault_notes(decode: ForwardTime, tpot_s: float) -> list[str]:
     ]
 
 
+def _eager_notes(
+    dev: DeviceModel, decode: ForwardTime, op_counts: dict[str, Any] | None
+) -> list[str]:
+    """What eager attention (no attention kernel dispatched) costs each decode step."""
+    if dev.measured or not eager_attention(op_counts, "decode") or not decode.attention_s:
+        return []
+    return [
+        f"TPOT: attention runs as matmuls (the model dispatched no attention kernel: eager), "
+        f"reading the KV cache at {dev.eager_attention_efficiency:.0%} of bandwidth: "
+        f"{decode.attention_s * 1e3:.3g} ms of each step; an attention kernel "
+        f"(attn_implementation='sdpa') reads it at {dev.bandwidth_efficiency:.0%}"
+    ]
+
+
 def predict(
     shape: Shape,
     params: int,
@@ -432,7 +452,8 @@ def predict(
                 "throughput_tok_s": w.replicas * b * w.new_tokens / total_s if total_s else None,
                 "decode_tok_s": w.replicas * b / tpot if tpot else None,
                 "notes": [f"{k}: {n}" for k, n in (("TTFT", ttft_note), ("TPOT", tpot_note)) if n]
-                + _fault_notes(times["decode"], tpot),
+                + _fault_notes(times["decode"], tpot)
+                + _eager_notes(dev, times["decode"], op_counts),
             }
         )
     return {

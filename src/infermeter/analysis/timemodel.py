@@ -50,6 +50,11 @@ DEFAULT_OP_SECONDS = 6e-6
 #: 2-core VM (bench/curves.py); a faster host is assumed to take about half
 DEFAULT_GENERATE_FIRST_S = 0.5e-3
 DEFAULT_GENERATE_STEP_S = 0.15e-3
+#: eager attention (a matmul, then scale, mask and softmax as separate operations, then a
+#: matmul) writes and reads its scores several times: Llama's writes them in float16 (2
+#: bytes), scales them (4), adds the mask (4), softmaxes in float32 (6), casts back (6) and
+#: reads them into the second matmul (2), 24 bytes per score (transformers' eager_attention)
+EAGER_SCORE_BYTES = 24
 #: one all-reduce's fixed latency (NCCL ring over NVLink, small messages)
 ALLREDUCE_LATENCY_S = 10e-6
 #: framework operations per decoder block when a model's count is unknown (a Llama block in
@@ -86,6 +91,9 @@ class DeviceModel:
     cache_passes: float = 2.0
     #: share of eager element-wise bytes left after the stack's fusion
     elementwise_factor: float = 1.0
+    #: share of bandwidth eager attention's two batched matmuls reach reading the KV cache at
+    #: decode (one query row per head: cuBLAS's batched GEMV, not a fused attention kernel)
+    eager_attention_efficiency: float = DEFAULT_BANDWIDTH_EFFICIENCY
 
     @classmethod
     def from_curves(
@@ -180,6 +188,7 @@ def with_stack(dev: DeviceModel, stack: Stack | str) -> DeviceModel:
         ops_per_block=s.ops_per_block,
         cache_passes=s.cache_passes,
         elementwise_factor=s.elementwise_factor,
+        eager_attention_efficiency=s.eager_attention_efficiency,
         sources=sources,
     )
 
@@ -335,7 +344,50 @@ def _vision_seconds(shape: Shape, dev: DeviceModel, w: Work) -> float:
     return flops * rate_s_per_flop / w.tp
 
 
-def _attention_seconds(shape: Shape, dev: DeviceModel, w: Work, layers: int) -> float:
+def eager_attention(op_counts: dict[str, Any] | None, phase: str) -> bool:
+    """True when the counted forward ran attention as matmuls (no attention kernel).
+
+    Detected from what the model dispatched, not from its name: a release or an architecture
+    without SDPA (transformers before 4.36, BLOOM, a model whose code has only the eager path)
+    dispatches no attention kernel, its scores coming from two batched matmuls.
+    """
+    counted = (op_counts or {}).get(phase) or {}
+    return not counted.get("attention") and bool(counted.get("gemm"))
+
+
+def _attention_part(
+    shape: Shape, dev: DeviceModel, w: Work, heads: int, keys: int, eager: bool
+) -> float:
+    """One block's attention at the device's efficiencies (no measured curve).
+
+    An attention kernel (SDPA) reads the keys and values once; eager attention reads them
+    through two batched matmuls (`eager_attention_efficiency` of bandwidth), after
+    `repeat_kv` has copied them out to every query head, and moves its scores
+    `EAGER_SCORE_BYTES` each.
+    """
+    flops = 4 * w.batch * heads * w.tokens * keys * shape.head_dim
+    kv_heads = max(shape.kv_heads // w.tp, 1)
+    per_head = 2 * w.batch * keys * shape.head_dim * w.kv_bytes_each
+    bw = dev.bandwidth_bytes_per_s
+    if not eager:
+        part = (
+            flops / (dev.peak_flop_per_s * dev.attention_efficiency) if dev.peak_flop_per_s else 0.0
+        )
+        if bw:
+            part = max(part, per_head * kv_heads / (bw * dev.bandwidth_efficiency))
+        return part
+    part = flops / (dev.peak_flop_per_s * dev.compute_efficiency) if dev.peak_flop_per_s else 0.0
+    if bw:
+        read = per_head * heads / (bw * dev.eager_attention_efficiency)
+        copied = per_head * (kv_heads + heads) if heads > kv_heads else 0.0
+        scores = w.batch * heads * w.tokens * keys * EAGER_SCORE_BYTES
+        part = max(part, read + (copied + scores) / (bw * dev.bandwidth_efficiency))
+    return part
+
+
+def _attention_seconds(
+    shape: Shape, dev: DeviceModel, w: Work, layers: int, eager: bool = False
+) -> float:
     keys_all = w.context + w.tokens
     heads = max(shape.heads // w.tp, 1)
     t = 0.0
@@ -351,17 +403,9 @@ def _attention_seconds(shape: Shape, dev: DeviceModel, w: Work, layers: int) -> 
             if dev.curves is not None
             else None
         )
-        if measured is not None:
-            t += measured
-            continue
-        flops = 4 * w.batch * heads * w.tokens * keys * shape.head_dim
-        kv = 2 * w.batch * keys * max(shape.kv_heads // w.tp, 1) * shape.head_dim * w.kv_bytes_each
-        part = 0.0
-        if dev.peak_flop_per_s:
-            part = flops / (dev.peak_flop_per_s * dev.attention_efficiency)
-        if dev.bandwidth_bytes_per_s:
-            part = max(part, kv / (dev.bandwidth_bytes_per_s * dev.bandwidth_efficiency))
-        t += part
+        t += (
+            measured if measured is not None else _attention_part(shape, dev, w, heads, keys, eager)
+        )
     return t
 
 
@@ -563,7 +607,9 @@ def forward_time(
     k_top = w.top_k or (shape.census.top_k if shape.census else 0) or shape.top_k or 1
     out = ForwardTime()
     out.gemm_s = _gemm_seconds(shape, dev, w, layers, k_top) + _vision_seconds(shape, dev, w)
-    out.attention_s = _attention_seconds(shape, dev, w, layers)
+    out.attention_s = _attention_seconds(
+        shape, dev, w, layers, eager=eager_attention(op_counts, phase)
+    )
     ops, note = other_ops(
         shape, phase, layers, op_counts, launches=dev.kind == "gpu", per_block=dev.ops_per_block
     )
