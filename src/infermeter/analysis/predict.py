@@ -395,6 +395,32 @@ def _eager_notes(
     ]
 
 
+#: host time per launched kernel that published eager-generate figures imply, by machine
+#: (benchmarks/published/: an RTX 4090 desktop, H100 and A100 servers, a T4 server)
+PUBLISHED_HOST_US = (8.2, 13.5)
+
+
+def _launch_notes(dev: DeviceModel, decode: ForwardTime) -> list[str]:
+    """Where a GPU's eager decode step is launch-bound: the host CPU, not the GPU, sets it."""
+    work = decode.gemm_s + decode.attention_s + decode.elementwise_s + decode.comm_s
+    if dev.kind != "gpu" or dev.stack not in ("hf", "hf-fa2") or decode.overhead_s <= work:
+        return []
+    kernels = decode.overhead_s / dev.op_seconds if dev.op_seconds else 0
+    low, high = PUBLISHED_HOST_US
+    given = "host per kernel" in dev.sources
+    return [
+        f"TPOT: launch-bound: {kernels:,.0f} kernels x {dev.op_seconds * 1e6:.3g} us of host "
+        f"time ({decode.overhead_s * 1e3:.3g} ms) against {work * 1e3:.3g} ms of GPU work, so "
+        "the host CPU sets this step"
+        + (
+            ""
+            if given
+            else f" (published machines: {low} to {high} us a kernel); --host-us-per-kernel "
+            "gives yours"
+        )
+    ]
+
+
 def predict(
     shape: Shape,
     params: int,
@@ -453,7 +479,8 @@ def predict(
                 "decode_tok_s": w.replicas * b / tpot if tpot else None,
                 "notes": [f"{k}: {n}" for k, n in (("TTFT", ttft_note), ("TPOT", tpot_note)) if n]
                 + _fault_notes(times["decode"], tpot)
-                + _eager_notes(dev, times["decode"], op_counts),
+                + _eager_notes(dev, times["decode"], op_counts)
+                + _launch_notes(dev, times["decode"]),
             }
         )
     return {

@@ -7,7 +7,7 @@ prints it and report/predict_figures.py draws it.
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from infermeter.analysis.costs import approximate
@@ -141,8 +141,11 @@ def what_if(
     store: Any,
     learn: bool = True,
     stack: str = "hf",
+    host_op_seconds: float | None = None,
 ) -> Prediction:
     """The whole prediction document (see analysis/predict.py for what each figure means).
+
+    `host_op_seconds` replaces the stack's host time per launched kernel: the user's host.
 
     Long because: it gathers every input in order and states where each came from.
     """
@@ -173,6 +176,12 @@ def what_if(
     precision = precision_of(dtype, ceilings.kind == "cpu")
     op_counts = count_ops_of_config(config, "float32" if precision.act_bytes == 4 else "bfloat16")
     dev = device_model(ceilings, compute, None if local else stack)
+    if host_op_seconds:
+        dev = replace(
+            dev,
+            op_seconds=host_op_seconds,
+            sources={**dev.sources, "host per kernel": f"{host_op_seconds * 1e6:.3g} us, given"},
+        )
     # stored runs are transformers' eager generate: they teach the hf stack only
     runs = stored_runs(store, ceilings, local, shown) if learn and stack == "hf" else []
     learned = learn_from_stored(runs, dev) if runs else Learned()
@@ -223,19 +232,29 @@ def predict(
     cache: str = "dynamic",
     store: Any = None,
     learn: bool = True,
+    host_us_per_kernel: float | None = None,
 ) -> Prediction:
     """What `model` would do on `hardware` under `stack`, without its weights (Python API).
 
     The document `infermeter predict` prints: per batch the memory fit, TTFT, TPOT and
     throughput with their bounds (`.to_frame()`), what is approximate and why. `store` (a
     `Store`; the default database when None) holds calibrations and the runs it learns from.
+    `host_us_per_kernel` is the host's time to launch one kernel (default: the stack's).
     """
     from infermeter.store import Store
 
     workload = Workload(
         tuple(batches), prompt_tokens, new_tokens, dtype, gpus, tp, top_k, cache.strip().lower()
     )
-    return what_if(model, hardware, workload, store or Store(), learn=learn, stack=stack)
+    return what_if(
+        model,
+        hardware,
+        workload,
+        store or Store(),
+        learn=learn,
+        stack=stack,
+        host_op_seconds=host_us_per_kernel * 1e-6 if host_us_per_kernel else None,
+    )
 
 
 def _check_cache(form: str, stack: str, local: bool) -> None:
