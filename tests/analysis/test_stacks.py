@@ -351,3 +351,51 @@ def test_the_host_sets_a_launch_bound_eager_step_and_the_user_can_give_theirs(tm
     assert doc["hardware"]["sources"]["host per kernel"] == "8.2 us, given"
     bad = runner.invoke(app, [*args[:-3], "--host-us-per-kernel", "0"])
     assert_one_line_error(bad, "--host-us-per-kernel 0.0 is out of range", "0.1..1000")
+
+
+def test_eager_attention_holds_its_whole_score_matrix_in_memory(tmp_path):
+    """BLOOM has only the eager path in transformers: a 16,384-token prefill materialises each
+    block's 16 x 16,384^2 scores in bfloat16 and again softmaxed in float32 (about 26 GB),
+    which predict counts against the GPU; a Llama of the same width runs SDPA and holds none."""
+    from transformers import BloomConfig, LlamaConfig
+
+    BloomConfig(hidden_size=1024, n_layer=4, n_head=16, vocab_size=32000).save_pretrained(
+        tmp_path / "bloom"
+    )
+    LlamaConfig(
+        hidden_size=1024,
+        intermediate_size=4096,
+        num_hidden_layers=4,
+        num_attention_heads=16,
+        vocab_size=32000,
+    ).save_pretrained(tmp_path / "llama")
+    acts = {}
+    for name in ("bloom", "llama"):
+        r = runner.invoke(
+            app,
+            [
+                "predict",
+                "-m",
+                str(tmp_path / name),
+                "--hardware",
+                "a100-80gb",
+                "--batch",
+                "1,4",
+                "--prompt-tokens",
+                "16384",
+                "--new-tokens",
+                "8",
+                "--no-learn",
+                "--json",
+                "--db",
+                str(tmp_path / "p.db"),
+            ],
+        )
+        assert r.exit_code == 0, r.output
+        doc = json.loads(r.stdout)
+        acts[name] = doc["rows"][0]["memory"]["activations_bytes"]
+        fits = [row["memory"]["fits"] for row in doc["rows"]]
+        assert fits == ([True, False] if name == "bloom" else [True, True]), name
+    scores = 16 * 16384**2 * (2 + 4)
+    assert acts["bloom"] - acts["llama"] == pytest.approx(scores, rel=0.02)
+    assert acts["llama"] < 1e9

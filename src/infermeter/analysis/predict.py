@@ -88,13 +88,20 @@ def sequence_kv_bytes(shape: Shape, dtype_bytes: int, tp: int = 1, length: int =
     return out
 
 
-def activation_bytes(shape: Shape, dtype_bytes: int, prompt: int, tp: int = 1) -> float:
-    """Peak transient memory of one sequence's prefill (approximate; see module docstring)."""
+def activation_bytes(
+    shape: Shape, dtype_bytes: int, prompt: int, tp: int = 1, eager: bool = False
+) -> float:
+    """Peak transient memory of one sequence's prefill (approximate; see module docstring).
+
+    Eager attention (no attention kernel) holds a block's whole score matrix, in the
+    activations' dtype and again softmaxed in float32: heads x prompt^2 x (bytes + 4).
+    """
     d = shape.hidden
     f = shape.moe_intermediate * max(shape.top_k, 1) if shape.experts else shape.intermediate
     qkv = (shape.heads + 2 * shape.kv_heads) * shape.head_dim
     per_token = 4 * d + (3 * f + qkv) / tp
-    return dtype_bytes * prompt * per_token + 4 * shape.vocab / tp
+    scores = max(shape.heads // tp, 1) * prompt * prompt * (dtype_bytes + 4) if eager else 0
+    return dtype_bytes * prompt * per_token + 4 * shape.vocab / tp + scores
 
 
 @dataclass
@@ -148,10 +155,12 @@ def memory_fit(
     runtime: float,
     cpu: bool = False,
     cache: str = "dynamic",
+    eager: bool = False,
 ) -> MemoryFit:
     """Weights, KV cache at the final length, prefill activations and runtime, per GPU.
 
-    A quantized cache's one-layer full-precision copy counts with the activations.
+    A quantized cache's one-layer full-precision copy counts with the activations, and eager
+    attention's score matrix (`eager`: no attention kernel) too.
     """
     p = _precision(dtype, cpu)
     e = p.act_bytes
@@ -159,7 +168,8 @@ def memory_fit(
     return MemoryFit(
         weights_bytes=params * p.weight_bytes / tp,
         kv_cache_bytes=batch * kv.device_bytes,
-        activations_bytes=batch * (activation_bytes(shape, e, prompt, tp) + kv.transient_bytes),
+        activations_bytes=batch
+        * (activation_bytes(shape, e, prompt, tp, eager) + kv.transient_bytes),
         runtime_bytes=runtime,
         capacity_bytes=capacity,
         kv_host_bytes=batch * kv.host_bytes,
@@ -178,6 +188,7 @@ def largest_batch(
     capacity: float | None,
     runtime: float,
     cpu: bool = False,
+    eager: bool = False,
 ) -> int | None:
     """The most sequences per replica that fit (0 when not even the weights do)."""
     if capacity is None:
@@ -194,6 +205,7 @@ def largest_batch(
         runtime,
         cpu,
         w.cache,
+        eager,
     )
     per_seq = one.kv_cache_bytes + one.activations_bytes
     room = capacity - one.weights_bytes - runtime
@@ -437,6 +449,7 @@ def predict(
         if runtime_bytes is not None
         else (GPU_RUNTIME_BYTES if dev.kind == "gpu" else 0.0)
     )
+    eager = eager_attention(op_counts, "prefill")
     rows = []
     for b in w.batches:
         mem = memory_fit(
@@ -451,6 +464,7 @@ def predict(
             runtime,
             dev.kind == "cpu",
             w.cache,
+            eager,
         )
         times = phase_times(
             shape,
@@ -486,7 +500,7 @@ def predict(
     return {
         "rows": rows,
         "largest_batch": largest_batch(
-            shape, params, w, dev.memory_bytes, runtime, dev.kind == "cpu"
+            shape, params, w, dev.memory_bytes, runtime, dev.kind == "cpu", eager
         ),
         "runtime_bytes": runtime,
         "learned": {"runs": learned.runs, "factors": learned.factors},
@@ -501,13 +515,16 @@ def memory_by_context(
     capacity: float | None,
     runtime: float,
     cpu: bool = False,
+    eager: bool = False,
 ) -> list[dict[str, Any]]:
     """Memory of `batch` sequences at context lengths up to 4x the workload's (the figure)."""
     end = max(4 * (w.prompt_tokens + w.new_tokens), 1024)
     lengths = sorted({int(end * f) for f in (1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1)})
     out = []
     for n in lengths:
-        m = memory_fit(shape, params, w.dtype, batch, n, 0, w.tp, capacity, runtime, cpu, w.cache)
+        m = memory_fit(
+            shape, params, w.dtype, batch, n, 0, w.tp, capacity, runtime, cpu, w.cache, eager
+        )
         out.append({"context_tokens": n, **m.to_dict()})
     return out
 

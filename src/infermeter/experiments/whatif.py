@@ -19,7 +19,7 @@ from infermeter.analysis.predict import (
     memory_by_context,
 )
 from infermeter.analysis.predict import predict as predict_batches
-from infermeter.analysis.timemodel import DeviceModel, device_model
+from infermeter.analysis.timemodel import DeviceModel, device_model, eager_attention
 from infermeter.errors import UserError
 from infermeter.measure.ceilings import (
     LOCAL_HARDWARE,
@@ -207,6 +207,7 @@ def what_if(
                 dev.memory_bytes,
                 pred["runtime_bytes"],
                 ceilings.kind == "cpu",
+                eager_attention(op_counts, "prefill"),
             ),
             "approximate": _approximate(shape, op_counts, dev),
             "learned": {
