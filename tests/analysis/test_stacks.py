@@ -356,8 +356,9 @@ def test_the_host_sets_a_launch_bound_eager_step_and_the_user_can_give_theirs(tm
 def test_eager_attention_holds_its_whole_score_matrix_in_memory(tmp_path):
     """BLOOM has only the eager path in transformers: a 16,384-token prefill materialises each
     block's 16 x 16,384^2 scores in bfloat16 and again softmaxed in float32 (about 26 GB),
-    which predict counts against the GPU; a Llama of the same width runs SDPA and holds none."""
-    from transformers import BloomConfig, LlamaConfig
+    which predict counts against the GPU; a Llama of the same width runs SDPA and holds none,
+    and a Mamba (no attention kernel either, and no attention at all) none."""
+    from transformers import BloomConfig, LlamaConfig, MambaConfig
 
     BloomConfig(hidden_size=1024, n_layer=4, n_head=16, vocab_size=32000).save_pretrained(
         tmp_path / "bloom"
@@ -369,8 +370,11 @@ def test_eager_attention_holds_its_whole_score_matrix_in_memory(tmp_path):
         num_attention_heads=16,
         vocab_size=32000,
     ).save_pretrained(tmp_path / "llama")
+    MambaConfig(hidden_size=1024, num_hidden_layers=4, vocab_size=32000).save_pretrained(
+        tmp_path / "mamba"
+    )
     acts = {}
-    for name in ("bloom", "llama"):
+    for name in ("bloom", "llama", "mamba"):
         r = runner.invoke(
             app,
             [
@@ -398,4 +402,4 @@ def test_eager_attention_holds_its_whole_score_matrix_in_memory(tmp_path):
         assert fits == ([True, False] if name == "bloom" else [True, True]), name
     scores = 16 * 16384**2 * (2 + 4)
     assert acts["bloom"] - acts["llama"] == pytest.approx(scores, rel=0.02)
-    assert acts["llama"] < 1e9
+    assert acts["llama"] < 1e9 and acts["mamba"] < 1e9

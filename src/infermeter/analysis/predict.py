@@ -38,6 +38,7 @@ from infermeter.analysis.timemodel import (
     Work,
     eager_attention,
     forward_time,
+    has_attention,
 )
 from infermeter.measure.faults import ALLOCATOR_FIX, mmap_threshold_bytes
 from infermeter.models.shape import Shape
@@ -100,7 +101,8 @@ def activation_bytes(
     f = shape.moe_intermediate * max(shape.top_k, 1) if shape.experts else shape.intermediate
     qkv = (shape.heads + 2 * shape.kv_heads) * shape.head_dim
     per_token = 4 * d + (3 * f + qkv) / tp
-    scores = max(shape.heads // tp, 1) * prompt * prompt * (dtype_bytes + 4) if eager else 0
+    attends = eager and has_attention(shape)
+    scores = max(shape.heads // tp, 1) * prompt * prompt * (dtype_bytes + 4) if attends else 0
     return dtype_bytes * prompt * per_token + 4 * shape.vocab / tp + scores
 
 

@@ -92,7 +92,7 @@ class DeviceModel:
     #: share of eager element-wise bytes left after the stack's fusion
     elementwise_factor: float = 1.0
     #: share of bandwidth eager attention's two batched matmuls reach reading the KV cache at
-    #: decode (one query row per head: cuBLAS's batched GEMV, not a fused attention kernel)
+    #: decode (one query row per head, not a fused attention kernel; fitted, not measured)
     eager_attention_efficiency: float = DEFAULT_BANDWIDTH_EFFICIENCY
 
     @classmethod
@@ -353,6 +353,12 @@ def eager_attention(op_counts: dict[str, Any] | None, phase: str) -> bool:
     """
     counted = (op_counts or {}).get(phase) or {}
     return not counted.get("attention") and bool(counted.get("gemm"))
+
+
+def has_attention(shape: Shape) -> bool:
+    """False for a model none of whose blocks attends (a state-space model)."""
+    layers = shape.census.layers if shape.census else []
+    return not layers or any(lay.score_dims for lay in layers)
 
 
 def _attention_part(
