@@ -10,8 +10,9 @@ script run in a virtual environment holding that release:
     python3 -m venv /tmp/tf && /tmp/tf/bin/pip install torch==2.13.0 transformers==4.42.0
     /tmp/tf/bin/python benchmarks/published/count_ops.py google/gemma-2b
 
-The count is src/infermeter/models/opcount.py's (its dispatch-mode counter imports nothing
-else of infermeter, so an old release runs it without our dependencies): aten operations by
+The count is src/infermeter/models/opcount.py's `count_ops` (it and models/forward_args.py
+import nothing but torch at run time, so an old release runs them without our dependencies,
+and they pass the cache by the name that release's forward takes): aten operations by
 kind, one prefill of 8 tokens and the decode step after it, on 1 and 2 blocks of the model's
 config (small vocabulary, narrow MLP: neither changes the count) extrapolated to all its
 blocks. Attention
@@ -59,20 +60,13 @@ def _model(config_path: Path, layers: int):
 
 
 def _counts(config_path: Path, layers: int) -> tuple[dict[str, dict[str, int]], str]:
-    import torch
+    from infermeter.models.opcount import count_ops
 
     model, attention = _model(config_path, layers)
-    ids = torch.arange(1, 9).unsqueeze(0)
-    with torch.no_grad():
-        from infermeter.models.opcount import _counter
-
-        prefill = _counter()
-        with prefill:
-            out = model(input_ids=ids, use_cache=True)
-        decode = _counter()
-        with decode:
-            model(input_ids=ids[:, -1:], past_key_values=out.past_key_values, use_cache=True)
-    return {"prefill": prefill.counts, "decode": decode.counts}, attention
+    counted = count_ops(model)  # one prefill of 8 tokens and the decode step after it
+    if counted is None:
+        raise SystemExit(f"{config_path.name}: the model did not run a forward under this release")
+    return counted, attention
 
 
 def count(hub_id: str) -> dict[str, object]:

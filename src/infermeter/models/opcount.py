@@ -55,7 +55,9 @@ def count_ops(model: Any, tokens: int = 8) -> dict[str, dict[str, int]] | None:
     from infermeter.models.forward_args import cache_of, with_cache
 
     device = next((p.device for p in model.parameters()), torch.device("cpu"))
-    vocab = int(getattr(model.config.get_text_config(), "vocab_size", 2) or 2)
+    cfg = model.config
+    text = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg  # < 4.46 has none
+    vocab = int(getattr(text, "vocab_size", 2) or 2)
     ids = (torch.arange(tokens, device=device) % max(vocab - 1, 1)).unsqueeze(0) + 1
     try:
         with torch.no_grad():
