@@ -348,7 +348,9 @@ def test_the_host_sets_a_launch_bound_eager_step_and_the_user_can_give_theirs(tm
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert doc["rows"][0]["tpot_ms"] == pytest.approx(21.1, rel=0.10)
-    assert doc["hardware"]["sources"]["host per kernel"] == "8.2 us, given"
+    assert (
+        doc["hardware"]["sources"]["host per kernel"] == "8.2 us, given (replaces the stack's 11)"
+    )
     bad = runner.invoke(app, [*args[:-3], "--host-us-per-kernel", "0"])
     assert_one_line_error(bad, "--host-us-per-kernel 0.0 is out of range", "0.1..1000")
 

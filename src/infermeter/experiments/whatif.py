@@ -180,7 +180,11 @@ def what_if(
         dev = replace(
             dev,
             op_seconds=host_op_seconds,
-            sources={**dev.sources, "host per kernel": f"{host_op_seconds * 1e6:.3g} us, given"},
+            sources={
+                **dev.sources,
+                "host per kernel": f"{host_op_seconds * 1e6:.3g} us, given (replaces the "
+                f"stack's {dev.op_seconds * 1e6:.3g})",
+            },
         )
     # stored runs are transformers' eager generate: they teach the hf stack only
     runs = stored_runs(store, ceilings, local, shown) if learn and stack == "hf" else []
