@@ -3,9 +3,11 @@
 The public API, re-exported names only; docs/design.md describes the layout.
 """
 
-from typing import TYPE_CHECKING
-
 from infermeter.util.lazy import lazy_exports
+
+# typing's import costs 16 ms (it loads re): run before the CLI's Ctrl-C guard (cli/entry.py),
+# a Ctrl-C then printed a traceback; type checkers read this name as True
+TYPE_CHECKING = False
 
 if TYPE_CHECKING:  # what the names are, for type checkers; at run time each loads on first use
     from infermeter.analysis.analyze import analyze_run

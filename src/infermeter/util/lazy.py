@@ -9,8 +9,13 @@ only the store's modules, at that moment (PEP 562 module `__getattr__`).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from typing import Any
+
+# nothing but importlib at run time: the package's __init__ runs this before the CLI's Ctrl-C
+# guard (cli/entry.py); type checkers read this name as True
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 
 def lazy_exports(
