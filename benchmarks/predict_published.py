@@ -54,8 +54,9 @@ OP_COUNTS: dict[str, dict[str, Any]] = json.loads((HERE / "op_counts.json").read
 
 def op_counts_for(e: dict[str, Any], model: Model) -> dict[str, Any] | None:
     """The entry's operation counts: its transformers release's where counted, else today's."""
-    counted = OP_COUNTS.get(e.get("transformers_version") or "", {}).get(e["model"])
-    return counted if counted is not None else model.op_counts
+    release = e.get("transformers_version") or ""
+    counted = OP_COUNTS.get(release, {}).get(e["model"])
+    return {**counted, "transformers": release} if counted is not None else model.op_counts
 
 
 class Model:

@@ -77,8 +77,10 @@ def count(hub_id: str) -> dict[str, object]:
     (one, attention), (two, _) = _counts(path, 1), _counts(path, 2)
     out: dict[str, object] = {
         phase: {k: v + (layers - 1) * (two[phase][k] - v) for k, v in one[phase].items()}
-        for phase in one
+        for phase in ("prefill", "decode")
     }
+    if "attention_heads" in two:  # what the attention kernel was handed (the release is the key)
+        out["attention_heads"] = two["attention_heads"]
     out["extrapolated"] = True
     out["attention"] = attention
     return out

@@ -69,9 +69,14 @@ def test_predict_knows_each_cache_form(tmp_path):
     # bfloat16: 4-bit codes are a quarter, plus scales and up to 127 positions unquantized
     assert kv["quantized"] < 0.35 * kv["dynamic"] and kv["offloaded"] < 0.1 * kv["dynamic"]
     assert docs["offloaded"]["rows"][0]["memory"]["kv_host_bytes"] == pytest.approx(kv["dynamic"])
-    tpot = {f: d["rows"][0]["tpot_ms"] for f, d in docs.items()}
-    # static attends over its whole allocation, quantized copies its cache out every step
-    assert tpot["static"] > tpot["dynamic"] and tpot["quantized"] > tpot["dynamic"]
+    # static attends over its whole allocation, quantized copies its cache out every step:
+    # more GPU work a step (the step itself is launch-bound here, the host's at 11 us an
+    # operation, so its TPOT is the same for all three)
+    work = {
+        f: sum(d["rows"][0]["decode"][k] for k in ("gemm_s", "attention_s", "elementwise_s"))
+        for f, d in docs.items()
+    }
+    assert work["static"] > work["dynamic"] and work["quantized"] > 1.3 * work["dynamic"]
     largest = {f: d["largest_batch"] for f, d in docs.items()}
     # more sequences fit (the prefill's activations, the same for all, limit them too)
     assert largest["offloaded"] > largest["quantized"] > largest["dynamic"] == largest["static"]

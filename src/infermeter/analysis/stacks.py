@@ -55,6 +55,9 @@ class Stack:
     #: bandwidth share of eager attention's batched matmuls at decode (a model or release
     #: without SDPA); engines never run it
     eager_attention_efficiency: float = 0.8
+    #: GPU seconds per framework operation other than a GEMM or attention beyond its bytes
+    #: (a small kernel's launch latency and ramp on the device): measured for eager stacks
+    device_op_seconds: float = 0.0
     graphs: bool = False
     #: float16 GEMMs accumulate in float16 (full rate on GeForce chips, which halve the rate
     #: with float32 accumulation; the same rate elsewhere)
@@ -63,7 +66,8 @@ class Stack:
 
     def summary(self) -> str:
         """One line: the stack and the constants it predicts with."""
-        per_op = f"{self.op_seconds * 1e6:.3g} us per kernel"
+        unit = "kernel" if self.ops_per_block else "operation"  # fused stacks count kernels
+        per_op = f"{self.op_seconds * 1e6:.3g} us per {unit}"
         kernels = (
             f"{self.ops_per_block} kernels per block"
             if self.ops_per_block
@@ -89,6 +93,16 @@ _POOLED = (
     "on; benchmarks/published/ README)"
 )
 
+#: GPU time per non-GEMM framework operation beyond its bytes, measured on an H100 (GPU busy
+#: time from torch.profiler per decode step, less the bytes and FLOPs the time model charges,
+#: at batch 1: 1.1 us for Llama-3.1-8B, 1.2 Qwen2.5-3B, 1.0 Llama-2-13B, 0.9 Qwen2.5-32B)
+DEVICE_OP_SECONDS_H100 = 1.1e-6
+_DEVICE_OP_SOURCE = (
+    "measured on an H100 (benchmarks/gpu_generate_steps.py, tests/bench/data/h100/"
+    "generate_steps): a decode step's GPU busy time exceeds its bytes and FLOPs by 0.9-1.2 us "
+    "per operation other than a GEMM or attention (a small kernel's latency on the device)"
+)
+
 STACKS: dict[str, Stack] = {
     s.key: s
     for s in (
@@ -110,6 +124,7 @@ STACKS: dict[str, Stack] = {
             bandwidth_efficiency=0.8,
             attention_efficiency=0.4,
             eager_attention_efficiency=0.12,
+            device_op_seconds=DEVICE_OP_SECONDS_H100,
             sources={
                 "op_seconds, overlap": "fitted with hf-fa2's to the training sources of both in "
                 "benchmarks/published/ (Qwen2.5's speed benchmark, optimum's Llama-2-13B batch "
@@ -119,6 +134,7 @@ STACKS: dict[str, Stack] = {
                 "A100 (eager attention, batch 1-16, 512 + 512 tokens: the step grows 1.9x); "
                 "the held-out fxmarty (A10G, 1,000-token prompt) and BLOOM rows moved toward "
                 "their measurements (benchmarks/published/)",
+                "device_op_seconds": _DEVICE_OP_SOURCE,
                 "cache_passes": "torch.cat in DynamicLayer.update reads the cache and writes it "
                 "again: 2 passes (transformers source)",
                 "efficiency": "cuBLAS 60-75% of dense peak at large shapes, streaming kernels "
@@ -144,8 +160,10 @@ STACKS: dict[str, Stack] = {
             compute_efficiency=0.65,
             bandwidth_efficiency=0.65,
             attention_efficiency=0.4,
+            device_op_seconds=DEVICE_OP_SECONDS_H100,
             sources={
                 "op_seconds, overlap, cache_passes, bandwidth_efficiency": _FIT,
+                "device_op_seconds": _DEVICE_OP_SOURCE,
             },
         ),
         Stack(

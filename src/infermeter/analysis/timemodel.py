@@ -94,6 +94,9 @@ class DeviceModel:
     #: share of bandwidth eager attention's two batched matmuls reach reading the KV cache at
     #: decode (one query row per head, not a fused attention kernel; fitted, not measured)
     eager_attention_efficiency: float = DEFAULT_BANDWIDTH_EFFICIENCY
+    #: GPU time each framework operation other than a GEMM or attention takes beyond its bytes
+    #: (a small kernel's launch latency and ramp on the device; 0: not charged)
+    device_op_seconds: float = 0.0
 
     @classmethod
     def from_curves(
@@ -189,6 +192,7 @@ def with_stack(dev: DeviceModel, stack: Stack | str) -> DeviceModel:
         cache_passes=s.cache_passes,
         elementwise_factor=s.elementwise_factor,
         eager_attention_efficiency=s.eager_attention_efficiency,
+        device_op_seconds=s.device_op_seconds,
         sources=sources,
     )
 
@@ -202,6 +206,8 @@ class ForwardTime:
     elementwise_s: float = 0.0
     #: of `elementwise_s`: page faults of a KV cache mapped afresh each step (a CPU's)
     page_fault_s: float = 0.0
+    #: of `elementwise_s`: the GPU's time per small operation beyond its bytes
+    op_floor_s: float = 0.0
     overhead_s: float = 0.0
     generate_s: float = 0.0
     comm_s: float = 0.0
@@ -355,6 +361,61 @@ def eager_attention(op_counts: dict[str, Any] | None, phase: str) -> bool:
     return not counted.get("attention") and bool(counted.get("gemm"))
 
 
+#: the transformers release from which models run SDPA by default (4.36). Eager attention of
+#: the releases before it reads the KV cache at the stack's `eager_attention_efficiency`
+#: (fitted to optimum's 2023 A100 sweep: transformers 4.32, PyTorch 2.0.1); measured on an
+#: H100 under 4.46.3 and 5.17 (PyTorch 2.11) its device time equals SDPA's within 1%
+#: (Llama-2-13B shapes, batch 16, 512-576 keys: tests/bench/data/h100/generate_steps)
+SDPA_DEFAULT_RELEASE = (4, 36)
+
+
+def _release(op_counts: dict[str, Any] | None) -> tuple[int, ...] | None:
+    """The transformers release that ran the counted forward, as a tuple; None if unrecorded."""
+    from packaging.version import InvalidVersion, Version
+
+    raw = (op_counts or {}).get("transformers")
+    try:
+        return Version(str(raw)).release if raw else None
+    except InvalidVersion:
+        return None
+
+
+@dataclass(frozen=True)
+class AttentionPath:
+    """How the counted forward ran attention, read from what it dispatched (`attention_path`)."""
+
+    #: scores from two batched matmuls: no attention kernel was dispatched
+    eager: bool = False
+    #: eager attention of a release before SDPA was the default (read at the eager efficiency)
+    eager_slow: bool = False
+    #: keys and values copied out to every query head before attention (`repeat_kv`)
+    keys_copied: bool = False
+
+
+def attention_path(
+    op_counts: dict[str, Any] | None, phase: str, stack: str | None = None
+) -> AttentionPath:
+    """The attention path of the counted forward of `phase` as `stack` runs it.
+
+    Keys are copied out to every query head where attention is eager (`repeat_kv` in every
+    release) or where the attention kernel was handed as many key heads as query heads (the
+    counter records both: transformers 4.36-4.47 copy them before SDPA, 5.x hands SDPA the
+    grouped cache); the time model charges the copy only to a grouped-query model. Under
+    `hf-fa2` flash-attn reads grouped keys itself: its counts ran SDPA in its place, so what
+    SDPA was handed does not apply. A serving engine (a stack not named `hf...`) runs its own
+    attention kernel whatever transformers dispatched.
+    """
+    if stack is not None and not stack.startswith("hf"):
+        return AttentionPath()
+    eager = eager_attention(op_counts, phase)
+    release = _release(op_counts)
+    heads = (op_counts or {}).get("attention_heads") or {}
+    handed_all = bool(heads and heads.get("query") == heads.get("key")) and stack != "hf-fa2"
+    copied = eager or handed_all
+    slow = eager and release is not None and release[:2] < SDPA_DEFAULT_RELEASE
+    return AttentionPath(eager=eager, eager_slow=slow, keys_copied=copied)
+
+
 def has_attention(shape: Shape) -> bool:
     """False for a model none of whose blocks attends (a state-space model)."""
     layers = shape.census.layers if shape.census else []
@@ -362,37 +423,41 @@ def has_attention(shape: Shape) -> bool:
 
 
 def _attention_part(
-    shape: Shape, dev: DeviceModel, w: Work, heads: int, keys: int, eager: bool
+    shape: Shape, dev: DeviceModel, w: Work, heads: int, keys: int, path: AttentionPath
 ) -> float:
     """One block's attention at the device's efficiencies (no measured curve).
 
     An attention kernel (SDPA) reads the keys and values once; eager attention reads them
-    through two batched matmuls (`eager_attention_efficiency` of bandwidth), after
-    `repeat_kv` has copied them out to every query head, and moves its scores
-    `EAGER_SCORE_BYTES` each.
+    through two batched matmuls and moves its scores `EAGER_SCORE_BYTES` each. Either reads
+    them once per query head, after a copy out to every head, where `path.keys_copied` says
+    `repeat_kv` ran (a grouped-query model); a release before SDPA became the default reads
+    them at `eager_attention_efficiency` of bandwidth in eager attention.
     """
     flops = 4 * w.batch * heads * w.tokens * keys * shape.head_dim
     kv_heads = max(shape.kv_heads // w.tp, 1)
     per_head = 2 * w.batch * keys * shape.head_dim * w.kv_bytes_each
     bw = dev.bandwidth_bytes_per_s
-    if not eager:
+    copied = path.keys_copied and heads > kv_heads
+    read_heads = heads if copied else kv_heads
+    copy_bytes = per_head * (kv_heads + heads) if copied else 0.0
+    if not path.eager:
         part = (
             flops / (dev.peak_flop_per_s * dev.attention_efficiency) if dev.peak_flop_per_s else 0.0
         )
         if bw:
-            part = max(part, per_head * kv_heads / (bw * dev.bandwidth_efficiency))
+            part = max(part, (per_head * read_heads + copy_bytes) / (bw * dev.bandwidth_efficiency))
         return part
     part = flops / (dev.peak_flop_per_s * dev.compute_efficiency) if dev.peak_flop_per_s else 0.0
     if bw:
-        read = per_head * heads / (bw * dev.eager_attention_efficiency)
-        copied = per_head * (kv_heads + heads) if heads > kv_heads else 0.0
+        eff = dev.eager_attention_efficiency if path.eager_slow else dev.bandwidth_efficiency
+        read = per_head * read_heads / (bw * eff)
         scores = w.batch * heads * w.tokens * keys * EAGER_SCORE_BYTES
-        part = max(part, read + (copied + scores) / (bw * dev.bandwidth_efficiency))
+        part = max(part, read + (copy_bytes + scores) / (bw * dev.bandwidth_efficiency))
     return part
 
 
 def _attention_seconds(
-    shape: Shape, dev: DeviceModel, w: Work, layers: int, eager: bool = False
+    shape: Shape, dev: DeviceModel, w: Work, layers: int, path: AttentionPath | None = None
 ) -> float:
     keys_all = w.context + w.tokens
     heads = max(shape.heads // w.tp, 1)
@@ -410,7 +475,9 @@ def _attention_seconds(
             else None
         )
         t += (
-            measured if measured is not None else _attention_part(shape, dev, w, heads, keys, eager)
+            measured
+            if measured is not None
+            else _attention_part(shape, dev, w, heads, keys, path or AttentionPath())
         )
     return t
 
@@ -582,6 +649,14 @@ def other_ops(
     )
 
 
+def _non_gemm_ops(shape: Shape, phase: str, layers: int, op_counts: dict[str, Any] | None) -> float:
+    """Operations of `layers` blocks other than GEMMs and attention (the counted or default)."""
+    counted = (op_counts or {}).get(phase)
+    if counted:
+        return float(counted["other"]) * layers / max(shape.layers or layers, 1)
+    return float(DEFAULT_OPS_PER_BLOCK * layers)
+
+
 def comm_seconds(shape: Shape, dev: DeviceModel, w: Work, layers: int) -> tuple[float, float]:
     """(seconds, bytes per GPU) of tensor parallelism's all-reduces: two per block.
 
@@ -614,7 +689,7 @@ def forward_time(
     out = ForwardTime()
     out.gemm_s = _gemm_seconds(shape, dev, w, layers, k_top) + _vision_seconds(shape, dev, w)
     out.attention_s = _attention_seconds(
-        shape, dev, w, layers, eager=eager_attention(op_counts, phase)
+        shape, dev, w, layers, attention_path(op_counts, phase, dev.stack)
     )
     ops, note = other_ops(
         shape, phase, layers, op_counts, launches=dev.kind == "gpu", per_block=dev.ops_per_block
@@ -624,7 +699,9 @@ def forward_time(
     moved = elementwise_bytes(shape, w, layers, 0.0) * dev.elementwise_factor
     cache_s, passes_left = cache_seconds(shape, dev, w, layers)
     moved += cache_append_bytes(shape, w, layers, passes_left)
-    out.elementwise_s = _elementwise_seconds(dev, moved, ops) + cache_s
+    if dev.kind == "gpu" and dev.device_op_seconds:
+        out.op_floor_s = _non_gemm_ops(shape, phase, layers, op_counts) * dev.device_op_seconds
+    out.elementwise_s = _elementwise_seconds(dev, moved, ops) + cache_s + out.op_floor_s
     out.page_fault_s = cache_fault_seconds(shape, dev, w, layers) if cache_s else 0.0
     out.overhead_s = ops * dev.op_seconds
     out.generate_s = dev.generate_first_seconds if phase == "prefill" else dev.generate_step_seconds

@@ -85,12 +85,13 @@ def predict_command(
     prompt_tokens: int = typer.Option(2048, help="Prompt tokens per sequence."),
     new_tokens: int = typer.Option(256, help="Generated tokens per sequence."),
     top_k: int = typer.Option(None, "--top-k", help="MoE experts per token (default: config's)."),
-    host_us_per_kernel: float = typer.Option(
+    host_us_per_op: float = typer.Option(
         None,
-        "--host-us-per-kernel",
-        help="Host microseconds to launch one kernel (eager stacks; default: the stack's fitted "
-        "11). An eager step is often launch-bound, so the host CPU sets it: published machines "
-        "ran 8.2 (desktop) to 13.5 (older server).",
+        "--host-us-per-op",
+        help="Host microseconds per framework operation dispatched (eager stacks; default: the "
+        "stack's fitted 11; about 60% of operations launch a kernel). An eager step is often "
+        "launch-bound, so the host CPU sets it: published machines ran 8.2 (desktop) to 13.5 "
+        "(older server).",
     ),
     learn: bool = typer.Option(True, help="Refine with stored runs on the same device."),
     out: Path = typer.Option(None, "--out", help="Write predict.json and the figures here."),
@@ -112,7 +113,7 @@ def predict_command(
     _within(prompt_tokens, "--prompt-tokens", 1, MAX_TOKENS)
     _within(new_tokens, "--new-tokens", 1, MAX_TOKENS)
     _within(top_k, "--top-k", 1, 4096)
-    _within(host_us_per_kernel, "--host-us-per-kernel", 0.1, 1000)
+    _within(host_us_per_op, "--host-us-per-op", 0.1, 1000)
     if gpus % tp:
         raise UserError(
             f"--gpus {gpus} is not a multiple of --tp {tp}",
@@ -140,7 +141,7 @@ def predict_command(
             store,
             learn=learn,
             stack=stack.strip().lower(),
-            host_op_seconds=host_us_per_kernel * 1e-6 if host_us_per_kernel else None,
+            host_op_seconds=host_us_per_op * 1e-6 if host_us_per_op else None,
         )
     )
     doc["id"] = store.save_prediction(doc)

@@ -182,7 +182,7 @@ def what_if(
             op_seconds=host_op_seconds,
             sources={
                 **dev.sources,
-                "host per kernel": f"{host_op_seconds * 1e6:.3g} us, given (replaces the "
+                "host per operation": f"{host_op_seconds * 1e6:.3g} us, given (replaces the "
                 f"stack's {dev.op_seconds * 1e6:.3g})",
             },
         )
@@ -237,14 +237,15 @@ def predict(
     cache: str = "dynamic",
     store: Any = None,
     learn: bool = True,
-    host_us_per_kernel: float | None = None,
+    host_us_per_op: float | None = None,
 ) -> Prediction:
     """What `model` would do on `hardware` under `stack`, without its weights (Python API).
 
     The document `infermeter predict` prints: per batch the memory fit, TTFT, TPOT and
     throughput with their bounds (`.to_frame()`), what is approximate and why. `store` (a
     `Store`; the default database when None) holds calibrations and the runs it learns from.
-    `host_us_per_kernel` is the host's time to launch one kernel (default: the stack's).
+    `host_us_per_op` is the host's time per framework operation dispatched (default: the
+    stack's).
     """
     from infermeter.store import Store
 
@@ -258,7 +259,7 @@ def predict(
         store or Store(),
         learn=learn,
         stack=stack,
-        host_op_seconds=host_us_per_kernel * 1e-6 if host_us_per_kernel else None,
+        host_op_seconds=host_us_per_op * 1e-6 if host_us_per_op else None,
     )
 
 
