@@ -364,7 +364,7 @@ def eager_attention(op_counts: dict[str, Any] | None, phase: str) -> bool:
 #: the transformers release from which models run SDPA by default (4.36). Eager attention of
 #: the releases before it reads the KV cache at the stack's `eager_attention_efficiency`
 #: (fitted to optimum's 2023 A100 sweep: transformers 4.32, PyTorch 2.0.1); measured on an
-#: H100 under 4.46.3 and 5.17 (PyTorch 2.11) its device time equals SDPA's within 1%
+#: H100 under 4.46.3 and 5.17 (PyTorch 2.11) its device time equals SDPA's within 2%
 #: (Llama-2-13B shapes, batch 16, 512-576 keys: tests/bench/data/h100/generate_steps)
 SDPA_DEFAULT_RELEASE = (4, 36)
 
