@@ -80,8 +80,8 @@ class Stack:
             f"efficiency compute {self.compute_efficiency:.0%} / bandwidth "
             f"{self.bandwidth_efficiency:.0%} / attention {self.attention_efficiency:.0%}"
             + (
-                f" / eager attention's cache reads {self.eager_attention_efficiency:.0%} (transformers "
-                "before 4.36)"
+                f" / eager attention's cache reads {self.eager_attention_efficiency:.0%} "
+                "(transformers before 4.36)"
                 if self.key == "hf"
                 else ""
             )
