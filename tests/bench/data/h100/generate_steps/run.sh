@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Third H100 loan: eager generate's decode step against batch, under transformers 4.46.3 (the
 # published rows' release) and the image's own release, with kernels counted by torch.profiler.
+# Ran from .whl446/ (ignored), which held this script and, from `pip download --no-deps
+# --only-binary=:all: --python-version 3.12 --platform manylinux_2_17_x86_64`: transformers
+# 4.46.3, tokenizers 0.20.3 and huggingface_hub 0.26.5 (the image has transformers 5.17).
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit,clocks.max.sm --format=csv | tee $OUT/env.txt
