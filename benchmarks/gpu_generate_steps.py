@@ -17,7 +17,9 @@ It needs only torch and transformers (any release from 4.36), so it runs under
 the transformers release a published figure names. Models are built from the
 configs in benchmarks/published/models with random weights: time does not depend
 on the weights' values. Each configuration is written to ``--out`` (JSON lines) as
-it ends, so a lease cut short keeps what finished.
+it ends, so a lease cut short keeps what finished. Each warms up with one generate of the
+full length first (``warmup_tokens``; the H100 recording of 2026-11-27, whose rows lack the
+field, warmed up with 8 tokens and its first timed repeat ran up to 4x slow).
 
     python benchmarks/gpu_generate_steps.py --out steps.jsonl \
         --run meta-llama--Llama-3.1-8B:bfloat16:sdpa:1,8,32:64:100
@@ -145,7 +147,14 @@ def profile_generate(model, inputs, new_tokens: int, device: str) -> tuple[int, 
 
 
 def measure(
-    model, config, run: dict, batch: int, device: str, repeats: int, profile_tokens: int
+    model,
+    config,
+    run: dict,
+    batch: int,
+    device: str,
+    repeats: int,
+    profile_tokens: int,
+    warmup_full: bool = True,
 ) -> dict:
     """One (model, batch) configuration's figures."""
     import torch
@@ -154,7 +163,9 @@ def measure(
     generator = torch.Generator().manual_seed(0)
     ids = torch.randint(10, config.vocab_size - 1, (batch, prompt), generator=generator).to(device)
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
-    generate_once(model, inputs, min(new, 8), device)  # warm-up: kernels chosen, allocator grown
+    # warm-up at full length: on the H100 an 8-token warm-up left the first timed generate up
+    # to 4x slower than the next (the caching allocator and cuBLAS still growing to the cache)
+    generate_once(model, inputs, new if warmup_full else min(new, 8), device)
     steps_ms, per_token_ms, prefill_ms = [], [], []
     for _ in range(repeats):
         clock = StepClock(device)
@@ -184,6 +195,7 @@ def measure(
         if kernels
         else None,
         "prefill_kernels": launches_1,
+        "warmup_tokens": new if warmup_full else min(new, 8),
     }
 
 
