@@ -11,10 +11,15 @@ the host time per operation each step implies (the host of that loan was a noisy
 same configuration's step varied 2x between processes, so no constant is fitted to it).
 
     python benchmarks/h100_device_time.py
+    python benchmarks/h100_device_time.py --recorded mine.jsonl --hardware a100-80gb
+
+The second form holds the model against your own GPU's recording (gpu_generate_steps.py's
+output) on that GPU's spec row.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import sys
@@ -45,8 +50,8 @@ def counts_for(row: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
     return ({**counted, "transformers": release} if counted else None), here
 
 
-def predicted(row: dict[str, Any]) -> dict[str, Any]:
-    """The time model's decode step for the row on an H100 SXM, hf stack."""
+def predicted(row: dict[str, Any], hardware: str = "h100-sxm") -> dict[str, Any]:
+    """The time model's decode step for the row on `hardware` (a spec-table key), hf stack."""
     from infermeter.analysis.precision import precision_of
     from infermeter.analysis.timemodel import Work, device_model, forward_time
     from infermeter.measure.ceilings import spec_by_key
@@ -54,7 +59,13 @@ def predicted(row: dict[str, Any]) -> dict[str, Any]:
 
     model = Model.of(row["model"].replace("--", "/", 1))
     counts, counted_under = counts_for(row)
-    dev = device_model(spec_by_key("h100-sxm"), precision_of(row["dtype"]).compute, "hf")
+    ceilings = spec_by_key(hardware)
+    if ceilings is None:
+        from infermeter.measure.ceilings import SPECS
+
+        keys = ", ".join(k for k, _, _ in SPECS)
+        raise SystemExit(f"unknown hardware {hardware!r}: use one of {keys}")
+    dev = device_model(ceilings, precision_of(row["dtype"]).compute, "hf")
     context = row["prompt_tokens"] + row["new_tokens"] // 2  # the step at mid-generation
     w = Work(batch=row["batch"], tokens=1, context=context, dtype_bytes=2)
     ft = forward_time(model.shape, dev, w, "decode", counts)
@@ -66,8 +77,12 @@ def predicted(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def main() -> int:
-    rows = [json.loads(line) for line in RECORDED.read_text().splitlines() if line.strip()]
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--recorded", type=Path, default=RECORDED, help="gpu_generate_steps.py output")
+    ap.add_argument("--hardware", default="h100-sxm", help="the recording GPU's spec-table key")
+    args = ap.parse_args(argv)
+    rows = [json.loads(line) for line in args.recorded.read_text().splitlines() if line.strip()]
     print(
         f"{'transformers':12} {'model':24} {'attn':5} {'batch':>5} {'step ms':>8} "
         f"{'GPU busy':>8} {'model':>7} {'err':>6} {'kernels':>7} {'ops':>6} {'k/op':>5} "
@@ -75,7 +90,7 @@ def main() -> int:
     )
     errors, per_op, ratio = [], [], []
     for row in rows:
-        p = predicted(row)
+        p = predicted(row, args.hardware)
         busy = row["gpu_busy_ms_per_step"]
         err = (p["work_ms"] - busy) / busy
         errors.append(err)
