@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 # the project's own counter (models/opcount.py), which imports nothing at module level: it
@@ -59,7 +60,7 @@ def _model(config_path: Path, layers: int):
     return model.eval(), getattr(model.config, "_attn_implementation", None) or "eager"
 
 
-def _counts(config_path: Path, layers: int) -> tuple[dict[str, dict[str, int]], str]:
+def _counts(config_path: Path, layers: int) -> tuple[dict[str, Any], str]:
     from infermeter.models.opcount import count_ops
 
     model, attention = _model(config_path, layers)
