@@ -649,14 +649,6 @@ def other_ops(
     )
 
 
-def _non_gemm_ops(shape: Shape, phase: str, layers: int, op_counts: dict[str, Any] | None) -> float:
-    """Operations of `layers` blocks other than GEMMs and attention (the counted or default)."""
-    counted = (op_counts or {}).get(phase)
-    if counted:
-        return float(counted["other"]) * layers / max(shape.layers or layers, 1)
-    return float(DEFAULT_OPS_PER_BLOCK * layers)
-
-
 def comm_seconds(shape: Shape, dev: DeviceModel, w: Work, layers: int) -> tuple[float, float]:
     """(seconds, bytes per GPU) of tensor parallelism's all-reduces: two per block.
 
@@ -700,7 +692,8 @@ def forward_time(
     cache_s, passes_left = cache_seconds(shape, dev, w, layers)
     moved += cache_append_bytes(shape, w, layers, passes_left)
     if dev.kind == "gpu" and dev.device_op_seconds:
-        out.op_floor_s = _non_gemm_ops(shape, phase, layers, op_counts) * dev.device_op_seconds
+        non_gemm, _ = other_ops(shape, phase, layers, op_counts, launches=False)
+        out.op_floor_s = non_gemm * dev.device_op_seconds
     out.elementwise_s = _elementwise_seconds(dev, moved, ops) + cache_s + out.op_floor_s
     out.page_fault_s = cache_fault_seconds(shape, dev, w, layers) if cache_s else 0.0
     out.overhead_s = ops * dev.op_seconds
