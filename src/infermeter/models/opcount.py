@@ -42,7 +42,7 @@ def _heads_handed(args: tuple[Any, ...]) -> tuple[int, int] | None:
     if len(args) < 2:
         return None
     q, k = args[0], args[1]
-    if getattr(q, "dim", lambda: 0)() != 4 or getattr(k, "dim", lambda: 0)() != 4:
+    if getattr(q, "ndim", 0) != 4 or getattr(k, "ndim", 0) != 4:
         return None
     return int(q.shape[1]), int(k.shape[1])
 
