@@ -334,17 +334,13 @@ def test_eager_attention_slows_decode_with_the_cache_as_the_published_batch_swee
     assert per_token_ms(16, sdpa) / per_token_ms(1, sdpa) < 1.35
 
 
-def test_the_host_sets_a_launch_bound_eager_step_and_the_user_can_give_theirs(tmp_path):
-    """bitsandbytes' published BF16 Llama-3.1-8B on an RTX 4090 (transformers 4.46.3): 21.1 ms
-    a decode step at batch 1. The stack's 11 us a kernel (A100 servers) makes the step
-    launch-bound and 30% too slow, and predict says the host sets it; the desktop's own host
-    time (about 8.2 us a kernel, what that figure implies) brings it to the GPU's work."""
-    args = [
+def _llama31_8b_args(tmp_path, hardware: str) -> list[str]:
+    return [
         "predict",
         "-m",
         str(PUBLISHED / "models" / "meta-llama--Llama-3.1-8B.json"),
         "--hardware",
-        "rtx-4090",
+        hardware,
         "--dtype",
         "bfloat16",
         "--batch",
@@ -358,19 +354,71 @@ def test_the_host_sets_a_launch_bound_eager_step_and_the_user_can_give_theirs(tm
         "--db",
         str(tmp_path / "p.db"),
     ]
+
+
+def test_the_host_sets_a_launch_bound_eager_step_and_the_user_can_give_theirs(tmp_path):
+    """bitsandbytes' published BF16 Llama-3.1-8B on an H100 (transformers 4.46.3): 24.4 ms a
+    decode step at batch 1, about three times the GPU's work. The stack's 11 us an operation
+    (A100 servers) makes the step launch-bound and 16% too slow, and predict says the host
+    sets it; that server's own host time (about 9.5 us, what the figure implies) given with
+    --host-us-per-op brings it to the published step."""
+    args = _llama31_8b_args(tmp_path, "h100-sxm")
     default = json.loads(runner.invoke(app, args).stdout)["rows"][0]
-    assert default["tpot_ms"] > 1.25 * 21.1
+    assert default["tpot_ms"] > 1.1 * 24.4
     assert any("launch-bound" in n and "--host-us-per-op" in n for n in default["notes"])
-    r = runner.invoke(app, [*args, "--host-us-per-op", "8.2"])
+    r = runner.invoke(app, [*args, "--host-us-per-op", "9.5"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
-    assert doc["rows"][0]["tpot_ms"] == pytest.approx(21.1, rel=0.10)
+    assert doc["rows"][0]["tpot_ms"] == pytest.approx(24.4, rel=0.05)
     assert (
         doc["hardware"]["sources"]["host per operation"]
-        == "8.2 us, given (replaces the stack's 11)"
+        == "9.5 us, given (replaces the stack's 11)"
     )
     bad = runner.invoke(app, [*args[:-3], "--host-us-per-op", "0"])
     assert_one_line_error(bad, "--host-us-per-op 0.0 is out of range", "0.1..1000")
+
+
+def test_a_geforce_card_is_driven_by_a_desktops_host(tmp_path):
+    """A GeForce card sits in a desktop, whose CPU dispatches eager operations about 2.4x
+    faster than a server's (the same RTX 4090 ran TinyChat's step in 7.46 ms under an
+    i9-13900K and ~18 ms under an EPYC: llm-awq PR #55). With the eager stacks' host times
+    scaled by that, bitsandbytes' held-out RTX 4090 step (21.1 ms, Llama-3.1-8B BF16 at batch
+    1) is the GPU's work, not the 11 us server host's 28 ms; the sources say what was assumed,
+    and graph-replaying engines (no Python per operation) keep their constants."""
+    doc = json.loads(runner.invoke(app, _llama31_8b_args(tmp_path, "rtx-4090")).stdout)
+    assert doc["rows"][0]["tpot_ms"] == pytest.approx(21.1, rel=0.05)
+    assert not any("launch-bound" in n for n in doc["rows"][0]["notes"])
+    desktop = doc["hardware"]["sources"]["desktop host"]
+    assert "assumed to sit in a desktop" in desktop and "PR #55" in desktop
+    hf = device_model(spec_by_key("rtx-4090"), "bfloat16", "hf")
+    assert hf.op_seconds == pytest.approx(11e-6 * 7.46 / 18.0)
+    for engine in ("vllm", "llama.cpp"):
+        dev = device_model(spec_by_key("rtx-4090"), "bfloat16", engine)
+        assert dev.op_seconds == STACKS[engine].op_seconds, engine
+    assert device_model(spec_by_key("h100-sxm"), "bfloat16", "hf").op_seconds == 11e-6
+
+
+def test_a_t4_reads_its_weights_at_the_share_its_memory_sustains():
+    """A T4 (70 W, GDDR6) sustains 68.8% of its datasheet bandwidth in a copy kernel (Jia et
+    al. 2019), where the A100/H800-class memory the stacks were fitted on sustains 91% (Luo et
+    al. 2024): its bandwidth efficiencies are scaled by 0.688 / 0.91. bitsandbytes' held-out
+    Qwen2.5-3B steps (39.0, 42.2 and 60.1 ms at batch 1, 8 and 32; 35% under at batch 32
+    before) then come within 16%, every one still under the measurement."""
+    t4 = device_model(spec_by_key("t4"), "float16", "hf")
+    assert t4.bandwidth_efficiency == pytest.approx(0.8 * 0.688 / 0.91)
+    assert t4.eager_attention_efficiency == pytest.approx(0.12 * 0.688 / 0.91)
+    assert "arXiv:1903.07486" in t4.sources["sustained bandwidth"]
+    assert "sustained bandwidth" not in device_model(spec_by_key("h100-sxm"), "bfloat16").sources
+    config, _ = config_of(str(PUBLISHED / "models" / "Qwen--Qwen2.5-3B-Instruct.json"))
+    model = (shape_of(config), estimate_params(config))
+    counts = json.loads((PUBLISHED / "op_counts.json").read_text())["4.46.3"][
+        "Qwen/Qwen2.5-3B-Instruct"
+    ]
+    for batch, published_ms in ((1, 39.0), (8, 42.2), (32, 60.1)):
+        row = _row(
+            model, "t4", "hf", "float16", batch, 64, 100, {**counts, "transformers": "4.46.3"}
+        )
+        assert 0.84 * published_ms < row["tpot_ms"] < published_ms, batch
 
 
 def test_eager_attention_holds_its_whole_score_matrix_in_memory(tmp_path):

@@ -64,6 +64,22 @@ NVLINK3 = 300 * G  # per direction per GPU (600 GB/s total), NVIDIA A100 datashe
 PCIE4 = 32 * G  # PCIe 4.0 x16, per direction
 PCIE5 = 64 * G  # PCIe 5.0 x16, per direction
 
+#: `details` key: the share of its datasheet bandwidth a device's copy kernels were measured to
+#: sustain in a published microbenchmark (with `SUSTAINED_SOURCE_KEY` citing it). The time
+#: model's bandwidth efficiencies were fitted on A100/H100-class memory, which sustains about
+#: 91% (analysis/timemodel.py scales them by a device's share against that)
+SUSTAINED_KEY = "sustained_bandwidth_fraction"
+SUSTAINED_SOURCE_KEY = "sustained_bandwidth_source"
+#: `details` key: the class of machine the card sits in ("desktop" for GeForce cards), which
+#: sets how fast its host CPU dispatches eager operations (analysis/timemodel.py)
+HOST_KEY = "host"
+#: Luo et al., "Benchmarking and Dissecting the Nvidia Hopper GPU Architecture" (2024), Table V
+#: "Throughput at different memory levels", global memory: A100 40GB 1,407.2 GB/s, H800
+#: (HBM2e, 2,039 GB/s) 1,861.5, RTX 4090 929.8
+_LUO_2024 = (
+    "Luo et al. 2024 (Benchmarking and Dissecting the Nvidia Hopper GPU Architecture), Table V"
+)
+
 #: (key users type after --hardware, device-name pattern, ceilings). float32 is the
 #: non-tensor-core FP32 rate; bfloat16/float16 dense tensor-core rates with FP32 accumulation;
 #: fp8 (FP32 accumulation) and int8 the dense 8-bit tensor rates of the same datasheets (half
@@ -176,6 +192,10 @@ SPECS: list[tuple[str, str, Ceilings]] = [
             },
             1.555e12,
             "NVIDIA A100 Tensor Core GPU datasheet, 40GB (dense)",
+            details={
+                SUSTAINED_KEY: round(1407.2 / 1555, 3),
+                SUSTAINED_SOURCE_KEY: f"1,407.2 of 1,555 GB/s measured: {_LUO_2024}",
+            },
             memory_bytes=40e9,
             interconnect_bytes_per_s=NVLINK3,
         ),
@@ -244,6 +264,13 @@ SPECS: list[tuple[str, str, Ceilings]] = [
             {"float32": 8.1 * T, "float16": 65 * T, "int8": 130 * T},
             320 * G,
             "NVIDIA T4 datasheet (mixed-precision FP16/FP32; no bfloat16)",
+            # a 70 W board: its GDDR6 sustains far less of the datasheet than HBM does
+            details={
+                SUSTAINED_KEY: 0.688,
+                SUSTAINED_SOURCE_KEY: "68.8% of the datasheet measured by a global-memory "
+                "copy kernel: Jia et al. 2019 (Dissecting the NVidia Turing T4 GPU via "
+                "Microbenchmarking, arXiv:1903.07486), section 3.7",
+            },
             memory_bytes=16e9,
             interconnect_bytes_per_s=16 * G,
         ),
@@ -264,8 +291,32 @@ SPECS: list[tuple[str, str, Ceilings]] = [
             "NVIDIA Ada Lovelace architecture whitepaper (FP16/BF16 tensor, FP32 accumulate)",
             # GeForce halves the tensor rate with FP32 accumulation; FP16 accumulation (what
             # llama.cpp's cuBLAS path asks for) runs at the full rate, same whitepaper
-            details={"float16_fp16_accumulate_flop_per_s": 330.3 * T},
+            details={
+                "float16_fp16_accumulate_flop_per_s": 330.3 * T,
+                SUSTAINED_KEY: round(929.8 / 1008, 3),
+                SUSTAINED_SOURCE_KEY: f"929.8 of 1,008 GB/s measured: {_LUO_2024}",
+                HOST_KEY: "desktop",
+            },
             memory_bytes=24 * GIB,
+            interconnect_bytes_per_s=PCIE4,
+        ),
+    ),
+    (
+        "rtx-a6000",
+        r"RTX A6000",
+        Ceilings(
+            "NVIDIA RTX A6000",
+            {
+                "float32": 38.7 * T,
+                "tf32": 77.4 * T,
+                "bfloat16": 154.8 * T,
+                "float16": 154.8 * T,
+                "int8": 309.7 * T,
+            },
+            768 * G,
+            "NVIDIA RTX A6000 datasheet (tensor rates dense: half the 309.7 TFLOPS with "
+            "sparsity; a professional card, full rate with FP32 accumulation)",
+            memory_bytes=48e9,
             interconnect_bytes_per_s=PCIE4,
         ),
     ),
