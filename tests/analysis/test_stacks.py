@@ -390,6 +390,13 @@ def test_a_geforce_card_is_driven_by_a_desktops_host(tmp_path):
     assert not any("launch-bound" in n for n in doc["rows"][0]["notes"])
     desktop = doc["hardware"]["sources"]["desktop host"]
     assert "assumed to sit in a desktop" in desktop and "PR #55" in desktop
+    said = [a for a in doc["approximate"] if "a desktop CPU's" in a]
+    assert said == [
+        "host time 4.6 us an operation: a desktop CPU's, assumed because this card sits in "
+        "desktops (a server's: 11); --host-us-per-op gives yours"
+    ]
+    given = runner.invoke(app, [*_llama31_8b_args(tmp_path, "rtx-4090"), "--host-us-per-op", "9"])
+    assert not [a for a in json.loads(given.stdout)["approximate"] if "desktop" in a]
     hf = device_model(spec_by_key("rtx-4090"), "bfloat16", "hf")
     assert hf.op_seconds == pytest.approx(11e-6 * 7.46 / 18.0)
     for engine in ("vllm", "llama.cpp"):

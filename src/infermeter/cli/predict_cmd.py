@@ -89,9 +89,9 @@ def predict_command(
         None,
         "--host-us-per-op",
         help="Host microseconds per framework operation dispatched (eager stacks; default: the "
-        "stack's fitted 11; about 60% of operations launch a kernel). An eager step is often "
-        "launch-bound, so the host CPU sets it: published machines ran 8.2 (desktop) to 13.5 "
-        "(older server).",
+        "stack's fitted 11 on a server, 4.6 for a GeForce card, assumed in a desktop; about "
+        "60% of operations launch a kernel). An eager step is often launch-bound, so the host "
+        "CPU sets it: servers measured 9.5 to 13.8.",
     ),
     learn: bool = typer.Option(True, help="Refine with stored runs on the same device."),
     out: Path = typer.Option(None, "--out", help="Write predict.json and the figures here."),

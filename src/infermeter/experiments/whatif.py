@@ -19,6 +19,7 @@ from infermeter.analysis.predict import (
     memory_by_context,
 )
 from infermeter.analysis.predict import predict as predict_batches
+from infermeter.analysis.stacks import DEFAULT_STACK, STACKS
 from infermeter.analysis.timemodel import DeviceModel, device_model, eager_attention
 from infermeter.errors import UserError
 from infermeter.measure.ceilings import (
@@ -106,8 +107,6 @@ def stored_runs(store: Any, ceilings: Ceilings, local: bool, model: str) -> list
 
 def check_stack(stack: str, ceilings: Ceilings, local: bool) -> None:
     """Refuse a stack predict has no profile of, or one on a device it does not describe."""
-    from infermeter.analysis.stacks import DEFAULT_STACK, STACKS
-
     if stack not in STACKS:
         raise UserError(f"unknown stack {stack!r}", f"use one of: {', '.join(STACKS)}")
     if (local or ceilings.kind != "gpu") and stack != DEFAULT_STACK:
@@ -296,8 +295,6 @@ def _check_cache_layers(form: str, shape: Any) -> None:
 
 def _stack_doc(key: str) -> dict[str, Any]:
     """The stack predicted for: its name, what it does, its constants and their sources."""
-    from infermeter.analysis.stacks import STACKS
-
     s = STACKS[key]
     return {
         "key": key,
@@ -361,5 +358,17 @@ def _approximate(shape: Any, op_counts: dict[str, Any] | None, dev: DeviceModel)
         notes.append(
             f"efficiencies and host costs are the {dev.stack or 'default'} stack's, fitted to "
             "published measurements, not measured on this device"
+        )
+    if "desktop host" in dev.sources and "host per operation" not in dev.sources:
+        notes.append(
+            f"host time {dev.op_seconds * 1e6:.2g} us an operation: a desktop CPU's, assumed "
+            f"because this card sits in desktops (a server's: "
+            f"{STACKS[dev.stack or DEFAULT_STACK].op_seconds * 1e6:.3g}); --host-us-per-op "
+            "gives yours"
+        )
+    if "sustained bandwidth" in dev.sources:
+        notes.append(
+            f"bandwidth efficiency {dev.bandwidth_efficiency:.0%} of the datasheet: scaled to "
+            "what this card's memory sustained in a published microbenchmark"
         )
     return notes
