@@ -33,6 +33,8 @@ from infermeter.analysis.kvcache import decode_context, decode_kv_bytes_each, kv
 from infermeter.analysis.perfmodel import ModelCheck
 from infermeter.analysis.precision import PRECISIONS, Precision, precision_of
 from infermeter.analysis.timemodel import (
+    DESKTOP_SOURCE_KEY,
+    GIVEN_HOST_SOURCE_KEY,
     DeviceModel,
     ForwardTime,
     Work,
@@ -434,7 +436,7 @@ def _eager_notes(
 
 
 #: host time per framework operation of the servers measured running eager generate:
-#: bitsandbytes' published H100 rows imply 9.5-10 us (launch-bound at batch 1), this project's
+#: bitsandbytes' published H100 rows imply 9.5-10 us (launch-bound at batch 1); this project's
 #: H100 VM took 13.0-13.8 (make gpu-check, docs/analysis.md); the fit says 11 (A100 servers).
 #: A desktop's CPU is faster (timemodel.DESKTOP_HOST_FACTOR). About 60% of the operations
 #: launch a kernel: an H100 ran 1,545 kernels a Llama-3.1-8B decode step under transformers
@@ -449,16 +451,18 @@ def _launch_notes(dev: DeviceModel, decode: ForwardTime) -> list[str]:
         return []
     ops = decode.overhead_s / dev.op_seconds if dev.op_seconds else 0
     low, high = SERVER_HOST_US
-    given = "host per operation" in dev.sources
+    given = GIVEN_HOST_SOURCE_KEY in dev.sources
+    desktop = DESKTOP_SOURCE_KEY in dev.sources
     return [
         f"TPOT: launch-bound: {ops:,.0f} operations x {dev.op_seconds * 1e6:.3g} us of host "
-        f"time ({decode.overhead_s * 1e3:.3g} ms) against {work * 1e3:.3g} ms of GPU work, so "
+        + ("time, given" if given else "time, a desktop's (assumed)" if desktop else "time")
+        + f" ({decode.overhead_s * 1e3:.3g} ms) against {work * 1e3:.3g} ms of GPU work, so "
         "the host CPU sets this step"
         + (
             ""
             if given
-            else f" (servers measured: {low} to {high} us an operation); --host-us-per-op "
-            "gives yours"
+            else f" (servers measured or implied: {low} to {high} us an operation); "
+            "--host-us-per-op gives yours"
         )
     ]
 

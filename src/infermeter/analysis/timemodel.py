@@ -29,7 +29,12 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from infermeter.analysis.costs import Cost, _vision, forward_costs, total
-from infermeter.measure.ceilings import HOST_KEY, SUSTAINED_KEY, SUSTAINED_SOURCE_KEY, Ceilings
+from infermeter.measure.ceilings import (
+    HOST_CLASS_KEY,
+    SUSTAINED_KEY,
+    SUSTAINED_SOURCE_KEY,
+    Ceilings,
+)
 from infermeter.measure.curves import Curves, curves_of
 from infermeter.measure.faults import PAGE_BYTES, mmap_threshold_bytes
 from infermeter.models.shape import Shape
@@ -59,17 +64,23 @@ EAGER_SCORE_BYTES = 24
 ALLREDUCE_LATENCY_S = 10e-6
 #: share of its datasheet bandwidth the memory of the GPUs the stacks' efficiencies were fitted
 #: on sustains in a copy microbenchmark (A100 40GB 90.5%, H800 with an A100 80GB's HBM2e
-#: 91.3%: Luo et al. 2024, Table V). A device measured to sustain less (a 70 W T4: 68.8%) reads
-#: its weights at that much less of the fitted efficiency
+#: 91.3%: Luo et al. 2024, Table V; this project's H100 SXM calibrated 90%, docs/gpu.md). A
+#: device measured to sustain less (a 70 W T4: 68.8%) reads its weights at that much less of
+#: the fitted efficiency
 FIT_SUSTAINED_FRACTION = 0.91
 #: a desktop CPU dispatches eager PyTorch operations faster than the servers the eager stacks'
-#: host times were fitted on: the same RTX 4090 ran TinyChat's decode step in 7.46 ms under an
-#: Intel i9-13900K and about 18 ms under an AMD EPYC (mit-han-lab/llm-awq PR #55, 2023-08-02)
-DESKTOP_HOST_FACTOR = 7.46 / 18.0
+#: host times were fitted on: TinyChat's 4-bit decode step took 7.46-8.52 ms on an RTX 4090
+#: under an Intel i9-13900K and 17.71-18.6 ms on an RTX 4090 under an AMD EPYC (a user's
+#: comment on mit-han-lab/llm-awq PR #55 and issue #61, 2023-08): the ranges' midpoints
+DESKTOP_HOST_FACTOR = 7.99 / 18.16
 DESKTOP_HOST_SOURCE = (
-    "an RTX 4090 ran TinyChat's decode step in 7.46 ms under an Intel i9-13900K and ~18 ms "
-    "under an AMD EPYC (mit-han-lab/llm-awq PR #55, 2023-08-02)"
+    "TinyChat's decode step took 7.46-8.52 ms on an RTX 4090 with an Intel i9-13900K and "
+    "17.71-18.6 ms on one with an AMD EPYC (a user's report, mit-han-lab/llm-awq PR #55 and "
+    "issue #61, 2023-08)"
 )
+#: the sources' keys for an assumed desktop host and a host time the user gave
+DESKTOP_SOURCE_KEY = "desktop host"
+GIVEN_HOST_SOURCE_KEY = "host per operation"
 #: framework operations per decoder block when a model's count is unknown (a Llama block in
 #: transformers 5 with SDPA dispatches about 70 besides its GEMMs and attention)
 DEFAULT_OPS_PER_BLOCK = 70
@@ -182,16 +193,19 @@ def device_model(ceilings: Ceilings, dtype: str, stack: Stack | str | None = Non
 def _desktop_host(dev: DeviceModel, ceilings: Ceilings) -> DeviceModel:
     """`dev`'s host times on a desktop's CPU, where the card sits in one (a GeForce card).
 
-    Only an eager stack's: its every operation is dispatched from Python on one core, so the
-    host's single-thread speed sets a launch-bound step; graph-replaying engines barely use it.
+    Only an eager stack's (`hf`, `hf-fa2`): its every operation is dispatched from Python on
+    one core, so the host's single-thread speed sets a launch-bound step. A graph-replaying
+    engine's per-step scheduler is Python too, but no engine was measured on a desktop, so
+    its fitted step time stands.
     """
-    if ceilings.details.get(HOST_KEY) != "desktop" or dev.stack is None or _stack(dev.stack).graphs:
+    if ceilings.details.get(HOST_CLASS_KEY) != "desktop" or _stack(dev.stack or "hf").graphs:
         return dev
     sources = dict(dev.sources)
-    sources["desktop host"] = (
+    sources[DESKTOP_SOURCE_KEY] = (
         f"host times x {DESKTOP_HOST_FACTOR:.2f} ({dev.op_seconds * DESKTOP_HOST_FACTOR * 1e6:.2g}"
-        f" us per operation), as a {ceilings.device} is assumed to sit in a desktop: "
-        f"{DESKTOP_HOST_SOURCE}; --host-us-per-op gives yours"
+        f" us per operation, the stack's {dev.op_seconds * 1e6:.3g} on a server), as a "
+        f"{ceilings.device} is assumed to sit in a desktop: {DESKTOP_HOST_SOURCE}; "
+        "--host-us-per-op gives yours"
     )
     return replace(
         dev,
@@ -200,6 +214,27 @@ def _desktop_host(dev: DeviceModel, ceilings: Ceilings) -> DeviceModel:
         generate_step_seconds=dev.generate_step_seconds * DESKTOP_HOST_FACTOR,
         sources=sources,
     )
+
+
+def with_host(dev: DeviceModel, op_seconds: float) -> DeviceModel:
+    """`dev` driven by a host the user measured: its time per operation, and no assumed class.
+
+    A desktop assumed from the card (`_desktop_host`) is undone: the stack's generate times come
+    back and the sources say the given figure replaces the assumed one.
+    """
+    sources = dict(dev.sources)
+    before = f"the stack's {dev.op_seconds * 1e6:.3g}"
+    if sources.pop(DESKTOP_SOURCE_KEY, None) is not None:
+        s = _stack(dev.stack or "hf")
+        before = (
+            f"the assumed desktop's {dev.op_seconds * 1e6:.2g}; "
+            f"the stack's {s.op_seconds * 1e6:.3g}"
+        )
+        dev = replace(
+            dev, generate_first_seconds=s.first_seconds, generate_step_seconds=s.step_seconds
+        )
+    sources[GIVEN_HOST_SOURCE_KEY] = f"{op_seconds * 1e6:.3g} us, given (replaces {before})"
+    return replace(dev, op_seconds=op_seconds, sources=sources)
 
 
 def _sustained(dev: DeviceModel, ceilings: Ceilings) -> DeviceModel:

@@ -7,7 +7,7 @@ prints it and report/predict_figures.py draws it.
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from typing import Any
 
 from infermeter.analysis.costs import approximate
@@ -20,7 +20,13 @@ from infermeter.analysis.predict import (
 )
 from infermeter.analysis.predict import predict as predict_batches
 from infermeter.analysis.stacks import DEFAULT_STACK, STACKS
-from infermeter.analysis.timemodel import DeviceModel, device_model, eager_attention
+from infermeter.analysis.timemodel import (
+    DESKTOP_SOURCE_KEY,
+    DeviceModel,
+    device_model,
+    eager_attention,
+    with_host,
+)
 from infermeter.errors import UserError
 from infermeter.measure.ceilings import (
     LOCAL_HARDWARE,
@@ -176,15 +182,7 @@ def what_if(
     op_counts = count_ops_of_config(config, "float32" if precision.act_bytes == 4 else "bfloat16")
     dev = device_model(ceilings, compute, None if local else stack)
     if host_op_seconds:
-        dev = replace(
-            dev,
-            op_seconds=host_op_seconds,
-            sources={
-                **dev.sources,
-                "host per operation": f"{host_op_seconds * 1e6:.3g} us, given (replaces the "
-                f"stack's {dev.op_seconds * 1e6:.3g})",
-            },
-        )
+        dev = with_host(dev, host_op_seconds)
     # stored runs are transformers' eager generate: they teach the hf stack only
     runs = stored_runs(store, ceilings, local, shown) if learn and stack == "hf" else []
     learned = learn_from_stored(runs, dev) if runs else Learned()
@@ -359,7 +357,7 @@ def _approximate(shape: Any, op_counts: dict[str, Any] | None, dev: DeviceModel)
             f"efficiencies and host costs are the {dev.stack or 'default'} stack's, fitted to "
             "published measurements, not measured on this device"
         )
-    if "desktop host" in dev.sources and "host per operation" not in dev.sources:
+    if DESKTOP_SOURCE_KEY in dev.sources:
         notes.append(
             f"host time {dev.op_seconds * 1e6:.2g} us an operation: a desktop CPU's, assumed "
             f"because this card sits in desktops (a server's: "
