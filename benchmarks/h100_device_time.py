@@ -54,16 +54,14 @@ def predicted(row: dict[str, Any], hardware: str = "h100-sxm") -> dict[str, Any]
     """The time model's decode step for the row on `hardware` (a spec-table key), hf stack."""
     from infermeter.analysis.precision import precision_of
     from infermeter.analysis.timemodel import Work, device_model, forward_time
-    from infermeter.measure.ceilings import spec_by_key
+    from infermeter.measure.ceilings import LOCAL_HARDWARE, hardware_keys, spec_by_key
     from predict_published import Model
 
     model = Model.of(row["model"].replace("--", "/", 1))
     counts, counted_under = counts_for(row)
     ceilings = spec_by_key(hardware)
     if ceilings is None:
-        from infermeter.measure.ceilings import SPECS
-
-        keys = ", ".join(k for k, _, _ in SPECS)
+        keys = ", ".join(k for k in hardware_keys() if k != LOCAL_HARDWARE)  # a spec row
         raise SystemExit(f"unknown hardware {hardware!r}: use one of {keys}")
     dev = device_model(ceilings, precision_of(row["dtype"]).compute, "hf")
     context = row["prompt_tokens"] + row["new_tokens"] // 2  # the step at mid-generation

@@ -78,9 +78,11 @@ DESKTOP_HOST_SOURCE = (
     "17.71-18.6 ms on one with an AMD EPYC (a user's report, mit-han-lab/llm-awq PR #55 and "
     "issue #61, 2023-08)"
 )
-#: the sources' keys for an assumed desktop host and a host time the user gave
+#: the sources' keys for an assumed desktop host, a host time the user gave and a card's
+#: sustained bandwidth
 DESKTOP_SOURCE_KEY = "desktop host"
 GIVEN_HOST_SOURCE_KEY = "host per operation"
+SUSTAINED_SOURCE_NAME = "sustained bandwidth"
 #: framework operations per decoder block when a model's count is unknown (a Llama block in
 #: transformers 5 with SDPA dispatches about 70 besides its GEMMs and attention)
 DEFAULT_OPS_PER_BLOCK = 70
@@ -250,7 +252,7 @@ def _sustained(dev: DeviceModel, ceilings: Ceilings) -> DeviceModel:
         return dev
     scale = float(fraction) / FIT_SUSTAINED_FRACTION
     sources = dict(dev.sources)
-    sources["sustained bandwidth"] = (
+    sources[SUSTAINED_SOURCE_NAME] = (
         f"{float(fraction):.1%} of the datasheet ({ceilings.details.get(SUSTAINED_SOURCE_KEY)})"
         f" against {FIT_SUSTAINED_FRACTION:.0%} where the efficiencies were fitted: "
         f"bandwidth efficiencies x {scale:.3g}"

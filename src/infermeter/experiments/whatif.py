@@ -22,6 +22,7 @@ from infermeter.analysis.predict import predict as predict_batches
 from infermeter.analysis.stacks import DEFAULT_STACK, STACKS
 from infermeter.analysis.timemodel import (
     DESKTOP_SOURCE_KEY,
+    SUSTAINED_SOURCE_NAME,
     DeviceModel,
     device_model,
     eager_attention,
@@ -364,7 +365,7 @@ def _approximate(shape: Any, op_counts: dict[str, Any] | None, dev: DeviceModel)
             f"{STACKS[dev.stack or DEFAULT_STACK].op_seconds * 1e6:.3g}); --host-us-per-op "
             "gives yours"
         )
-    if "sustained bandwidth" in dev.sources:
+    if SUSTAINED_SOURCE_NAME in dev.sources:
         notes.append(
             f"bandwidth efficiency {dev.bandwidth_efficiency:.0%} of the datasheet: scaled to "
             "what this card's memory sustained in a published microbenchmark"
