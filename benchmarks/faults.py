@@ -86,7 +86,7 @@ CASES: list[tuple[str, str, list[str]]] = [
     (
         "8",
         "an interrupted load stores the requests that finished (Ctrl-C, SIGTERM)",
-        ["tests/run/test_load.py::test_an_interrupted_load_stores_the_requests_that_finished"],
+        ["tests/serving/test_load.py::test_an_interrupted_load_stores_the_requests_that_finished"],
     ),
     (
         "9",
@@ -112,7 +112,7 @@ CASES: list[tuple[str, str, list[str]]] = [
         [
             "tests/dashboard/test_serve_process.py",
             "tests/store/test_hardening.py::test_cleanup_never_claims_more_than_the_database_held",
-            "tests/run/test_load.py::test_bad_options_are_one_line",
+            "tests/serving/test_load.py::test_bad_options_are_one_line",
         ],
     ),
 ]

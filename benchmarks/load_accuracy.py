@@ -27,7 +27,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 from infermeter.models import load_model
-from infermeter.run.load import Lengths, LoadSpec, arrival_offsets_s, run_load
+from infermeter.serving.load import Lengths, LoadSpec, arrival_offsets_s, run_load
 
 
 def arrivals_check(rate: float) -> dict[str, float]:
@@ -50,7 +50,7 @@ def harness_share(lm: object, model: str, rate: float, requests: int) -> dict[st
     import time
 
     import infermeter.run.generation as generation
-    import infermeter.run.load as load
+    import infermeter.serving.load as load
 
     spent = {"generate": 0.0, "sleep": 0.0}
     real_generate, real_sleep = generation.timed_generate, time.sleep
@@ -101,7 +101,7 @@ def outside_clock(lm: object, requests: int) -> dict[str, float]:
 
     from transformers import GenerationConfig
 
-    from infermeter.run.load import make_requests
+    from infermeter.serving.load import make_requests
 
     spec = LoadSpec(
         requests=requests, prompt_tokens=Lengths("fixed", 64), new_tokens=Lengths("fixed", 8)

@@ -26,6 +26,7 @@ LAYERS: list[set[str]] = [
     {"models"},
     {"instrument", "knobs"},
     {"run", "bench"},
+    {"serving"},
     {"analysis"},
     {"store"},
     {"report"},

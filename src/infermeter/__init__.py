@@ -19,8 +19,8 @@ if TYPE_CHECKING:  # what the names are, for type checkers; at run time each loa
     from infermeter.instrument import Profiler, ProfilingConfig
     from infermeter.models import PRESETS, LoadedModel, ModelInfo, load_model
     from infermeter.run import RunConfig, RunResult, SampleResult, profile
-    from infermeter.run.load import Lengths, LoadSpec, run_load
     from infermeter.run.session import UserSession, session
+    from infermeter.serving.load import Lengths, LoadSpec, run_load
     from infermeter.store import Store
 
 __getattr__, __dir__ = lazy_exports(
@@ -42,9 +42,9 @@ __getattr__, __dir__ = lazy_exports(
         "analyze_run": "infermeter.analysis.analyze",
         "compare_runs": "infermeter.analysis.compare",
         "PerformanceModel": "infermeter.analysis.perfmodel",
-        "Lengths": "infermeter.run.load",
-        "LoadSpec": "infermeter.run.load",
-        "run_load": "infermeter.run.load",
+        "Lengths": "infermeter.serving.load",
+        "LoadSpec": "infermeter.serving.load",
+        "run_load": "infermeter.serving.load",
         "UserSession": "infermeter.run.session",
         "session": "infermeter.run.session",
         "predict_load": "infermeter.experiments.load_whatif",

@@ -18,7 +18,7 @@ from infermeter.analysis.stepcost import (
     step_load_of_row,
 )
 from infermeter.analysis.timemodel import DeviceModel
-from infermeter.run.load import Request
+from infermeter.serving.load import Request
 
 
 def _reqs(*lengths: tuple[int, int]) -> list[Request]:

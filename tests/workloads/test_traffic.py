@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from infermeter.cli.app import app
 from infermeter.errors import UserError
-from infermeter.run.load import LoadSpec, run_load
+from infermeter.serving.load import LoadSpec, run_load
 from infermeter.workloads.traffic import (
     MOONCAKE_BLOCK_TOKENS,
     load_traffic,

@@ -208,7 +208,7 @@ def load_findings(run: RunResult) -> list[Finding]:
 
 
 def _kv_findings(load: dict[str, Any], queue_ms: float) -> list[Finding]:
-    """The continuous batch's KV cache full for a share of the run (run/batch_state.py)."""
+    """The continuous batch's KV cache full for a share of the run (serving/batch_state.py)."""
     batch = (load.get("summary") or {}).get("batch") or {}
     full = batch.get("kv_full_time_pct")
     if full is None or full < KV_FULL_MEDIUM:

@@ -21,7 +21,7 @@ Offloading a request to make room (transformers' CPU offload when the cache is f
 simulated: a run that would need it is reported as such, not guessed.
 
 Each step's seconds come from a caller's cost function (analysis/stepcost.py). The requests
-come back as `run.load.Request` objects with their times filled in, so a simulated run is
+come back as `serving.load.Request` objects with their times filled in, so a simulated run is
 summarised by the same code as a measured one (`summarize_load`, `slo_report`, `knee`).
 """
 
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infermeter.analysis.stepcost import StepLoad
-from infermeter.run.load import Request
+from infermeter.serving.load import Request
 
 #: transformers' defaults (ContinuousBatchingConfig and the paged cache, 5.x)
 DEFAULT_MAX_BATCH_TOKENS = 8192

@@ -3,7 +3,7 @@
 Why not a decode step of `generate` times the batch: a continuous batch mixes prefill chunks
 and decode tokens in one forward, and transformers' implementation has costs of its own that a
 profile of `generate` never sees. Measured here on smollm2-135m (`load --concurrency`, every
-step recorded by run/batch_state.py): a decode step of 8 requests at 2,150 keys takes 107 ms
+step recorded by serving/batch_state.py): a decode step of 8 requests at 2,150 keys takes 107 ms
 against 70 ms at 400 keys, and a prefill of 8 x 256 tokens 3.0 s against 1.1 s for 4 x 256,
 because the step's requests are packed into one sequence whose attention scores every query
 against every key (a mask hides the other requests') and grouped-query keys are expanded
@@ -199,7 +199,7 @@ class StepCost:
 
 
 def step_load_of_row(row: dict[str, Any], after_idle: bool = False) -> StepLoad | None:
-    """A stored step row (run/batch_state.py) as a StepLoad; None for rows without the figures."""
+    """A stored step row (serving/batch_state.py) as a StepLoad; None without the figures."""
     try:
         pre, dec = int(row["prefill_tokens"]), int(row["decode_tokens"])
         return StepLoad(

@@ -1,6 +1,6 @@
 """`infermeter load --find-max-rate`: run the capacity search, store its runs, print its steps.
 
-The search itself is `run/capacity.py`; this only wires it to `load`'s runs, the store, the
+The search itself is `serving/capacity.py`; this only wires it to `load`'s runs, the store, the
 files and the console.
 """
 
@@ -27,8 +27,8 @@ def run_capacity(
 ) -> dict[str, Any]:
     """The search with `load` runs as its steps, each stored as it ends; the result."""
     from infermeter.models.loader import load_model
-    from infermeter.run.capacity import answer_line, find_capacity
-    from infermeter.run.load import run_load
+    from infermeter.serving.capacity import answer_line, find_capacity
+    from infermeter.serving.load import run_load
     from infermeter.util.jsonio import print_json, write_json
 
     lm = None

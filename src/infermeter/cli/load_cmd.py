@@ -192,7 +192,7 @@ def load_command(
     # Long because the options are the signature; the work is in the helpers below (a comment:
     # the docstring is the command's --help)
     from infermeter.models.spec import check_model_spec
-    from infermeter.run.load import Lengths, LoadSpec, parse_slos
+    from infermeter.serving.load import Lengths, LoadSpec, parse_slos
 
     _check_workload_options(workload, rate, prompt_tokens, new_tokens, trace_speed)
     rate = rate or "4"
@@ -341,7 +341,7 @@ def _run_once(
     gate: LoadGate,
 ) -> None:
     """One load run: measured, stored (also when interrupted), written and printed."""
-    from infermeter.run.load import run_load
+    from infermeter.serving.load import run_load
     from infermeter.util.jsonio import print_json, write_json
 
     doc = run_load(spec, sink=store, endpoint=target)  # the live page follows it
@@ -379,7 +379,7 @@ def _capacity_spec(
     spec: Any, rate: str, rates: list[float], target: float, most: int, bisect: int
 ) -> Any:
     """The capacity search's settings, checked in one line each."""
-    from infermeter.run.capacity import CapacitySpec
+    from infermeter.serving.capacity import CapacitySpec
 
     if not spec.slos:
         raise UserError("--find-max-rate searches under SLOs", "add e.g. --slo e2e_ms=2000")
@@ -462,7 +462,7 @@ def _target(
     ignore_eos: bool = False,
 ) -> Any:
     """The endpoint to load (None: the model in-process); its options checked in one line."""
-    from infermeter.run.load import Endpoint
+    from infermeter.serving.load import Endpoint
 
     if endpoint is None:
         if ignore_eos:
@@ -476,7 +476,7 @@ def _target(
                 "add --endpoint URL, or drop --reference",
             )
         return None
-    from infermeter.run.endpoint import base_url
+    from infermeter.serving.endpoint import base_url
 
     if not 0 < timeout <= 86_400:
         raise UserError(f"--timeout {timeout:g} is out of range", "use 1..86400 seconds")
@@ -490,7 +490,7 @@ def _target(
 
 def _add_reference(doc: dict[str, Any], spec: Any) -> None:
     """The same requests in this process on --model, and what the serving stack adds."""
-    from infermeter.run.load import run_load, stack_cost
+    from infermeter.serving.load import run_load, stack_cost
 
     ref = run_load(spec)
     doc["reference"] = {
@@ -533,7 +533,7 @@ def _sweep(
 ) -> None:
     """The same requests at every rate: a table, the knee, and with --out the figures."""
     from infermeter.report.load_figures import load_sweep_figures
-    from infermeter.run.load import run_rate_sweep
+    from infermeter.serving.load import run_rate_sweep
     from infermeter.util.jsonio import print_json, write_json
 
     doc = run_rate_sweep(spec, rates, sink=store, endpoint=endpoint)
@@ -610,7 +610,7 @@ def _take_interrupt(meta: dict[str, Any]) -> Any:
 
 def _store(doc: dict[str, Any], store: Any, interrupted: Any = None) -> str:
     """Keep the load run in the store (one sample per request); say where."""
-    from infermeter.run.load import as_run
+    from infermeter.serving.load import as_run
 
     meta = {**doc["meta"], "interrupted": interrupted}
     run_id = store.save(as_run({**doc, "meta": meta}, doc["meta"]["model_info"]))
@@ -707,7 +707,7 @@ def workload_line(w: dict[str, Any]) -> str:
 
 
 def batch_line(b: dict[str, Any], state: dict[str, Any]) -> str:
-    """One line on the continuous batch over the run (run/batch_state.py), and what it lacks."""
+    """One line on the continuous batch over the run (serving/batch_state.py), and what it lacks."""
     if not b.get("steps"):
         return "batch: no scheduler step was seen"
 

@@ -26,8 +26,8 @@ from infermeter.experiments.whatif import (
 )
 from infermeter.measure.ceilings import LOCAL_HARDWARE
 from infermeter.run.document import LoadPrediction
-from infermeter.run.load import LoadSpec, knee, plan_requests, summarize_load, sweep_point
 from infermeter.run.slo import slo_report
+from infermeter.serving.load import LoadSpec, knee, plan_requests, summarize_load, sweep_point
 
 #: share of the memory left after weights and runtime that a GPU's paged cache takes
 #: (transformers' `max_memory_percent` default is 0.8 of free memory; 0.9 for engines)
@@ -243,7 +243,7 @@ def _capacity(
     spec: LoadSpec, cap: Any, tokenizer: Any, limit: int, cost: StepCost, limits: SchedulerLimits
 ) -> dict[str, Any]:
     """`load --find-max-rate`'s search, each step a simulated run (a fresh seed per try)."""
-    from infermeter.run.capacity import answer_line, find_capacity
+    from infermeter.serving.capacity import answer_line, find_capacity
 
     tries = 0
 

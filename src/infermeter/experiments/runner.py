@@ -150,7 +150,7 @@ def _run_serving(
     seconds to start per run on CPU); `samples` is the number of requests per rate.
     """
     from infermeter.report.load_figures import load_sweep_figures
-    from infermeter.run.load import Lengths, LoadSpec, as_run, run_rate_sweep
+    from infermeter.serving.load import Lengths, LoadSpec, as_run, run_rate_sweep
 
     settings = {**exp.base, **(exp.quick_base if quick else {})}
     spec = LoadSpec(

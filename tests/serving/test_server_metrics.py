@@ -15,8 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from infermeter.cli.app import app
-from infermeter.run.load import Lengths, LoadSpec, run_load
-from infermeter.run.server_metrics import parse
+from infermeter.serving.load import Lengths, LoadSpec, run_load
+from infermeter.serving.server_metrics import parse
 from tests.helpers import assert_one_line_error
 
 pytest.importorskip("prometheus_client", reason="--metrics-url needs infermeter[endpoint]")

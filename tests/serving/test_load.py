@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from infermeter.cli.app import app
 from infermeter.errors import UserError
-from infermeter.run.load import (
+from infermeter.serving.load import (
     Lengths,
     LoadSpec,
     arrival_offsets_s,
@@ -165,7 +165,7 @@ def test_bad_options_are_one_line(args, needle):
 
 
 def test_knee_is_the_last_rate_before_latency_climbs():
-    from infermeter.run.load import knee
+    from infermeter.serving.load import knee
 
     pts = [
         {"rate": r, "e2e_ms_p99": ms}

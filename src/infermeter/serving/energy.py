@@ -3,7 +3,7 @@
 Why: J per token of one isolated `generate` says little about a server, where every step
 carries many requests, some prefilling and some decoding. With a power source (`--energy`),
 the power trace of a `load --server continuous` run is cut at every scheduler step
-(run/batch_state.py): a step's energy is the trace's over its forward, and each request in the
+(serving/batch_state.py): a step's energy is the trace's over its forward, and each request in the
 step gets the share of it its tokens had in the step (a prefill chunk of 100 tokens beside 3
 decoding requests: 100/103 of it). Those shares add up, per request, to its joules, its
 prefill and decode joules; the run adds J per output token, J per request that met every SLO

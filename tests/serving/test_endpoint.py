@@ -421,7 +421,7 @@ def test_an_endpoint_load_scrapes_metrics_and_says_when_there_are_none(server, t
 def test_a_failed_request_is_stored_beside_the_served_ones():
     """A request with no latencies (the server returned no token) broke the store's NOT NULL
     TTFT and lost the run; it is kept with its reason instead."""
-    from infermeter.run.load import as_run
+    from infermeter.serving.load import as_run
 
     ok = {
         "sample_id": 0,

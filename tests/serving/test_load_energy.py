@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from infermeter.cli.app import app
-from infermeter.run.load import Lengths, LoadSpec, run_load
-from infermeter.run.load_energy import attribute
+from infermeter.serving.energy import attribute
+from infermeter.serving.load import Lengths, LoadSpec, run_load
 from tests.helpers import assert_one_line_error
 
 WATTS = 22.0  # 20 W package + 2 W DRAM
@@ -132,7 +132,7 @@ def test_cli_prints_stores_and_draws_energy_across_rates(live_rapl, tmp_path):
 
 def test_a_rate_sweep_draws_energy_against_latency(live_rapl, tiny_llama, tmp_path):
     from infermeter.report.load_figures import load_sweep_figures
-    from infermeter.run.load import run_rate_sweep
+    from infermeter.serving.load import run_rate_sweep
 
     # long enough (~0.1 s a rate) that the fake's counter process, starved of both cores by a
     # busy CI for a 20 ms run, still advances within it: a 3 x 6-token run read 0 J once

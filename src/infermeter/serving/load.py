@@ -110,7 +110,7 @@ class LoadSpec:
     #: power source for energy per request (measure/energy/select.py), in-process runs only
     energy: str = "auto"
     power_interval_ms: float = 100.0
-    #: a server's Prometheus metrics to scrape during the run (run/server_metrics.py)
+    #: a server's Prometheus metrics to scrape during the run (serving/server_metrics.py)
     metrics_url: str | None = None
     metrics_interval_ms: float = 1000.0
 
@@ -159,7 +159,7 @@ class LoadSpec:
             )
         check_interval(self.power_interval_ms)
         if self.metrics_url is not None:
-            from infermeter.run.server_metrics import check_url
+            from infermeter.serving.server_metrics import check_url
 
             check_url(self.metrics_url)
         if not 100.0 <= self.metrics_interval_ms <= 3_600_000:
@@ -395,12 +395,12 @@ class _Arrivals:
 def serve_continuous(loaded: Any, arrivals: _Arrivals, spec: LoadSpec | None = None) -> Any:
     """Requests through transformers' continuous batching; token times from its own records.
 
-    Returns the `run.batch_state.StepRecorder` that watched every scheduler step.
+    Returns the `serving.batch_state.StepRecorder` that watched every scheduler step.
     """
     from transformers import GenerationConfig
 
     from infermeter.errors import GenerationFailed
-    from infermeter.run.batch_state import StepRecorder
+    from infermeter.serving.batch_state import StepRecorder
 
     model = loaded.model
     most = max(r.new_tokens for r in arrivals.reqs)
@@ -597,7 +597,7 @@ def summarize_load(rows: list[dict[str, Any]], wall_s: float) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Endpoint:
-    """An OpenAI-compatible server to load instead of the in-process model (run/endpoint.py)."""
+    """An OpenAI-compatible server to load instead of the in-process model (serving/endpoint.py)."""
 
     url: str
     #: the model name the server knows (None: the first it lists)
@@ -623,7 +623,7 @@ def run_load(
     for the caller to store the run and then raise; nothing finished re-raises at once. An
     interrupted load stored nothing before (issue 35).
 
-    With `endpoint`, the same requests go to that server (run/endpoint.py); `spec.model` then
+    With `endpoint`, the same requests go to that server (serving/endpoint.py); `spec.model` then
     only names the tokenizer that builds the prompts and counts streamed tokens.
     """
     if endpoint is not None:
@@ -686,7 +686,7 @@ def _scraper(spec: LoadSpec) -> Any:
     """A started scrape of `spec.metrics_url` (None without one)."""
     if spec.metrics_url is None:
         return None
-    from infermeter.run.server_metrics import Scraper
+    from infermeter.serving.server_metrics import Scraper
 
     return Scraper(spec.metrics_url, spec.metrics_interval_ms / 1e3).start()
 
@@ -695,7 +695,7 @@ def _add_metrics(doc: dict[str, Any], scraper: Any, origin: float) -> None:
     """The scraped series on the run's clock, and the engine's state metrics summarised."""
     if scraper is None:
         return
-    from infermeter.run.server_metrics import state_summary
+    from infermeter.serving.server_metrics import state_summary
 
     doc["server_metrics"] = scraper.series(origin)
     doc["summary"]["server_metrics"] = {
@@ -721,7 +721,7 @@ def _energy(
     doc: dict[str, Any], sampler: Any, why_not: str | None, members: list[Any], origin: float
 ) -> dict[str, Any]:
     """Per request joules (written into the rows) and the run's energy figures."""
-    from infermeter.run.load_energy import attribute, energy_summary, no_energy
+    from infermeter.serving.energy import attribute, energy_summary, no_energy
 
     if sampler is None:
         return no_energy(why_not or "no power source")
@@ -738,11 +738,11 @@ def _energy(
 
 
 def _add_steps(doc: dict[str, Any], recorder: Any, origin: float) -> list[Any]:
-    """The batch's state per step (run/batch_state.py), from the run's first arrival on.
+    """The batch's state per step (serving/batch_state.py), from the run's first arrival on.
 
     Returns who was in each step (request id, tokens, prefill or not), for energy shares.
     """
-    from infermeter.run.batch_state import summarize_steps
+    from infermeter.serving.batch_state import summarize_steps
 
     steps = [s for s in recorder.rows(origin) if s["t_ms"] >= 0]  # not the warm-up's
     members = [s.pop("_members", []) for s in steps]
@@ -760,7 +760,7 @@ def _document(
     spec: LoadSpec, reqs: list[Request], meta: dict[str, Any], interrupted: Any
 ) -> LoadResult:
     """A load run's document from its requests (only the finished ones when interrupted)."""
-    from infermeter.run.endpoint import failed_latencies
+    from infermeter.serving.endpoint import failed_latencies
 
     if interrupted is not None:
         reqs = [r for r in reqs if math.isfinite(r.end_s)]
@@ -787,9 +787,9 @@ def _document(
 def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any) -> LoadResult:
     """`run_load` against an OpenAI-compatible server."""
     from infermeter.models.tokenizer import tokenizer_of
-    from infermeter.run.endpoint import base_url, serve_endpoint
     from infermeter.run.progress import LiveProgress
     from infermeter.run.signals import stop_on_signals
+    from infermeter.serving.endpoint import base_url, serve_endpoint
 
     spec.validate()
     tokenizer = tokenizer_of(spec.model)

@@ -122,7 +122,7 @@ class StepRecorder:
                 row["context_tokens"] = sum(
                     int(f.state.position_offset) + int(f.query_length) for f in batch
                 )
-                # who was in the step, for energy shares (run/load_energy.py); not stored
+                # who was in the step, for energy shares (serving/energy.py); not stored
                 row["_members"] = [
                     (str(f.state.request_id), int(f.query_length), f.state.generated_len() == 0)
                     for f in batch

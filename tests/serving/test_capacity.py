@@ -11,14 +11,14 @@ import pytest
 from typer.testing import CliRunner
 
 from infermeter.cli.app import app
-from infermeter.run.capacity import (
+from infermeter.run.slo import slo_report
+from infermeter.serving.capacity import (
     CapacitySpec,
     answer_line,
     attainment_interval,
     find_capacity,
     saturated,
 )
-from infermeter.run.slo import slo_report
 from tests.helpers import assert_one_line_error
 
 runner = CliRunner()
