@@ -23,6 +23,8 @@ import asyncio
 import math
 import os
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from infermeter.errors import UserError
@@ -31,6 +33,21 @@ from infermeter.errors import UserError
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 #: seconds a request may take before it is a failed request ("timed out")
 DEFAULT_TIMEOUT_S = 300.0
+
+
+@dataclass(frozen=True)
+class ServerTiming:
+    """A request's own times as the server reports them (llama.cpp's `timings`), in ms.
+
+    Why: what the client measures mixes the server's work with the network, the client and
+    the server's queue; the server's own prefill and decode times are the service time, the
+    figure that says whether the server itself changed speed during a run (serving/drift.py).
+    """
+
+    prefill_ms: float
+    decode_ms: float
+    decode_tokens: int
+    decode_ms_per_token: float
 
 
 def base_url(endpoint: str) -> str:
@@ -45,18 +62,6 @@ def base_url(endpoint: str) -> str:
         )
     path = parts.path.rstrip("/")
     return f"{parts.scheme}://{parts.netloc}{path if path.endswith('/v1') else path + '/v1'}"
-
-
-def _client(endpoint: str, key_env: str, timeout_s: float) -> Any:
-    from infermeter.extras import require
-
-    require("endpoint", "--endpoint")
-    import openai
-
-    key = os.environ.get(key_env) or "none"  # servers without keys accept any
-    return openai.AsyncOpenAI(
-        base_url=base_url(endpoint), api_key=key, timeout=timeout_s, max_retries=0
-    )
 
 
 async def served_model(client: Any, endpoint: str) -> str:
@@ -90,7 +95,13 @@ def _reason(exc: BaseException) -> str:
 
 
 async def _open_stream(
-    client: Any, model: str, request: Any, text: str, api: str, ignore_eos: bool = False
+    client: Any,
+    model: str,
+    request: Any,
+    text: str,
+    api: str,
+    ignore_eos: bool = False,
+    extra_body: Mapping[str, object] | None = None,
 ) -> Any:
     common: dict[str, Any] = {
         "model": model,
@@ -99,8 +110,11 @@ async def _open_stream(
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+    body: dict[str, object] = dict(extra_body or {})
     if ignore_eos:  # vLLM, SGLang and llama.cpp's server know it; others may refuse (HTTP 4xx)
-        common["extra_body"] = {"ignore_eos": True}
+        body["ignore_eos"] = True
+    if body:
+        common["extra_body"] = body
     if api == "chat":
         messages = getattr(request, "messages", None) or [{"role": "user", "content": text}]
         return await client.chat.completions.create(messages=messages, **common)
@@ -113,6 +127,43 @@ def _piece(choice: Any) -> str | None:
     return delta.content if delta is not None else getattr(choice, "text", None)
 
 
+def _count(tokenizer: Any, piece: str) -> int:
+    """Tokens in one streamed piece of text (at least 1: a chunk that carried text)."""
+    return max(1, len(tokenizer.encode(piece, add_special_tokens=False)))
+
+
+def _timings(chunk: Any) -> ServerTiming | None:
+    """The server's own times for the request, where it streams them (llama.cpp's `timings`)."""
+    raw = getattr(chunk, "timings", None)
+    if raw is None:
+        raw = (getattr(chunk, "model_extra", None) or {}).get("timings")
+    if not isinstance(raw, dict):
+        return None
+    try:
+        prompt_ms = float(raw["prompt_ms"])
+        decode_ms = float(raw.get("predicted_ms", math.nan))
+        n = int(raw.get("predicted_n", 0))
+    except (KeyError, TypeError, ValueError):
+        return None
+    per_token = float(raw.get("predicted_per_token_ms", decode_ms / n if n else math.nan))
+    if not (math.isfinite(prompt_ms) and prompt_ms >= 0):
+        return None
+    return ServerTiming(prompt_ms, decode_ms, n, per_token)
+
+
+#: what a stream can throw at the client besides the client's own errors: a chunk that is
+#: not JSON (ValueError), or JSON of the wrong shape (pydantic's ValidationError is a
+#: ValueError; an attribute or item missing): that request fails with its reason, not the run
+STREAM_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    ValueError,
+    TypeError,
+    AttributeError,
+    KeyError,
+    IndexError,
+)
+
+
 async def send(
     client: Any,
     model: str,
@@ -121,37 +172,113 @@ async def send(
     tokenizer: Any,
     api: str = "completions",
     ignore_eos: bool = False,
+    extra_body: Mapping[str, object] | None = None,
 ) -> int:
     """Stream one request's completion into `request` (its token times, end, error).
 
-    Returns how many of its chunks carried more than one token.
+    A completion that is only the end of sequence (HTTP 200, no text, `finish_reason` "stop"
+    or a server count of 1 or more) is a completed request with zero text tokens: its first
+    token time is when that chunk came. Returns how many of its chunks carried more than one
+    token.
     """
     import openai
 
-    request.start_s = time.perf_counter()
+    request.start_s = request.sent_s = time.perf_counter()
     multi = 0
-    finished = False
+    finished = stopped = False
     try:
-        stream = await _open_stream(client, model, request, text, api, ignore_eos)
+        stream = await _open_stream(client, model, request, text, api, ignore_eos, extra_body)
         async for chunk in stream:
             now = time.perf_counter()
-            if getattr(chunk, "usage", None) is not None:
-                request.server_tokens = chunk.usage.completion_tokens
+            usage = getattr(chunk, "usage", None)
+            if usage is not None:
+                request.server_tokens = usage.completion_tokens
+                request.server_prompt_tokens = getattr(usage, "prompt_tokens", None)
+            timing = _timings(chunk)
+            if timing is not None:
+                request.server_timing = timing
             for choice in chunk.choices or []:
+                if math.isnan(request.first_event_s):
+                    request.first_event_s = now
                 piece = _piece(choice)
                 if piece:
-                    n = max(1, len(tokenizer.encode(piece, add_special_tokens=False)))
+                    n = _count(tokenizer, piece)
                     multi += n > 1
                     request.token_s.extend([now] * n)
                 finished = finished or choice.finish_reason is not None
+                stopped = stopped or choice.finish_reason == "stop"
         if not finished:
             request.error = "the stream ended before its last chunk"
-        elif not request.token_s:
+        elif not request.token_s and not (stopped or (request.server_tokens or 0) >= 1):
             request.error = "the server returned no token"
-    except (openai.OpenAIError, OSError) as exc:
+    except openai.OpenAIError as exc:
         request.error = _reason(exc)
+    except STREAM_ERRORS as exc:
+        request.error = f"a bad chunk: {_reason(exc)}"
     request.end_s = time.perf_counter()
     return multi
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """An OpenAI-compatible server to load instead of the in-process model, and how to call it."""
+
+    url: str
+    #: the model name the server knows (None: the first it lists)
+    model: str | None = None
+    key_env: str = DEFAULT_KEY_ENV
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    #: "completions" (/v1/completions, the prompt as text) or "chat" (/v1/chat/completions)
+    api: str = "completions"
+    #: ask the server to run every request to its length (`ignore_eos`, not every server's)
+    ignore_eos: bool = False
+    #: fields added to every request's JSON body (`--extra-body`), e.g. {"min_tokens": 64}
+    extra_body: Mapping[str, object] = field(default_factory=dict)
+    #: HTTP headers sent with every request (`--header`); their values are never stored
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Served:
+    """What a run at an endpoint learnt besides its requests' times."""
+
+    model: str
+    #: streamed chunks that carried several tokens (their gaps are 0)
+    multi_token_chunks: int
+    #: this process's CPU seconds (every thread) while requests were in flight, and that wall
+    client_cpu_s: float
+    wall_s: float
+
+    @property
+    def client_cores(self) -> float:
+        """Cores the client used while it measured: its CPU seconds over the wall time."""
+        return self.client_cpu_s / self.wall_s if self.wall_s > 0 else math.nan
+
+
+def _client(endpoint: Endpoint) -> Any:
+    from infermeter.extras import require
+
+    require("endpoint", "--endpoint")
+    import importlib
+    import socket
+
+    import openai
+
+    # the HTTP library this openai release is built on (httpx, or httpx2 from openai 3)
+    http = importlib.import_module(openai.DefaultAsyncHttpxClient.__mro__[1].__module__)
+    key = os.environ.get(endpoint.key_env) or "none"  # servers without keys accept any
+    # Nagle's algorithm off: with it, a request's body waited for the server's delayed ACK of
+    # its headers, up to 40 ms of TTFT the self-check measured at two requests in flight
+    nodelay = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+    transport = http.AsyncHTTPTransport(socket_options=nodelay)
+    return openai.AsyncOpenAI(
+        base_url=base_url(endpoint.url),
+        api_key=key,
+        timeout=endpoint.timeout_s,
+        max_retries=0,
+        default_headers=dict(endpoint.headers) or None,
+        http_client=openai.DefaultAsyncHttpxClient(transport=transport),
+    )
 
 
 def serve_endpoint(
@@ -159,28 +286,25 @@ def serve_endpoint(
     texts: list[str],
     offsets_s: list[float],
     concurrency: int | None,
-    endpoint: str,
-    model: str | None,
+    endpoint: Endpoint,
     tokenizer: Any,
-    key_env: str = DEFAULT_KEY_ENV,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
     on_finished: Any = None,
-    api: str = "completions",
-    ignore_eos: bool = False,
-) -> dict[str, Any]:
+) -> Served:
     """Send every request at its arrival (open loop) or as slots free (closed loop).
 
     A request that `follows` another (a session's later turn) is sent when that one ends.
-
-    Returns {"model": the served model, "multi_token_chunks": chunks that carried several}.
+    A request's `arrival_s` is when it was meant to be sent (its scheduled time, open loop)
+    and its `start_s` when it was: both are kept, so latency is measured from either
+    (coordinated omission: a late client must not hide a slow server).
     """
 
-    async def main() -> dict[str, Any]:
-        client = _client(endpoint, key_env, timeout_s)
+    async def main() -> Served:
+        client = _client(endpoint)
         async with client:
-            name = model or await served_model(client, endpoint)
+            name = endpoint.model or await served_model(client, endpoint.url)
             slots = asyncio.Semaphore(concurrency) if concurrency else None
             t0 = time.perf_counter()
+            cpu0 = time.process_time()
             multi = 0
             next_turn = {
                 r.follows: i
@@ -188,17 +312,29 @@ def serve_endpoint(
                 if getattr(r, "follows", None) is not None
             }
 
+            async def call(r: Any, i: int) -> int:
+                return await send(
+                    client,
+                    name,
+                    r,
+                    texts[i],
+                    tokenizer,
+                    endpoint.api,
+                    endpoint.ignore_eos,
+                    endpoint.extra_body,
+                )
+
             async def one(i: int, after_s: float | None = None) -> None:
                 nonlocal multi
                 r = requests[i]
                 if slots is not None:
                     async with slots:
                         r.arrival_s = time.perf_counter()
-                        multi += await send(client, name, r, texts[i], tokenizer, api, ignore_eos)
+                        multi += await call(r, i)
                 else:
                     r.arrival_s = t0 + offsets_s[i] if after_s is None else after_s
                     await asyncio.sleep(max(0.0, r.arrival_s - time.perf_counter()))
-                    multi += await send(client, name, r, texts[i], tokenizer, api, ignore_eos)
+                    multi += await call(r, i)
                 if on_finished is not None:
                     on_finished(len(r.token_s))
                 if i in next_turn:  # a session's next turn: sent once this answer is in
@@ -206,7 +342,7 @@ def serve_endpoint(
 
             roots = [i for i, r in enumerate(requests) if getattr(r, "follows", None) is None]
             await asyncio.gather(*(one(i) for i in roots))
-        return {"model": name, "multi_token_chunks": multi}
+            return Served(name, multi, time.process_time() - cpu0, time.perf_counter() - t0)
 
     return asyncio.run(main())
 

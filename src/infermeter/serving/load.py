@@ -32,9 +32,10 @@ from typing import Any
 from infermeter.errors import UserError
 from infermeter.run.document import LoadResult
 from infermeter.run.slo import SLO_METRICS, check_slos, parse_slos, slo_report
+from infermeter.serving.endpoint import Endpoint, ServerTiming
 
 SERVERS = ("continuous", "static")
-__all__ = ["SLO_METRICS", "parse_slos", "slo_report"]  # re-exported for `load`
+__all__ = ["SLO_METRICS", "Endpoint", "parse_slos", "slo_report"]  # re-exported for `load`
 
 
 @dataclass(frozen=True)
@@ -194,6 +195,14 @@ class Request:
     error: str | None = None
     #: output tokens the server counted (an endpoint's usage), when it says
     server_tokens: int | None = None
+    #: prompt tokens the server counted (usage): a chat template's tokens show up here
+    server_prompt_tokens: int | None = None
+    #: when an endpoint client sent it (NaN in-process: nothing is sent)
+    sent_s: float = math.nan
+    #: the first streamed chunk with a choice (an EOS-only completion's first token time)
+    first_event_s: float = math.nan
+    #: the server's own prefill and decode times, where it reports them (llama.cpp)
+    server_timing: ServerTiming | None = None
     #: the request this one is sent after (its session's previous turn); None: by arrival
     follows: int | None = None
     session: int | None = None
@@ -202,9 +211,17 @@ class Request:
     messages: list[dict[str, str]] | None = None
 
     def row(self, origin: float) -> dict[str, Any]:
-        """The request's sample row: latencies in ms, times from the run's start."""
-        ttft = (self.token_s[0] - self.arrival_s) * 1e3 if self.token_s else math.nan
+        """The request's sample row: latencies in ms, times from the run's start.
+
+        Latencies run from the request's arrival (its scheduled send time in an open loop),
+        and `*_from_send_ms` from when it was sent: the two differ by the client's lateness
+        (`queue_ms` at an endpoint), which an arrival-based figure keeps (coordinated
+        omission). In-process nothing is sent: those two are NaN.
+        """
+        first = self.token_s[0] if self.token_s else self.first_event_s
+        ttft = (first - self.arrival_s) * 1e3
         itl = [(b - a) * 1e3 for a, b in zip(self.token_s, self.token_s[1:], strict=False)]
+        timing = self.server_timing
         return {
             "sample_id": self.index,
             "arrival_ms": (self.arrival_s - origin) * 1e3,
@@ -212,11 +229,16 @@ class Request:
             "ttft_ms": ttft,
             "tpot_ms": sum(itl) / len(itl) if itl else math.nan,
             "e2e_ms": (self.end_s - self.arrival_s) * 1e3,
+            "ttft_from_send_ms": (first - self.sent_s) * 1e3,
+            "e2e_from_send_ms": (self.end_s - self.sent_s) * 1e3,
             "itl_ms": itl,
             "prompt_tokens": len(self.prompt_ids),
             "new_tokens_asked": self.new_tokens,
             "output_tokens": len(self.token_s),
             "server_output_tokens": self.server_tokens,
+            "server_prompt_tokens": self.server_prompt_tokens,
+            "server_prefill_ms": timing.prefill_ms if timing else None,
+            "server_decode_ms_per_token": timing.decode_ms_per_token if timing else None,
             "error": self.error,
             "session": self.session,
             "turn": self.turn,
@@ -593,21 +615,6 @@ def summarize_load(rows: list[dict[str, Any]], wall_s: float) -> dict[str, Any]:
         out[m] = summarize(r[m] for r in rows).to_dict()
     out["itl_ms"] = summarize(x for r in rows for x in r["itl_ms"]).to_dict()
     return out
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """An OpenAI-compatible server to load instead of the in-process model (serving/endpoint.py)."""
-
-    url: str
-    #: the model name the server knows (None: the first it lists)
-    model: str | None = None
-    key_env: str = "OPENAI_API_KEY"
-    timeout_s: float = 300.0
-    #: "completions" (/v1/completions, the prompt as text) or "chat" (/v1/chat/completions)
-    api: str = "completions"
-    #: ask the server to run every request to its length (`ignore_eos`, not every server's)
-    ignore_eos: bool = False
 
 
 def run_load(
