@@ -18,7 +18,7 @@ from infermeter.cli.fit_cmd import fit_command
 from infermeter.cli.history_cmd import history_command
 from infermeter.cli.inspect_cmd import inspect_app
 from infermeter.cli.knobs_cmd import knobs_command
-from infermeter.cli.load_cmd import load_command
+from infermeter.cli.load_cmd import load_command, selfcheck_command
 from infermeter.cli.models_cmd import models_command
 from infermeter.cli.plot_cmd import plot_command
 from infermeter.cli.predict_cmd import predict_command
@@ -39,7 +39,11 @@ app = typer.Typer(
 )
 app.command("profile")(profile_command)
 app.command("models")(models_command)
-app.command("load")(load_command)
+# `load` runs a load with its options; `load selfcheck` measures the client itself
+load_app = typer.Typer(invoke_without_command=True, add_completion=False)
+load_app.callback()(load_command)
+load_app.command("selfcheck")(selfcheck_command)
+app.add_typer(load_app, name="load")
 app.command("export")(export_command)
 app.command("sweep")(sweep_command)
 app.command("experiment")(experiment_command)

@@ -35,6 +35,7 @@ def _rate(text: str) -> float:
 
 @guard
 def load_command(
+    ctx: typer.Context,
     model: str = typer.Option("tiny-llama", "--model", "-m", help="Any --model spec."),
     rate: str = typer.Option(
         None,
@@ -145,6 +146,24 @@ def load_command(
         "every asked token (vLLM, SGLang, llama.cpp; transformers "
         "serve refuses it); otherwise requests stop at its EOS.",
     ),
+    extra_body: str = typer.Option(
+        None,
+        "--extra-body",
+        help="With --endpoint: a JSON object merged into every request's body, e.g. "
+        "'{\"min_tokens\": 64}' (llama.cpp's server ignores ignore_eos but honours min_tokens).",
+    ),
+    header: list[str] = typer.Option(
+        None,
+        "--header",
+        help="With --endpoint: 'Name: value', sent with every request (repeat it); values are "
+        "never stored or printed.",
+    ),
+    selfcheck: bool = typer.Option(
+        True,
+        "--selfcheck/--no-selfcheck",
+        help="With --endpoint: measure the client first against a null server on 127.0.0.1 "
+        "(its ceiling and the latency it adds, about 2 s) and hold the run against it.",
+    ),
     reference: bool = typer.Option(
         False,
         "--reference",
@@ -191,6 +210,8 @@ def load_command(
     """Serve a stream of requests (in-process, or to --endpoint): TTFT, TPOT, e2e, SLOs."""
     # Long because the options are the signature; the work is in the helpers below (a comment:
     # the docstring is the command's --help)
+    if ctx.invoked_subcommand is not None:
+        return  # `load selfcheck`: the subcommand does the work
     from infermeter.models.spec import check_model_spec
     from infermeter.serving.load import Lengths, LoadSpec, parse_slos
 
@@ -230,6 +251,7 @@ def load_command(
         len(rates),
         endpoint_api,
         ignore_eos,
+        _extras(endpoint, extra_body, header, selfcheck),
     )
     if (target is not None or predict) and spec.energy not in ("auto", "off"):
         where = (
@@ -271,6 +293,74 @@ def load_command(
         _sweep(spec, rates, folder, json_out, gate, store, target)
         return
     _run_once(spec, store, target, reference, folder, json_out, gate)
+
+
+@guard
+def selfcheck_command(
+    model: str = typer.Option(
+        "tiny-llama", "--model", "-m", help="The tokenizer that counts streamed tokens."
+    ),
+    tokens: int = typer.Option(16, help="Tokens a request (1..256)."),
+    requests: int = typer.Option(64, help="Requests for the ceiling (16..2000)."),
+    json_out: bool = JSON_OUT,
+) -> None:
+    """Measure the endpoint client itself against a null server on 127.0.0.1.
+
+    Its ceiling (requests/s) and the TTFT and ITL it adds at 10%, 50% and 90% of it.
+    """
+    from dataclasses import asdict
+
+    from infermeter.models.spec import check_model_spec
+    from infermeter.models.tokenizer import tokenizer_of
+    from infermeter.serving.selfcheck import self_check
+    from infermeter.util.jsonio import print_json
+
+    if not 1 <= tokens <= 256:
+        raise UserError(f"--tokens {tokens} is out of range", "use 1..256")
+    if not 16 <= requests <= 2000:
+        raise UserError(f"--requests {requests} is out of range", "use 16..2000")
+    check_model_spec(model)
+    check = self_check(tokenizer_of(model), tokens=tokens, requests=requests)
+    if json_out:
+        print_json({**asdict(check), "server_bound": check.server_bound})
+        return
+    console = Console(soft_wrap=True)
+    console.print(
+        f"client ceiling: {check.ceiling_rps:.3g} req/s ({check.ceiling_tokens_per_s:.3g} "
+        f"tokens/s at {check.tokens_per_request} a request); client "
+        f"{check.client_cores_at_ceiling:.2f} cores, null server "
+        f"{check.server_cores_at_ceiling:.2f} cores"
+        + (" (the server bound it: a lower bound)" if check.server_bound else ""),
+        markup=False,
+    )
+    t = Table(title="latency the client adds (null server: known delays)", title_justify="left")
+    for c in (
+        "share of ceiling",
+        "req/s",
+        "TTFT p50 ms",
+        "TTFT p90 ms",
+        "ITL p50 ms",
+        "ITL p90 ms",
+        "send lag p99 ms",
+    ):
+        t.add_column(c, justify="right")
+    for a in check.added:
+        t.add_row(
+            f"{a.share_of_ceiling:.0%}",
+            f"{a.rate_rps:.3g}",
+            f"{a.ttft_ms_p50:.2f}",
+            f"{a.ttft_ms_p90:.2f}",
+            f"{a.itl_ms_p50:.3f}",
+            f"{a.itl_ms_p90:.3f}",
+            f"{a.send_lag_ms_p99:.2f}",
+        )
+    console.print(t)
+    console.print(
+        "a run at an endpoint is held against this: keep its rate under half the ceiling; a "
+        "negative ITL figure means the client read several tokens at once",
+        style="dim",
+        markup=False,
+    )
 
 
 @dataclass(frozen=True)
@@ -460,6 +550,7 @@ def _target(
     n_rates: int,
     api: str = "completions",
     ignore_eos: bool = False,
+    extras: tuple[dict[str, object], dict[str, str], bool] = ({}, {}, True),
 ) -> Any:
     """The endpoint to load (None: the model in-process); its options checked in one line."""
     from infermeter.serving.load import Endpoint
@@ -485,7 +576,48 @@ def _target(
     base_url(endpoint)  # a malformed URL is one line before anything starts
     if api not in ("completions", "chat"):
         raise UserError(f"--endpoint-api {api!r} is not an API", "use completions or chat")
-    return Endpoint(endpoint, model, key_env, timeout, api, ignore_eos)
+    body, headers, check = extras
+    return Endpoint(endpoint, model, key_env, timeout, api, ignore_eos, body, headers, check)
+
+
+def _extras(
+    endpoint: str | None, extra_body: str | None, headers: list[str] | None, selfcheck: bool
+) -> tuple[dict[str, object], dict[str, str], bool]:
+    """--extra-body and --header parsed, each refused in one line; only with --endpoint."""
+    import json
+
+    if endpoint is None:
+        if extra_body is not None or headers:
+            raise UserError(
+                "--extra-body and --header are sent to an endpoint",
+                "add --endpoint URL, or drop them",
+            )
+        return {}, {}, selfcheck
+    body: dict[str, object] = {}
+    if extra_body is not None:
+        try:
+            parsed = json.loads(extra_body)
+        except ValueError as exc:
+            raise UserError(
+                f"--extra-body is not JSON ({exc.args[0] if exc.args else exc})",
+                """give a JSON object, e.g. --extra-body '{"min_tokens": 64}'""",
+            ) from None
+        if not isinstance(parsed, dict):
+            raise UserError(
+                "--extra-body must be a JSON object",
+                """e.g. --extra-body '{"min_tokens": 64}'""",
+            )
+        body = parsed
+    out: dict[str, str] = {}
+    for h in headers or []:
+        name, sep, value = h.partition(":")
+        if not sep or not name.strip() or any(c in name for c in " \t\r\n"):
+            raise UserError(
+                f"--header {name.strip()[:40]!r}... is not 'Name: value'",
+                "e.g. --header 'X-Tenant: a' (repeat it for several)",
+            )
+        out[name.strip()] = value.strip()
+    return body, out, selfcheck
 
 
 def _add_reference(doc: dict[str, Any], spec: Any) -> None:
@@ -670,6 +802,8 @@ def _print(doc: dict[str, Any]) -> None:
                 f"; {short} stopped at the server's EOS before their asked length "
                 "(--ignore-eos asks servers that know it not to)"
             )
+        for line, style in endpoint_lines(s):
+            console.print(line, style=style, markup=False)
         console.print(
             f"endpoint {ep['url']} serving {ep['model']}: {ep['multi_token_chunks']} streamed "
             f"chunks carried several tokens (counted with {doc['meta']['model_info']['tokenizer']}"
@@ -677,6 +811,59 @@ def _print(doc: dict[str, Any]) -> None:
             style="dim",
             markup=False,
         )
+
+
+def endpoint_lines(s: dict[str, Any]) -> list[tuple[str, str]]:
+    """(line, style) for an endpoint run.
+
+    The client's cost, the server's drift, late sends, and token counts that differ from what
+    was meant.
+    """
+    out: list[tuple[str, str]] = []
+    client = s.get("client") or {}
+    if client.get("line"):
+        flagged = bool((client.get("verdict") or {}).get("flagged"))
+        out.append((client["line"], "yellow" if flagged else ""))
+        out.append((client["selfcheck_line"], "dim"))
+    elif client:
+        out.append(
+            (
+                f"client: {client['cores']:.2f} cores while measuring (no self-check: "
+                "--no-selfcheck)",
+                "dim",
+            )
+        )
+    drift = s.get("drift")
+    if drift:
+        out.append((drift["line"], "yellow" if drift["moved"] else ""))
+    lag = (s.get("from_send") or {}).get("send_lag_ms") or {}
+    if lag.get("n") and lag["p99"] > 10:
+        out.append(
+            (
+                f"the client sent requests late (p99 {lag['p99']:.1f} ms after their scheduled "
+                "time): latencies count from the scheduled time; `from_send` in --json has "
+                "them from the send",
+                "yellow",
+            )
+        )
+    t = s.get("tokens") or {}
+    if t.get("eos_only"):
+        out.append((f"{t['eos_only']} requests completed with only an EOS (no text)", "dim"))
+    extra = t.get("prompt_extra_median")
+    if extra:
+        why = (
+            "a chat template or BOS it adds"
+            if extra > 0
+            else "it tokenizes differently: is --model its tokenizer?"
+        )
+        out.append(
+            (
+                f"the server counted {extra:+g} prompt tokens a request against those meant "
+                f"(median; most {t['prompt_extra_max']:+d}): {why}",
+                "dim" if extra > 0 else "yellow",
+            )
+        )
+    return out
 
 
 def workload_line(w: dict[str, Any]) -> str:

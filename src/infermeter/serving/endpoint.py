@@ -236,6 +236,8 @@ class Endpoint:
     extra_body: Mapping[str, object] = field(default_factory=dict)
     #: HTTP headers sent with every request (`--header`); their values are never stored
     headers: Mapping[str, str] = field(default_factory=dict)
+    #: measure the client against the null server first (serving/selfcheck.py)
+    selfcheck: bool = True
 
 
 @dataclass(frozen=True)

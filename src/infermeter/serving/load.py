@@ -32,7 +32,7 @@ from typing import Any
 from infermeter.errors import UserError
 from infermeter.run.document import LoadResult
 from infermeter.run.slo import SLO_METRICS, check_slos, parse_slos, slo_report
-from infermeter.serving.endpoint import Endpoint, ServerTiming
+from infermeter.serving.endpoint import Endpoint, Served, ServerTiming
 
 SERVERS = ("continuous", "static")
 __all__ = ["SLO_METRICS", "Endpoint", "parse_slos", "slo_report"]  # re-exported for `load`
@@ -804,34 +804,30 @@ def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any) -> LoadResult:
     reqs = plan.requests
     texts = [tokenizer.decode(r.prompt_ids, skip_special_tokens=True) for r in reqs]
     live = LiveProgress(sink, endpoint.model or endpoint.url) if sink is not None else None
-    served: list[int] = []
+    done: list[int] = []
 
     def finished(tokens: int) -> None:
-        served.append(tokens)
+        done.append(tokens)
         if live is not None:
             live.state["tokens"] += tokens
-            live("requests", len(served), len(reqs))
+            live("requests", len(done), len(reqs))
 
+    check = _probe(endpoint, tokenizer, reqs, spec)
     interrupted: KeyboardInterrupt | None = None
-    info: dict[str, Any] = {"model": endpoint.model, "multi_token_chunks": 0}
+    served: Served | None = None
     scraper = _scraper(spec)
     try:
         if live is not None:
             live("requests", 0, len(reqs))
         with stop_on_signals():
-            info = serve_endpoint(
+            served = serve_endpoint(
                 reqs,
                 texts,
                 plan.offsets_s,
                 spec.concurrency,
-                endpoint.url,
-                endpoint.model,
+                endpoint,
                 tokenizer,
-                endpoint.key_env,
-                endpoint.timeout_s,
                 on_finished=finished,
-                api=endpoint.api,
-                ignore_eos=endpoint.ignore_eos,
             )
     except KeyboardInterrupt as exc:
         interrupted = exc
@@ -841,7 +837,7 @@ def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any) -> LoadResult:
         if scraper is not None:
             scraper.stop()
     url = base_url(endpoint.url)
-    name = str(info["model"] or "?")
+    name = served.model if served is not None else (endpoint.model or "?")
     meta = {
         "kind": "load",
         "model": name,
@@ -857,14 +853,88 @@ def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any) -> LoadResult:
             "url": url,
             "model": name,
             "api": endpoint.api,
-            "multi_token_chunks": info["multi_token_chunks"],
+            "multi_token_chunks": served.multi_token_chunks if served is not None else 0,
+            # names only: a header's value may be a credential
+            "headers": sorted(endpoint.headers),
+            "extra_body": dict(endpoint.extra_body),
         },
         "workload": plan.workload,
     }
     doc = _document(spec, reqs, meta, interrupted)
+    _add_client(doc, served, check, spec)
     if any(math.isfinite(r.arrival_s) for r in reqs):
         _add_metrics(doc, scraper, min(r.arrival_s for r in reqs if math.isfinite(r.arrival_s)))
     return doc
+
+
+def _probe(endpoint: Endpoint, tokenizer: Any, reqs: list[Request], spec: LoadSpec) -> Any:
+    """The client's short self-check before the run (None with --no-selfcheck)."""
+    if not endpoint.selfcheck:
+        return None
+    import statistics
+
+    from infermeter.serving.selfcheck import probe
+
+    tokens = int(statistics.median(r.new_tokens for r in reqs))
+    return probe(tokenizer, tokens, spec.rate if spec.concurrency is None else math.inf)
+
+
+def _add_client(doc: dict[str, Any], served: Served | None, check: Any, spec: LoadSpec) -> None:
+    """What the client cost, the server's drift, latency from the send, and token counts."""
+    from infermeter.measure.stats import summarize
+    from infermeter.serving.drift import drift_verdict
+    from infermeter.serving.selfcheck import verdict
+
+    s, rows = doc["summary"], doc["all_samples"]
+    cores = served.client_cores if served is not None else math.nan
+    client: dict[str, Any] = {"cores": cores, "selfcheck": None, "verdict": None}
+    if check is not None:
+        v = verdict(check, s, cores, spec.rate if spec.concurrency is None else math.inf)
+        client |= {
+            "selfcheck": asdict(check),
+            "selfcheck_line": check.line(),
+            "verdict": asdict(v),
+            "line": v.line(),
+        }
+    s["client"] = client
+    d = drift_verdict(rows)
+    s["drift"] = None if d is None else {**asdict(d), "ratio": d.ratio, "line": d.line()}
+    s["from_send"] = {
+        "send_lag_ms": summarize(r["queue_ms"] for r in rows).to_dict(),
+        "ttft_ms": summarize(r["ttft_from_send_ms"] for r in rows).to_dict(),
+        "e2e_ms": summarize(r["e2e_from_send_ms"] for r in rows).to_dict(),
+    }
+    s["tokens"] = token_counts(rows)
+
+
+def token_counts(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Streamed tokens against the server's own counts, and prompt tokens meant against sent.
+
+    A chat template adds tokens to every prompt (about 13 in one server's case), and a server
+    counts the EOS it stopped at, which streams no text: both are said, never silently mixed.
+    """
+    import numpy as np
+
+    done = [r for r in rows if r["error"] is None]
+    out_diff = [
+        r["server_output_tokens"] - r["output_tokens"]
+        for r in done
+        if r.get("server_output_tokens") is not None
+    ]
+    in_diff = [
+        r["server_prompt_tokens"] - r["prompt_tokens"]
+        for r in done
+        if r.get("server_prompt_tokens") is not None
+    ]
+    return {
+        "eos_only": sum(r["output_tokens"] == 0 for r in done),
+        "server_counted_output": len(out_diff),
+        "output_differs": sum(d != 0 for d in out_diff),
+        "output_extra_median": float(np.median(out_diff)) if out_diff else None,
+        "server_counted_prompt": len(in_diff),
+        "prompt_extra_median": float(np.median(in_diff)) if in_diff else None,
+        "prompt_extra_max": max(in_diff) if in_diff else None,
+    }
 
 
 def stack_cost(endpoint: dict[str, Any], in_process: dict[str, Any]) -> list[dict[str, Any]]:

@@ -10,8 +10,10 @@ It answers `/health`, `/v1/models`, and streamed `/v1/completions` and
 every `itl_ms`, `max_tokens` of them (at most `tokens` when that is set), each chunk one
 `piece` of text. Its last chunk carries llama.cpp's `timings` (the delays it really slept,
 measured) and, when asked, `usage`. A request's body may set its own delays
-(`null_ttft_ms`, `null_itl_ms`). `slow_after` requests in, it multiplies its delays by
-`slow_factor`: a server that changes speed mid-run, for the drift verdict's test.
+(`null_ttft_ms`, `null_itl_ms`), or answer with only an EOS (`null_eos_only`); every
+`bad_every`-th request streams a chunk that is not JSON. `slow_after` requests in, it
+multiplies its delays by `slow_factor`: a server that changes speed mid-run, for the drift
+verdict's test.
 
 Run it as `python -m infermeter.serving.nullserver --port 0` (it prints `listening on PORT`);
 `null_server(...)` does so in a subprocess, so its work never shares the client's core.
@@ -52,6 +54,8 @@ class NullSpec:
     slow_after: int = 0
     slow_factor: float = 1.0
     model: str = "null"
+    #: every this-many-th request (0: none) streams a chunk that is not JSON, then stops
+    bad_every: int = 0
 
     def args(self) -> list[str]:
         """The command-line arguments that give this spec."""
@@ -63,6 +67,7 @@ class NullSpec:
             f"--slow-after={self.slow_after}",
             f"--slow-factor={self.slow_factor}",
             f"--model={self.model}",
+            f"--bad-every={self.bad_every}",
         ]
 
 
@@ -88,6 +93,8 @@ def _events(spec: NullSpec, body: dict[str, Any], api: str, slow: float) -> list
     """The stream's plan: (seconds to wait, event bytes) for each token, in order."""
     asked = int(body.get("max_tokens") or 16)
     n = min(asked, spec.tokens) if spec.tokens else asked
+    if body.get("null_eos_only"):  # the model's first token is its EOS: no text at all
+        n = 0
     ttft_s = float(body.get("null_ttft_ms", spec.ttft_ms)) * slow / 1e3
     itl_s = float(body.get("null_itl_ms", spec.itl_ms)) * slow / 1e3
     token = f"data: {json.dumps(_chunk(api, spec.model, spec.piece, None))}\n\n".encode()
@@ -100,7 +107,8 @@ def _tail(
     """The last chunk (llama.cpp's `timings`, measured), usage when asked, and [DONE]."""
     t_end = time.perf_counter()
     prompt = body.get("prompt") or json.dumps(body.get("messages"))
-    last = _chunk(api, spec.model, None, "length")
+    eos = bool(body.get("null_eos_only"))
+    last = _chunk(api, spec.model, None, "stop" if eos else "length")
     decode_ms = (t_end - t_first) * 1e3
     last["timings"] = {
         "prompt_n": len(str(prompt).split()),
@@ -114,8 +122,8 @@ def _tail(
         tail = {**_chunk(api, spec.model, None, None), "choices": []}
         tail["usage"] = {
             "prompt_tokens": len(str(prompt).split()),
-            "completion_tokens": n,
-            "total_tokens": n,
+            "completion_tokens": 1 if eos else n,
+            "total_tokens": 1 if eos else n,
         }
         out += f"data: {json.dumps(tail)}\n\n"
     return (out + "data: [DONE]\n\n").encode()
@@ -158,6 +166,8 @@ async def _respond(
     send(h11.Response(status_code=200, headers=[("content-type", "text/event-stream")]))
     await writer.drain()
     t_first = t_in
+    if spec.bad_every and seen.requests % spec.bad_every == 0:
+        plan = plan[:1] + [(0.0, b"data: {not json\n\n")]
     for i, (wait_s, data) in enumerate(plan):
         await asyncio.sleep(wait_s)
         if i == 0:
@@ -289,8 +299,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--slow-after", type=int, default=0)
     p.add_argument("--slow-factor", type=float, default=1.0)
     p.add_argument("--model", default="null")
+    p.add_argument("--bad-every", type=int, default=0)
     a = p.parse_args(argv)
-    spec = NullSpec(a.ttft_ms, a.itl_ms, a.tokens, a.piece, a.slow_after, a.slow_factor, a.model)
+    spec = NullSpec(
+        a.ttft_ms, a.itl_ms, a.tokens, a.piece, a.slow_after, a.slow_factor, a.model, a.bad_every
+    )
     serve(spec, a.port)
 
 
