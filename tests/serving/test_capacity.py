@@ -25,10 +25,12 @@ runner = CliRunner()
 SERVICE_S = 0.1  # one request at a time, 100 ms each: 10 requests/s at most
 
 
-def _queue(rate: float, n: int, seed: int = 0) -> dict:
-    """A FIFO single server with a fixed service time, Poisson arrivals: a load document."""
+def _queue(rate: float, n: int, seed: int = 0, backlog_s: float = 0.0) -> dict:
+    """A FIFO single server with a fixed service time, Poisson arrivals: a load document.
+
+    `backlog_s` of work is queued before the first arrival (a queue already full)."""
     arrivals = np.cumsum(np.random.default_rng(seed).exponential(1 / rate, size=n))
-    free = 0.0
+    free = arrivals[0] + backlog_s
     rows = []
     for i, a in enumerate(arrivals):
         start = max(a, free)
@@ -93,6 +95,21 @@ def test_the_attainment_interval_is_clopper_pearsons():
 def test_a_queue_growing_to_the_end_is_saturation():
     assert saturated(_queue(20.0, 64)["all_samples"])  # twice the capacity
     assert not saturated(_queue(2.0, 64)["all_samples"])
+
+
+def test_a_step_overloaded_from_its_first_quarter_is_saturation():
+    """Issue 54: the most overloaded step, its queue already full in its first quarter, was
+    not flagged (its last quarter's TTFT under twice its first's) while milder steps were."""
+    import numpy as np
+
+    full = _queue(15.0, 64, backlog_s=2.0)["all_samples"]  # 1.5x capacity, 2 s queued
+    ttft = [r["ttft_ms"] for r in full]
+    assert np.median(ttft[-16:]) < 2 * np.median(ttft[:16])  # the ratio alone misses it
+    assert saturated(full)
+    # the same backlog draining at half the capacity is no saturation, nor a few requests
+    assert not saturated(_queue(5.0, 64, backlog_s=2.0)["all_samples"])
+    assert saturated(_queue(20.0, 8)["all_samples"])
+    assert not saturated(_queue(20.0, 5)["all_samples"])
 
 
 def test_the_command_on_a_real_model(tmp_path):

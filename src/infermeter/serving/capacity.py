@@ -15,8 +15,9 @@ does so with the statistics said beside every step:
   (All `n` met: the interval's low end reaches 99% only from about 370 requests at 95%
   confidence; a 99% target takes that long to claim.)
 - **Saturation**: a step whose requests' TTFT is still growing at its end (the median of its
-  last quarter of arrivals over twice that of its first quarter, and 20 ms more) is queueing
-  without bound: it fails whatever its attainment over a finite run, and says so.
+  last quarter of arrivals over twice that of its first quarter, and 20 ms more; or TTFT
+  rising with arrival time, the slope's interval above 0.1) is queueing without bound: it
+  fails whatever its attainment over a finite run, and says so.
 - **The search**: from `start` the rate doubles while steps pass (halves while they fail),
   then `bisect` geometric bisections between the highest pass and the lowest fail. The answer
   is the highest passing rate, with the lowest failing one beside it; a search that never
@@ -41,6 +42,11 @@ from infermeter.errors import UserError
 #: a step's TTFT growth that counts as a queue growing without bound
 SATURATION_RATIO = 2.0
 SATURATION_MIN_MS = 20.0
+#: TTFT growing by this many ms for each ms of arrivals (its interval wholly above) is a queue
+#: growing without bound: a server at 1/(1 - 0.1) of its capacity or more
+SATURATION_SLOPE = 0.1
+#: requests a step needs before saturation is judged
+SATURATION_MIN_REQUESTS = 6
 #: requests in flight on average below which a failing step's requests were served alone
 ALONE_IN_FLIGHT = 1.1
 
@@ -124,19 +130,36 @@ def attainment_interval(met: int, n: int, confidence: float) -> tuple[float, flo
 
 
 def saturated(rows: list[dict[str, Any]]) -> bool:
-    """True when TTFT is still growing at the end of the step (a queue without bound)."""
+    """True when TTFT is still growing at the end of the step (a queue without bound).
+
+    Two signs, either enough: the last quarter's median TTFT over `SATURATION_RATIO` times
+    the first's (a queue that built up during the step), or TTFT rising with arrival time at
+    a slope whose 95% interval (Theil-Sen) is wholly above `SATURATION_SLOPE`. The second
+    catches a step overloaded from its first quarter on: its first TTFTs are already long, so
+    the ratio stays under 2 while the queue still grows by the second (issue 54: the search's
+    most overloaded step, 0.4 req/s with its queue full in its first quarter, was not flagged
+    while milder steps were).
+    """
     import numpy as np
+    from scipy.stats import theilslopes
 
     served = sorted(
         (r for r in rows if r.get("error") is None and math.isfinite(r["ttft_ms"])),
         key=lambda r: r["arrival_ms"],
     )
-    if len(served) < 8:
+    if len(served) < SATURATION_MIN_REQUESTS:
         return False
-    q = len(served) // 4
-    first = float(np.median([r["ttft_ms"] for r in served[:q]]))
-    last = float(np.median([r["ttft_ms"] for r in served[-q:]]))
-    return last > SATURATION_RATIO * first and last - first > SATURATION_MIN_MS
+    ttft = np.array([r["ttft_ms"] for r in served])
+    at = np.array([r["arrival_ms"] for r in served])
+    q = max(1, len(served) // 4)
+    first, last = float(np.median(ttft[:q])), float(np.median(ttft[-q:]))
+    if last > SATURATION_RATIO * first and last - first > SATURATION_MIN_MS:
+        return True
+    if float(np.ptp(at)) <= 0:
+        return False
+    slope, _, low, _ = theilslopes(ttft, at, alpha=0.95)
+    grew = float(slope) * float(np.ptp(at))
+    return bool(float(low) > SATURATION_SLOPE and grew > SATURATION_MIN_MS)
 
 
 def _met(row: dict[str, Any]) -> bool:

@@ -1,0 +1,185 @@
+"""The endpoint client measured against the null server (issue 54): its self-check, the server's
+drift verdict, EOS-only completions, request fields and headers, a bad chunk, latency from the
+send. The null server runs as a real subprocess on 127.0.0.1; the client is the real one."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from infermeter.cli.app import app
+from infermeter.serving.nullserver import NullSpec, null_server
+from tests.helpers import assert_one_line_error
+
+pytest.importorskip("openai", reason="--endpoint needs the openai client: infermeter[endpoint]")
+runner = CliRunner()
+
+
+def _load(url: str, tmp_path, *extra: str) -> tuple[dict, str]:
+    out = tmp_path / "o"
+    r = runner.invoke(
+        app,
+        [
+            "load",
+            "--endpoint",
+            url,
+            "-m",
+            "tiny-llama",
+            "--prompt-tokens",
+            "16",
+            "--new-tokens",
+            "8",
+            "--out",
+            str(out),
+            "--db",
+            str(tmp_path / "r.db"),
+            *extra,
+        ],
+        env={"COLUMNS": "250"},
+    )
+    assert r.exit_code == 0, r.output
+    return json.loads((out / "load.json").read_text()), r.output
+
+
+def test_a_server_slowing_halfway_is_called_drift_and_a_steady_one_is_not(tmp_path):
+    args = ("--requests", "24", "--concurrency", "1", "--no-selfcheck")
+    slow = NullSpec(ttft_ms=5, itl_ms=6, slow_after=12, slow_factor=2.5)
+    with null_server(slow) as s:
+        doc, out = _load(s.url, tmp_path, *args)
+    d = doc["summary"]["drift"]
+    assert d["source"] == "server" and d["requests"] == 24
+    assert d["moved"] and 2.0 < d["ratio"] < 3.0, d
+    assert "the server changed speed during the run" in out
+    rows = doc["all_samples"]
+    assert all(r["server_decode_ms_per_token"] > 5 for r in rows)
+    with null_server(NullSpec(ttft_ms=5, itl_ms=6)) as s:
+        doc, out = _load(s.url, tmp_path, *args)
+    d = doc["summary"]["drift"]
+    assert not d["moved"] and 0.8 < d["ratio"] < 1.25, d
+    assert "steady" in out
+
+
+@pytest.fixture(scope="module")
+def null_url():
+    with null_server(NullSpec(ttft_ms=20, itl_ms=8)) as s:
+        yield s.url
+
+
+def test_every_endpoint_run_states_what_its_client_cost(null_url, tmp_path):
+    doc, out = _load(null_url, tmp_path, "--requests", "6", "--rate", "20")
+    c = doc["summary"]["client"]
+    check = c["selfcheck"]
+    assert check["ceiling_rps"] > 5 and check["tokens_per_request"] == 8
+    (added,) = check["added"]
+    # the client and loopback HTTP add something, and far less than the server's own 20 ms
+    assert 0 < added["ttft_ms_p50"] < 20 and abs(added["itl_ms_p50"]) < 2
+    assert 0 < c["cores"] < 2 and c["verdict"]["delivered_share_of_ceiling"] > 0
+    assert c["verdict"]["itl_share"] < 0.05  # an unhurried client keeps up with 8 ms tokens
+    assert "client:" in out and "self-check: client ceiling" in out
+    # latency from the scheduled time and from the send are both kept (coordinated omission)
+    for r in doc["all_samples"]:
+        assert r["ttft_ms"] == pytest.approx(r["queue_ms"] + r["ttft_from_send_ms"], abs=1e-6)
+        assert r["server_prefill_ms"] >= 19  # the server's own account of its 20 ms
+    stored = sqlite3.connect(tmp_path / "r.db").execute("select checks from runs").fetchone()[0]
+    assert '"selfcheck"' in stored and '"drift"' in stored
+
+
+def test_a_client_slowed_on_purpose_is_caught_by_its_self_check(null_url, tmp_path, monkeypatch):
+    """A sleep in the client's stream loop (every chunk) shows as added latency and a warning."""
+    from infermeter.serving import endpoint
+
+    real = endpoint._count
+
+    def slow(tokenizer, piece):
+        time.sleep(0.006)
+        return real(tokenizer, piece)
+
+    monkeypatch.setattr(endpoint, "_count", slow)
+    doc, out = _load(null_url, tmp_path, "--requests", "6", "--rate", "20")
+    c = doc["summary"]["client"]
+    (added,) = c["selfcheck"]["added"]
+    # 6 ms of client work a chunk against the null server's 2 ms between tokens
+    assert added["itl_ms_p50"] > 2.5, added
+    assert c["selfcheck"]["ceiling_rps"] < 1 / (0.006 * 8)
+    assert c["verdict"]["itl_share"] > 0.2 and "WARNING" in out
+    assert any("to each ITL" in f for f in c["verdict"]["flagged"])
+
+
+def test_an_eos_only_completion_is_a_completed_request(null_url, tmp_path):
+    """HTTP 200, no text, the server counting one token: completed with zero text tokens, not
+    "the server returned no token"; --extra-body reaches the server (it asks for that EOS)."""
+    doc, out = _load(
+        null_url,
+        tmp_path,
+        "--requests",
+        "3",
+        "--rate",
+        "20",
+        "--no-selfcheck",
+        "--extra-body",
+        '{"null_eos_only": true}',
+    )
+    rows = doc["all_samples"]
+    assert [r["error"] for r in rows] == [None] * 3
+    assert all(r["output_tokens"] == 0 and r["server_output_tokens"] == 1 for r in rows)
+    assert all(0 < r["ttft_ms"] <= r["e2e_ms"] for r in rows)
+    assert doc["summary"]["tokens"]["eos_only"] == 3
+    assert "3 requests completed with only an EOS" in out
+    assert doc["meta"]["endpoint"]["extra_body"] == {"null_eos_only": True}
+
+
+def test_a_header_value_is_sent_but_never_kept(null_url, tmp_path):
+    secret = "Bearer s3cret-value-42"
+    doc, out = _load(
+        null_url,
+        tmp_path,
+        "--requests",
+        "2",
+        "--no-selfcheck",
+        "--header",
+        f"Authorization: {secret}",
+    )
+    assert doc["meta"]["endpoint"]["headers"] == ["Authorization"]
+    assert secret not in out and secret not in (tmp_path / "o" / "load.json").read_text()
+    assert secret.encode() not in (tmp_path / "r.db").read_bytes()
+
+
+def test_a_bad_chunk_fails_its_request_and_the_rest_are_kept(tmp_path):
+    with null_server(NullSpec(ttft_ms=2, itl_ms=1, bad_every=2)) as s:
+        doc, _ = _load(s.url, tmp_path, "--requests", "4", "--concurrency", "1", "--no-selfcheck")
+    errors = [r["error"] for r in doc["all_samples"]]
+    assert errors[0] is None and errors[2] is None
+    assert errors[1] and errors[1].startswith("a bad chunk") and errors[3]
+
+
+def test_load_selfcheck_measures_the_client(tmp_path):
+    r = runner.invoke(app, ["load", "selfcheck", "--requests", "16", "--tokens", "4", "--json"])
+    assert r.exit_code == 0, r.output
+    check = json.loads(r.stdout)
+    assert check["ceiling_rps"] > 5 and check["tokens_per_request"] == 4
+    assert [a["share_of_ceiling"] for a in check["added"]] == [0.1, 0.5, 0.9]
+    assert all(a["requests"] >= 12 for a in check["added"])
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--extra-body", "{bad"], "--extra-body is not JSON"),
+        (["--extra-body", "[1]"], "must be a JSON object"),
+        (["--header", "no colon"], "is not 'Name: value'"),
+    ],
+)
+def test_bad_request_fields_are_one_line(args, needle):
+    r = runner.invoke(app, ["load", "--endpoint", "http://127.0.0.1:9", *args])
+    assert_one_line_error(r, needle)
+
+
+def test_request_fields_without_an_endpoint_are_one_line():
+    r = runner.invoke(app, ["load", "--header", "A: b"])
+    assert_one_line_error(r, "sent to an endpoint")
+    r = runner.invoke(app, ["load", "selfcheck", "--tokens", "0"])
+    assert_one_line_error(r, "--tokens 0 is out of range")
