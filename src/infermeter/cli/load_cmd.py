@@ -43,7 +43,24 @@ def load_command(
         "at once); several (0.5,1,2,4) sweep the rate: latency vs "
         "throughput, knee.",
     ),
-    requests: int = typer.Option(16, help="Requests to send."),
+    requests: int = typer.Option(
+        None, help="Requests to send (default 16; with --duration, the most to send)."
+    ),
+    arrivals: str = typer.Option(
+        "poisson",
+        help="How requests arrive at --rate: poisson, constant, or gamma:SHAPE (the same mean "
+        "rate; SHAPE under 1 is bursty, 1 is Poisson).",
+    ),
+    duration: float = typer.Option(
+        None,
+        help="Seconds: send only the requests that arrive within them (an open loop at a "
+        "finite --rate); --requests then defaults to what the rate can bring.",
+    ),
+    warmup_requests: int = typer.Option(
+        0,
+        "--warmup-requests",
+        help="The first N requests (by arrival) run but are left out of every statistic.",
+    ),
     concurrency: int = typer.Option(None, help="Closed loop: this many in flight (no --rate)."),
     prompt_tokens: str = typer.Option(
         None,
@@ -221,7 +238,7 @@ def load_command(
     spec = LoadSpec(
         model=model,
         rate=rates[0],
-        requests=requests,
+        requests=_request_count(requests, duration, rates[0]),
         concurrency=concurrency,
         prompt_tokens=Lengths.parse(prompt_tokens or "64", "--prompt-tokens"),
         new_tokens=Lengths.parse(new_tokens or "16", "--new-tokens"),
@@ -239,6 +256,9 @@ def load_command(
         power_interval_ms=power_interval_ms,
         metrics_url=metrics_url,
         metrics_interval_ms=metrics_interval_ms,
+        arrivals=arrivals,
+        duration_s=duration,
+        warmup_requests=warmup_requests,
     ).validate()
     _check_capacity_ranges(slo_target, max_requests_per_step, bisect)
     check_model_spec(model)  # after the ranges: a bad value is named before the model
@@ -453,6 +473,16 @@ def _run_once(
             _print_reference(doc)
         Console(soft_wrap=True).print(stored, style="dim", markup=False)
     gate.close([doc])
+
+
+def _request_count(requests: int | None, duration: float | None, rate: float) -> int:
+    """--requests, or with --duration enough for the rate to fill it (Poisson's tail too)."""
+    if requests is not None:
+        return requests
+    if duration is None or not math.isfinite(rate) or not duration > 0:
+        return 16
+    expected = rate * duration
+    return int(min(100_000, math.ceil(expected + 5 * math.sqrt(expected) + 10)))
 
 
 def _check_capacity_ranges(target: float, most: int, bisect: int) -> None:

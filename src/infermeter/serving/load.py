@@ -114,6 +114,12 @@ class LoadSpec:
     #: a server's Prometheus metrics to scrape during the run (serving/server_metrics.py)
     metrics_url: str | None = None
     metrics_interval_ms: float = 1000.0
+    #: how requests arrive at `rate`: poisson, constant, or gamma:SHAPE (under 1: bursty)
+    arrivals: str = "poisson"
+    #: an open loop sends only the requests arriving within this many seconds (None: all)
+    duration_s: float | None = None
+    #: the first requests (by arrival) run but are left out of every statistic
+    warmup_requests: int = 0
 
     def validate(self) -> LoadSpec:
         """Every setting in range, before the model loads."""
@@ -147,9 +153,26 @@ class LoadSpec:
                 "continuous batching's cache: use --server continuous",
             ),
         ]
+        checks += [
+            (
+                self.duration_s is None or 0 < self.duration_s <= 1e6,
+                "--duration must be within 0..1000000 seconds",
+            ),
+            (
+                self.duration_s is None
+                or (self.concurrency is None and math.isfinite(self.rate) and not self.workload),
+                "--duration bounds an open loop at a finite --rate without --workload: "
+                "give --requests for a closed loop, all-at-once arrivals or a workload",
+            ),
+            (
+                0 <= self.warmup_requests < self.requests,
+                "--warmup-requests must be within 0..--requests - 1",
+            ),
+        ]
         for ok, message in checks:
             if not ok:
                 raise UserError(message, "see `infermeter load --help`")
+        parse_arrivals(self.arrivals)
         check_slos(self.slos)
         from infermeter.measure.energy.sampler import check_interval
         from infermeter.measure.energy.select import CHOICES
@@ -171,13 +194,42 @@ class LoadSpec:
         return self
 
 
-def arrival_offsets_s(rate: float, n: int, seed: int) -> list[float]:
-    """Arrival times (s from the start) of a Poisson process at `rate`; `inf`: all at 0."""
+def parse_arrivals(text: str) -> tuple[str, float]:
+    """`poisson`, `constant` or `gamma:SHAPE` as (kind, shape); one line on anything else.
+
+    A gamma process with shape k has the same mean gap (1/rate) and a coefficient of
+    variation 1/sqrt(k): k = 1 is Poisson, k < 1 bursty (vLLM's `--burstiness`), k > 1
+    smoother; constant is the limit of no variation.
+    """
+    t = text.strip().lower()
+    if t in ("poisson", "constant"):
+        return t, 1.0
+    m = re.fullmatch(r"gamma:(\d+(?:\.\d+)?)", t)
+    if m and 0.01 <= float(m.group(1)) <= 1000:
+        return "gamma", float(m.group(1))
+    raise UserError(
+        f"--arrivals {text!r} is not an arrival process",
+        "use poisson, constant or gamma:SHAPE (0.01..1000; under 1 is bursty)",
+    )
+
+
+def arrival_offsets_s(rate: float, n: int, seed: int, arrivals: str = "poisson") -> list[float]:
+    """Arrival times (s from the start) at `rate` by `arrivals`; `inf`: all at 0.
+
+    The first request arrives after one gap, as a Poisson process's does.
+    """
     import numpy as np
 
     if math.isinf(rate):
         return [0.0] * n
-    gaps = np.random.default_rng(seed).exponential(1.0 / rate, size=n)
+    kind, shape = parse_arrivals(arrivals)
+    rng = np.random.default_rng(seed)
+    if kind == "constant":
+        gaps = np.full(n, 1.0 / rate)
+    elif kind == "gamma":
+        gaps = rng.gamma(shape, 1.0 / (rate * shape), size=n)
+    else:
+        gaps = rng.exponential(1.0 / rate, size=n)
     return [float(x) for x in np.cumsum(gaps)]
 
 
@@ -268,7 +320,11 @@ def plan_requests(spec: LoadSpec, tokenizer: Any, limit: int) -> Plan:
             if tokenizer is not None
             else [Request(i, [0] * p, n) for i, (p, n) in enumerate(request_lengths(spec, limit))]
         )
-        return Plan(made, arrival_offsets_s(spec.rate, len(made), spec.seed))
+        offsets = arrival_offsets_s(spec.rate, len(made), spec.seed, spec.arrivals)
+        if spec.duration_s is not None:  # only what arrives within the run's duration
+            keep = max(1, sum(at <= spec.duration_s + 1e-9 for at in offsets))
+            made, offsets = made[:keep], offsets[:keep]
+        return Plan(made, offsets)
     from infermeter.workloads.traffic import load_traffic
 
     traffic = load_traffic(
@@ -294,7 +350,7 @@ def plan_requests(spec: LoadSpec, tokenizer: Any, limit: int) -> Plan:
         offsets = [t.offset_s or 0.0 for t in traffic.turns]
     else:
         firsts = [i for i, r in enumerate(reqs) if r.follows is None]
-        poisson = arrival_offsets_s(spec.rate, len(firsts), spec.seed)
+        poisson = arrival_offsets_s(spec.rate, len(firsts), spec.seed, spec.arrivals)
         offsets = [math.nan] * len(reqs)
         for i, at in zip(firsts, poisson, strict=True):
             offsets[i] = at
@@ -773,10 +829,15 @@ def _document(
         reqs = [r for r in reqs if math.isfinite(r.end_s)]
         if not reqs:
             raise interrupted
-    origin = min(r.arrival_s for r in reqs)
-    wall_s = max(r.end_s for r in reqs) - origin
-    rows = [failed_latencies(r.row(origin)) for r in reqs]
+    by_arrival = sorted(reqs, key=lambda r: r.arrival_s)
+    warm = {r.index for r in by_arrival[: spec.warmup_requests]}
+    measured = [r for r in reqs if r.index not in warm] or reqs
+    origin = min(r.arrival_s for r in measured)
+    wall_s = max(r.end_s for r in measured) - origin
+    rows = [failed_latencies(r.row(origin)) for r in measured]
+    warmup_rows = [failed_latencies(r.row(origin)) for r in reqs if r.index in warm]
     summary = summarize_load(rows, wall_s)
+    summary["warmup_requests"] = len(warmup_rows)
     summary["slo"] = slo_report(rows, spec.slos, wall_s)
     asked = {
         **asdict(spec),
@@ -788,6 +849,8 @@ def _document(
     if interrupted is not None:
         meta["interrupted"] = interrupted
     doc = {"meta": meta, "summary": summary, "timeline": _timeline(rows), "all_samples": rows}
+    if warmup_rows:  # kept beside, never in a statistic (their arrival_ms is negative)
+        doc["warmup_samples"] = warmup_rows
     return LoadResult(doc)
 
 
@@ -1094,10 +1157,11 @@ def as_run(doc: dict[str, Any], model_info: dict[str, Any]) -> Any:
         for r in all_rows
         if r.get("error") is not None
     ]
+    warm = [(r, True) for r in doc.get("warmup_samples") or [] if r.get("error") is None]
     samples = [
         SampleResult(
             index=r["sample_id"],
-            warmup=False,
+            warmup=is_warm,
             batch_size=1,
             prompt_tokens=r["prompt_tokens"],
             new_tokens=r["output_tokens"],
@@ -1107,7 +1171,7 @@ def as_run(doc: dict[str, Any], model_info: dict[str, Any]) -> Any:
             step_ms=tuple(r["itl_ms"]),
             memory={},
         )
-        for r in rows
+        for r, is_warm in [*warm, *((r, False) for r in rows)]
     ]
     config = {
         "model": spec["model"],

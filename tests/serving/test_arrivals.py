@@ -1,0 +1,97 @@
+"""Arrival processes (constant, Poisson, gamma), runs bounded by duration, and warm-up requests
+left out of the statistics (issue 54, item 4)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from infermeter.cli.app import app
+from infermeter.serving.load import arrival_offsets_s, parse_arrivals
+from tests.helpers import assert_one_line_error
+
+runner = CliRunner()
+
+
+def _cv(offsets: list[float]) -> float:
+    gaps = np.diff([0.0, *offsets])
+    return float(gaps.std() / gaps.mean())
+
+
+def test_each_process_keeps_the_rate_and_varies_as_it_should():
+    n = 20_000
+    for kind in ("poisson", "constant", "gamma:0.25", "gamma:4"):
+        offsets = arrival_offsets_s(5.0, n, 0, kind)
+        assert n / offsets[-1] == pytest.approx(5.0, rel=0.05), kind
+    assert _cv(arrival_offsets_s(5.0, n, 0, "constant")) == pytest.approx(0, abs=1e-9)
+    assert _cv(arrival_offsets_s(5.0, n, 0, "poisson")) == pytest.approx(1, rel=0.05)
+    # a gamma process of shape k varies by 1/sqrt(k): bursty under 1, smoother above
+    assert _cv(arrival_offsets_s(5.0, n, 0, "gamma:0.25")) == pytest.approx(2, rel=0.08)
+    assert _cv(arrival_offsets_s(5.0, n, 0, "gamma:4")) == pytest.approx(0.5, rel=0.05)
+    assert arrival_offsets_s(float("inf"), 3, 0, "gamma:2") == [0.0, 0.0, 0.0]
+    assert parse_arrivals(" Gamma:1.5 ") == ("gamma", 1.5)
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--arrivals", "bursty"], "is not an arrival process"),
+        (["--arrivals", "gamma:0"], "is not an arrival process"),
+        (["--duration", "5", "--concurrency", "2"], "--duration bounds an open loop"),
+        (["--duration", "5", "--rate", "inf"], "--duration bounds an open loop"),
+        (["--duration", "-1"], "--duration must be within"),
+        (["--warmup-requests", "16"], "--warmup-requests must be within"),
+    ],
+)
+def test_bad_arrival_options_are_one_line(args, needle):
+    assert_one_line_error(runner.invoke(app, ["load", *args]), needle)
+
+
+def test_a_run_bounded_by_duration_with_warm_up_left_out(tmp_path):
+    from infermeter.serving.nullserver import NullSpec, null_server
+
+    pytest.importorskip("openai")
+    out = tmp_path / "o"
+    with null_server(NullSpec(ttft_ms=2, itl_ms=1)) as s:
+        r = runner.invoke(
+            app,
+            [
+                "load",
+                "--endpoint",
+                s.url,
+                "--rate",
+                "20",
+                "--arrivals",
+                "constant",
+                "--duration",
+                "1",
+                "--warmup-requests",
+                "4",
+                "--new-tokens",
+                "4",
+                "--prompt-tokens",
+                "8",
+                "--no-selfcheck",
+                "--out",
+                str(out),
+                "--db",
+                str(tmp_path / "r.db"),
+            ],
+        )
+    assert r.exit_code == 0, r.output
+    doc = json.loads((out / "load.json").read_text())
+    # constant arrivals every 50 ms within 1 s: 20 requests, the first 4 a warm-up
+    assert len(doc["warmup_samples"]) == 4 and doc["summary"]["requests"] == 16
+    assert doc["summary"]["warmup_requests"] == 4
+    assert min(x["arrival_ms"] for x in doc["all_samples"]) == 0
+    assert all(x["arrival_ms"] < 0 for x in doc["warmup_samples"])
+    gaps = np.diff(sorted(x["arrival_ms"] for x in doc["all_samples"]))
+    assert gaps == pytest.approx(np.full(15, 50.0), abs=1e-6)
+    from infermeter import Store
+
+    (run,) = Store(str(tmp_path / "r.db")).list_runs()
+    stored = Store(str(tmp_path / "r.db")).get(run["id"])
+    assert sum(x.warmup for x in stored.samples) == 4 and len(stored.samples) == 20
