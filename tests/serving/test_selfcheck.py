@@ -86,6 +86,26 @@ def test_every_endpoint_run_states_what_its_client_cost(null_url, tmp_path):
         assert r["server_prefill_ms"] >= 19  # the server's own account of its 20 ms
     stored = sqlite3.connect(tmp_path / "r.db").execute("select checks from runs").fetchone()[0]
     assert '"selfcheck"' in stored and '"drift"' in stored
+    # the report and the dashboard's run page carry the same lines
+    run_id = doc["meta"]["run_id"]
+    r = runner.invoke(
+        app, ["report", run_id, "--db", str(tmp_path / "r.db"), "--out", str(tmp_path / "rep")]
+    )
+    assert r.exit_code == 0, r.output
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "The load client and the server" in md and "self-check: client ceiling" in md
+    from fastapi.testclient import TestClient
+
+    from infermeter import Store
+    from infermeter.dashboard import create_app
+    from infermeter.dashboard.security import Guard
+
+    api = TestClient(
+        create_app(Store(str(tmp_path / "r.db")), Guard()), base_url="http://localhost"
+    )
+    page = api.get(f"/api/runs/{run_id}").json()
+    assert page["meta"]["checks"]["load"]["summary"]["client"]["line"].startswith("client:")
+    assert "clientLines(m.checks)" in api.get("/static/app.js").text
 
 
 def test_a_client_slowed_on_purpose_is_caught_by_its_self_check(null_url, tmp_path, monkeypatch):

@@ -172,6 +172,21 @@ def _slo_section(doc: Any, run: RunResult, out: Path) -> list[Path]:
     return [write_csv(out / "slo.csv", rows)]
 
 
+def _load_client_section(doc: Any, run: RunResult) -> None:
+    """An endpoint load's own error: the client's cost, its self-check, the server's drift."""
+    s = (run.checks.get("load") or {}).get("summary") or {}
+    lines = [
+        (s.get("client") or {}).get("line"),
+        (s.get("client") or {}).get("selfcheck_line"),
+        (s.get("drift") or {}).get("line"),
+    ]
+    if any(lines):
+        doc.heading("The load client and the server")
+        for line in lines:
+            if line:
+                doc.text(line)
+
+
 def _time_tables(doc: Any, run: RunResult) -> None:
     """A session's user regions (the median of each name's calls), then the nested parts."""
     from infermeter.measure.timer import section_summary
@@ -256,6 +271,7 @@ def run_report(run: RunResult, out: Path, analysis: dict[str, Any] | None = None
         doc.table(phases)
         files.append(write_csv(out / "phases.csv", phases))
     files += _slo_section(doc, run, out)
+    _load_client_section(doc, run)
     if run.energy:
         doc.heading("Energy")
         e = run.energy

@@ -255,6 +255,18 @@ function sloLine(slo) {
   return `<p data-testid="run-slo">SLO attainment ${parts} · all met ${num(slo.all_met_pct, 1)}% · goodput ${num(slo.goodput_rps, 2)} req/s</p>`;
 }
 
+// An endpoint load's own error: what its client cost and whether the server drifted (issue 54)
+function clientLines(checks) {
+  const s = ((checks || {}).load || {}).summary || {};
+  const c = s.client || {}, d = s.drift;
+  const lines = [];
+  if (c.line) lines.push([c.line, c.verdict && c.verdict.flagged && c.verdict.flagged.length]);
+  if (c.selfcheck_line) lines.push([c.selfcheck_line, false]);
+  if (d && d.line) lines.push([d.line, d.moved]);
+  if (!lines.length) return "";
+  return `<div data-testid="load-client">` + lines.map(([t, w]) => `<p class="${w ? "warn" : "muted"}">${esc(t)}</p>`).join("") + `</div>`;
+}
+
 async function runPage(id) {
   const doc = await api("/api/runs/" + encodeURIComponent(id));
   const m = doc.meta, s = doc.summary[0];
@@ -272,6 +284,7 @@ async function runPage(id) {
     · <a href="#/history/${encodeURIComponent(m.model)}" data-testid="history-link">this model over time</a></p>
     <div class="cards">${card(s, "TTFT", "ttft_ms", "ms")}${card(s, "TPOT", "tpot_ms", "ms")}${card(s, "throughput", "tokens_per_s", "tok/s", 1)}${card(s, "peak RSS", "rss_peak_mib", "MiB", 0)}${s.j_per_token && s.j_per_token.n ? card(s, "energy", "j_per_token", "J/tok", 3) : ""}</div>
     ${sloLine(s.slo)}
+    ${clientLines(m.checks)}
     <h2>Findings</h2><div id="findings-box"><p class="muted">analysing…</p></div>
     <form id="cmp" class="inline">compare with run <input id="cmp-id" size="14" placeholder="run id" data-testid="compare-input"> <button>compare</button></form>` +
     (doc.timeline && doc.timeline.length ? `<h2>Timeline</h2>` + timelineChart(doc.timeline) : "") +
