@@ -19,6 +19,12 @@ from infermeter.cli.history_cmd import history_command
 from infermeter.cli.inspect_cmd import inspect_app
 from infermeter.cli.knobs_cmd import knobs_command
 from infermeter.cli.load_cmd import load_command, selfcheck_command
+from infermeter.cli.load_subcommands import (
+    load_capacity_command,
+    load_endpoint_command,
+    load_predict_command,
+    load_run_command,
+)
 from infermeter.cli.models_cmd import models_command
 from infermeter.cli.plot_cmd import plot_command
 from infermeter.cli.predict_cmd import predict_command
@@ -42,6 +48,10 @@ app.command("models")(models_command)
 # `load` runs a load with its options; `load selfcheck` measures the client itself
 load_app = typer.Typer(invoke_without_command=True, add_completion=False)
 load_app.callback()(load_command)
+load_app.command("run")(load_run_command)
+load_app.command("endpoint")(load_endpoint_command)
+load_app.command("capacity")(load_capacity_command)
+load_app.command("predict")(load_predict_command)
 load_app.command("selfcheck")(selfcheck_command)
 app.add_typer(load_app, name="load")
 app.command("export")(export_command)

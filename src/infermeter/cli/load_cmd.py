@@ -11,7 +11,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from infermeter.cli import load_options as O
 from infermeter.cli.guard import guard
+from infermeter.cli.load_options import LoadArgs
 from infermeter.cli.options import DB, JSON_OUT, JUNIT, SUMMARY
 from infermeter.cli.output import writable_dir, writable_file
 from infermeter.cli.slo_view import fail_on_miss, slo_line
@@ -36,244 +38,173 @@ def _rate(text: str) -> float:
 @guard
 def load_command(
     ctx: typer.Context,
-    model: str = typer.Option("tiny-llama", "--model", "-m", help="Any --model spec."),
-    rate: str = typer.Option(
-        None,
-        help="Poisson arrivals per second (default 4), or inf (all "
-        "at once); several (0.5,1,2,4) sweep the rate: latency vs "
-        "throughput, knee.",
-    ),
-    requests: int = typer.Option(
-        None, help="Requests to send (default 16; with --duration, the most to send)."
-    ),
-    arrivals: str = typer.Option(
-        "poisson",
-        help="How requests arrive at --rate: poisson, constant, or gamma:SHAPE (the same mean "
-        "rate; SHAPE under 1 is bursty, 1 is Poisson).",
-    ),
-    duration: float = typer.Option(
-        None,
-        help="Seconds: send only the requests that arrive within them (an open loop at a "
-        "finite --rate); --requests then defaults to what the rate can bring.",
-    ),
-    warmup_requests: int = typer.Option(
-        0,
-        "--warmup-requests",
-        help="The first N requests (by arrival) run but are left out of every statistic.",
-    ),
-    concurrency: int = typer.Option(None, help="Closed loop: this many in flight (no --rate)."),
-    prompt_tokens: str = typer.Option(
-        None,
-        "--prompt-tokens",
-        help="Prompt lengths (default 64): 64, uniform:32-128, normal:64,16.",
-    ),
-    new_tokens: str = typer.Option(
-        None, "--new-tokens", help="Output lengths (default 16), as above."
-    ),
-    workload: str = typer.Option(
-        None,
-        help="Real traffic instead of --prompt-tokens and "
-        "--new-tokens: sharegpt:FILE (ShareGPT JSON), chat:FILE "
-        "(multi-turn sessions, JSONL), azure:FILE (Azure or BurstGPT "
-        "trace CSV, replayed at its times), mooncake:FILE (trace JSONL "
-        "with shared prefixes), or a shipped sample: sharegpt-sample, "
-        "chat-sample, azure-sample, mooncake-sample.",
-    ),
-    trace_speed: float = typer.Option(
-        1.0, "--trace-speed", help="Replay a trace this many times faster than recorded."
-    ),
-    server: str = typer.Option(
-        "continuous",
-        help="continuous (transformers' continuous batching) or static (padded generate batches).",
-    ),
-    static_batch: int = typer.Option(8, "--static-batch", help="Largest static batch."),
-    kv_blocks: int = typer.Option(
-        None,
-        "--kv-blocks",
-        help="Continuous batching's KV cache "
-        "size in blocks (default: transformers' own, from memory).",
-    ),
-    kv_page_tokens: int = typer.Option(
-        None,
-        "--kv-page-tokens",
-        help="Tokens per KV-cache block (default: transformers' own, 256).",
-    ),
-    metrics_url: str = typer.Option(
-        None,
-        "--metrics-url",
-        help="A server's Prometheus metrics "
-        "(vLLM, SGLang, TGI: http://HOST:PORT/metrics), scraped "
-        "during the run and stored under their own names.",
-    ),
-    metrics_interval_ms: float = typer.Option(
-        1000.0, "--metrics-interval-ms", help="Scrape interval (100 ms or more)."
-    ),
-    energy: str = typer.Option(
-        "auto",
-        help="Power source for joules per request: auto, nvml, "
-        "rapl, powermetrics or off (in-process runs).",
-    ),
-    power_interval_ms: float = typer.Option(
-        100.0, "--power-interval-ms", help="Power sampling interval (10 ms or more)."
-    ),
-    slo: list[str] = typer.Option(
-        None,
-        help="ttft_ms=500, tpot_ms=80 or e2e_ms=2000 "
-        "(repeatable): pass/fail per request, attainment, goodput.",
-    ),
-    fail_if_slo_missed: bool = typer.Option(
-        False, "--fail-if-slo-missed", help="Exit 3 when any request misses an SLO."
-    ),
-    seed: int = typer.Option(0, help="Seeds arrivals, lengths and prompts."),
-    device: str = typer.Option("cpu", help="cpu, cuda, cuda:N, mps or auto."),
-    dtype: str = typer.Option("auto", help="auto, float32, bfloat16, float16."),
-    out: Path = typer.Option(None, help="Also write DIR/load.json."),
+    model: str = O.MODEL,
+    rate: str = O.RATE,
+    requests: int = O.REQUESTS,
+    arrivals: str = O.ARRIVALS,
+    duration: float = O.DURATION,
+    warmup_requests: int = O.WARMUP_REQUESTS,
+    concurrency: int = O.CONCURRENCY,
+    prompt_tokens: str = O.PROMPT_TOKENS,
+    new_tokens: str = O.NEW_TOKENS,
+    workload: str = O.WORKLOAD,
+    trace_speed: float = O.TRACE_SPEED,
+    server: str = O.SERVER,
+    static_batch: int = O.STATIC_BATCH,
+    kv_blocks: int = O.KV_BLOCKS,
+    kv_page_tokens: int = O.KV_PAGE_TOKENS,
+    metrics_url: str = O.METRICS_URL,
+    metrics_interval_ms: float = O.METRICS_INTERVAL_MS,
+    energy: str = O.ENERGY,
+    power_interval_ms: float = O.POWER_INTERVAL_MS,
+    slo: list[str] = O.SLO,
+    fail_if_slo_missed: bool = O.FAIL_IF_SLO_MISSED,
+    seed: int = O.SEED,
+    device: str = O.DEVICE,
+    dtype: str = O.DTYPE,
+    out: Path = O.OUT,
     db: str = DB,
     json_out: bool = JSON_OUT,
     junit: Path = JUNIT,
     summary: Path = SUMMARY,
-    endpoint: str = typer.Option(
-        None,
-        help="Load an OpenAI-compatible server instead (vLLM, "
-        "SGLang, TGI, llama.cpp, Ollama, transformers serve): its URL, "
-        "e.g. http://127.0.0.1:8000; --model then names the tokenizer.",
-    ),
-    endpoint_model: str = typer.Option(
-        None,
-        "--endpoint-model",
-        help="The model name the server knows (default: the first it lists).",
-    ),
-    api_key_env: str = typer.Option(
-        "OPENAI_API_KEY",
-        "--api-key-env",
-        help="Environment variable holding the endpoint's API key (never stored).",
-    ),
-    timeout: float = typer.Option(300.0, help="Seconds before an endpoint request fails."),
-    endpoint_api: str = typer.Option(
-        "completions",
-        "--endpoint-api",
-        help="completions "
-        "(/v1/completions) or chat (/v1/chat/completions: "
-        "sessions' messages, the server's chat template).",
-    ),
-    ignore_eos: bool = typer.Option(
-        False,
-        "--ignore-eos",
-        help="Ask the endpoint to generate "
-        "every asked token (vLLM, SGLang, llama.cpp; transformers "
-        "serve refuses it); otherwise requests stop at its EOS.",
-    ),
-    extra_body: str = typer.Option(
-        None,
-        "--extra-body",
-        help="With --endpoint: a JSON object merged into every request's body, e.g. "
-        "'{\"min_tokens\": 64}' (llama.cpp's server ignores ignore_eos but honours min_tokens).",
-    ),
-    header: list[str] = typer.Option(
-        None,
-        "--header",
-        help="With --endpoint: 'Name: value', sent with every request (repeat it); values are "
-        "never stored or printed.",
-    ),
-    selfcheck: bool = typer.Option(
-        True,
-        "--selfcheck/--no-selfcheck",
-        help="With --endpoint: measure the client first against a null server on 127.0.0.1 "
-        "(its ceiling and the latency it adds, about 2 s) and hold the run against it.",
-    ),
-    reference: bool = typer.Option(
-        False,
-        "--reference",
-        help="With --endpoint: also run the "
-        "same requests in-process on --model (the same weights) and "
-        "show what the serving stack adds to TTFT, TPOT and e2e.",
-    ),
-    find_max_rate: bool = typer.Option(
-        False,
-        "--find-max-rate",
-        help="Search for the highest "
-        "rate whose SLO attainment stays above --slo-target "
-        "(ramp from --rate, then bisect); needs --slo.",
-    ),
-    slo_target: float = typer.Option(
-        0.99,
-        "--slo-target",
-        help="With --find-max-rate: the share of requests that must meet every SLO.",
-    ),
-    max_requests_per_step: int = typer.Option(
-        512,
-        "--max-requests-per-step",
-        help="With "
-        "--find-max-rate: a rate is run again (counts "
-        "pooled) while undecided, up to this many.",
-    ),
-    bisect: int = typer.Option(4, help="With --find-max-rate: bisections after the ramp."),
-    predict: bool = typer.Option(
-        False,
-        "--predict",
-        help="Simulate the load instead of running "
-        "it: arrivals, transformers' continuous-batching scheduler and "
-        "each step's cost from the time model (learnt from stored "
-        "loads on the device); no weights are loaded.",
-    ),
-    hardware: str = typer.Option(
-        "cpu-this",
-        help="With --predict: cpu-this (calibrated) or a GPU from `infermeter predict --help`.",
-    ),
-    stack: str = typer.Option(
-        "hf", help="With --predict on a GPU: the stack's step costs (`infermeter predict --help`)."
-    ),
+    endpoint: str = O.ENDPOINT,
+    endpoint_model: str = O.ENDPOINT_MODEL,
+    api_key_env: str = O.API_KEY_ENV,
+    timeout: float = O.TIMEOUT,
+    endpoint_api: str = O.ENDPOINT_API,
+    ignore_eos: bool = O.IGNORE_EOS,
+    extra_body: str = O.EXTRA_BODY,
+    header: list[str] = O.HEADER,
+    selfcheck: bool = O.SELFCHECK,
+    reference: bool = O.REFERENCE,
+    find_max_rate: bool = O.FIND_MAX_RATE,
+    slo_target: float = O.SLO_TARGET,
+    max_requests_per_step: int = O.MAX_REQUESTS_PER_STEP,
+    bisect: int = O.BISECT,
+    predict: bool = O.PREDICT,
+    hardware: str = O.HARDWARE,
+    stack: str = O.STACK,
 ) -> None:
-    """Serve a stream of requests (in-process, or to --endpoint): TTFT, TPOT, e2e, SLOs."""
-    # Long because the options are the signature; the work is in the helpers below (a comment:
-    # the docstring is the command's --help)
-    if ctx.invoked_subcommand is not None:
-        return  # `load selfcheck`: the subcommand does the work
-    from infermeter.models.spec import check_model_spec
-    from infermeter.serving.load import Lengths, LoadSpec, parse_slos
+    """Load on a model or a server: run, endpoint URL, capacity, predict, selfcheck.
 
-    _check_workload_options(workload, rate, prompt_tokens, new_tokens, trace_speed)
-    rate = rate or "4"
-    rates = [_rate(r) for r in rate.split(",") if r.strip()] or [_rate(rate)]
-    spec = LoadSpec(
+    Options given to `load` itself are the old spelling, kept for one release.
+    """
+    # Long because the options are the signature (a comment: the docstring is the --help)
+    if ctx.invoked_subcommand is not None:
+        return  # a subcommand does the work
+    args = LoadArgs(
         model=model,
-        rate=rates[0],
-        requests=_request_count(requests, duration, rates[0]),
+        rate=rate,
+        requests=requests,
+        arrivals=arrivals,
+        duration=duration,
+        warmup_requests=warmup_requests,
         concurrency=concurrency,
-        prompt_tokens=Lengths.parse(prompt_tokens or "64", "--prompt-tokens"),
-        new_tokens=Lengths.parse(new_tokens or "16", "--new-tokens"),
+        prompt_tokens=prompt_tokens,
+        new_tokens=new_tokens,
+        workload=workload,
+        trace_speed=trace_speed,
         server=server,
         static_batch=static_batch,
-        slos=parse_slos(slo),
+        kv_blocks=kv_blocks,
+        kv_page_tokens=kv_page_tokens,
+        metrics_url=metrics_url,
+        metrics_interval_ms=metrics_interval_ms,
+        energy=energy,
+        power_interval_ms=power_interval_ms,
+        slo=tuple(slo or ()),
+        fail_if_slo_missed=fail_if_slo_missed,
         seed=seed,
         device=device,
         dtype=dtype,
-        workload=workload,
-        trace_speed=trace_speed,
-        kv_blocks=kv_blocks,
-        kv_page_tokens=kv_page_tokens,
-        energy=energy,
-        power_interval_ms=power_interval_ms,
-        metrics_url=metrics_url,
-        metrics_interval_ms=metrics_interval_ms,
-        arrivals=arrivals,
-        duration_s=duration,
-        warmup_requests=warmup_requests,
-    ).validate()
-    _check_capacity_ranges(slo_target, max_requests_per_step, bisect)
-    check_model_spec(model)  # after the ranges: a bad value is named before the model
-    target = _target(
-        endpoint,
-        endpoint_model,
-        api_key_env,
-        timeout,
-        reference,
-        len(rates),
-        endpoint_api,
-        ignore_eos,
-        _extras(endpoint, extra_body, header, selfcheck),
+        out=out,
+        db=db,
+        json_out=json_out,
+        junit=junit,
+        summary=summary,
+        endpoint=endpoint,
+        endpoint_model=endpoint_model,
+        api_key_env=api_key_env,
+        timeout=timeout,
+        endpoint_api=endpoint_api,
+        ignore_eos=ignore_eos,
+        extra_body=extra_body,
+        header=tuple(header or ()),
+        selfcheck=selfcheck,
+        reference=reference,
+        find_max_rate=find_max_rate,
+        slo_target=slo_target,
+        max_requests_per_step=max_requests_per_step,
+        bisect=bisect,
+        predict=predict,
+        hardware=hardware,
+        stack=stack,
     )
-    if (target is not None or predict) and spec.energy not in ("auto", "off"):
+    run_load_args(args)
+    Console(stderr=True, soft_wrap=True).print(f"note: {old_spelling_note(args)}", style="dim")
+
+
+def old_spelling_note(a: LoadArgs) -> str:
+    """The new spelling of an old `load --...` command line (said once it has run)."""
+    if a.predict:
+        new = "load predict"
+    elif a.find_max_rate:
+        new = "load capacity" + (" --endpoint URL" if a.endpoint else "")
+    elif a.endpoint:
+        new = "load endpoint URL"
+    else:
+        new = "load run"
+    return f"`infermeter load --...` is now `infermeter {new}` (this spelling goes next release)"
+
+
+def run_load_args(a: LoadArgs) -> None:
+    """Every load mode from one record: check it all, open the store, then run and render."""
+    # Long because it wires every mode's checks in the order a user needs them (refusals first)
+    from infermeter.models.spec import check_model_spec
+    from infermeter.serving.load import Lengths, LoadSpec, parse_slos
+
+    _check_workload_options(a.workload, a.rate, a.prompt_tokens, a.new_tokens, a.trace_speed)
+    rate = a.rate or "4"
+    rates = [_rate(r) for r in rate.split(",") if r.strip()] or [_rate(rate)]
+    spec = LoadSpec(
+        model=a.model,
+        rate=rates[0],
+        requests=_request_count(a.requests, a.duration, rates[0]),
+        concurrency=a.concurrency,
+        prompt_tokens=Lengths.parse(a.prompt_tokens or "64", "--prompt-tokens"),
+        new_tokens=Lengths.parse(a.new_tokens or "16", "--new-tokens"),
+        server=a.server,
+        static_batch=a.static_batch,
+        slos=parse_slos(list(a.slo)),
+        seed=a.seed,
+        device=a.device,
+        dtype=a.dtype,
+        workload=a.workload,
+        trace_speed=a.trace_speed,
+        kv_blocks=a.kv_blocks,
+        kv_page_tokens=a.kv_page_tokens,
+        energy=a.energy,
+        power_interval_ms=a.power_interval_ms,
+        metrics_url=a.metrics_url,
+        metrics_interval_ms=a.metrics_interval_ms,
+        arrivals=a.arrivals,
+        duration_s=a.duration,
+        warmup_requests=a.warmup_requests,
+    ).validate()
+    _check_capacity_ranges(a.slo_target, a.max_requests_per_step, a.bisect)
+    check_model_spec(a.model)  # after the ranges: a bad value is named before the model
+    target = _target(
+        a.endpoint,
+        a.endpoint_model,
+        a.api_key_env,
+        a.timeout,
+        a.reference,
+        len(rates),
+        a.endpoint_api,
+        a.ignore_eos,
+        _extras(a.endpoint, a.extra_body, list(a.header), a.selfcheck),
+    )
+    if (target is not None or a.predict) and spec.energy not in ("auto", "off"):
         where = (
             "the endpoint's server runs elsewhere"
             if target is not None
@@ -283,36 +214,38 @@ def load_command(
             f"--energy {spec.energy} reads this machine's power; {where}",
             "drop --energy (energy per request is measured in-process)",
         )
-    if fail_if_slo_missed and not spec.slos:
+    if a.fail_if_slo_missed and not spec.slos:
         raise UserError("--fail-if-slo-missed needs an --slo", "add e.g. --slo ttft_ms=500")
     gate = LoadGate(
-        fail_if_slo_missed, writable_file(junit, "--junit"), writable_file(summary, "--summary")
+        a.fail_if_slo_missed,
+        writable_file(a.junit, "--junit"),
+        writable_file(a.summary, "--summary"),
     )
     from infermeter.store import Store
 
-    folder = writable_dir(out) if out is not None else None
-    store = Store(db)  # opened first: a locked or unreadable database fails before the work
-    if predict:
+    folder = writable_dir(a.out) if a.out is not None else None
+    store = Store(a.db)  # opened first: a locked or unreadable database fails before the work
+    if a.predict:
         from infermeter.cli.load_predict_view import check_predict_options, run_prediction
 
-        check_predict_options(spec, endpoint, reference)
+        check_predict_options(spec, a.endpoint, a.reference)
         cap = (
-            _capacity_spec(spec, rate, rates, slo_target, max_requests_per_step, bisect)
-            if find_max_rate
+            _capacity_spec(spec, rate, rates, a.slo_target, a.max_requests_per_step, a.bisect)
+            if a.find_max_rate
             else None
         )
-        run_prediction(spec, rates, hardware, stack, cap, store, folder, json_out)
+        run_prediction(spec, rates, a.hardware, a.stack, cap, store, folder, a.json_out)
         return
-    if find_max_rate:
+    if a.find_max_rate:
         from infermeter.cli.capacity_view import run_capacity
 
-        cap = _capacity_spec(spec, rate, rates, slo_target, max_requests_per_step, bisect)
-        run_capacity(spec, cap, store, target, folder, json_out, lambda d, i: _store(d, store, i))
+        cap = _capacity_spec(spec, rate, rates, a.slo_target, a.max_requests_per_step, a.bisect)
+        run_capacity(spec, cap, store, target, folder, a.json_out, lambda d, i: _store(d, store, i))
         return
     if len(rates) > 1:
-        _sweep(spec, rates, folder, json_out, gate, store, target)
+        _sweep(spec, rates, folder, a.json_out, gate, store, target)
         return
-    _run_once(spec, store, target, reference, folder, json_out, gate)
+    _run_once(spec, store, target, a.reference, folder, a.json_out, gate)
 
 
 @guard
