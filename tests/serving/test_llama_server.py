@@ -109,8 +109,6 @@ def test_llama_server_timings_are_kept_beside_the_clients(llama, tmp_path):
 
 
 def test_a_chat_request_counts_the_template_tokens_it_added(llama, tmp_path):
-    doc = _load(
-        llama, tmp_path, "--requests", "2", "--endpoint-api", "chat", "--no-selfcheck"
-    )
+    doc = _load(llama, tmp_path, "--requests", "2", "--endpoint-api", "chat", "--no-selfcheck")
     t = doc["summary"]["tokens"]
     assert t["server_counted_prompt"] == 2 and t["prompt_extra_median"] > 0

@@ -24,6 +24,7 @@ import math
 import os
 import time
 from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -186,6 +187,7 @@ async def send(
     request.start_s = request.sent_s = time.perf_counter()
     multi = 0
     finished = stopped = False
+    traced = _CURRENT.set(request)
     try:
         stream = await _open_stream(client, model, request, text, api, ignore_eos, extra_body)
         async for chunk in stream:
@@ -215,6 +217,8 @@ async def send(
         request.error = _reason(exc)
     except STREAM_ERRORS as exc:
         request.error = f"a bad chunk: {_reason(exc)}"
+    finally:
+        _CURRENT.reset(traced)
     request.end_s = time.perf_counter()
     return multi
 
@@ -257,6 +261,48 @@ class Served:
         return self.client_cpu_s / self.wall_s if self.wall_s > 0 else math.nan
 
 
+#: the request whose HTTP exchange is under way in this task (its phases are traced into it)
+_CURRENT: ContextVar[Any] = ContextVar("infermeter_request", default=None)
+
+
+async def _trace(event: str, info: Any) -> None:
+    """The trace callback httpcore calls: each phase's start and end, on the run's clock."""
+    r = _CURRENT.get()
+    if r is not None:
+        r.http_events.append((event, time.perf_counter()))
+
+
+async def _traced(request: Any) -> None:
+    """An httpx request hook: trace this exchange's phases (connect, send, wait for headers)."""
+    request.extensions["trace"] = _trace
+
+
+def http_phases(events: list[tuple[str, float]]) -> dict[str, float]:
+    """A request's HTTP phases in ms from its traced events.
+
+    `http_connect_ms` (0 on a reused connection), `http_send_ms` (headers and body written),
+    `http_wait_ms` (the body sent to the response's headers: the server's queue and the start
+    of its work, as the network sees it). NaN where an event is missing.
+    """
+    at: dict[str, float] = {}
+    for name, t in events:
+        at.setdefault(name, t)
+
+    def span(a: str, b: str) -> float:
+        return (at[b] - at[a]) * 1e3 if a in at and b in at else math.nan
+
+    connect = span("connection.connect_tcp.started", "connection.connect_tcp.complete")
+    return {
+        "http_connect_ms": 0.0 if math.isnan(connect) and at else connect,
+        "http_send_ms": span(
+            "http11.send_request_headers.started", "http11.send_request_body.complete"
+        ),
+        "http_wait_ms": span(
+            "http11.send_request_body.complete", "http11.receive_response_headers.complete"
+        ),
+    }
+
+
 def _client(endpoint: Endpoint) -> Any:
     from infermeter.extras import require
 
@@ -279,7 +325,9 @@ def _client(endpoint: Endpoint) -> Any:
         timeout=endpoint.timeout_s,
         max_retries=0,
         default_headers=dict(endpoint.headers) or None,
-        http_client=openai.DefaultAsyncHttpxClient(transport=transport),
+        http_client=openai.DefaultAsyncHttpxClient(
+            transport=transport, event_hooks={"request": [_traced]}
+        ),
     )
 
 

@@ -32,7 +32,7 @@ from typing import Any
 from infermeter.errors import UserError
 from infermeter.run.document import LoadResult
 from infermeter.run.slo import SLO_METRICS, check_slos, parse_slos, slo_report
-from infermeter.serving.endpoint import Endpoint, Served, ServerTiming
+from infermeter.serving.endpoint import Endpoint, Served, ServerTiming, http_phases
 
 SERVERS = ("continuous", "static")
 __all__ = ["SLO_METRICS", "Endpoint", "parse_slos", "slo_report"]  # re-exported for `load`
@@ -255,6 +255,8 @@ class Request:
     first_event_s: float = math.nan
     #: the server's own prefill and decode times, where it reports them (llama.cpp)
     server_timing: ServerTiming | None = None
+    #: an endpoint request's traced HTTP events (name, time), for its phases
+    http_events: list[tuple[str, float]] = field(default_factory=list)
     #: the request this one is sent after (its session's previous turn); None: by arrival
     follows: int | None = None
     session: int | None = None
@@ -283,6 +285,8 @@ class Request:
             "e2e_ms": (self.end_s - self.arrival_s) * 1e3,
             "ttft_from_send_ms": (first - self.sent_s) * 1e3,
             "e2e_from_send_ms": (self.end_s - self.sent_s) * 1e3,
+            "ttst_ms": itl[0] if itl else math.nan,
+            **(http_phases(self.http_events) if self.http_events else {}),
             "itl_ms": itl,
             "prompt_tokens": len(self.prompt_ids),
             "new_tokens_asked": self.new_tokens,
@@ -667,8 +671,8 @@ def summarize_load(rows: list[dict[str, Any]], wall_s: float) -> dict[str, Any]:
         if wall_s > 0
         else math.nan,
     }
-    for m in ("queue_ms", "ttft_ms", "tpot_ms", "e2e_ms"):
-        out[m] = summarize(r[m] for r in rows).to_dict()
+    for m in ("queue_ms", "ttft_ms", "ttst_ms", "tpot_ms", "e2e_ms"):
+        out[m] = summarize(r.get(m, math.nan) for r in rows).to_dict()
     out["itl_ms"] = summarize(x for r in rows for x in r["itl_ms"]).to_dict()
     return out
 
@@ -966,6 +970,10 @@ def _add_client(doc: dict[str, Any], served: Served | None, check: Any, spec: Lo
         "send_lag_ms": summarize(r["queue_ms"] for r in rows).to_dict(),
         "ttft_ms": summarize(r["ttft_from_send_ms"] for r in rows).to_dict(),
         "e2e_ms": summarize(r["e2e_from_send_ms"] for r in rows).to_dict(),
+        **{
+            k: summarize(r.get(k, math.nan) for r in rows).to_dict()
+            for k in ("http_connect_ms", "http_send_ms", "http_wait_ms")
+        },
     }
     s["tokens"] = token_counts(rows)
 
