@@ -81,7 +81,8 @@ _MODULE_MARKS = {
 
 def pytest_collection_modifyitems(config, items):
     """Mark each test by the real parts it uses (postgres, browser, ray, torchrun, smollm2,
-    gemma3, llama_server), so `make test-fast` (docs: README) can leave them out without a list kept by hand."""
+    gemma3, llama_server), so `make test-fast` (docs: README) can leave them out without a
+    list kept by hand."""
     for item in items:
         mark = _MODULE_MARKS.get(item.path.name)
         if mark:

@@ -25,7 +25,7 @@ def _load(url: str, tmp_path, *extra: str) -> tuple[dict, str]:
         app,
         [
             "load",
-            "--endpoint",
+            "endpoint",
             url,
             "-m",
             "tiny-llama",
@@ -208,3 +208,40 @@ def test_request_fields_without_an_endpoint_are_one_line():
     assert_one_line_error(r, "sent to an endpoint")
     r = runner.invoke(app, ["load", "selfcheck", "--tokens", "0"])
     assert_one_line_error(r, "--tokens 0 is out of range")
+
+
+def test_several_servers_take_the_requests_round_robin(tmp_path):
+    with null_server(NullSpec(ttft_ms=2, itl_ms=1)) as a, null_server(NullSpec()) as b:
+        r = runner.invoke(
+            app,
+            ["load", "endpoint", a.url, b.url, "--requests", "4", "--concurrency", "1"]
+            + ["--new-tokens", "2", "--prompt-tokens", "8", "--no-selfcheck", "--json"]
+            + ["--db", str(tmp_path / "r.db")],
+        )
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert [x["server_index"] for x in doc["all_samples"]] == [0, 1, 0, 1]
+    assert doc["meta"]["endpoint"]["urls"] == [a.url + "/v1", b.url + "/v1"]
+
+
+def test_a_run_stops_sending_past_its_error_rate(tmp_path):
+    with null_server(NullSpec(ttft_ms=1, itl_ms=1, bad_every=2)) as s:
+        doc, out = _load(
+            s.url,
+            tmp_path,
+            "--requests",
+            "12",
+            "--concurrency",
+            "1",
+            "--no-selfcheck",
+            "--max-error-rate",
+            "0.4",
+        )
+    errors = [r["error"] for r in doc["all_samples"]]
+    # 4 of the first 8 failed (every second chunk stream is broken): the last 4 not sent
+    assert sum(e is None for e in errors[:8]) == 4
+    assert all(e and e.startswith("not sent: the run stopped") for e in errors[8:])
+    assert "4 of 8 finished requests failed" in doc["meta"]["endpoint"]["aborted"]
+    assert "stopped sending" in out
+    r = runner.invoke(app, ["load", "endpoint", s.url, "--max-error-rate", "1.5"])
+    assert_one_line_error(r, "--max-error-rate 1.5 is out of range")

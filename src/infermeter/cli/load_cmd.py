@@ -204,6 +204,7 @@ def run_load_args(a: LoadArgs) -> None:
         a.ignore_eos,
         _extras(a.endpoint, a.extra_body, list(a.header), a.selfcheck),
     )
+    target = _more_targets(target, a.more_endpoints, a.max_error_rate)
     if (target is not None or a.predict) and spec.energy not in ("auto", "off"):
         where = (
             "the endpoint's server runs elsewhere"
@@ -543,6 +544,23 @@ def _target(
     return Endpoint(endpoint, model, key_env, timeout, api, ignore_eos, body, headers, check)
 
 
+def _more_targets(target: Any, more: tuple[str, ...], max_error_rate: float | None) -> Any:
+    """The endpoint's other replicas and its error-rate stop, checked in one line each."""
+    from dataclasses import replace
+
+    from infermeter.serving.endpoint import base_url
+
+    if max_error_rate is not None and not 0 <= max_error_rate < 1:
+        raise UserError(
+            f"--max-error-rate {max_error_rate:g} is out of range", "use a share within 0..1"
+        )
+    if target is None:
+        return None
+    for url in more:
+        base_url(url)  # a malformed URL is one line before anything starts
+    return replace(target, more_urls=tuple(more), max_error_rate=max_error_rate)
+
+
 def _extras(
     endpoint: str | None, extra_body: str | None, headers: list[str] | None, selfcheck: bool
 ) -> tuple[dict[str, object], dict[str, str], bool]:
@@ -767,6 +785,15 @@ def _print(doc: dict[str, Any]) -> None:
             )
         for line, style in endpoint_lines(s):
             console.print(line, style=style, markup=False)
+        if ep.get("aborted"):
+            console.print(f"stopped sending: {ep['aborted']}", style="yellow", markup=False)
+        if len(ep.get("urls") or []) > 1:
+            console.print(
+                f"requests went round robin over {len(ep['urls'])} servers: "
+                + ", ".join(ep["urls"]),
+                style="dim",
+                markup=False,
+            )
         console.print(
             f"endpoint {ep['url']} serving {ep['model']}: {ep['multi_token_chunks']} streamed "
             f"chunks carried several tokens (counted with {doc['meta']['model_info']['tokenizer']}"

@@ -245,13 +245,22 @@ class LoadArgs:
     predict: bool = False
     hardware: str = "cpu-this"
     stack: str = "hf"
+    more_endpoints: tuple[str, ...] = ()
+    max_error_rate: float | None = None
 
 
 # the subcommands' own spellings (names that say what they do)
 URL = typer.Argument(
     ...,
     help="The OpenAI-compatible server (vLLM, SGLang, TGI, llama.cpp, Ollama, transformers "
-    "serve), e.g. http://127.0.0.1:8000.",
+    "serve), e.g. http://127.0.0.1:8000; several (replicas of one model) take the requests "
+    "round robin.",
+)
+MAX_ERROR_RATE = typer.Option(
+    None,
+    "--max-error-rate",
+    help="Stop sending once more than this share of finished requests failed (judged from 8 "
+    "on); the rest are kept as not sent, with the reason.",
 )
 TOKENIZER = typer.Option(
     "tiny-llama",

@@ -89,7 +89,7 @@ def load_run_command(
 
 @guard
 def load_endpoint_command(
-    url: str = O.URL,
+    url: list[str] = O.URL,
     model: str = O.TOKENIZER,
     rate: str = O.RATE,
     requests: int = O.REQUESTS,
@@ -112,6 +112,7 @@ def load_endpoint_command(
     extra_body: str = O.EXTRA_BODY,
     header: list[str] = O.HEADER,
     selfcheck: bool = O.SELFCHECK,
+    max_error_rate: float = O.MAX_ERROR_RATE,
     metrics_url: str = O.METRICS_URL,
     metrics_interval_ms: float = O.METRICS_INTERVAL_MS,
     reference: bool = O.REFERENCE,
@@ -130,7 +131,9 @@ def load_endpoint_command(
     """
     run_load_args(
         LoadArgs(
-            endpoint=url,
+            endpoint=url[0],
+            more_endpoints=tuple(url[1:]),
+            max_error_rate=max_error_rate,
             model=model,
             rate=rate,
             requests=requests,

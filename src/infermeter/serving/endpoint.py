@@ -242,6 +242,15 @@ class Endpoint:
     headers: Mapping[str, str] = field(default_factory=dict)
     #: measure the client against the null server first (serving/selfcheck.py)
     selfcheck: bool = True
+    #: more servers of the same model: requests go round robin over `url` and these
+    more_urls: tuple[str, ...] = ()
+    #: stop sending once more than this share of finished requests failed (None: never)
+    max_error_rate: float | None = None
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        """Every server the requests go to, `url` first."""
+        return (self.url, *self.more_urls)
 
 
 @dataclass(frozen=True)
@@ -254,6 +263,8 @@ class Served:
     #: this process's CPU seconds (every thread) while requests were in flight, and that wall
     client_cpu_s: float
     wall_s: float
+    #: why the run stopped sending (--max-error-rate), None when it sent every request
+    aborted: str | None = None
 
     @property
     def client_cores(self) -> float:
@@ -303,7 +314,7 @@ def http_phases(events: list[tuple[str, float]]) -> dict[str, float]:
     }
 
 
-def _client(endpoint: Endpoint) -> Any:
+def _client(endpoint: Endpoint, url: str) -> Any:
     from infermeter.extras import require
 
     require("endpoint", "--endpoint")
@@ -320,7 +331,7 @@ def _client(endpoint: Endpoint) -> Any:
     nodelay = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
     transport = http.AsyncHTTPTransport(socket_options=nodelay)
     return openai.AsyncOpenAI(
-        base_url=base_url(endpoint.url),
+        base_url=base_url(url),
         api_key=key,
         timeout=endpoint.timeout_s,
         max_retries=0,
@@ -329,6 +340,40 @@ def _client(endpoint: Endpoint) -> Any:
             transport=transport, event_hooks={"request": [_traced]}
         ),
     )
+
+
+#: finished requests before --max-error-rate is judged (one early failure is not a trend)
+ABORT_AFTER = 8
+
+
+class _Abort:
+    """`--max-error-rate`: stops sending once that share of finished requests has failed."""
+
+    def __init__(self, share: float | None) -> None:
+        self.share, self.done, self.failed = share, 0, 0
+        self.reason: str | None = None
+
+    def finished(self, r: Any) -> None:
+        self.done += 1
+        self.failed += r.error is not None
+        if (
+            self.share is not None
+            and self.reason is None
+            and self.done >= ABORT_AFTER
+            and self.failed > self.share * self.done
+        ):
+            self.reason = (
+                f"{self.failed} of {self.done} finished requests failed, over "
+                f"--max-error-rate {self.share:g}"
+            )
+
+    def refuse(self, r: Any) -> bool:
+        """Mark `r` not sent when the run was stopped; True if so."""
+        if self.reason is None:
+            return False
+        r.start_s = r.sent_s = r.end_s = time.perf_counter()
+        r.error = f"not sent: the run stopped ({self.reason})"
+        return True
 
 
 def serve_endpoint(
@@ -345,17 +390,21 @@ def serve_endpoint(
     A request that `follows` another (a session's later turn) is sent when that one ends.
     A request's `arrival_s` is when it was meant to be sent (its scheduled time, open loop)
     and its `start_s` when it was: both are kept, so latency is measured from either
-    (coordinated omission: a late client must not hide a slow server).
+    (coordinated omission: a late client must not hide a slow server). With several URLs
+    the requests go round robin (`request.server_index`). Past `max_error_rate`, the rest
+    are not sent (each kept as a failed request with the reason).
     """
+    # Long because the closures share the run's state (slots, turns, clients, the abort)
 
     async def main() -> Served:
-        client = _client(endpoint)
-        async with client:
-            name = endpoint.model or await served_model(client, endpoint.url)
+        clients = [_client(endpoint, url) for url in endpoint.urls]
+        try:
+            name = endpoint.model or await served_model(clients[0], endpoint.url)
             slots = asyncio.Semaphore(concurrency) if concurrency else None
             t0 = time.perf_counter()
             cpu0 = time.process_time()
             multi = 0
+            abort = _Abort(endpoint.max_error_rate)
             next_turn = {
                 r.follows: i
                 for i, r in enumerate(requests)
@@ -363,8 +412,11 @@ def serve_endpoint(
             }
 
             async def call(r: Any, i: int) -> int:
+                if abort.refuse(r):
+                    return 0
+                r.server_index = i % len(clients)
                 return await send(
-                    client,
+                    clients[r.server_index],
                     name,
                     r,
                     texts[i],
@@ -385,6 +437,7 @@ def serve_endpoint(
                     r.arrival_s = t0 + offsets_s[i] if after_s is None else after_s
                     await asyncio.sleep(max(0.0, r.arrival_s - time.perf_counter()))
                     multi += await call(r, i)
+                abort.finished(r)
                 if on_finished is not None:
                     on_finished(len(r.token_s))
                 if i in next_turn:  # a session's next turn: sent once this answer is in
@@ -392,7 +445,11 @@ def serve_endpoint(
 
             roots = [i for i, r in enumerate(requests) if getattr(r, "follows", None) is None]
             await asyncio.gather(*(one(i) for i in roots))
-            return Served(name, multi, time.process_time() - cpu0, time.perf_counter() - t0)
+            cpu = time.process_time() - cpu0
+            return Served(name, multi, cpu, time.perf_counter() - t0, abort.reason)
+        finally:
+            for c in clients:
+                await c.close()
 
     return asyncio.run(main())
 

@@ -255,6 +255,8 @@ class Request:
     first_event_s: float = math.nan
     #: the server's own prefill and decode times, where it reports them (llama.cpp)
     server_timing: ServerTiming | None = None
+    #: which of the endpoint's servers it went to (round robin over several URLs)
+    server_index: int | None = None
     #: an endpoint request's traced HTTP events (name, time), for its phases
     http_events: list[tuple[str, float]] = field(default_factory=list)
     #: the request this one is sent after (its session's previous turn); None: by arrival
@@ -296,6 +298,7 @@ class Request:
             "server_prefill_ms": timing.prefill_ms if timing else None,
             "server_decode_ms_per_token": timing.decode_ms_per_token if timing else None,
             "error": self.error,
+            "server_index": self.server_index,
             "session": self.session,
             "turn": self.turn,
         }
@@ -921,6 +924,8 @@ def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any) -> LoadResult:
             "model": name,
             "api": endpoint.api,
             "multi_token_chunks": served.multi_token_chunks if served is not None else 0,
+            "urls": [base_url(u) for u in endpoint.urls],
+            "aborted": served.aborted if served is not None else None,
             # names only: a header's value may be a credential
             "headers": sorted(endpoint.headers),
             "extra_body": dict(endpoint.extra_body),
