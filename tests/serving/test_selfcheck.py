@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -245,3 +246,43 @@ def test_a_run_stops_sending_past_its_error_rate(tmp_path):
     assert "stopped sending" in out
     r = runner.invoke(app, ["load", "endpoint", s.url, "--max-error-rate", "1.5"])
     assert_one_line_error(r, "--max-error-rate 1.5 is out of range")
+
+
+def test_a_run_round_trips_through_vllms_format_and_guidellms_file_imports(null_url, tmp_path):
+    """Export a stored load run as vLLM's bench serve result, import it back: the same
+    requests and latencies. A real GuideLLM 0.8.1 file (its run against the null server, with
+    the per-request fields this reads) imports as a stored run."""
+    from infermeter import Store
+
+    db = str(tmp_path / "r.db")
+    doc, _ = _load(null_url, tmp_path, "--requests", "5", "--rate", "20", "--no-selfcheck")
+    run_id = doc["meta"]["run_id"]
+    r = runner.invoke(
+        app, ["export", run_id, "--format", "vllm", "--db", db, "--out", str(tmp_path)]
+    )
+    assert r.exit_code == 0, r.output
+    vllm = json.loads((tmp_path / f"run-{run_id}.vllm.json").read_text())
+    assert vllm["completed"] == 5 and len(vllm["ttfts"]) == 5 and len(vllm["itls"][0]) == 7
+    assert vllm["median_ttft_ms"] == pytest.approx(doc["summary"]["ttft_ms"]["p50"], rel=1e-9)
+    r = runner.invoke(
+        app, ["load", "import", str(tmp_path / f"run-{run_id}.vllm.json"), "--db", db]
+    )
+    assert r.exit_code == 0, r.output
+    store = Store(db)
+    imported = [x for x in store.list_runs() if x["id"] != run_id]
+    (back,) = [store.get(x["id"]) for x in imported]
+    original = store.get(run_id)
+    assert sorted(s.ttft_ms for s in back.samples) == pytest.approx(
+        sorted(s.ttft_ms for s in original.samples)
+    )
+    assert back.device["name"] == "imported from vllm"
+    guidellm = Path(__file__).parent / "data" / "guidellm-0.8.1-null-server.json"
+    r = runner.invoke(app, ["load", "import", str(guidellm), "--db", db])
+    assert r.exit_code == 0, r.output
+    assert "6 requests from guidellm" in r.output
+    r = runner.invoke(app, ["load", "import", str(tmp_path / "r.db"), "--db", db])
+    assert_one_line_error(r, "is not JSON")
+    (tmp_path / "x.json").write_text('{"a": 1}')
+    assert_one_line_error(
+        runner.invoke(app, ["load", "import", str(tmp_path / "x.json")]), "cannot tell which tool"
+    )

@@ -18,7 +18,7 @@ from infermeter.cli.fit_cmd import fit_command
 from infermeter.cli.history_cmd import history_command
 from infermeter.cli.inspect_cmd import inspect_app
 from infermeter.cli.knobs_cmd import knobs_command
-from infermeter.cli.load_cmd import load_command, selfcheck_command
+from infermeter.cli.load_cmd import import_command, load_command, selfcheck_command
 from infermeter.cli.load_subcommands import (
     load_capacity_command,
     load_endpoint_command,
@@ -53,6 +53,7 @@ load_app.command("endpoint")(load_endpoint_command)
 load_app.command("capacity")(load_capacity_command)
 load_app.command("predict")(load_predict_command)
 load_app.command("selfcheck")(selfcheck_command)
+load_app.command("import")(import_command)
 app.add_typer(load_app, name="load")
 app.command("export")(export_command)
 app.command("sweep")(sweep_command)

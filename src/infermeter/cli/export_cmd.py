@@ -17,14 +17,18 @@ if TYPE_CHECKING:
     from infermeter.run.results import RunResult
 
 
-FORMATS = ("chrome-trace", "json", "csv", "parquet")
+FORMATS = ("chrome-trace", "json", "csv", "parquet", "vllm")
 
 
 @guard
 def export_command(
     run_id: str = typer.Argument(..., help="Run id or a unique prefix of it."),
     format: str = typer.Option(
-        "chrome-trace", "--format", "-f", help="chrome-trace, json, csv or parquet (samples)."
+        "chrome-trace",
+        "--format",
+        "-f",
+        help="chrome-trace, json, csv or parquet (samples), or vllm (a load run as vLLM's "
+        "bench serve result JSON).",
     ),
     out: Path = typer.Option(Path("."), help="Folder to write into."),
     db: str = DB,
@@ -45,7 +49,13 @@ def export_command(
         require("parquet", "--format parquet")
     folder = writable_dir(out)
     run = Store(db, create=False).get(run_id)
-    if format == "json":
+    if format == "vllm":
+        from infermeter.serving.formats import stored_as_document, to_vllm
+
+        path = folder / f"run-{run.run_id}.vllm.json"
+        write_json(path, clean_json(to_vllm(stored_as_document(run))))
+        size = path.stat().st_size
+    elif format == "json":
         path = folder / f"run-{run.run_id}.json"
         write_json(path, clean_json(run.to_json()))
         size = path.stat().st_size

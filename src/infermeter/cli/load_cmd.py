@@ -317,6 +317,54 @@ def selfcheck_command(
     )
 
 
+@guard
+def import_command(
+    file: Path = typer.Argument(..., help="A peer's result file (JSON)."),
+    format: str = typer.Option(
+        None,
+        "--format",
+        "-f",
+        help="vllm (bench serve --save-result) or guidellm (default: told from the file's keys).",
+    ),
+    db: str = DB,
+) -> None:
+    """Store a peer's load results (vLLM's bench serve, GuideLLM) as load runs.
+
+    `compare`, `history` and the dashboard then read them beside infermeter's own.
+    """
+    import json
+
+    from infermeter.serving.formats import guess_format, read_results
+    from infermeter.serving.load import as_run
+    from infermeter.store import Store
+
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(
+            f"cannot read {file}: {exc.__class__.__name__}", "give a JSON file"
+        ) from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise UserError(f"{file} is not JSON ({exc})", "give the tool's own result file") from None
+    docs = read_results(data, format or guess_format(data))
+    store = Store(db)
+    console = Console(soft_wrap=True)
+    for doc in docs:
+        run = as_run(doc, doc["meta"]["model_info"])
+        run.notes.extend(doc["meta"].get("notes") or [])
+        run.notes.append(f"imported from {doc['meta']['imported_from']} ({file.name})")
+        run_id = store.save(run)
+        s = doc["summary"]
+        console.print(
+            f"stored run {run_id}: {s['requests']} requests from {doc['meta']['imported_from']}, "
+            f"TTFT p50 {fmt.fixed(s['ttft_ms']['p50'])} ms, TPOT p50 "
+            f"{fmt.fixed(s['tpot_ms']['p50'])} ms",
+            markup=False,
+        )
+
+
 @dataclass(frozen=True)
 class LoadGate:
     """`--fail-if-slo-missed` and where its CI outputs go (`--junit`, `--summary`)."""
