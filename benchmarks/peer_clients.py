@@ -1,0 +1,311 @@
+"""infermeter's endpoint client held against a peer's (GuideLLM) on the same servers.
+
+    python -m venv .venv-peers && .venv-peers/bin/pip install guidellm==0.8.1
+    make llama-server
+    python benchmarks/peer_clients.py --peer-venv .venv-peers [--requests 12] [--rounds 2]
+
+Servers, each on 127.0.0.1: the null server (serving/nullserver.py: 20 ms to the first token,
+5 ms between tokens, its own account per request) and llama.cpp's own server (llama-server,
+SmolLM2-135M Q4_1, one slot, `--metrics`). Clients: `infermeter load endpoint` and `guidellm
+run`, each a separate process, interleaved A B A B at concurrency 1 and 4, the same prompt and
+output lengths (32 and 16 tokens, EOS ignored). Per run: median and p99 TTFT, the median of each
+request's mean gap between tokens (TPOT), median and p99 end-to-end, output tokens/s, and the
+client process's CPU seconds (all of it, start-up included: both import torch). Server-
+normalised: TTFT over the server's own time to a first token and TPOT over its own decode time
+per token, from the null server's known delays or llama-server's Prometheus counters read
+before and after each run (its prompt and decode seconds and tokens). Then each client's
+ceiling on the null server with no delays: `load selfcheck`'s, and GuideLLM's throughput
+profile's requests/s. Prints ratios measured in this run; nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+PROMPT, OUTPUT = 32, 16
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"server exited: {url}")
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=1) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit(f"server not healthy: {url}")
+
+
+def _child_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall s, CPU s) of a client process."""
+    cpu, t = _child_cpu(), time.perf_counter()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{cmd[0]} failed: {done.stderr[-1500:]}")
+    return time.perf_counter() - t, _child_cpu() - cpu
+
+
+def run_infermeter(url: str, conc: int, n: int, work: Path) -> dict[str, Any]:
+    out = work / "im.json"
+    cmd = [sys.executable, "-m", "infermeter", "load", "endpoint", url, "-m", "smollm2-135m"]
+    cmd += ["--requests", str(n), "--concurrency", str(conc), "--prompt-tokens", str(PROMPT)]
+    cmd += ["--new-tokens", str(OUTPUT), "--ignore-eos", "--no-selfcheck", "--db"]
+    cmd += [str(work / "im.db"), "--out", str(work)]
+    wall, cpu = _timed(cmd, {**os.environ, "HF_HUB_OFFLINE": "1"})
+    doc = json.loads((work / "load.json").read_text())
+    out.write_text(json.dumps(doc))
+    rows = [r for r in doc["all_samples"] if r["error"] is None]
+    return {
+        "ttft": [r["ttft_ms"] for r in rows],
+        "tpot": [r["tpot_ms"] for r in rows if r["output_tokens"] > 1],
+        "e2e": [r["e2e_ms"] for r in rows],
+        "tokens": [r["output_tokens"] for r in rows],
+        "tok_s": doc["summary"]["output_tokens_per_s"],
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "in_flight_cores": doc["summary"]["client"]["cores"],
+    }
+
+
+def run_guidellm(peer: Path, url: str, conc: int, n: int, tok: str, work: Path) -> dict[str, Any]:
+    path = work / "gl.json"
+    cmd = [str(peer / "bin" / "guidellm"), "run"]
+    cmd += ["--backend", f"kind=openai_http,target={url},request_format=/v1/completions"]
+    cmd += ["--profile", f"kind=concurrent,streams={conc}"]
+    cmd += ["--constraint", f"kind=max_requests,count={n}"]
+    cmd += ["--data", f"kind=synthetic_text,prompt_tokens={PROMPT},output_tokens={OUTPUT}"]
+    cmd += ["--tokenizer", f"kind=huggingface_auto,model={tok}"]
+    cmd += ["--output", f"kind=json,path={path}", "--disable-console"]
+    wall, cpu = _timed(cmd, {**os.environ, "HF_HUB_OFFLINE": "1"})
+    b = json.loads(path.read_text())["benchmarks"][0]
+    rows = b["requests"]["successful"]
+    return {
+        "ttft": [r["time_to_first_token_ms"] for r in rows],
+        "tpot": [r["inter_token_latency_ms"] for r in rows if r["output_tokens"] > 1],
+        "e2e": [r["request_latency"] * 1e3 for r in rows],
+        "tokens": [r["output_tokens"] for r in rows],
+        "tok_s": sum(r["output_tokens"] for r in rows) / b["duration"],
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "in_flight_cores": float("nan"),
+    }
+
+
+def _llama_counters(url: str) -> dict[str, float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(url + "/metrics", timeout=5) as r:
+        text = r.read().decode()
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[s.name] = float(s.value)
+    return out
+
+
+def _server_own(
+    before: dict[str, float], after: dict[str, float], requests: int
+) -> tuple[float, float]:
+    """(prefill ms a request, decode ms a token) from llama-server's counters over a run."""
+
+    def d(k: str) -> float:
+        return after.get(k, 0.0) - before.get(k, 0.0)
+
+    prefill = d("llamacpp:prompt_seconds_total") * 1e3 / max(requests, 1)
+    tokens = d("llamacpp:tokens_predicted_total")
+    decode = d("llamacpp:tokens_predicted_seconds_total") * 1e3 / tokens if tokens else float("nan")
+    return prefill, decode
+
+
+def _p(v: list[float], q: float) -> float:
+    return float(np.percentile(v, q)) if v else float("nan")
+
+
+def measure(
+    name: str, url: str, own: Any, peer: Path, tok: str, n: int, rounds: int, work: Path
+) -> list[dict[str, Any]]:
+    """Both clients, interleaved, at concurrency 1 and 4; a row per run."""
+    rows = []
+    for conc in (1, 4):
+        for rnd in range(rounds):
+            for client in ("infermeter", "guidellm"):
+                before = own("before") if callable(own) else None
+                res = (
+                    run_infermeter(url, conc, n, work)
+                    if client == "infermeter"
+                    else run_guidellm(peer, url, conc, n, tok, work)
+                )
+                prefill, decode = own(before, len(res["ttft"])) if callable(own) else own
+                ttft, tpot = statistics.median(res["ttft"]), statistics.median(res["tpot"])
+                rows.append(
+                    {
+                        "server": name,
+                        "conc": conc,
+                        "round": rnd,
+                        "client": client,
+                        "n": len(res["ttft"]),
+                        "tokens": statistics.median(res["tokens"]),
+                        "ttft_p50": ttft,
+                        "ttft_p99": _p(res["ttft"], 99),
+                        "tpot_p50": tpot,
+                        "e2e_p50": statistics.median(res["e2e"]),
+                        "e2e_p99": _p(res["e2e"], 99),
+                        "tok_s": res["tok_s"],
+                        "server_prefill_ms": prefill,
+                        "server_decode_ms": decode,
+                        "ttft_over_server": ttft / prefill,
+                        "tpot_over_server": tpot / decode,
+                        "cpu_s": res["cpu_s"],
+                        "cpu_s_per_request": res["cpu_s"] / max(len(res["ttft"]), 1),
+                    }
+                )
+                print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+def ceilings(peer: Path, tok: str, work: Path) -> dict[str, float]:
+    """Each client's requests/s against the null server with no delays: 8 in flight."""
+    from infermeter.serving.nullserver import NullSpec, null_server
+
+    got = subprocess.run(
+        [sys.executable, "-m", "infermeter", "load", "selfcheck", "-m", "smollm2-135m"]
+        + ["--tokens", str(OUTPUT), "--requests", "128", "--json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    check = json.loads(got.stdout)
+    with null_server(NullSpec(tokens=OUTPUT)) as s:
+        path = work / "gl-ceiling.json"
+        cmd = [str(peer / "bin" / "guidellm"), "run"]
+        cmd += ["--backend", f"kind=openai_http,target={s.url},request_format=/v1/completions"]
+        cmd += ["--profile", "kind=concurrent,streams=8"]
+        cmd += ["--constraint", "kind=max_requests,count=256"]
+        cmd += ["--data", f"kind=synthetic_text,prompt_tokens={PROMPT},output_tokens={OUTPUT}"]
+        cmd += ["--tokenizer", f"kind=huggingface_auto,model={tok}"]
+        cmd += ["--output", f"kind=json,path={path}", "--disable-console"]
+        _timed(cmd, {**os.environ, "HF_HUB_OFFLINE": "1"})
+        b = json.loads(path.read_text())["benchmarks"][0]
+        gl_rps = len(b["requests"]["successful"]) / b["duration"]
+    return {
+        "infermeter_ceiling_rps": check["ceiling_rps"],
+        "infermeter_added_ttft_ms_at_10pct": check["added"][0]["ttft_ms_p50"],
+        "guidellm_ceiling_rps": gl_rps,
+    }
+
+
+def summary(rows: list[dict[str, Any]]) -> None:
+    print("\nserver-normalised medians (infermeter / guidellm, over rounds):")
+    for server in sorted({r["server"] for r in rows}):
+        for conc in (1, 4):
+            pick = [r for r in rows if r["server"] == server and r["conc"] == conc]
+            if not pick:
+                continue
+            im = [r for r in pick if r["client"] == "infermeter"]
+            gl = [r for r in pick if r["client"] == "guidellm"]
+
+            def med(rs: list[dict[str, Any]], k: str) -> float:
+                return statistics.median(r[k] for r in rs)
+
+            print(
+                f"  {server} c={conc}: TTFT/server {med(im, 'ttft_over_server'):.3f} vs "
+                f"{med(gl, 'ttft_over_server'):.3f} (ratio "
+                f"{med(im, 'ttft_over_server') / med(gl, 'ttft_over_server'):.3f}); "
+                f"TPOT/server {med(im, 'tpot_over_server'):.3f} vs "
+                f"{med(gl, 'tpot_over_server'):.3f} (ratio "
+                f"{med(im, 'tpot_over_server') / med(gl, 'tpot_over_server'):.3f}); "
+                f"E2E p50 {med(im, 'e2e_p50'):.1f} vs {med(gl, 'e2e_p50'):.1f} ms; "
+                f"client CPU s/request {med(im, 'cpu_s_per_request'):.3f} vs "
+                f"{med(gl, 'cpu_s_per_request'):.3f}"
+            )
+
+
+def main() -> None:
+    # Long because it is the benchmark's whole sequence, in the order it runs
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    p.add_argument("--peer-venv", type=Path, required=True)
+    p.add_argument(
+        "--llama-server",
+        type=Path,
+        default=Path(
+            os.environ.get(
+                "INFERMETER_LLAMA_SERVER",
+                Path.home() / ".cache/infermeter/llama.cpp-11434/bin/llama-server",
+            )
+        ),
+    )
+    p.add_argument("--requests", type=int, default=12)
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--out", type=Path, default=None, help="also write the rows as JSON here")
+    a = p.parse_args()
+    from infermeter.models.trained import ensure_converted, gguf_file, trained_model
+    from infermeter.serving.nullserver import NullSpec, null_server
+
+    model = trained_model("smollm2-135m")
+    assert model is not None
+    tok = str(ensure_converted(model)[0])
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        with null_server(NullSpec(ttft_ms=20, itl_ms=5)) as s:
+            rows += measure(
+                "null", s.url, (20.0, 5.0), a.peer_venv, tok, a.requests, a.rounds, work
+            )
+        if a.llama_server.exists():
+            port = _port()
+            cmd = [str(a.llama_server), "-m", str(gguf_file(model)), "--host", "127.0.0.1"]
+            cmd += ["--port", str(port), "-c", "2048", "-np", "1", "-t", "1", "--metrics"]
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            url = f"http://127.0.0.1:{port}"
+            try:
+                _wait(url, proc)
+
+                def own(before: Any, n: int = 0) -> Any:
+                    if before == "before":
+                        return _llama_counters(url)
+                    return _server_own(before, _llama_counters(url), n)
+
+                rows += measure("llama.cpp", url, own, a.peer_venv, tok, a.requests, a.rounds, work)
+            finally:
+                proc.terminate()
+                proc.wait(20)
+        else:
+            print(f"llama-server not built ({a.llama_server}): make llama-server", flush=True)
+        ceil = ceilings(a.peer_venv, tok, work)
+    summary(rows)
+    print("\nceilings on the null server (16 tokens a request, no delays):", json.dumps(ceil))
+    if a.out is not None:
+        a.out.write_text(json.dumps({"rows": rows, "ceilings": ceil}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
