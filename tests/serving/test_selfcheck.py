@@ -286,3 +286,20 @@ def test_a_run_round_trips_through_vllms_format_and_guidellms_file_imports(null_
     assert_one_line_error(
         runner.invoke(app, ["load", "import", str(tmp_path / "x.json")]), "cannot tell which tool"
     )
+
+
+def test_a_sweep_says_when_the_server_changed_speed_between_its_rates(tmp_path):
+    """The server slows 2x after the first rate's requests: raw TPOT would credit the rate;
+    the server's own decode time per token says it was the server."""
+    with null_server(NullSpec(ttft_ms=2, itl_ms=4, slow_after=8, slow_factor=2)) as s:
+        r = runner.invoke(
+            app,
+            ["load", "endpoint", s.url, "--requests", "8", "--rate", "5,10", "--no-selfcheck"]
+            + ["--new-tokens", "8", "--prompt-tokens", "16", "--db", str(tmp_path / "r.db")],
+            env={"COLUMNS": "250"},
+        )
+    assert r.exit_code == 0, r.output
+    out = r.output
+    assert "server ms/tok" in out and "TPOT/server" in out
+    line = next(x for x in out.splitlines() if x.startswith("server's own decode time"))
+    assert "compare the rates by TPOT/server" in line, line

@@ -724,9 +724,16 @@ def _sweep(
             "e2e p99",
             "goodput",
         )
-        for c in cols:
+        own = any(p.get("server_decode_ms_p50") for p in doc["summary"])
+        for c in cols + (("server ms/tok", "TPOT/server") if own else ()):
             t.add_column(c, justify="right")
         for p in doc["summary"]:
+            server = p.get("server_decode_ms_p50")
+            extra = (
+                (fmt.fixed(server), fmt.fixed(p["tpot_ms_p50"] / server) if server else "-")
+                if own
+                else ()
+            )
             t.add_row(
                 f"{p['rate']:g}",
                 fmt.fixed(p["throughput_rps"]),
@@ -736,9 +743,15 @@ def _sweep(
                 fmt.fixed(p["tpot_ms_p50"], 1),
                 fmt.fixed(p["e2e_ms_p99"], 1),
                 fmt.fixed(p["goodput_rps"]),
+                *extra,
             )
         console = Console(soft_wrap=True)
         console.print(t)
+        from infermeter.serving.load import server_across
+
+        across = server_across(doc["summary"])
+        if across:
+            console.print(across, markup=False)
         knee_rate = doc["knee_rate"]
         console.print(
             f"knee: {knee_rate:g} req/s offered (the highest rate whose p99 "

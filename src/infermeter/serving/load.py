@@ -981,6 +981,12 @@ def _add_client(doc: dict[str, Any], served: Served | None, check: Any, spec: Lo
         },
     }
     s["tokens"] = token_counts(rows)
+    s["server_timing"] = {
+        "prefill_ms": summarize(r.get("server_prefill_ms") for r in rows).to_dict(),
+        "decode_ms_per_token": summarize(
+            r.get("server_decode_ms_per_token") for r in rows
+        ).to_dict(),
+    }
 
 
 def token_counts(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -1058,6 +1064,31 @@ def knee(points: list[dict[str, Any]], factor: float = 2.0) -> float | None:
     return best
 
 
+def _server_p50(s: dict[str, Any], key: str) -> float | None:
+    got = ((s.get("server_timing") or {}).get(key) or {}).get("p50")
+    return float(got) if got is not None and math.isfinite(got) else None
+
+
+def server_across(points: list[dict[str, Any]]) -> str | None:
+    """One line on the server's own decode time across a sweep's rates (None without it)."""
+    own = [(p["rate"], p["server_decode_ms_p50"]) for p in points if p["server_decode_ms_p50"]]
+    if len(own) < 2:
+        return None
+    lo, hi = min(v for _, v in own), max(v for _, v in own)
+    drifted = [f"{p['rate']:g}/s" for p in points if p.get("drift_moved")]
+    within = f"; it drifted within the runs at {', '.join(drifted)}" if drifted else ""
+    moved = hi / lo > 1 + 0.10
+    return (
+        f"server's own decode time per token across the rates: {lo:.3g}-{hi:.3g} ms"
+        + (
+            f" (x{hi / lo:.2f}: compare the rates by TPOT/server, not raw TPOT)"
+            if moved
+            else " (steady)"
+        )
+        + within
+    )
+
+
 def sweep_point(rate: float, s: dict[str, Any]) -> dict[str, Any]:
     """One offered rate's row of a sweep from its run's summary (measured or simulated)."""
     return {
@@ -1071,6 +1102,11 @@ def sweep_point(rate: float, s: dict[str, Any]) -> dict[str, Any]:
             for q in ("p50", "p99")
         },
         "goodput_rps": (s["slo"] or {}).get("goodput_rps"),
+        # the server's own service time (llama.cpp's timings), where it reports one: steps
+        # compared by TPOT over it are not misled by a server that changed speed between them
+        "server_decode_ms_p50": _server_p50(s, "decode_ms_per_token"),
+        "server_prefill_ms_p50": _server_p50(s, "prefill_ms"),
+        "drift_moved": bool((s.get("drift") or {}).get("moved")),
         "slo_all_met_pct": (s["slo"] or {}).get("all_met_pct"),
         **{
             k: (s.get("energy") or {}).get(k)
