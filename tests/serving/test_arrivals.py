@@ -95,3 +95,15 @@ def test_a_run_bounded_by_duration_with_warm_up_left_out(tmp_path):
     (run,) = Store(str(tmp_path / "r.db")).list_runs()
     stored = Store(str(tmp_path / "r.db")).get(run["id"])
     assert sum(x.warmup for x in stored.samples) == 4 and len(stored.samples) == 20
+
+
+def test_a_ramp_raises_the_rate_linearly_with_the_requests():
+    offsets = arrival_offsets_s(1.0, 5, 0, "constant", ramp_to=5.0)
+    gaps = np.diff([0.0, *offsets])
+    assert gaps == pytest.approx([1.0, 1 / 2, 1 / 3, 1 / 4, 1 / 5])
+    poisson = np.diff([0.0, *arrival_offsets_s(1.0, 4000, 0, "poisson", ramp_to=9.0)])
+    # the first tenth arrives near 1.4/s, the last near 8.6/s
+    assert 1 / poisson[:400].mean() == pytest.approx(1.4, rel=0.15)
+    assert 1 / poisson[-400:].mean() == pytest.approx(8.6, rel=0.15)
+    r = runner.invoke(app, ["load", "run", "--ramp-up-to", "4", "--concurrency", "2"])
+    assert_one_line_error(r, "--ramp-up-to")

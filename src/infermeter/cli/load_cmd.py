@@ -190,6 +190,7 @@ def run_load_args(a: LoadArgs) -> None:
         arrivals=a.arrivals,
         duration_s=a.duration,
         warmup_requests=a.warmup_requests,
+        ramp_to_rate=a.ramp_up_to,
     ).validate()
     _check_capacity_ranges(a.slo_target, a.max_requests_per_step, a.bisect)
     check_model_spec(a.model)  # after the ranges: a bad value is named before the model

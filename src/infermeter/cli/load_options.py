@@ -246,6 +246,7 @@ class LoadArgs:
     hardware: str = "cpu-this"
     stack: str = "hf"
     more_endpoints: tuple[str, ...] = ()
+    ramp_up_to: float | None = None
     max_error_rate: float | None = None
 
 
@@ -284,4 +285,9 @@ MOST_REQUESTS_PER_RATE = typer.Option(
 )
 CAPACITY = typer.Option(
     False, "--capacity", help="Also search the simulated capacity under the --slo."
+)
+RAMP_UP_TO = typer.Option(
+    None,
+    "--ramp-up-to",
+    help="The rate rises linearly from --rate to this over the run's requests (an open loop).",
 )

@@ -120,6 +120,8 @@ class LoadSpec:
     duration_s: float | None = None
     #: the first requests (by arrival) run but are left out of every statistic
     warmup_requests: int = 0
+    #: the rate rises linearly from `rate` to this over the run's requests (None: no ramp)
+    ramp_to_rate: float | None = None
 
     def validate(self) -> LoadSpec:
         """Every setting in range, before the model loads."""
@@ -168,6 +170,16 @@ class LoadSpec:
                 0 <= self.warmup_requests < self.requests,
                 "--warmup-requests must be within 0..--requests - 1",
             ),
+            (
+                self.ramp_to_rate is None
+                or (
+                    0 < self.ramp_to_rate <= 1e6
+                    and self.concurrency is None
+                    and math.isfinite(self.rate)
+                ),
+                "--ramp-up-to is a finite rate above 0 that an open loop at a finite --rate "
+                "rises to",
+            ),
         ]
         for ok, message in checks:
             if not ok:
@@ -213,10 +225,14 @@ def parse_arrivals(text: str) -> tuple[str, float]:
     )
 
 
-def arrival_offsets_s(rate: float, n: int, seed: int, arrivals: str = "poisson") -> list[float]:
+def arrival_offsets_s(
+    rate: float, n: int, seed: int, arrivals: str = "poisson", ramp_to: float | None = None
+) -> list[float]:
     """Arrival times (s from the start) at `rate` by `arrivals`; `inf`: all at 0.
 
-    The first request arrives after one gap, as a Poisson process's does.
+    The first request arrives after one gap, as a Poisson process's does. With `ramp_to`, the
+    rate rises linearly from `rate` to `ramp_to` with the requests sent (vLLM's linear ramp:
+    request i of n arrives at rate + (ramp_to - rate) * i / (n - 1)).
     """
     import numpy as np
 
@@ -224,12 +240,14 @@ def arrival_offsets_s(rate: float, n: int, seed: int, arrivals: str = "poisson")
         return [0.0] * n
     kind, shape = parse_arrivals(arrivals)
     rng = np.random.default_rng(seed)
+    end = rate if ramp_to is None else ramp_to
+    rates = np.linspace(rate, end, n) if n > 1 else np.full(n, rate)
     if kind == "constant":
-        gaps = np.full(n, 1.0 / rate)
+        gaps = 1.0 / rates
     elif kind == "gamma":
-        gaps = rng.gamma(shape, 1.0 / (rate * shape), size=n)
+        gaps = rng.gamma(shape, 1.0, size=n) / (rates * shape)
     else:
-        gaps = rng.exponential(1.0 / rate, size=n)
+        gaps = rng.exponential(1.0, size=n) / rates
     return [float(x) for x in np.cumsum(gaps)]
 
 
@@ -327,7 +345,9 @@ def plan_requests(spec: LoadSpec, tokenizer: Any, limit: int) -> Plan:
             if tokenizer is not None
             else [Request(i, [0] * p, n) for i, (p, n) in enumerate(request_lengths(spec, limit))]
         )
-        offsets = arrival_offsets_s(spec.rate, len(made), spec.seed, spec.arrivals)
+        offsets = arrival_offsets_s(
+            spec.rate, len(made), spec.seed, spec.arrivals, spec.ramp_to_rate
+        )
         if spec.duration_s is not None:  # only what arrives within the run's duration
             keep = max(1, sum(at <= spec.duration_s + 1e-9 for at in offsets))
             made, offsets = made[:keep], offsets[:keep]
@@ -357,7 +377,9 @@ def plan_requests(spec: LoadSpec, tokenizer: Any, limit: int) -> Plan:
         offsets = [t.offset_s or 0.0 for t in traffic.turns]
     else:
         firsts = [i for i, r in enumerate(reqs) if r.follows is None]
-        poisson = arrival_offsets_s(spec.rate, len(firsts), spec.seed, spec.arrivals)
+        poisson = arrival_offsets_s(
+            spec.rate, len(firsts), spec.seed, spec.arrivals, spec.ramp_to_rate
+        )
         offsets = [math.nan] * len(reqs)
         for i, at in zip(firsts, poisson, strict=True):
             offsets[i] = at
