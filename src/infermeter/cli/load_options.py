@@ -118,7 +118,11 @@ API_KEY_ENV = typer.Option(
     "--api-key-env",
     help="Environment variable holding the endpoint's API key (never stored).",
 )
-TIMEOUT = typer.Option(300.0, help="Seconds before an endpoint request fails.")
+TIMEOUT = typer.Option(
+    300.0,
+    help="Seconds a whole endpoint request may take, first byte to last, before it fails "
+    "(a response is also cut off past 16 MiB of text).",
+)
 ENDPOINT_API = typer.Option(
     "completions",
     "--endpoint-api",

@@ -165,6 +165,51 @@ STREAM_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
+#: text a response may stream before it is cut off as a failed request (characters)
+MAX_RESPONSE_CHARS = 16 * 2**20
+
+
+class _Stream:
+    """One response as it streams: its chunks' tokens, multi-token chunks, how it ended."""
+
+    def __init__(self) -> None:
+        self.multi = 0
+        self.chars = 0
+        self.finished = self.stopped = False
+
+
+async def _read(stream: Any, request: Any, tokenizer: Any, state: _Stream, max_chars: int) -> None:
+    async for chunk in stream:
+        now = time.perf_counter()
+        usage = getattr(chunk, "usage", None)
+        if usage is not None:
+            request.server_tokens = usage.completion_tokens
+            request.server_prompt_tokens = getattr(usage, "prompt_tokens", None)
+        timing = _timings(chunk)
+        if timing is not None:
+            request.server_timing = timing
+        for choice in chunk.choices or []:
+            if math.isnan(request.first_event_s):
+                request.first_event_s = now
+            piece = _piece(choice)
+            if piece:
+                state.chars += len(piece)
+                if state.chars > max_chars:
+                    raise _TooLong(max_chars)
+                n = _count(tokenizer, piece)
+                state.multi += n > 1
+                request.token_s.extend([now] * n)
+            state.finished = state.finished or choice.finish_reason is not None
+            state.stopped = state.stopped or choice.finish_reason == "stop"
+
+
+class _TooLong(Exception):
+    """A response longer than the client keeps (an endless or a hostile stream)."""
+
+    def __init__(self, chars: int) -> None:
+        super().__init__(f"the response passed {chars / 2**20:g} MiB of text; cut off")
+
+
 async def send(
     client: Any,
     model: str,
@@ -174,45 +219,39 @@ async def send(
     api: str = "completions",
     ignore_eos: bool = False,
     extra_body: Mapping[str, object] | None = None,
+    deadline_s: float | None = None,
+    max_chars: int = MAX_RESPONSE_CHARS,
 ) -> int:
     """Stream one request's completion into `request` (its token times, end, error).
 
     A completion that is only the end of sequence (HTTP 200, no text, `finish_reason` "stop"
     or a server count of 1 or more) is a completed request with zero text tokens: its first
-    token time is when that chunk came. Returns how many of its chunks carried more than one
-    token.
+    token time is when that chunk came. The whole request, first byte to last, must end
+    within `deadline_s` (the HTTP client's own timeout is per read: a stream trickling a byte
+    a second never trips it), and stream at most `max_chars` of text; past either it fails
+    with the reason, keeping the tokens that came. Returns how many of its chunks carried more
+    than one token.
     """
     import openai
 
     request.start_s = request.sent_s = time.perf_counter()
-    multi = 0
-    finished = stopped = False
+    state = _Stream()
     traced = _CURRENT.set(request)
-    try:
+
+    async def whole() -> None:
         stream = await _open_stream(client, model, request, text, api, ignore_eos, extra_body)
-        async for chunk in stream:
-            now = time.perf_counter()
-            usage = getattr(chunk, "usage", None)
-            if usage is not None:
-                request.server_tokens = usage.completion_tokens
-                request.server_prompt_tokens = getattr(usage, "prompt_tokens", None)
-            timing = _timings(chunk)
-            if timing is not None:
-                request.server_timing = timing
-            for choice in chunk.choices or []:
-                if math.isnan(request.first_event_s):
-                    request.first_event_s = now
-                piece = _piece(choice)
-                if piece:
-                    n = _count(tokenizer, piece)
-                    multi += n > 1
-                    request.token_s.extend([now] * n)
-                finished = finished or choice.finish_reason is not None
-                stopped = stopped or choice.finish_reason == "stop"
-        if not finished:
+        await _read(stream, request, tokenizer, state, max_chars)
+
+    try:
+        await asyncio.wait_for(whole(), timeout=deadline_s)
+        if not state.finished:
             request.error = "the stream ended before its last chunk"
-        elif not request.token_s and not (stopped or (request.server_tokens or 0) >= 1):
+        elif not request.token_s and not (state.stopped or (request.server_tokens or 0) >= 1):
             request.error = "the server returned no token"
+    except asyncio.TimeoutError:
+        request.error = f"timed out: the whole request passed {deadline_s:g} s (--timeout)"
+    except _TooLong as exc:
+        request.error = str(exc)
     except openai.OpenAIError as exc:
         request.error = _reason(exc)
     except STREAM_ERRORS as exc:
@@ -220,7 +259,7 @@ async def send(
     finally:
         _CURRENT.reset(traced)
     request.end_s = time.perf_counter()
-    return multi
+    return state.multi
 
 
 @dataclass(frozen=True)
@@ -424,6 +463,7 @@ def serve_endpoint(
                     endpoint.api,
                     endpoint.ignore_eos,
                     endpoint.extra_body,
+                    endpoint.timeout_s,
                 )
 
             async def one(i: int, after_s: float | None = None) -> None:
