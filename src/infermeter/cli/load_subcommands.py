@@ -132,6 +132,7 @@ def load_endpoint_command(
     What the client cost (it checks itself first against a null server) and whether the
     server drifted during the run; several --rate values sweep the rate.
     """
+    # Long because the options are the signature (a comment: the docstring is the --help)
     run_load_args(
         LoadArgs(
             endpoint=url[0],

@@ -155,7 +155,34 @@ class LoadSpec:
                 "continuous batching's cache: use --server continuous",
             ),
         ]
-        checks += [
+        checks += self._traffic_checks()
+        for ok, message in checks:
+            if not ok:
+                raise UserError(message, "see `infermeter load --help`")
+        parse_arrivals(self.arrivals)
+        check_slos(self.slos)
+        from infermeter.measure.energy.sampler import check_interval
+        from infermeter.measure.energy.select import CHOICES
+
+        if self.energy not in CHOICES:
+            raise UserError(
+                f"--energy {self.energy!r} is not a source", f"use one of {', '.join(CHOICES)}"
+            )
+        check_interval(self.power_interval_ms)
+        if self.metrics_url is not None:
+            from infermeter.serving.server_metrics import check_url
+
+            check_url(self.metrics_url)
+        if not 100.0 <= self.metrics_interval_ms <= 3_600_000:
+            raise UserError(
+                f"--metrics-interval-ms {self.metrics_interval_ms:g} is out of range",
+                "use 100..3600000 ms",
+            )
+        return self
+
+    def _traffic_checks(self) -> list[tuple[bool, str]]:
+        """The duration, warm-up and ramp settings against the rest: (ok, message) each."""
+        return [
             (
                 self.duration_s is None or 0 < self.duration_s <= 1e6,
                 "--duration must be within 0..1000000 seconds",
@@ -181,29 +208,6 @@ class LoadSpec:
                 "rises to",
             ),
         ]
-        for ok, message in checks:
-            if not ok:
-                raise UserError(message, "see `infermeter load --help`")
-        parse_arrivals(self.arrivals)
-        check_slos(self.slos)
-        from infermeter.measure.energy.sampler import check_interval
-        from infermeter.measure.energy.select import CHOICES
-
-        if self.energy not in CHOICES:
-            raise UserError(
-                f"--energy {self.energy!r} is not a source", f"use one of {', '.join(CHOICES)}"
-            )
-        check_interval(self.power_interval_ms)
-        if self.metrics_url is not None:
-            from infermeter.serving.server_metrics import check_url
-
-            check_url(self.metrics_url)
-        if not 100.0 <= self.metrics_interval_ms <= 3_600_000:
-            raise UserError(
-                f"--metrics-interval-ms {self.metrics_interval_ms:g} is out of range",
-                "use 100..3600000 ms",
-            )
-        return self
 
 
 def parse_arrivals(text: str) -> tuple[str, float]:
