@@ -92,7 +92,7 @@ def test_load_predict_and_capacity_run_and_refuse_in_one_line(tmp_path):
     )
     assert r.exit_code == 0, r.output
     assert [p["rate"] for p in json.loads(r.stdout)["points"]] == [1.0, 2.0]
-    assert_one_line_error(runner.invoke(app, ["load", "capacity"]), "needs an --slo")
+    assert_one_line_error(runner.invoke(app, ["load", "capacity"]), "searches under SLOs")
     r = runner.invoke(app, ["load", "capacity", "--slo", "ttft_ms=1", "--slo-target", "2"])
     assert_one_line_error(r, "--slo-target")
 

@@ -485,7 +485,10 @@ def _capacity_spec(
     from infermeter.serving.capacity import CapacitySpec
 
     if not spec.slos:
-        raise UserError("--find-max-rate searches under SLOs", "add e.g. --slo e2e_ms=2000")
+        raise UserError(
+            "the capacity search (load capacity) searches under SLOs",
+            "add e.g. --slo e2e_ms=2000",
+        )
     if spec.concurrency is not None:
         raise UserError(
             "--find-max-rate searches over arrival rates; --concurrency is a closed loop",

@@ -20,6 +20,15 @@ from infermeter.cli.options import DB, JSON_OUT, JUNIT, SUMMARY
 from infermeter.errors import UserError
 
 
+def _check_counts(first: tuple[str, int | None], most: int) -> None:
+    """The request counts a capacity search takes, named as this command spells them."""
+    name, n = first
+    if n is not None and not 1 <= n <= 100_000:
+        raise UserError(f"{name} {n} is out of range", "use 1..100000")
+    if not 1 <= most <= 100_000:
+        raise UserError(f"--most-requests-per-rate {most} is out of range", "use 1..100000")
+
+
 @guard
 def load_run_command(
     model: str = O.MODEL,
@@ -213,14 +222,11 @@ def load_capacity_command(
 
     Ramp from --start-rate, then bisect; in this process or at --endpoint; every rate stored.
     """
-    if not slo:
-        raise UserError(
-            "load capacity needs an --slo to search under", "add e.g. --slo ttft_ms=500"
-        )
+    _check_counts(("--requests-per-rate", requests_per_rate), most_requests_per_rate)
     run_load_args(
         LoadArgs(
             find_max_rate=True,
-            slo=tuple(slo),
+            slo=tuple(slo or ()),
             slo_target=slo_target,
             endpoint=endpoint,
             model=model,
@@ -286,6 +292,7 @@ def load_predict_command(
     Arrivals, transformers' continuous-batching scheduler and each step's cost from the time
     model, learnt from stored loads on this device.
     """
+    _check_counts(("--requests", requests), most_requests_per_rate)
     run_load_args(
         LoadArgs(
             predict=True,
