@@ -8,7 +8,8 @@ Servers, each on 127.0.0.1: the null server (serving/nullserver.py: 20 ms to the
 5 ms between tokens, its own account per request) and llama.cpp's own server (llama-server,
 SmolLM2-135M Q4_1, one slot, `--metrics`). Clients: `infermeter load endpoint` and `guidellm
 run`, each a separate process, interleaved A B A B at concurrency 1 and 4, the same prompt and
-output lengths (32 and 16 tokens, EOS ignored). Per run: median and p99 TTFT, the median of each
+output lengths (32 and 16 tokens, EOS ignored). Per run: median and p99 TTFT (from the first
+header write, where GuideLLM starts its clock; infermeter's from its send is beside it), the median of each
 request's mean gap between tokens (TPOT), median and p99 end-to-end, output tokens/s, and the
 client process's CPU seconds (all of it, start-up included: both import torch). Server-
 normalised: TTFT over the server's own time to a first token and TPOT over its own decode time
@@ -85,7 +86,10 @@ def run_infermeter(url: str, conc: int, n: int, work: Path) -> dict[str, Any]:
     out.write_text(json.dumps(doc))
     rows = [r for r in doc["all_samples"] if r["error"] is None]
     return {
-        "ttft": [r["ttft_ms"] for r in rows],
+        # from the first header write, as GuideLLM starts its clock (its trace hook); the
+        # client's request building before it is `http_build_ms`, reported beside
+        "ttft": [r["ttft_from_send_ms"] - r["http_build_ms"] for r in rows],
+        "ttft_from_send": [r["ttft_from_send_ms"] for r in rows],
         "tpot": [r["tpot_ms"] for r in rows if r["output_tokens"] > 1],
         "e2e": [r["e2e_ms"] for r in rows],
         "tokens": [r["output_tokens"] for r in rows],
@@ -176,6 +180,9 @@ def measure(
                         "tokens": statistics.median(res["tokens"]),
                         "ttft_p50": ttft,
                         "ttft_p99": _p(res["ttft"], 99),
+                        "ttft_from_send_p50": statistics.median(
+                            res.get("ttft_from_send") or [float("nan")]
+                        ),
                         "tpot_p50": tpot,
                         "e2e_p50": statistics.median(res["e2e"]),
                         "e2e_p99": _p(res["e2e"], 99),

@@ -91,6 +91,7 @@ def test_every_endpoint_run_states_what_its_client_cost(null_url, tmp_path):
         # HTTP phases: connect (0 when reused), send, wait for headers; all before the token
         phases = r["http_connect_ms"] + r["http_send_ms"] + r["http_wait_ms"]
         assert r["http_send_ms"] > 0 and 0 <= phases < r["ttft_from_send_ms"]
+        assert 0 < r["http_build_ms"] < r["ttft_from_send_ms"] - r["server_prefill_ms"]
         assert r["ttst_ms"] == pytest.approx(r["itl_ms"][0])  # time to the second token
     assert doc["summary"]["from_send"]["http_wait_ms"]["n"] == 6
     stored = sqlite3.connect(tmp_path / "r.db").execute("select checks from runs").fetchone()[0]

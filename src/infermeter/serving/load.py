@@ -310,7 +310,7 @@ class Request:
             "ttft_from_send_ms": (first - self.sent_s) * 1e3,
             "e2e_from_send_ms": (self.end_s - self.sent_s) * 1e3,
             "ttst_ms": itl[0] if itl else math.nan,
-            **(http_phases(self.http_events) if self.http_events else {}),
+            **(http_phases(self.http_events, self.sent_s) if self.http_events else {}),
             "itl_ms": itl,
             "prompt_tokens": len(self.prompt_ids),
             "new_tokens_asked": self.new_tokens,
@@ -1003,7 +1003,7 @@ def _add_client(doc: dict[str, Any], served: Served | None, check: Any, spec: Lo
         "e2e_ms": summarize(r["e2e_from_send_ms"] for r in rows).to_dict(),
         **{
             k: summarize(r.get(k, math.nan) for r in rows).to_dict()
-            for k in ("http_connect_ms", "http_send_ms", "http_wait_ms")
+            for k in ("http_build_ms", "http_connect_ms", "http_send_ms", "http_wait_ms")
         },
     }
     s["tokens"] = token_counts(rows)
