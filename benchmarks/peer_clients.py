@@ -4,19 +4,19 @@
     make llama-server
     python benchmarks/peer_clients.py --peer-venv .venv-peers [--requests 12] [--rounds 2]
 
-Servers, each on 127.0.0.1: the null server (serving/nullserver.py: 20 ms to the first token,
-5 ms between tokens, its own account per request) and llama.cpp's own server (llama-server,
+Servers, each on 127.0.0.1: the null server (serving/nullserver.py: 20 ms to the first token, 5
+ms between tokens, its own account per request) and llama.cpp's own server (llama-server,
 SmolLM2-135M Q4_1, one slot, `--metrics`). Clients: `infermeter load endpoint` and `guidellm
 run`, each a separate process, interleaved A B A B at concurrency 1 and 4, the same prompt and
 output lengths (32 and 16 tokens, EOS ignored). Per run: median and p99 TTFT (from the first
-header write, where GuideLLM starts its clock; infermeter's from its send is beside it), the median of each
-request's mean gap between tokens (TPOT), median and p99 end-to-end, output tokens/s, and the
-client process's CPU seconds (all of it, start-up included: both import torch). Server-
-normalised: TTFT over the server's own time to a first token and TPOT over its own decode time
-per token, from the null server's known delays or llama-server's Prometheus counters read
-before and after each run (its prompt and decode seconds and tokens). Then each client's
-ceiling on the null server with no delays: `load selfcheck`'s, and GuideLLM's throughput
-profile's requests/s. Prints ratios measured in this run; nothing is asserted.
+header write, where GuideLLM starts its clock; infermeter's from its send is beside it), the
+median of each request's mean gap between tokens (TPOT), median and p99 end-to-end, output
+tokens/s, and the client process's CPU seconds (all of it, start-up included: both import
+torch). Server-normalised: TTFT over the server's own time to a first token and TPOT over its
+own decode time per token, from the null server's known delays or llama-server's Prometheus
+counters read before and after each run (its prompt and decode seconds and tokens). Then each
+client's ceiling on the null server with no delays: `load selfcheck`'s, and GuideLLM's
+throughput profile's requests/s. Prints ratios measured in this run; nothing is asserted.
 """
 
 from __future__ import annotations
