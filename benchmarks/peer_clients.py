@@ -16,7 +16,7 @@ torch). Server-normalised: TTFT over the server's own time to a first token and 
 own decode time per token, from the null server's known delays or llama-server's Prometheus
 counters read before and after each run (its prompt and decode seconds and tokens). Then each
 client's ceiling on the null server with no delays: `load selfcheck`'s, and GuideLLM's
-throughput profile's requests/s. Prints ratios measured in this run; nothing is asserted.
+8 streams' requests/s. Prints ratios measured in this run; nothing is asserted.
 """
 
 from __future__ import annotations
