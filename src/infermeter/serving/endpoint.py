@@ -1,4 +1,4 @@
-"""`infermeter load --endpoint URL`: the same requests, sent to an OpenAI-compatible server.
+"""`infermeter load endpoint URL`: the same requests, sent to an OpenAI-compatible server.
 
 Why: the stacks people serve with (vLLM, SGLang, TGI, llama.cpp's server, Ollama, `transformers
 serve`) are reached over HTTP; what a client sees (time to the first streamed token, every gap
@@ -12,9 +12,12 @@ session's messages, or the prompt as one user message, in the server's own chat 
 greedy, with `stream_options.include_usage` so the server's own token counts come back. A
 chunk can carry several tokens: each chunk's text is counted with the model's tokenizer and its
 tokens are taken to arrive together (their gaps are 0); the run says how many chunks did. A
-timeout, an HTTP error, a refused connection or a stream that ends before its last chunk is a
-failed request with its reason, never a crash. The API key is read from the environment
-variable `--api-key-env` names, never stored or printed.
+whole-request deadline (`--timeout`), a response over 16 MiB of text, an HTTP error, a refused
+connection, a chunk that is not JSON or of the wrong shape, or a stream that ends before its
+last chunk is that request's failure with its reason, never the run's. Nagle's algorithm is
+off (the null server caught a request's body waiting on a delayed ACK), and httpcore's trace
+gives each request's HTTP phases. The API key is read from the environment variable
+`--api-key-env` names, never stored or printed.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from infermeter.errors import UserError
 
 #: the environment variable an endpoint's API key is read from, unless --api-key-env names one
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
-#: seconds a request may take before it is a failed request ("timed out")
+#: seconds a whole request may take, first byte to last, before it fails ("timed out")
 DEFAULT_TIMEOUT_S = 300.0
 
 
