@@ -140,25 +140,25 @@ IGNORE_EOS = typer.Option(
 EXTRA_BODY = typer.Option(
     None,
     "--extra-body",
-    help="With --endpoint: a JSON object merged into every request's body, e.g. "
+    help="At an endpoint: a JSON object merged into every request's body, e.g. "
     "'{\"min_tokens\": 64}' (llama.cpp's server ignores ignore_eos but honours min_tokens).",
 )
 HEADER = typer.Option(
     None,
     "--header",
-    help="With --endpoint: 'Name: value', sent with every request (repeat it); values are "
+    help="At an endpoint: 'Name: value', sent with every request (repeat it); values are "
     "never stored or printed.",
 )
 SELFCHECK = typer.Option(
     True,
     "--selfcheck/--no-selfcheck",
-    help="With --endpoint: measure the client first against a null server on 127.0.0.1 "
+    help="At an endpoint: measure the client first against a null server on 127.0.0.1 "
     "(its ceiling and the latency it adds, about 2 s) and hold the run against it.",
 )
 REFERENCE = typer.Option(
     False,
     "--reference",
-    help="With --endpoint: also run the "
+    help="At an endpoint: also run the "
     "same requests in-process on --model (the same weights) and "
     "show what the serving stack adds to TTFT, TPOT and e2e.",
 )
