@@ -21,7 +21,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "ray": ("ray",),
     "postgres": ("psycopg",),
     "quant": ("torchao", "optimum.quanto"),
-    "endpoint": ("openai", "prometheus_client"),
+    "endpoint": ("openai", "prometheus_client", "h11"),
     "datasets": ("datasets",),
 }
 

@@ -284,8 +284,13 @@ def test_a_run_round_trips_through_vllms_format_and_guidellms_file_imports(null_
     r = runner.invoke(app, ["load", "import", str(guidellm), "--db", db])
     assert r.exit_code == 0, r.output
     assert "6 requests from guidellm" in r.output
-    r = runner.invoke(app, ["load", "import", str(tmp_path / "r.db"), "--db", db])
-    assert_one_line_error(r, "is not JSON")
+    (tmp_path / "x.bin").write_bytes(b"\xff\xfe\x00 not text")
+    r = runner.invoke(app, ["load", "import", str(tmp_path / "x.bin"), "--db", db])
+    assert_one_line_error(r, "cannot read", "UnicodeDecodeError")
+    (tmp_path / "x.txt").write_text("{not json")
+    assert_one_line_error(
+        runner.invoke(app, ["load", "import", str(tmp_path / "x.txt")]), "is not JSON"
+    )
     (tmp_path / "x.json").write_text('{"a": 1}')
     assert_one_line_error(
         runner.invoke(app, ["load", "import", str(tmp_path / "x.json")]), "cannot tell which tool"
