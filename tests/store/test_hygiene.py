@@ -109,3 +109,18 @@ def test_a_new_database_frees_deleted_runs_in_place(tiny_llama, tmp_path):
     old_store.vacuum()
     with sqlite3.connect(old) as c:
         assert c.execute("PRAGMA auto_vacuum").fetchone() == (2,)
+
+
+def test_a_version_row_written_first_by_another_process_is_a_race_not_damage():
+    """A reader opening a SQLite file the moment a `load` process created it read "UNIQUE
+    constraint failed: meta.key" and called the database unreadable (a fresh-clone CI run)."""
+    import sqlite3
+
+    from sqlalchemy.exc import IntegrityError
+
+    from infermeter.store.repository import _raced
+
+    clash = sqlite3.IntegrityError("UNIQUE constraint failed: meta.key")
+    assert _raced(IntegrityError("INSERT INTO meta", {}, clash))
+    other = sqlite3.IntegrityError("UNIQUE constraint failed: samples.run_id")
+    assert not _raced(IntegrityError("INSERT INTO samples", {}, other))

@@ -107,8 +107,15 @@ class Store(StoreWrites, StoreQueries, StoreLiveFeed):
 #: what a database says when another process created the same table, type, column or row first:
 #: SQLite "already exists" / "duplicate column"; PostgreSQL also "duplicate key value violates
 #: unique constraint pg_type_typname_nsp_index" (a concurrent CREATE TABLE) and, for the version
-#: row, a unique violation on the meta table's key
-RACE_MARKS = ("already exists", "duplicate column", "duplicate key", "UniqueViolation")
+#: row, a unique violation on the meta table's key (SQLite: "UNIQUE constraint failed: meta.key",
+#: seen when a reader opened a database the moment a `load` process created it)
+RACE_MARKS = (
+    "already exists",
+    "duplicate column",
+    "duplicate key",
+    "UniqueViolation",
+    "UNIQUE constraint failed: meta.",
+)
 
 
 def _raced(exc: Exception) -> bool:
