@@ -8,8 +8,9 @@ CLI (`serving.load.LoadSpec.validate`, `serving.capacity.CapacitySpec.validate`)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -202,6 +203,19 @@ STACK = typer.Option(
 @dataclass(frozen=True)
 class LoadArgs:
     """What a `load` command was given: every option, by its Python name."""
+
+    @classmethod
+    def given(cls, options: dict[str, Any], **renamed: Any) -> LoadArgs:
+        """The record from a command's parameters (its `locals()`), by name.
+
+        Options a command spells differently come in `renamed`; repeatable ones become tuples.
+        """
+        names = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in options.items() if k in names}
+        for k in ("slo", "header"):
+            if k in kw:
+                kw[k] = tuple(kw[k] or ())
+        return cls(**{**kw, **renamed})
 
     model: str = "tiny-llama"
     rate: str | None = None

@@ -64,38 +64,7 @@ def load_run_command(
 
     Continuous or static batching, energy per request; several --rate values sweep the rate.
     """
-    run_load_args(
-        LoadArgs(
-            model=model,
-            rate=rate,
-            requests=requests,
-            arrivals=arrivals,
-            ramp_up_to=ramp_up_to,
-            duration=duration,
-            warmup_requests=warmup_requests,
-            concurrency=concurrency,
-            prompt_tokens=prompt_tokens,
-            new_tokens=new_tokens,
-            workload=workload,
-            trace_speed=trace_speed,
-            server=server,
-            static_batch=static_batch,
-            kv_blocks=kv_blocks,
-            kv_page_tokens=kv_page_tokens,
-            energy=energy,
-            power_interval_ms=power_interval_ms,
-            slo=tuple(slo or ()),
-            fail_if_slo_missed=fail_if_slo_missed,
-            seed=seed,
-            device=device,
-            dtype=dtype,
-            out=out,
-            db=db,
-            json_out=json_out,
-            junit=junit,
-            summary=summary,
-        )
-    )
+    run_load_args(LoadArgs.given(locals()))
 
 
 @guard
@@ -142,46 +111,7 @@ def load_endpoint_command(
     server drifted during the run; several --rate values sweep the rate.
     """
     # Long because the options are the signature (a comment: the docstring is the --help)
-    run_load_args(
-        LoadArgs(
-            endpoint=url[0],
-            more_endpoints=tuple(url[1:]),
-            max_error_rate=max_error_rate,
-            model=model,
-            rate=rate,
-            requests=requests,
-            arrivals=arrivals,
-            ramp_up_to=ramp_up_to,
-            duration=duration,
-            warmup_requests=warmup_requests,
-            concurrency=concurrency,
-            prompt_tokens=prompt_tokens,
-            new_tokens=new_tokens,
-            workload=workload,
-            trace_speed=trace_speed,
-            slo=tuple(slo or ()),
-            fail_if_slo_missed=fail_if_slo_missed,
-            seed=seed,
-            endpoint_model=endpoint_model,
-            api_key_env=api_key_env,
-            timeout=timeout,
-            endpoint_api=endpoint_api,
-            ignore_eos=ignore_eos,
-            extra_body=extra_body,
-            header=tuple(header or ()),
-            selfcheck=selfcheck,
-            metrics_url=metrics_url,
-            metrics_interval_ms=metrics_interval_ms,
-            reference=reference,
-            device=device,
-            dtype=dtype,
-            out=out,
-            db=db,
-            json_out=json_out,
-            junit=junit,
-            summary=summary,
-        )
-    )
+    run_load_args(LoadArgs.given(locals(), endpoint=url[0], more_endpoints=tuple(url[1:])))
 
 
 @guard
@@ -224,39 +154,12 @@ def load_capacity_command(
     """
     _check_counts(("--requests-per-rate", requests_per_rate), most_requests_per_rate)
     run_load_args(
-        LoadArgs(
+        LoadArgs.given(
+            locals(),
             find_max_rate=True,
-            slo=tuple(slo or ()),
-            slo_target=slo_target,
-            endpoint=endpoint,
-            model=model,
             rate=f"{start_rate!r}",
             requests=requests_per_rate,
             max_requests_per_step=most_requests_per_rate,
-            bisect=bisect,
-            arrivals=arrivals,
-            prompt_tokens=prompt_tokens,
-            new_tokens=new_tokens,
-            workload=workload,
-            trace_speed=trace_speed,
-            server=server,
-            static_batch=static_batch,
-            kv_blocks=kv_blocks,
-            kv_page_tokens=kv_page_tokens,
-            endpoint_model=endpoint_model,
-            api_key_env=api_key_env,
-            timeout=timeout,
-            endpoint_api=endpoint_api,
-            ignore_eos=ignore_eos,
-            extra_body=extra_body,
-            header=tuple(header or ()),
-            selfcheck=selfcheck,
-            seed=seed,
-            device=device,
-            dtype=dtype,
-            out=out,
-            db=db,
-            json_out=json_out,
         )
     )
 
@@ -294,30 +197,10 @@ def load_predict_command(
     """
     _check_counts(("--requests", requests), most_requests_per_rate)
     run_load_args(
-        LoadArgs(
+        LoadArgs.given(
+            locals(),
             predict=True,
-            model=model,
-            rate=rate,
-            requests=requests,
-            arrivals=arrivals,
-            concurrency=concurrency,
-            prompt_tokens=prompt_tokens,
-            new_tokens=new_tokens,
-            workload=workload,
-            trace_speed=trace_speed,
-            kv_blocks=kv_blocks,
-            kv_page_tokens=kv_page_tokens,
-            slo=tuple(slo or ()),
             find_max_rate=capacity,
-            slo_target=slo_target,
             max_requests_per_step=most_requests_per_rate,
-            bisect=bisect,
-            hardware=hardware,
-            stack=stack,
-            seed=seed,
-            dtype=dtype,
-            out=out,
-            db=db,
-            json_out=json_out,
         )
     )
