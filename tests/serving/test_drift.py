@@ -1,7 +1,10 @@
-"""The drift verdict on known rows (issue 54): a server that changes speed halfway through a run
-is called moved, however the halves sit around the whole run's median; a steady, noisy one is not."""
+"""The drift verdict on known rows (issue 54): a server that changes speed halfway through a
+run is called moved, however the halves sit around the whole run's median; a steady, noisy one
+is not. A capacity search names a failing step that ran a slower server."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -42,3 +45,20 @@ def test_too_few_requests_give_no_verdict_and_the_client_tpot_stands_in_for_serv
     rows = [{**r, "server_decode_ms_per_token": None} for r in _rows([5.0] * 8 + [9.0] * 8)]
     d = drift_verdict(rows)
     assert d is not None and d.source == "client" and d.moved
+
+
+def _search(own: dict[float, float], worst: float | None) -> dict:
+    steps = [{"rate": r, "server_decode_ms_p50": v} for r, v in own.items()]
+    return {"steps": steps, "first_failing_rate": worst}
+
+
+def test_capacity_steps_say_when_the_failing_step_ran_a_slower_server():
+    from infermeter.serving.capacity import server_line
+
+    assert server_line(_search({1.0: 10.0, 2.0: 10.5, 4.0: 10.2}, 4.0)).endswith("(steady)")
+    slow = server_line(_search({1.0: 10.0, 2.0: 10.5, 4.0: 16.0}, 4.0))
+    assert slow is not None and "x1.60" in slow and "run that step again" in slow
+    # the slow step is not a boundary: said, but the bound stands
+    aside = server_line(_search({1.0: 16.0, 2.0: 10.0, 4.0: 10.4}, 4.0))
+    assert aside is not None and "boundary steps are within 10%" in aside
+    assert server_line(_search({1.0: math.nan, 2.0: 10.0}, 2.0)) is None

@@ -5,6 +5,7 @@ send. The null server runs as a real subprocess on 127.0.0.1; the client is the 
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
 from pathlib import Path
@@ -252,34 +253,72 @@ def test_a_run_stops_sending_past_its_error_rate(tmp_path):
     assert_one_line_error(r, "--max-error-rate 1.5 is out of range")
 
 
-def test_a_run_round_trips_through_vllms_format_and_guidellms_file_imports(null_url, tmp_path):
-    """Export a stored load run as vLLM's bench serve result, import it back: the same
-    requests and latencies. A real GuideLLM 0.8.1 file (its run against the null server, with
-    the per-request fields this reads) imports as a stored run."""
+@pytest.mark.parametrize("fmt", ["vllm", "guidellm", "aiperf"])
+def test_a_run_round_trips_through_each_peers_format(null_url, tmp_path, fmt):
+    """Export a stored load run as vLLM's bench serve result, GuideLLM's benchmarks JSON or
+    AIPerf's record lines, import it back: the same requests, latencies and token gaps."""
     from infermeter import Store
 
     db = str(tmp_path / "r.db")
     doc, _ = _load(null_url, tmp_path, "--requests", "5", "--rate", "20", "--no-selfcheck")
     run_id = doc["meta"]["run_id"]
-    r = runner.invoke(
-        app, ["export", run_id, "--format", "vllm", "--db", db, "--out", str(tmp_path)]
-    )
+    r = runner.invoke(app, ["export", run_id, "--format", fmt, "--db", db, "--out", str(tmp_path)])
     assert r.exit_code == 0, r.output
-    vllm = json.loads((tmp_path / f"run-{run_id}.vllm.json").read_text())
-    assert vllm["completed"] == 5 and len(vllm["ttfts"]) == 5 and len(vllm["itls"][0]) == 7
-    assert vllm["median_ttft_ms"] == pytest.approx(doc["summary"]["ttft_ms"]["p50"], rel=1e-9)
-    r = runner.invoke(
-        app, ["load", "import", str(tmp_path / f"run-{run_id}.vllm.json"), "--db", db]
-    )
+    (path,) = tmp_path.glob(f"run-{run_id}.{fmt}.json*")
+    if fmt == "vllm":
+        vllm = json.loads(path.read_text())
+        assert vllm["completed"] == 5 and len(vllm["ttfts"]) == 5 and len(vllm["itls"][0]) == 7
+        assert vllm["median_ttft_ms"] == pytest.approx(doc["summary"]["ttft_ms"]["p50"], rel=1e-9)
+    r = runner.invoke(app, ["load", "import", str(path), "--db", db])
     assert r.exit_code == 0, r.output
+    assert f"5 requests from {fmt}" in r.output
     store = Store(db)
-    imported = [x for x in store.list_runs() if x["id"] != run_id]
-    (back,) = [store.get(x["id"]) for x in imported]
+    (back,) = [store.get(x["id"]) for x in store.list_runs() if x["id"] != run_id]
     original = store.get(run_id)
     assert sorted(s.ttft_ms for s in back.samples) == pytest.approx(
         sorted(s.ttft_ms for s in original.samples)
     )
-    assert back.device["name"] == "imported from vllm"
+    assert back.device["name"] == f"imported from {fmt}"
+    tpot = back.checks["load"]["summary"]["tpot_ms"]["p50"]
+    assert tpot == pytest.approx(doc["summary"]["tpot_ms"]["p50"], rel=1e-6)
+    if fmt != "guidellm":  # GuideLLM keeps a request's mean gap only
+        assert [list(s.step_ms) for s in back.samples] == [
+            pytest.approx(list(s.step_ms)) for s in original.samples
+        ]
+
+
+def test_peers_own_files_import_with_the_peers_own_figures(tmp_path):
+    """Real files: GuideLLM 0.8.1's and AIPerf 0.13.0's runs against the null server. AIPerf's
+    records import with AIPerf's own medians (from its summary file, written in the same run);
+    its summary alone is refused, named; files nobody wrote are refused, one line each."""
+    from infermeter import Store
+
+    data = Path(__file__).parent / "data"
+    db = str(tmp_path / "r.db")
+    r = runner.invoke(
+        app,
+        [
+            "load",
+            "import",
+            str(data / "aiperf-0.13.0-null-server.profile_export.jsonl"),
+            "--db",
+            db,
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    assert "8 requests from aiperf" in r.output
+    summary = json.loads((data / "aiperf-0.13.0-null-server.summary.json").read_text())
+    (run,) = [Store(db).get(x["id"]) for x in Store(db).list_runs()]
+    mine = run.checks["load"]["summary"]
+    assert mine["ttft_ms"]["p50"] == pytest.approx(summary["time_to_first_token"]["p50"], rel=1e-9)
+    assert mine["tpot_ms"]["p50"] == pytest.approx(summary["inter_token_latency"]["p50"], rel=1e-9)
+    assert_one_line_error(
+        runner.invoke(
+            app, ["load", "import", str(data / "aiperf-0.13.0-null-server.summary.json")]
+        ),
+        "AIPerf's summary",
+        "profile_export.jsonl",
+    )
     guidellm = Path(__file__).parent / "data" / "guidellm-0.8.1-null-server.json"
     r = runner.invoke(app, ["load", "import", str(guidellm), "--db", db])
     assert r.exit_code == 0, r.output
@@ -289,7 +328,8 @@ def test_a_run_round_trips_through_vllms_format_and_guidellms_file_imports(null_
     assert_one_line_error(r, "cannot read", "UnicodeDecodeError")
     (tmp_path / "x.txt").write_text("{not json")
     assert_one_line_error(
-        runner.invoke(app, ["load", "import", str(tmp_path / "x.txt")]), "is not JSON"
+        runner.invoke(app, ["load", "import", str(tmp_path / "x.txt")]),
+        "neither JSON nor JSON lines",
     )
     (tmp_path / "x.json").write_text('{"a": 1}')
     assert_one_line_error(
@@ -343,3 +383,33 @@ def test_an_endless_response_is_cut_off(null_url, tmp_path, monkeypatch):
         + ["--no-selfcheck", "--db", str(tmp_path / "r.db")],
     )
     assert_one_line_error(r, "the response passed")
+
+
+def test_a_capacity_bound_set_where_the_server_slowed_is_called_out(tmp_path):
+    """The null server slows 3x after the first step's requests: the first failing rate ran the
+    server 3x slower per token (by its own account), and the answer says to run that step
+    again; each step's server ms/token is in the table and the stored result."""
+    slow = NullSpec(ttft_ms=5, itl_ms=6, slow_after=8, slow_factor=3.0)
+    out = tmp_path / "o"
+    with null_server(slow) as s:
+        r = runner.invoke(
+            app,
+            [
+                "load", "capacity", "--endpoint", s.url, "-m", "tiny-llama",
+                "--slo", "tpot_ms=12", "--slo-target", "0.5", "--start-rate", "4",
+                "--requests-per-rate", "8", "--most-requests-per-rate", "8", "--bisect", "0",
+                "--prompt-tokens", "16", "--new-tokens", "8", "--no-selfcheck",
+                "--out", str(out), "--db", str(tmp_path / "r.db"),
+            ],
+            env={"COLUMNS": "250"},
+        )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    result = json.loads((out / "capacity.json").read_text())
+    assert result["max_rate"] == 4 and result["first_failing_rate"] == 8, result["steps"]
+    own = {x["rate"]: x["server_decode_ms_p50"] for x in result["steps"]}
+    assert 2.5 < own[8] / own[4] < 3.5, own
+    assert "run that step again" in result["server_line"]
+    assert re.search(
+        r"8 req/s, the first failing rate, it ran x(2\.[5-9]|3\.[0-4])", result["server_line"]
+    )
+    assert "server ms/tok" in r.output and "run that step again" in r.output

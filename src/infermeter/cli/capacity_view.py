@@ -6,6 +6,7 @@ files and the console.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ def run_capacity(
 ) -> dict[str, Any]:
     """The search with `load` runs as its steps, each stored as it ends; the result."""
     from infermeter.models.loader import load_model
-    from infermeter.serving.capacity import answer_line, find_capacity
+    from infermeter.serving.capacity import answer_line, find_capacity, server_line
     from infermeter.serving.load import run_load
     from infermeter.util.jsonio import print_json, write_json
 
@@ -69,6 +70,7 @@ def run_capacity(
         "slos": dict(spec.slos),
     }
     result["run_ids"] = [d["meta"].get("run_id") for d in result.pop("runs")]
+    result["server_line"] = server_line(result)
     if folder is not None:
         from infermeter.report.load_figures import capacity_figure
 
@@ -78,9 +80,20 @@ def run_capacity(
         print_json(result)
         return result
     t = Table(title=f"capacity search: {model}, {_slos(spec.slos)}", title_justify="left")
-    for c in ("rate/s", "requests", "met", "interval", "goodput/s", "verdict"):
+    own = [r["server_decode_ms_p50"] for r in result["steps"]]
+    timed = [x for x in own if math.isfinite(x)]
+    columns = ["rate/s", "requests", "met", "interval", "goodput/s", "verdict"]
+    if timed:
+        columns.append("server ms/tok")
+    for c in columns:
         t.add_column(c, justify="right")
     for r in sorted(result["steps"], key=lambda r: r["rate"]):
+        own_ms = r["server_decode_ms_p50"]
+        extra = (
+            [f"{own_ms:.3g} (x{own_ms / min(timed):.2f})" if math.isfinite(own_ms) else "-"]
+            if timed
+            else []
+        )
         t.add_row(
             f"{r['rate']:.3g}",
             str(r["requests"]),
@@ -88,9 +101,12 @@ def run_capacity(
             f"{r['ci_low']:.1%}-{r['ci_high']:.1%}",
             fmt.fixed(r["goodput_rps"]),
             r["verdict"] + ("" if r["decided"] else "?") + (" sat" if r["saturated"] else ""),
+            *extra,
         )
     console.print(t)
     console.print(answer_line(result), markup=False)
+    if result["server_line"]:
+        console.print(result["server_line"], markup=False)
     return result
 
 

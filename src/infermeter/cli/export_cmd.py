@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from infermeter.run.results import RunResult
 
 
-FORMATS = ("chrome-trace", "json", "csv", "parquet", "vllm")
+FORMATS = ("chrome-trace", "json", "csv", "parquet", "vllm", "guidellm", "aiperf")
 
 
 @guard
@@ -27,8 +27,9 @@ def export_command(
         "chrome-trace",
         "--format",
         "-f",
-        help="chrome-trace, json, csv or parquet (samples), or vllm (a load run as vLLM's "
-        "bench serve result JSON).",
+        help="chrome-trace, json, csv or parquet (samples); or a load run as a peer's file: "
+        "vllm (bench serve result JSON), guidellm (benchmarks JSON), aiperf "
+        "(profile_export.jsonl records).",
     ),
     out: Path = typer.Option(Path("."), help="Folder to write into."),
     db: str = DB,
@@ -49,11 +50,24 @@ def export_command(
         require("parquet", "--format parquet")
     folder = writable_dir(out)
     run = Store(db, create=False).get(run_id)
-    if format == "vllm":
-        from infermeter.serving.formats import stored_as_document, to_vllm
+    if format in ("vllm", "guidellm"):
+        from infermeter.serving.formats import stored_as_document, to_guidellm, to_vllm
 
-        path = folder / f"run-{run.run_id}.vllm.json"
-        write_json(path, clean_json(to_vllm(stored_as_document(run))))
+        convert = to_vllm if format == "vllm" else to_guidellm
+        path = folder / f"run-{run.run_id}.{format}.json"
+        write_json(path, clean_json(convert(stored_as_document(run))))
+        size = path.stat().st_size
+    elif format == "aiperf":
+        import json
+
+        from infermeter.serving.formats import stored_as_document, to_aiperf
+
+        path = folder / f"run-{run.run_id}.aiperf.jsonl"
+        lines = [
+            json.dumps(clean_json(r), allow_nan=False) for r in to_aiperf(stored_as_document(run))
+        ]
+        with atomic_path(path) as tmp:
+            Path(tmp).write_text("\n".join(lines) + "\n", encoding="utf-8")
         size = path.stat().st_size
     elif format == "json":
         path = folder / f"run-{run.run_id}.json"

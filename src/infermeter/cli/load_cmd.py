@@ -278,31 +278,20 @@ def import_command(
         None,
         "--format",
         "-f",
-        help="vllm (bench serve --save-result) or guidellm (default: told from the file's keys).",
+        help="vllm (bench serve --save-result), guidellm (benchmarks JSON) or aiperf "
+        "(profile_export.jsonl); default: told from the file's keys.",
     ),
     db: str = DB,
 ) -> None:
-    """Store a peer's load results (vLLM's bench serve, GuideLLM) as load runs.
+    """Store a peer's load results (vLLM's bench serve, GuideLLM, AIPerf) as load runs.
 
     `compare`, `history` and the dashboard then read them beside infermeter's own.
     """
-    import json
-
-    from infermeter.serving.formats import guess_format, read_results
+    from infermeter.serving.formats import read_peer_file
     from infermeter.serving.load import as_run
     from infermeter.store import Store
 
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(
-            f"cannot read {file}: {exc.__class__.__name__}", "give a JSON file"
-        ) from None
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise UserError(f"{file} is not JSON ({exc})", "give the tool's own result file") from None
-    docs = read_results(data, format or guess_format(data))
+    docs = read_peer_file(file, format)
     store = Store(db)
     console = Console(soft_wrap=True)
     for doc in docs:

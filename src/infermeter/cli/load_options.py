@@ -173,7 +173,7 @@ FIND_MAX_RATE = typer.Option(
 SLO_TARGET = typer.Option(
     0.99,
     "--slo-target",
-    help="With --find-max-rate: the share of requests that must meet every SLO.",
+    help="The capacity search: the share of requests that must meet every SLO.",
 )
 MAX_REQUESTS_PER_STEP = typer.Option(
     512,
@@ -182,7 +182,7 @@ MAX_REQUESTS_PER_STEP = typer.Option(
     "--find-max-rate: a rate is run again (counts "
     "pooled) while undecided, up to this many.",
 )
-BISECT = typer.Option(4, help="With --find-max-rate: bisections after the ramp.")
+BISECT = typer.Option(4, help="The capacity search: bisections after the ramp.")
 PREDICT = typer.Option(
     False,
     "--predict",

@@ -102,6 +102,9 @@ class Step:
     high: float = 1.0
     verdict: str = "undecided"
     decided: bool = False
+    #: the server's own median decode time per token during the step (llama.cpp's
+    #: `timings`), NaN where the server reports none
+    server_decode_ms_p50: float = math.nan
 
     def row(self) -> dict[str, Any]:
         """The step as a table row (the figure's CSV)."""
@@ -118,6 +121,7 @@ class Step:
             "in_flight_mean": self.in_flight_mean,
             "verdict": self.verdict,
             "decided": self.decided,
+            "server_decode_ms_p50": self.server_decode_ms_p50,
         }
 
 
@@ -195,7 +199,55 @@ def run_step(
     step.goodput_rps = good / wall if wall > 0 else math.nan
     step.in_flight_mean = busy / wall if wall > 0 else math.nan
     step.throughput_rps = sum(len(d["all_samples"]) for d in step.runs) / wall if wall else 0
+    own = [
+        float(r["server_decode_ms_per_token"])
+        for d in step.runs
+        for r in d["all_samples"]
+        if r.get("error") is None
+        and r.get("server_decode_ms_per_token") is not None
+        and math.isfinite(r["server_decode_ms_per_token"])
+    ]
+    if own:
+        import numpy as np
+
+        step.server_decode_ms_p50 = float(np.median(own))
     return step
+
+
+#: the server's own speed may differ this much between steps before the answer says so
+SERVER_MOVE = 0.10
+
+
+def server_line(result: dict[str, Any]) -> str | None:
+    """The server's own decode time per token across the steps; None where it reports none.
+
+    Why: two capacity searches on one llama.cpp server disagreed because the server was 1.6x
+    slower during one tool's step than the other's (issue 54). Service time per token is the
+    server's speed at one token, whatever the load; it grows with batching but not with
+    queueing. Where the boundary steps (the highest pass, the lowest fail) ran the server
+    over 10% slower per token than the fastest step, the answer may be the server's speed, not
+    the rate: the line says so, with each step's ratio in the table.
+    """
+    rows = [r for r in result["steps"] if math.isfinite(r.get("server_decode_ms_p50", math.nan))]
+    if len(rows) < 2:
+        return None
+    fastest = min(r["server_decode_ms_p50"] for r in rows)
+    slowest = max(r["server_decode_ms_p50"] for r in rows)
+    head = f"server's own decode time per token across the steps: {fastest:.3g}-{slowest:.3g} ms"
+    worst = result["first_failing_rate"]
+    failing = next((r for r in rows if r["rate"] == worst), None)
+    if failing is not None and failing["server_decode_ms_p50"] > (1 + SERVER_MOVE) * fastest:
+        ratio = failing["server_decode_ms_p50"] / fastest
+        return (
+            head + f"; at {worst:.3g} req/s, the first failing rate, it ran x{ratio:.2f} the "
+            "fastest step's time per token: the server was slower there, which queueing alone "
+            "does not do to one token; run that step again before trusting the bound"
+        )
+    if slowest > (1 + SERVER_MOVE) * fastest:
+        return (
+            head + f" (x{slowest / fastest:.2f}; the boundary steps are within 10% of the fastest)"
+        )
+    return head + " (steady)"
 
 
 def find_capacity(

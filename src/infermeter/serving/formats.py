@@ -1,7 +1,7 @@
 """Peers' result files in and out, as stored load runs.
 
-vLLM's `bench serve` result JSON and GuideLLM's benchmarks JSON become load runs; a stored load
-run becomes a vLLM result.
+vLLM's `bench serve` result JSON, GuideLLM's benchmarks JSON and AIPerf's per-request
+`profile_export.jsonl` become load runs; a stored load run becomes any of the three.
 
 Why: a team that measured with vLLM's client or GuideLLM last month wants `compare` and
 `history` across tools, and a team that reads vLLM's files wants ours in that form. The fields
@@ -10,7 +10,17 @@ are the ones each tool writes, read from its own code: vLLM's `vllm/benchmarks/s
 client's `perf_counter`, `queue_times`, `input_lens`, `output_lens`, `errors`, with the
 summary's `mean_/median_/p99_{ttft,tpot,itl,e2el}_ms`), GuideLLM 0.8's `benchmarks[]` with
 `requests.successful[]` / `errored[]` (`time_to_first_token_ms`, `inter_token_latency_ms`,
-`request_latency` in seconds, `request_start_time`, `prompt_tokens`, `output_tokens`).
+`request_latency` in seconds, `request_start_time`, `prompt_tokens`, `output_tokens`), and
+AIPerf 0.13's `MetricRecordInfo` lines (`aiperf/common/models/record_models.py`: `metadata` with
+`credit_issued_ns`, `request_start_ns`, `request_end_ns`, `benchmark_phase`; `metrics` as
+`{name: {value, unit}}` with `time_to_first_token`, `inter_chunk_latency`, `request_latency`,
+`input_sequence_length`, `output_sequence_length`; `error` as `ErrorDetails`). AIPerf's
+`profile_export_aiperf.json` is only percentiles: it cannot become requests, and says so.
+
+What goes out is checked against the peers' own code by `benchmarks/peer_formats.py` (AIPerf's
+pydantic model validates each exported line; GuideLLM's computed request fields are the names it
+writes, but GuideLLM reloads its own files through internal fields infermeter does not have, so
+an exported GuideLLM file is for readers of the format, not for `guidellm` itself).
 
 What cannot cross: a peer keeps no per-token times (vLLM keeps them; GuideLLM keeps a
 request's mean gap, so its tokens are spread evenly and said so), no server timings, no
@@ -20,12 +30,13 @@ self-check; an imported run says which tool measured it in its device name and n
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 from infermeter.errors import UserError
 from infermeter.run.document import LoadResult
 
-FORMATS = ("vllm", "guidellm")
+FORMATS = ("vllm", "guidellm", "aiperf")
 
 
 def _row(
@@ -193,12 +204,82 @@ def from_guidellm(data: Any) -> list[LoadResult]:
     return out
 
 
+_TO_MS = {"ms": 1.0, "ns": 1e-6, "us": 1e-3, "sec": 1e3, "s": 1e3}
+
+
+def _aiperf_value(metrics: dict[str, Any], name: str, ms: bool = False) -> Any:
+    m = metrics.get(name)
+    if not isinstance(m, dict) or "value" not in m:
+        return None
+    v = m["value"]
+    if not ms:
+        return v
+    scale = _TO_MS.get(str(m.get("unit", "ms")))
+    if scale is None:
+        raise UserError(f"AIPerf's {name} is in {m.get('unit')!r}", "export times in ms or ns")
+    if isinstance(v, list):
+        return [_number(x, name) * scale for x in v]
+    return _number(v, name) * scale
+
+
+def from_aiperf(records: list[Any]) -> list[LoadResult]:
+    """AIPerf's `profile_export.jsonl` (one `MetricRecordInfo` a line) as one load document.
+
+    Warm-up records are left out, as AIPerf leaves them out of its own statistics. The
+    scheduled send is the credit's issue time, so queueing before the send is kept.
+    """
+    if records and isinstance(records[0], dict) and "request_latency" in records[0]:
+        raise UserError(
+            "this is AIPerf's summary (profile_export_aiperf.json): percentiles, no requests",
+            "import profile_export.jsonl from the same artifact folder",
+        )
+    rows: list[dict[str, Any]] = []
+    model = "?"
+    for rec in records:
+        if not isinstance(rec, dict) or not isinstance(rec.get("metadata"), dict):
+            raise UserError(
+                "not an AIPerf record export (each line needs `metadata` and `metrics`)",
+                "import profile_export.jsonl from aiperf's artifact folder",
+            )
+        meta, metrics = rec["metadata"], rec.get("metrics") or {}
+        if meta.get("benchmark_phase", "profiling") != "profiling":
+            continue
+        start_ns = _number(meta.get("request_start_ns"), "request_start_ns")
+        issued = meta.get("credit_issued_ns")
+        scheduled_ns = _number(issued, "credit_issued_ns") if issued is not None else start_ns
+        error = rec.get("error")
+        err = str(error.get("message") or error.get("type") or "failed") if error else None
+        if err is None and meta.get("was_cancelled"):
+            err = "cancelled"
+        ttft = _aiperf_value(metrics, "time_to_first_token", ms=True)
+        e2e = _aiperf_value(metrics, "request_latency", ms=True)
+        gaps = _aiperf_value(metrics, "inter_chunk_latency", ms=True) or []
+        out = _aiperf_value(metrics, "output_sequence_length")
+        rows.append(
+            _row(
+                len(rows),
+                scheduled_ns / 1e6,
+                math.nan if ttft is None else ttft,
+                list(gaps),
+                math.nan if e2e is None else e2e,
+                int(_aiperf_value(metrics, "input_sequence_length") or 0),
+                int(out if out is not None else len(gaps) + 1),
+                err,
+                (start_ns - scheduled_ns) / 1e6,
+            )
+        )
+        model = str(meta.get("model_name") or model)
+    return [_document(rows, "aiperf", model, {"version": "0.13 record format"})]
+
+
 def read_results(data: Any, fmt: str) -> list[LoadResult]:
-    """A peer's result file (parsed JSON) as load documents."""
+    """A peer's result file (parsed JSON, or a list of JSON lines) as load documents."""
     if fmt == "vllm":
         return from_vllm(data)
     if fmt == "guidellm":
         return from_guidellm(data)
+    if fmt == "aiperf":
+        return from_aiperf(data if isinstance(data, list) else [data])
     raise UserError(f"--format {fmt!r} is not a format", f"use one of {', '.join(FORMATS)}")
 
 
@@ -208,10 +289,41 @@ def guess_format(data: Any) -> str:
         return "guidellm"
     if isinstance(data, dict) and "ttfts" in data:
         return "vllm"
+    first = data[0] if isinstance(data, list) and data else data
+    if isinstance(first, dict) and ("metadata" in first and "metrics" in first):
+        return "aiperf"
+    if isinstance(first, dict) and "aiperf_version" in first:
+        return "aiperf"
     raise UserError(
         "cannot tell which tool wrote this file",
         f"name it with --format ({', '.join(FORMATS)})",
     )
+
+
+def read_peer_file(path: Path, fmt: str | None) -> list[LoadResult]:
+    """A peer's result file as load documents: JSON, or JSON lines (AIPerf's records)."""
+    import json
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(
+            f"cannot read {path}: {exc.__class__.__name__}", "give the tool's own result file"
+        ) from None
+    data: Any
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        try:
+            data = [json.loads(ln) for ln in lines]
+        except ValueError:
+            raise UserError(
+                f"{path} is neither JSON nor JSON lines ({exc})", "give the tool's own result file"
+            ) from None
+        if not data:
+            raise UserError(f"{path} is empty", "give the tool's own result file") from None
+    return read_results(data, fmt or guess_format(data))
 
 
 def to_vllm(doc: dict[str, Any]) -> dict[str, Any]:
@@ -292,4 +404,123 @@ def stored_as_document(run: Any) -> dict[str, Any]:
         "meta": {"model": run.model_info.get("name") or spec.get("model"), "spec": spec},
         "summary": load["summary"],
         "all_samples": rows,
+    }
+
+
+def _seconds(ms: float) -> float:
+    return ms / 1e3 if math.isfinite(ms) else 0.0
+
+
+def to_aiperf(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """A load document as AIPerf's `profile_export.jsonl` records (one dict a line).
+
+    Times are on the run's own clock from its start (AIPerf's are wall-clock ns): what reads
+    them compares durations, never dates. The scheduled send goes in `credit_issued_ns`, so
+    the time a request waited before its send survives.
+    """
+    out = []
+    for r in doc["all_samples"]:
+        scheduled_ns = int(r["arrival_ms"] * 1e6)
+        queue = r["queue_ms"] if math.isfinite(r["queue_ms"]) else 0.0
+        start_ns = scheduled_ns + int(queue * 1e6)
+        ok = r["error"] is None
+        e2e = r["e2e_ms"] if ok and math.isfinite(r["e2e_ms"]) else 0.0
+        meta = {
+            "session_num": int(r["sample_id"]),
+            "x_request_id": str(r["sample_id"]),
+            "turn_index": int(r.get("turn") or 0),
+            "credit_issued_ns": scheduled_ns,
+            "request_start_ns": start_ns,
+            "request_end_ns": start_ns + int(e2e * 1e6),
+            "worker_id": "infermeter",
+            "record_processor_id": "infermeter",
+            "benchmark_phase": "profiling",
+            "was_cancelled": False,
+        }
+        metrics: dict[str, Any] = {
+            "input_sequence_length": {"value": r["prompt_tokens"], "unit": "tokens"},
+        }
+        if ok:
+            gaps = list(r["itl_ms"])
+            metrics |= {
+                "request_latency": {"value": e2e, "unit": "ms"},
+                "time_to_first_token": {"value": r["ttft_ms"], "unit": "ms"},
+                "output_sequence_length": {"value": r["output_tokens"], "unit": "tokens"},
+                "output_token_count": {"value": r["output_tokens"], "unit": "tokens"},
+            }
+            if gaps:
+                metrics |= {
+                    "time_to_second_token": {"value": gaps[0], "unit": "ms"},
+                    "inter_chunk_latency": {"value": gaps, "unit": "ms"},
+                    "inter_token_latency": {"value": sum(gaps) / len(gaps), "unit": "ms"},
+                }
+        rec: dict[str, Any] = {"metadata": meta, "metrics": metrics}
+        if not ok:
+            rec["error"] = {"code": None, "type": "RequestFailed", "message": str(r["error"])}
+        out.append(rec)
+    return out
+
+
+def to_guidellm(doc: dict[str, Any]) -> dict[str, Any]:
+    """A load document as a GuideLLM 0.8 benchmarks JSON with one benchmark.
+
+    The request entries carry the fields GuideLLM writes for each request (its computed
+    `GenerativeRequestStats` fields, times in seconds, latencies between tokens in ms).
+    """
+    spec = doc["meta"]["spec"]
+    rate = spec.get("rate", math.inf)
+    conc = spec.get("concurrency")
+    if conc:
+        strategy: dict[str, Any] = {"type_": "concurrent", "streams": conc, "max_concurrency": conc}
+    elif isinstance(rate, (int, float)) and math.isfinite(rate):
+        strategy = {"type_": "poisson", "rate": rate}
+    else:
+        strategy = {"type_": "throughput"}
+    ok: list[dict[str, Any]] = []
+    bad: list[dict[str, Any]] = []
+    for r in doc["all_samples"]:
+        queue = r["queue_ms"] if math.isfinite(r["queue_ms"]) else 0.0
+        start = _seconds(r["arrival_ms"] + queue)
+        e2e = _seconds(r["e2e_ms"]) if r["error"] is None else 0.0
+        n_out = int(r["output_tokens"])
+        gaps = list(r["itl_ms"])
+        entry: dict[str, Any] = {
+            "type_": "generative_request_stats",
+            "request_id": str(r["sample_id"]),
+            "request_start_time": start,
+            "request_end_time": start + e2e,
+            "request_latency": e2e,
+            "request_dispatch_delay": queue / 1e3,
+            "prompt_tokens": int(r["prompt_tokens"]),
+            "output_tokens": n_out,
+            "total_tokens": int(r["prompt_tokens"]) + n_out,
+        }
+        if r["error"] is None:
+            entry |= {
+                "time_to_first_token_ms": r["ttft_ms"],
+                "time_to_first_output_token_ms": r["ttft_ms"],
+                "inter_token_latency_ms": sum(gaps) / len(gaps) if gaps else None,
+                "time_per_output_token_ms": r["e2e_ms"] / n_out if n_out else None,
+                "output_tokens_per_second": n_out / e2e if e2e > 0 else None,
+            }
+            ok.append(entry)
+        else:
+            bad.append(entry | {"error": str(r["error"])})
+    starts = [e["request_start_time"] for e in ok + bad]
+    ends = [e["request_end_time"] for e in ok + bad]
+    return {
+        "metadata": {"written_by": "infermeter", "format": "guidellm 0.8 benchmarks"},
+        "benchmarks": [
+            {
+                "type_": "generative_benchmark",
+                "config": {
+                    "strategy": strategy,
+                    "backend": {"model": doc["meta"]["model"], "target": "endpoint"},
+                },
+                "requests": {"successful": ok, "errored": bad, "incomplete": []},
+                "start_time": min(starts, default=0.0),
+                "end_time": max(ends, default=0.0),
+                "duration": max(ends, default=0.0) - min(starts, default=0.0),
+            }
+        ],
     }
