@@ -4,6 +4,7 @@ left out of the statistics (issue 54, item 4)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -109,3 +110,31 @@ def test_a_ramp_raises_the_rate_linearly_with_the_requests():
     assert 0.85 < 1 / flat[-400:].mean() < 1.15
     r = runner.invoke(app, ["load", "run", "--ramp-up-to", "4", "--concurrency", "2"])
     assert_one_line_error(r, "--ramp-up-to")
+
+
+def test_a_warm_up_by_time_leaves_out_the_requests_arriving_within_it(tmp_path):
+    """Constant arrivals every 50 ms: --warmup-s 0.3 makes the six arriving at 0-250 ms warm-up;
+    a warm-up longer than the run leaves nothing out and says so."""
+    from infermeter.serving.nullserver import NullSpec, null_server
+
+    pytest.importorskip("openai")
+
+    def run(warm: str, out: Path) -> tuple[dict, str]:
+        r = runner.invoke(
+            app,
+            ["load", "endpoint", s.url, "--rate", "20", "--arrivals", "constant"]
+            + ["--requests", "12", "--warmup-s", warm, "--new-tokens", "4", "--prompt-tokens"]
+            + ["8", "--no-selfcheck", "--out", str(out), "--db", str(tmp_path / "r.db")],
+        )
+        assert r.exit_code == 0, r.output
+        return json.loads((out / "load.json").read_text()), r.output
+
+    with null_server(NullSpec(ttft_ms=2, itl_ms=1)) as s:
+        doc, _ = run("0.3", tmp_path / "a")
+        assert doc["summary"]["warmup_requests"] == 6 and doc["summary"]["requests"] == 6
+        assert doc["summary"]["warmup_note"] is None
+        doc, out = run("5", tmp_path / "b")
+    assert doc["summary"]["warmup_requests"] == 0 and doc["summary"]["requests"] == 12
+    assert "covered all 12 requests: none were left out" in out
+    r = runner.invoke(app, ["load", "endpoint", "http://127.0.0.1:9", "--warmup-s", "-1"])
+    assert_one_line_error(r, "--warmup-s must be within")

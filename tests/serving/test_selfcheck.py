@@ -413,3 +413,30 @@ def test_a_capacity_bound_set_where_the_server_slowed_is_called_out(tmp_path):
         r"8 req/s, the first failing rate, it ran x(2\.[5-9]|3\.[0-4])", result["server_line"]
     )
     assert "server ms/tok" in r.output and "run that step again" in r.output
+
+
+def test_compare_of_two_load_runs_divides_by_the_servers_own_time(tmp_path):
+    """The server slows 2x between two runs of the same load: raw TPOT says the second run is
+    2x slower; `compare` says the server itself slowed, and TPOT over the server's own decode
+    time per token is within 15% of the first run's."""
+    from infermeter import Store
+
+    db = str(tmp_path / "r.db")
+    args = ("--requests", "10", "--concurrency", "1", "--no-selfcheck", "--db", db)
+    with null_server(NullSpec(ttft_ms=2, itl_ms=5, slow_after=10, slow_factor=2)) as s:
+        for _ in range(2):
+            r = runner.invoke(app, ["load", "endpoint", s.url, "-m", "tiny-llama", *args])
+            assert r.exit_code == 0, r.output
+    first, second = sorted(Store(db).list_runs(), key=lambda x: x["created"])
+    r = runner.invoke(app, ["compare", first["id"], second["id"], "--db", db, "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    own = doc["server"]["server_decode"]
+    assert 0.4 < own["speedup"] < 0.6 and own["verdict"] == "slower", own
+    normalised = doc["server"]["tpot_over_server"]
+    assert 0.85 < normalised["speedup"] < 1.15, normalised
+    tpot = next(p for p in doc["phases"] if p["phase"] == "decode")
+    assert tpot["speedup"] < 0.6
+    r = runner.invoke(app, ["compare", first["id"], second["id"], "--db", db])
+    assert "the server itself slowed between the runs" in r.output, r.output
+    assert doc["predicted_total_speedup"] is None and doc["prediction"].startswith("none")

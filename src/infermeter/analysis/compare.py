@@ -19,6 +19,12 @@ compared *paired*: sample i of each ran in the same round, so the speedup is the
 per-round ratios and a drift of the machine between rounds cancels. Runs measured one after
 the other cannot be paired; their intervals cover the noise within each run, not a drift
 between the two, and the document says so (`drift_caveat`).
+
+Two load runs against a server that reports its own time per request (llama.cpp's `timings`,
+stored per request) are also compared *server-normalised*: each request's TPOT over the
+server's own decode time per token, and the server's own decode time itself (`server`). Why:
+one llama.cpp server read 28 and 52 ms a token in two runs minutes apart; the raw TPOT ratio of
+such runs is the server's move, not the knob's, and only the normalised one held (issue 54).
 """
 
 from __future__ import annotations
@@ -97,14 +103,17 @@ def compare_runs(
     base: RunResult, variant: RunResult, ceilings: Ceilings | None = None
 ) -> Comparison:
     """The comparison document of two runs (medians; speedups with intervals and verdicts)."""
-    pb, pv = _model_ms(base, ceilings), _model_ms(variant, ceilings)
+    # a load run's latencies hold queueing and batching with other requests, and an
+    # endpoint's or imported run has no model shape: no forward to predict (roofline.py)
+    load = any((r.config or {}).get("mode") == "load" for r in (base, variant))
+    pb, pv = ({}, {}) if load else (_model_ms(base, ceilings), _model_ms(variant, ceilings))
     group = interleaved_group(base, variant)
     paired = group is not None
     phases = []
     for phase, metric in PHASES:
         row = {"phase": phase, **_judged(base, variant, metric, paired)}
         actual = row["speedup"]
-        predicted = pb[phase] / pv[phase] if pv[phase] else None
+        predicted = pb[phase] / pv[phase] if pv.get(phase) else None
         row["predicted_speedup"] = predicted
         row["prediction_error_pct"] = (
             100 * (predicted - actual) / actual if actual and predicted else None
@@ -117,7 +126,9 @@ def compare_runs(
     pred_decode = sb["decode_ms"].median / (phases[1]["predicted_speedup"] or 1)
     total_speedup = whole["speedup"]
     predicted_total = (
-        sb["total_ms"].median / (pred_ttft + pred_decode) if sb["total_ms"].median else None
+        sb["total_ms"].median / (pred_ttft + pred_decode)
+        if sb["total_ms"].median and not load
+        else None
     )
     tps_b, tps_v = sb["tokens_per_s"].median, variant.summary()["tokens_per_s"].median
     layers = _layers(base, variant, paired)
@@ -153,7 +164,10 @@ def compare_runs(
             + ", 95% bootstrap interval",
             "layers": layers,
             "where": _where(layers),
-            "prediction": "time model with measured curves"
+            "server": server_normalised(base, variant),
+            "prediction": "none: load runs (queueing and batching, no isolated forward)"
+            if load
+            else "time model with measured curves"
             if ceilings is not None and curves_of(ceilings.details)
             else "roofline with ceilings"
             if ceilings
@@ -286,3 +300,51 @@ def slower_rows(
         and r.get("speedup")
         and r["speedup"] < 1 / (1 + tolerance)
     ]
+
+
+def _server_rows(run: RunResult) -> dict[int, dict[str, Any]]:
+    rows = ((run.checks or {}).get("load") or {}).get("server_timing") or []
+    return {int(r["sample_id"]): r for r in rows if r.get("decode_ms_per_token")}
+
+
+def server_normalised(base: RunResult, variant: RunResult) -> dict[str, Any] | None:
+    """Load runs with the server's own timings: TPOT over the server's time, and the server's.
+
+    None unless both runs stored the server's own decode time per token for some requests.
+    `tpot_over_server` is judged like a phase (ratio of medians, interval, verdict; above 1:
+    the variant's client-seen TPOT is closer to the server's own); `server_decode` is the
+    server's own decode time per token (above 1: the server itself ran faster in the variant).
+    """
+    sb, sv = _server_rows(base), _server_rows(variant)
+    if not sb or not sv:
+        return None
+
+    def own(run: RunResult, rows: dict[int, dict[str, Any]]) -> tuple[list[float], list[float]]:
+        ratio, server = [], []
+        for s in run.measured:
+            r = rows.get(s.index)
+            if r is None or len(s.step_ms) < 1:
+                continue
+            server.append(float(r["decode_ms_per_token"]))
+            ratio.append(s.tpot_ms / float(r["decode_ms_per_token"]))
+        return ratio, server
+
+    (rb, db), (rv, dv) = own(base, sb), own(variant, sv)
+    normalised = compare_samples(rb, rv)
+    server = compare_samples(db, dv)
+    raw = _judged(base, variant, "tpot_ms")
+    moved = server["verdict"] in ("faster", "slower")
+    line = (
+        f"server-normalised TPOT (over the server's own decode time per token): "
+        f"x{normalised['speedup']:.3f} ({normalised['verdict']}); the server's own time "
+        f"x{server['speedup']:.3f} ({server['verdict']})"
+        if normalised["speedup"] and server["speedup"]
+        else "server-normalised TPOT: too few requests with the server's own timings"
+    )
+    if moved and raw["speedup"] and server["speedup"]:
+        went = "sped up" if server["verdict"] == "faster" else "slowed"
+        line += (
+            f": the server itself {went} between the runs, so the raw TPOT ratio "
+            f"(x{raw['speedup']:.3f}) carries the server's move; judge by the normalised one"
+        )
+    return {"tpot_over_server": normalised, "server_decode": server, "line": line}

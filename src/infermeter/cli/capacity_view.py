@@ -79,7 +79,16 @@ def run_capacity(
     if json_out:
         print_json(result)
         return result
-    t = Table(title=f"capacity search: {model}, {_slos(spec.slos)}", title_justify="left")
+    console.print(_steps_table(result, f"capacity search: {model}, {_slos(spec.slos)}"))
+    console.print(answer_line(result), markup=False)
+    if result["server_line"]:
+        console.print(result["server_line"], markup=False)
+    return result
+
+
+def _steps_table(result: dict[str, Any], title: str) -> Table:
+    """Each step: rate, requests, attainment with its interval, verdict, server ms/token."""
+    t = Table(title=title, title_justify="left")
     own = [r["server_decode_ms_p50"] for r in result["steps"]]
     timed = [x for x in own if math.isfinite(x)]
     columns = ["rate/s", "requests", "met", "interval", "goodput/s", "verdict"]
@@ -103,11 +112,7 @@ def run_capacity(
             r["verdict"] + ("" if r["decided"] else "?") + (" sat" if r["saturated"] else ""),
             *extra,
         )
-    console.print(t)
-    console.print(answer_line(result), markup=False)
-    if result["server_line"]:
-        console.print(result["server_line"], markup=False)
-    return result
+    return t
 
 
 def _slos(slos: Any) -> str:

@@ -189,6 +189,8 @@ def _show(doc: dict[str, Any], json_out: bool) -> None:
         return
     console = Console(soft_wrap=True)
     console.print(compare_card(doc))
+    if doc.get("server"):
+        console.print(doc["server"]["line"], markup=False)
     for side, report in doc["slo"].items():
         line = slo_line(report)
         if line:

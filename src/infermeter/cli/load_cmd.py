@@ -44,6 +44,7 @@ def load_command(
     arrivals: str = O.ARRIVALS,
     duration: float = O.DURATION,
     warmup_requests: int = O.WARMUP_REQUESTS,
+    warmup_s: float = O.WARMUP_S,
     concurrency: int = O.CONCURRENCY,
     prompt_tokens: str = O.PROMPT_TOKENS,
     new_tokens: str = O.NEW_TOKENS,
@@ -143,6 +144,7 @@ def run_load_args(a: LoadArgs) -> None:
         arrivals=a.arrivals,
         duration_s=a.duration,
         warmup_requests=a.warmup_requests,
+        warmup_s=a.warmup_s,
         ramp_to_rate=a.ramp_up_to,
     ).validate()
     _check_capacity_ranges(a.slo_target, a.max_requests_per_step, a.bisect)
@@ -751,6 +753,8 @@ def _print(doc: dict[str, Any]) -> None:
         f"tokens/s over {s['wall_s']:.2f} s",
         markup=False,
     )
+    if s.get("warmup_note"):
+        console.print(s["warmup_note"], style="yellow", markup=False)
     t = Table(title="latency per request", title_justify="left")
     for c in ("metric", "median", "95% CI", "p90", "p99", "mean"):
         t.add_column(c, justify="left" if c == "metric" else "right")

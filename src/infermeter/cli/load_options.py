@@ -39,6 +39,12 @@ WARMUP_REQUESTS = typer.Option(
     "--warmup-requests",
     help="The first N requests (by arrival) run but are left out of every statistic.",
 )
+WARMUP_S = typer.Option(
+    0.0,
+    "--warmup-s",
+    help="Requests arriving within this many seconds of the first run but are left out of "
+    "every statistic (with --warmup-requests: either makes a request warm-up).",
+)
 CONCURRENCY = typer.Option(None, help="Closed loop: this many in flight (no --rate).")
 PROMPT_TOKENS = typer.Option(
     None,
@@ -223,6 +229,7 @@ class LoadArgs:
     arrivals: str = "poisson"
     duration: float | None = None
     warmup_requests: int = 0
+    warmup_s: float = 0.0
     concurrency: int | None = None
     prompt_tokens: str | None = None
     new_tokens: str | None = None

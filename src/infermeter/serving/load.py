@@ -120,6 +120,8 @@ class LoadSpec:
     duration_s: float | None = None
     #: the first requests (by arrival) run but are left out of every statistic
     warmup_requests: int = 0
+    #: requests arriving within this many seconds of the first are warm-up too
+    warmup_s: float = 0.0
     #: the rate rises linearly from `rate` to this over the run's requests (None: no ramp)
     ramp_to_rate: float | None = None
 
@@ -197,6 +199,7 @@ class LoadSpec:
                 0 <= self.warmup_requests < self.requests,
                 "--warmup-requests must be within 0..--requests - 1",
             ),
+            (0 <= self.warmup_s <= 1e6, "--warmup-s must be within 0..1000000 seconds"),
             (
                 self.ramp_to_rate is None
                 or (
@@ -864,13 +867,24 @@ def _document(
             raise interrupted
     by_arrival = sorted(reqs, key=lambda r: r.arrival_s)
     warm = {r.index for r in by_arrival[: spec.warmup_requests]}
-    measured = [r for r in reqs if r.index not in warm] or reqs
+    if spec.warmup_s > 0 and by_arrival:
+        start = by_arrival[0].arrival_s
+        warm |= {r.index for r in by_arrival if r.arrival_s - start < spec.warmup_s}
+    measured = [r for r in reqs if r.index not in warm]
+    covered = None
+    if not measured:  # a warm-up as long as the run: measure all, and say so
+        covered = (
+            f"the warm-up (--warmup-s {spec.warmup_s:g}) covered all {len(reqs)} requests: "
+            "none were left out; give a shorter warm-up or more requests"
+        )
+        measured, warm = list(reqs), set()
     origin = min(r.arrival_s for r in measured)
     wall_s = max(r.end_s for r in measured) - origin
     rows = [failed_latencies(r.row(origin)) for r in measured]
     warmup_rows = [failed_latencies(r.row(origin)) for r in reqs if r.index in warm]
     summary = summarize_load(rows, wall_s)
     summary["warmup_requests"] = len(warmup_rows)
+    summary["warmup_note"] = covered
     summary["slo"] = slo_report(rows, spec.slos, wall_s)
     asked = {
         **asdict(spec),
@@ -1268,20 +1282,37 @@ def as_run(doc: dict[str, Any], model_info: dict[str, Any]) -> Any:
         samples=samples,
         status="terminated" if meta.get("interrupted") is not None else "finished",
         notes=_as_run_notes(meta, len(rows)),
-        checks={
-            "load": {
-                "summary": doc["summary"],
-                "timeline": doc["timeline"],
-                "queue_ms": [r["queue_ms"] for r in rows],
-                "failed": failed,
-                "workload": meta.get("workload"),
-                "steps": doc.get("steps"),
-                "request_energy": [
-                    {k: r.get(k) for k in ("sample_id", "energy_j", "prefill_j", "decode_j")}
-                    for r in rows
-                ],
-                "server_metrics": doc.get("server_metrics"),
-                "step_state": meta.get("step_state"),
-            }
-        },
+        checks={"load": _load_checks(doc, rows, failed)},
     )
+
+
+def _load_checks(
+    doc: dict[str, Any], rows: list[dict[str, Any]], failed: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """What a stored load run keeps beside its samples (`checks["load"]`)."""
+    meta = doc["meta"]
+    return {
+        "summary": doc["summary"],
+        "timeline": doc["timeline"],
+        "queue_ms": [r["queue_ms"] for r in rows],
+        "failed": failed,
+        "workload": meta.get("workload"),
+        "steps": doc.get("steps"),
+        "request_energy": [
+            {k: r.get(k) for k in ("sample_id", "energy_j", "prefill_j", "decode_j")} for r in rows
+        ],
+        "server_metrics": doc.get("server_metrics"),
+        "step_state": meta.get("step_state"),
+        # the server's own account of each request (llama.cpp's `timings`), so a
+        # later `compare` can divide by the server's speed: None where it gave none
+        "server_timing": [
+            {
+                "sample_id": r["sample_id"],
+                "prefill_ms": r.get("server_prefill_ms"),
+                "decode_ms_per_token": r.get("server_decode_ms_per_token"),
+            }
+            for r in rows
+        ]
+        if any(r.get("server_decode_ms_per_token") is not None for r in rows)
+        else None,
+    }
