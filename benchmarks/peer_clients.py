@@ -230,6 +230,34 @@ def ceilings(peer: Path, tok: str, work: Path) -> dict[str, float]:
     }
 
 
+def transformers_serve(folder: str, a: Any, work: Path) -> list[dict[str, Any]]:
+    """`transformers serve` (this venv's) on SmolLM2-135M, both clients interleaved.
+
+    It reports no timings of its own, so its rows compare the clients' raw medians.
+    """
+    exe = Path(sys.executable).with_name("transformers")
+    port = _port()
+    cmd = [str(exe), "serve", folder, "--host", "127.0.0.1", "--port", str(port)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.3)
+        nan = float("nan")
+        return measure(
+            "transformers", url, (nan, nan), a.peer_venv, folder, a.requests, a.rounds, work
+        )
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
 def summary(rows: list[dict[str, Any]]) -> None:
     print("\nserver-normalised medians (infermeter / guidellm, over rounds):")
     for server in sorted({r["server"] for r in rows}):
@@ -242,6 +270,19 @@ def summary(rows: list[dict[str, Any]]) -> None:
 
             def med(rs: list[dict[str, Any]], k: str) -> float:
                 return statistics.median(r[k] for r in rs)
+
+            if server == "transformers":  # no timings of its own: raw medians, interleaved
+                print(
+                    f"  {server} c={conc} (raw, no server timings): TTFT p50 "
+                    f"{med(im, 'ttft_p50'):.1f} vs {med(gl, 'ttft_p50'):.1f} ms (ratio "
+                    f"{med(im, 'ttft_p50') / med(gl, 'ttft_p50'):.3f}); TPOT p50 "
+                    f"{med(im, 'tpot_p50'):.2f} vs {med(gl, 'tpot_p50'):.2f} ms (ratio "
+                    f"{med(im, 'tpot_p50') / med(gl, 'tpot_p50'):.3f}); E2E p50 "
+                    f"{med(im, 'e2e_p50'):.1f} vs {med(gl, 'e2e_p50'):.1f} ms; client CPU "
+                    f"s/request {med(im, 'cpu_s_per_request'):.3f} vs "
+                    f"{med(gl, 'cpu_s_per_request'):.3f}"
+                )
+                continue
 
             print(
                 f"  {server} c={conc}: TTFT/server {med(im, 'ttft_over_server'):.3f} vs "
@@ -270,6 +311,11 @@ def main() -> None:
             )
         ),
     )
+    p.add_argument(
+        "--servers",
+        default="null,llama.cpp,transformers",
+        help="which servers, comma-separated: null, llama.cpp, transformers",
+    )
     p.add_argument("--requests", type=int, default=12)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--out", type=Path, default=None, help="also write the rows as JSON here")
@@ -283,11 +329,17 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        with null_server(NullSpec(ttft_ms=20, itl_ms=5)) as s:
-            rows += measure(
-                "null", s.url, (20.0, 5.0), a.peer_venv, tok, a.requests, a.rounds, work
-            )
-        if a.llama_server.exists():
+        servers = set(a.servers.split(","))
+        if "null" in servers:
+            with null_server(NullSpec(ttft_ms=20, itl_ms=5)) as s:
+                rows += measure(
+                    "null", s.url, (20.0, 5.0), a.peer_venv, tok, a.requests, a.rounds, work
+                )
+        if "transformers" in servers:
+            rows += transformers_serve(tok, a, work)
+        if "llama.cpp" not in servers:
+            pass
+        elif a.llama_server.exists():
             port = _port()
             cmd = [str(a.llama_server), "-m", str(gguf_file(model)), "--host", "127.0.0.1"]
             cmd += ["--port", str(port), "-c", "2048", "-np", "1", "-t", "1", "--metrics"]
@@ -307,7 +359,7 @@ def main() -> None:
                 proc.wait(20)
         else:
             print(f"llama-server not built ({a.llama_server}): make llama-server", flush=True)
-        ceil = ceilings(a.peer_venv, tok, work)
+        ceil = ceilings(a.peer_venv, tok, work) if "null" in servers else {}
     summary(rows)
     print("\nceilings on the null server (16 tokens a request, no delays):", json.dumps(ceil))
     if a.out is not None:

@@ -126,15 +126,25 @@ def converted_dir(model: TrainedModel) -> Path:
 
 
 def _plain_config(folder: Path) -> None:
-    """Drop the GGUF `quantization_config` from config.json (the weights are float32 now).
+    """Make config.json a plain checkpoint's: no GGUF quantization, a named model class.
 
-    With it, transformers and every other tool that loads the folder as a checkpoint expect a
-    GGUF file there and refuse it. Folders converted by earlier versions are fixed in place.
+    The weights are float32 now; with the GGUF `quantization_config` kept, transformers and
+    every other tool that loads the folder as a checkpoint expect a GGUF file there and refuse
+    it. Folders converted by earlier versions are fixed in place.
     """
     path = folder / "config.json"
     config = json.loads(path.read_text())
-    if "quantization_config" in config:
-        config.pop("quantization_config")
+    changed = config.pop("quantization_config", None) is not None
+    if not config.get("architectures"):
+        # the GGUF loader leaves it empty; `transformers serve` and pipelines pick the model
+        # class from it, and stop on an empty one
+        from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+        name = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(str(config.get("model_type")))
+        if name:
+            config["architectures"] = [name]
+            changed = True
+    if changed:
         write_json(path, config)
 
 
