@@ -75,11 +75,15 @@ def _timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
     return time.perf_counter() - t, _child_cpu() - cpu
 
 
-def run_infermeter(url: str, conc: int, n: int, work: Path) -> dict[str, Any]:
+def run_infermeter(
+    url: str, conc: int, n: int, work: Path, ignore_eos: bool = True
+) -> dict[str, Any]:
     out = work / "im.json"
     cmd = [sys.executable, "-m", "infermeter", "load", "endpoint", url, "-m", "smollm2-135m"]
     cmd += ["--requests", str(n), "--concurrency", str(conc), "--prompt-tokens", str(PROMPT)]
-    cmd += ["--new-tokens", str(OUTPUT), "--ignore-eos", "--no-selfcheck", "--db"]
+    # transformers serve refuses `ignore_eos` (HTTP 422): there, both clients stop at EOS
+    eos = ["--ignore-eos"] if ignore_eos else []
+    cmd += ["--new-tokens", str(OUTPUT), *eos, "--no-selfcheck", "--db"]
     cmd += [str(work / "im.db"), "--out", str(work)]
     wall, cpu = _timed(cmd, {**os.environ, "HF_HUB_OFFLINE": "1"})
     doc = json.loads((work / "load.json").read_text())
@@ -124,6 +128,44 @@ def run_guidellm(peer: Path, url: str, conc: int, n: int, tok: str, work: Path) 
     }
 
 
+def run_aiperf(peer: Path, url: str, conc: int, n: int, tok: str, work: Path) -> dict[str, Any]:
+    """AIPerf on `url`'s chat endpoint: the peer where GuideLLM cannot go.
+
+    GuideLLM 0.8.1 sends `ignore_eos` with every request that names an output length, and
+    `transformers serve` answers that with HTTP 422, so every GuideLLM request fails there;
+    AIPerf asks for the length without it, as infermeter does without --ignore-eos.
+    """
+    art = work / f"aiperf-{conc}-{time.monotonic_ns()}"
+    with urllib.request.urlopen(url + "/v1/models", timeout=10) as r:
+        model = json.loads(r.read())["data"][0]["id"]
+    cmd = [str(peer / "bin" / "aiperf"), "profile", "-m", model, "--url", url]
+    cmd += ["--endpoint-type", "chat", "--streaming", "--request-count", str(n)]
+    cmd += ["--concurrency", str(conc), "--tokenizer", tok, "--artifact-dir", str(art)]
+    cmd += ["--synthetic-input-tokens-mean", str(PROMPT), "--output-tokens-mean", str(OUTPUT)]
+    cmd += ["--ui", "none", "--use-server-token-count"]
+    # not HF_HUB_OFFLINE: AIPerf 0.13's tokenizer loader then takes a local folder for a hub
+    # id and refuses it (HFValidationError); nothing is downloaded for a local folder anyway
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
+    wall, cpu = _timed(cmd, env)
+    recs = [json.loads(x) for x in (art / "profile_export.jsonl").read_text().splitlines() if x]
+    ok = [r["metrics"] for r in recs if not r.get("error")]
+
+    def v(m: dict[str, Any], k: str) -> float:
+        return float(m[k]["value"])
+
+    summary = json.loads((art / "profile_export_aiperf.json").read_text())
+    return {
+        "ttft": [v(m, "time_to_first_token") for m in ok],
+        "tpot": [v(m, "inter_token_latency") for m in ok if "inter_token_latency" in m],
+        "e2e": [v(m, "request_latency") for m in ok],
+        "tokens": [v(m, "output_sequence_length") for m in ok],
+        "tok_s": float(summary["output_token_throughput"]["avg"]),
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "in_flight_cores": float("nan"),
+    }
+
+
 def _llama_counters(url: str) -> dict[str, float]:
     from prometheus_client.parser import text_string_to_metric_families
 
@@ -161,13 +203,15 @@ def measure(
     rows = []
     for conc in (1, 4):
         for rnd in range(rounds):
-            for client in ("infermeter", "guidellm"):
+            peer_name = "aiperf" if name == "transformers" else "guidellm"
+            for client in ("infermeter", peer_name):
                 before = own("before") if callable(own) else None
-                res = (
-                    run_infermeter(url, conc, n, work)
-                    if client == "infermeter"
-                    else run_guidellm(peer, url, conc, n, tok, work)
-                )
+                if client == "infermeter":
+                    res = run_infermeter(url, conc, n, work, ignore_eos=name != "transformers")
+                elif client == "aiperf":
+                    res = run_aiperf(peer, url, conc, n, tok, work)
+                else:
+                    res = run_guidellm(peer, url, conc, n, tok, work)
                 prefill, decode = own(before, len(res["ttft"])) if callable(own) else own
                 ttft, tpot = statistics.median(res["ttft"]), statistics.median(res["tpot"])
                 rows.append(
@@ -231,9 +275,12 @@ def ceilings(peer: Path, tok: str, work: Path) -> dict[str, float]:
 
 
 def transformers_serve(folder: str, a: Any, work: Path) -> list[dict[str, Any]]:
-    """`transformers serve` (this venv's) on SmolLM2-135M, both clients interleaved.
+    """`transformers serve` (this venv's) on SmolLM2-135M, infermeter and AIPerf interleaved.
 
-    It reports no timings of its own, so its rows compare the clients' raw medians.
+    It reports no timings of its own, so its rows compare the clients' raw medians. Both stop
+    at EOS (it refuses `ignore_eos`), so each compares requests of the same prompts' lengths
+    only where both drew the same lengths: the medians of TTFT and TPOT, not E2E, are the
+    comparable figures.
     """
     exe = Path(sys.executable).with_name("transformers")
     port = _port()
@@ -266,14 +313,14 @@ def summary(rows: list[dict[str, Any]]) -> None:
             if not pick:
                 continue
             im = [r for r in pick if r["client"] == "infermeter"]
-            gl = [r for r in pick if r["client"] == "guidellm"]
+            gl = [r for r in pick if r["client"] != "infermeter"]
 
             def med(rs: list[dict[str, Any]], k: str) -> float:
                 return statistics.median(r[k] for r in rs)
 
             if server == "transformers":  # no timings of its own: raw medians, interleaved
                 print(
-                    f"  {server} c={conc} (raw, no server timings): TTFT p50 "
+                    f"  {server} c={conc} (raw, no server timings; peer: AIPerf): TTFT p50 "
                     f"{med(im, 'ttft_p50'):.1f} vs {med(gl, 'ttft_p50'):.1f} ms (ratio "
                     f"{med(im, 'ttft_p50') / med(gl, 'ttft_p50'):.3f}); TPOT p50 "
                     f"{med(im, 'tpot_p50'):.2f} vs {med(gl, 'tpot_p50'):.2f} ms (ratio "

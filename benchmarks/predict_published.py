@@ -12,6 +12,9 @@ prediction below its own roofline floor (there may be none) and every measuremen
     python benchmarks/predict_published.py            # the table and the summary
     python benchmarks/predict_published.py --fit      # grid-search the constants on the
                                                       # "fit" sources and print the best
+    python benchmarks/predict_published.py --write-intervals   # the held-out errors and the
+        # scope that `predict`'s 90% intervals come from (analysis/data/prediction_errors.json),
+        # and their coverage, one held-out source left out at a time
 
 Goals (issue 32), on the held-out sources: hf median <= 10%, max <= 25%; serving engines
 median <= 20%, max <= 60%.
@@ -258,10 +261,88 @@ def fit(entries: list[dict[str, Any]]) -> None:
         )
 
 
+CALIBRATION = (
+    Path(__file__).resolve().parents[1] / "src/infermeter/analysis/data/prediction_errors.json"
+)
+
+
+def _model_type(hub_id: str) -> str:
+    path = HERE / "models" / (hub_id.replace("/", "--") + ".json")
+    config = json.loads(path.read_text())
+    return str(config.get("model_type") or (config.get("text_config") or {}).get("model_type"))
+
+
+def _log_errors(rows: list[dict[str, Any]]) -> list[float]:
+    return [math.log(r["measured_s"] / r["predicted_s"]) for r in rows]
+
+
+def coverage(rows: list[dict[str, Any]]) -> list[tuple[str, int, int, int, int]]:
+    """Per stack group: held-out rows, sources, rows judged and rows inside their interval.
+
+    Honest: each source's rows are judged by intervals built from the other held-out
+    sources' errors only (leave one source out), never from their own.
+    """
+    from infermeter.analysis.intervals import leave_one_source_out, stack_group
+
+    held = [r for r in rows if r["split"] == "held-out"]
+    out = []
+    for g in sorted({stack_group(r["stack"]) for r in held}):
+        mine = [r for r in held if stack_group(r["stack"]) == g]
+        errs = [
+            {"source": r["source"], "log_error": e}
+            for r, e in zip(mine, _log_errors(mine), strict=True)
+        ]
+        inside, judged = leave_one_source_out(errs)
+        out.append((g, len(mine), len({r["source"] for r in mine}), judged, inside))
+    return out
+
+
+def write_intervals(rows: list[dict[str, Any]]) -> None:
+    """The held-out log errors per stack group and the scope of every published row."""
+    from infermeter.analysis.intervals import stack_group
+
+    held = [r for r in rows if r["split"] == "held-out"]
+    groups = {}
+    for g in sorted({stack_group(r["stack"]) for r in held}):
+        mine = [r for r in held if stack_group(r["stack"]) == g]
+        groups[g] = [
+            {"id": r["id"], "source": r["source"], "log_error": round(e, 6)}
+            for r, e in zip(mine, _log_errors(mine), strict=True)
+        ]
+    rows = [r for r in rows if r["split"] in ("fit", "held-out")]
+    scope = {
+        "stacks": sorted({r["stack"] for r in rows}),
+        "hardware": sorted({r["hardware"] for r in rows}),
+        "dtypes": sorted({r["dtype"] for r in rows}),
+        "model_types": sorted({_model_type(r["model"]) for r in rows}),
+        "max_batch": max(int(r["batch"]) for r in rows),
+        "max_prompt_tokens": max(int(r["prompt_tokens"]) for r in rows),
+        "max_new_tokens": max(int(r["new_tokens"]) for r in rows),
+    }
+    import datetime
+
+    doc = {
+        "written": datetime.date.today().isoformat(),
+        "by": "benchmarks/predict_published.py --write-intervals",
+        "what": "log(measured / predicted) of each held-out published figure, per stack group "
+        "(sources the constants were never fitted on); scope: every published row",
+        "groups": groups,
+        "scope": scope,
+    }
+    CALIBRATION.parent.mkdir(parents=True, exist_ok=True)
+    CALIBRATION.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {CALIBRATION}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fit", action="store_true", help="grid-search constants on fit sources")
     ap.add_argument("--json", type=Path, help="write every row here")
+    ap.add_argument(
+        "--write-intervals",
+        action="store_true",
+        help="write the held-out errors and scope predict's intervals come from",
+    )
     args = ap.parse_args()
     entries = json.loads((HERE / "measurements.json").read_text())
     if args.fit:
@@ -294,6 +375,12 @@ def main() -> int:
     print(f"measurements below the roofline floor (misread data?): {len(under)}")
     for r in under:
         print(f"  {r['id']}: measured {r['measured_s']:.4g} s < floor {r['floor_s']:.4g} s")
+    print("\n90% intervals, one held-out source left out at a time (coverage on its rows):")
+    print(f"{'stack group':16} {'n':>3} {'sources':>7} {'judged':>6} {'inside':>6} {'coverage':>9}")
+    for g, n, k, judged, inside in coverage(rows):
+        print(f"{g:16} {n:>3} {k:>7} {judged:>6} {inside:>6} {inside / max(judged, 1):>8.0%}")
+    if args.write_intervals:
+        write_intervals(rows)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0

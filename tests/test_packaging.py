@@ -65,6 +65,8 @@ def test_the_wheel_holds_the_package_its_data_and_its_metadata(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert "infermeter/py.typed" in names
     assert any(n.startswith("infermeter/workloads/data/") for n in names)
+    # the held-out errors every prediction's interval comes from
+    assert "infermeter/analysis/data/prediction_errors.json" in names
     assert any(n.startswith("infermeter/dashboard/static/") for n in names)
     assert any(n.endswith("licenses/LICENSE") for n in names)
     assert not any(n.startswith("tests/") for n in names)

@@ -172,7 +172,27 @@ def _bound(phase: dict[str, Any]) -> str:
     return f"{b} ({s * 1e3:.3g} ms)" if b and s else "-"
 
 
+def _interval_lines(doc: dict[str, Any]) -> list[str]:
+    """Where the intervals come from, and what the prediction lies outside of."""
+    band = doc["rows"][0].get("interval")
+    if not band:
+        return []
+    out = [
+        f"intervals ({band['confidence']:.0%}): from {band['rows']} held-out errors of "
+        f"{band['sources']} published sources ({band['group']}), split conformal "
+        "(docs/analysis.md: their coverage, one source left out at a time)"
+    ]
+    if doc.get("out_of_scope"):
+        out.append(
+            "outside the published data, so each interval is widened: "
+            + "; ".join(doc["out_of_scope"])
+        )
+    return out
+
+
 def _print(doc: dict[str, Any], files: list[Path], where: str) -> None:
+    from infermeter.analysis.intervals import interval_text
+
     console = Console(soft_wrap=True, width=max(Console().width, 150))
     hw, w = doc["hardware"], doc["workload"]
     par = f", {w['gpus']} GPUs (TP {w['tp']} x {w['replicas']} replicas)" if w["gpus"] > 1 else ""
@@ -191,11 +211,11 @@ def _print(doc: dict[str, Any], files: list[Path], where: str) -> None:
         "activations",
         "total",
         "free",
-        "TTFT ms",
+        "TTFT ms (90%)",
         "prefill bound",
-        "TPOT ms",
+        "TPOT ms (90%)",
         "decode bound",
-        "tokens/s",
+        "tokens/s (90%)",
     )
     for c in cols:
         t.add_column(c, justify="right")
@@ -208,11 +228,13 @@ def _print(doc: dict[str, Any], files: list[Path], where: str) -> None:
             _gb(m["activations_bytes"]),
             _gb(m["total_bytes"]),
             _gb(m["free_bytes"]),
-            f"{r['ttft_ms']:.4g}",
+            interval_text(r["ttft_ms"], r.get("ttft_ms_interval"), level=False),
             _bound(r["prefill"]),
-            f"{r['tpot_ms']:.4g}",
+            interval_text(r["tpot_ms"], r.get("tpot_ms_interval"), level=False),
             _bound(r["decode"]),
-            f"{r['throughput_tok_s']:.4g}" if r["throughput_tok_s"] else "-",
+            interval_text(r["throughput_tok_s"], r.get("throughput_tok_s_interval"), level=False)
+            if r["throughput_tok_s"]
+            else "-",
         )
     console.print(t)
     first = doc["rows"][0]["memory"]
@@ -238,6 +260,7 @@ def _print(doc: dict[str, Any], files: list[Path], where: str) -> None:
         )
     say += [f"batch {r['batch']}: {n}" for r in doc["rows"] for n in r.get("notes") or []]
     say += [f"approximate: {a}" for a in doc["approximate"]]
+    say += _interval_lines(doc)
     say.append(f"stored as prediction {doc['id']} in {where}")
     say += [f"wrote {f}" for f in files]
     for line in say:

@@ -189,6 +189,7 @@ def what_if(
     learned = learn_from_stored(runs, dev) if runs else Learned()
     runtime = (ceilings.details or {}).get("runtime_bytes") if local else None
     pred = predict_batches(shape, params, dev, w, op_counts, learned, runtime)
+    scope = with_intervals(pred["rows"], stack, hardware, w, getattr(config, "model_type", None))
     first_batch = w.batches[0]
     return Prediction(
         {
@@ -212,12 +213,45 @@ def what_if(
                 eager_attention(op_counts, "prefill"),
             ),
             "approximate": _approximate(shape, op_counts, dev),
+            "out_of_scope": scope,
             "learned": {
                 **pred["learned"],
                 "from": _learnt_from(runs, shown),
             },
         }
     )
+
+
+def with_intervals(
+    rows: list[dict[str, Any]], stack: str, hardware: str, w: Workload, model_type: str | None
+) -> list[str]:
+    """Give each row's TTFT, TPOT and rates their 90% intervals; the out-of-scope reasons.
+
+    The intervals come from the held-out errors of the stack's group (analysis/intervals.py);
+    each reason the prediction lies outside the published rows widens them, and is returned
+    so the answer says it in one line.
+    """
+    from infermeter.analysis.intervals import band_for, out_of_scope, stack_group
+
+    said: list[str] = []
+    for r in rows:
+        reasons = out_of_scope(
+            stack,
+            hardware.strip().lower(),
+            w.dtype,
+            model_type,
+            int(r["batch"]),
+            w.prompt_tokens,
+            w.new_tokens,
+        )
+        band = band_for(stack_group(stack), reasons)
+        r["interval"] = band.to_dict()
+        r["ttft_ms_interval"] = band.of(r["ttft_ms"])
+        r["tpot_ms_interval"] = band.of(r["tpot_ms"])
+        r["throughput_tok_s_interval"] = band.of_rate(r["throughput_tok_s"])
+        r["decode_tok_s_interval"] = band.of_rate(r["decode_tok_s"])
+        said += [x for x in reasons if x not in said]
+    return said
 
 
 def predict(

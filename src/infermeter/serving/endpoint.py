@@ -85,6 +85,23 @@ async def served_model(client: Any, endpoint: str) -> str:
     return str(ids[0])
 
 
+def _server_said(body: object) -> str | None:
+    """The server's own words in an error body, where it gave any.
+
+    FastAPI's `detail` (transformers serve, vLLM's 422s), OpenAI's `error.message`, or a bare
+    `message`: the openai client's own message for a streamed request is only "Error code:
+    422", which names no field (transformers serve refuses `ignore_eos` that way).
+    """
+    if not isinstance(body, dict):
+        return None
+    for got in (body.get("detail"), (body.get("error") or {}), body.get("message")):
+        if isinstance(got, dict):
+            got = got.get("message")
+        if isinstance(got, (str, list)) and got:
+            return str(got)
+    return None
+
+
 def _reason(exc: BaseException) -> str:
     """A failed request's reason, in one line (never the API key: the client does not echo it)."""
     import openai
@@ -92,7 +109,9 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, openai.APITimeoutError):
         return "timed out"
     if isinstance(exc, openai.APIStatusError):
-        return f"HTTP {exc.status_code}: {str(exc.message).splitlines()[0][:160]}"
+        said = _server_said(exc.body)
+        text = said or str(exc.message)
+        return f"HTTP {exc.status_code}: {(text.splitlines() or [''])[0][:160]}"
     if isinstance(exc, openai.APIConnectionError):
         return f"connection failed: {str(exc.__cause__ or exc).splitlines()[0][:160]}"
     return f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
