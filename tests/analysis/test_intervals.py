@@ -113,3 +113,31 @@ def test_the_shipped_errors_are_the_current_predictors_on_the_frozen_held_out_li
     for r in rows:
         now = math.log(r["measured_s"] / r["predicted_s"])
         assert now == pytest.approx(shipped[r["id"]]["log_error"], abs=1e-5), r["id"]
+
+
+def test_an_unstable_calibration_is_never_used_silently(tmp_path):
+    """Only an unstable calibration of this machine is stored: `predict --hardware cpu-this`
+    uses it (there is no other), and says so with its reason; the CPU is out of the published
+    scope too, so its interval is widened for both."""
+    from infermeter import Store
+    from infermeter.experiments.whatif import local_device_name
+    from infermeter.measure.ceilings import Ceilings
+
+    g = 1e9
+    details = {"stability": {"stable": False, "reasons": ["matmul rounds spread 40%"]}}
+    store = Store(tmp_path / "r.db")
+    store.save_ceilings(
+        Ceilings(local_device_name(), {"float32": 100 * g}, 20 * g, "calibrate", True, details)
+    )
+    r = runner.invoke(
+        app,
+        ["predict", "-m", "tiny-llama", "--batch", "1", "--prompt-tokens", "64"]
+        + ["--new-tokens", "8", "--db", str(tmp_path / "r.db"), "--json"],
+    )
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    said = [x for x in doc["out_of_scope"] if "judged unstable" in x]
+    assert len(said) == 1 and "matmul rounds spread 40%" in said[0]
+    assert any("hardware cpu-this has no published figure" in x for x in doc["out_of_scope"])
+    widened = doc["rows"][0]["interval"]["widened"]
+    assert any("judged unstable" in x for x in widened) and len(widened) >= 2

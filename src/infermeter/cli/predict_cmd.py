@@ -183,10 +183,7 @@ def _interval_lines(doc: dict[str, Any]) -> list[str]:
         "(docs/analysis.md: their coverage, one source left out at a time)"
     ]
     if doc.get("out_of_scope"):
-        out.append(
-            "outside the published data, so each interval is widened: "
-            + "; ".join(doc["out_of_scope"])
-        )
+        out.append("each interval is widened (x1.5 a reason): " + "; ".join(doc["out_of_scope"]))
     return out
 
 

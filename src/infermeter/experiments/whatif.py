@@ -189,7 +189,9 @@ def what_if(
     learned = learn_from_stored(runs, dev) if runs else Learned()
     runtime = (ceilings.details or {}).get("runtime_bytes") if local else None
     pred = predict_batches(shape, params, dev, w, op_counts, learned, runtime)
-    scope = with_intervals(pred["rows"], stack, hardware, w, getattr(config, "model_type", None))
+    unstable = calibration_said(ceilings) if local else []
+    model_type = getattr(config, "model_type", None)
+    scope = with_intervals(pred["rows"], stack, hardware, w, model_type, unstable)
     first_batch = w.batches[0]
     return Prediction(
         {
@@ -222,20 +224,43 @@ def what_if(
     )
 
 
+def calibration_said(ceilings: Ceilings) -> list[str]:
+    """A line when this machine's calibration was judged unstable (never used silently).
+
+    The store passes an unstable calibration over while a stable one exists; with none, the
+    newest is used, and the prediction says so with its reasons (a busy host's calibration put
+    TPOT 80x away from its own bound, issue 55).
+    """
+    stability = (ceilings.details or {}).get("stability") or {}
+    if stability.get("stable", True):
+        return []
+    when = (ceilings.details or {}).get("calibrated_at", "?")
+    why = "; ".join(stability.get("reasons") or ["no reason recorded"])
+    return [
+        f"the calibration of {when} was judged unstable ({why}) and no stable one exists: "
+        "the prediction uses it; run `infermeter calibrate` on a quieter machine"
+    ]
+
+
 def with_intervals(
-    rows: list[dict[str, Any]], stack: str, hardware: str, w: Workload, model_type: str | None
+    rows: list[dict[str, Any]],
+    stack: str,
+    hardware: str,
+    w: Workload,
+    model_type: str | None,
+    also: list[str] | None = None,
 ) -> list[str]:
     """Give each row's TTFT, TPOT and rates their 90% intervals; the out-of-scope reasons.
 
     The intervals come from the held-out errors of the stack's group (analysis/intervals.py);
-    each reason the prediction lies outside the published rows widens them, and is returned
-    so the answer says it in one line.
+    each reason the prediction lies outside the published rows (and each of `also`: an
+    unstable calibration) widens them, and is returned so the answer says it in one line.
     """
     from infermeter.analysis.intervals import band_for, out_of_scope, stack_group
 
-    said: list[str] = []
+    said: list[str] = list(also or [])
     for r in rows:
-        reasons = out_of_scope(
+        reasons = list(also or []) + out_of_scope(
             stack,
             hardware.strip().lower(),
             w.dtype,
