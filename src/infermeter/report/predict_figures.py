@@ -39,7 +39,20 @@ def latency_figure(doc: dict[str, Any], out: Path) -> list[Path]:
     xs = [str(r["batch"]) for r in rows]
     fig, ax = plt.subplots(figsize=(7, 4.2))
     fits = [r["memory"]["fits"] is not False for r in rows]
-    bars = ax.bar(xs, [r["tpot_ms"] for r in rows], color=BLUE, label="TPOT (ms)")
+    tpot = [r["tpot_ms"] for r in rows]
+    # the 90% intervals as error bars (analysis/intervals.py); a row without one has none
+    spans = [r.get("tpot_ms_interval") or (t, t) for r, t in zip(rows, tpot, strict=True)]
+    below = [t - lo for t, (lo, _) in zip(tpot, spans, strict=True)]
+    above = [hi - t for t, (_, hi) in zip(tpot, spans, strict=True)]
+    bars = ax.bar(
+        xs,
+        tpot,
+        color=BLUE,
+        label="TPOT (ms), 90% interval",
+        yerr=[below, above],
+        capsize=4,
+        error_kw={"elinewidth": 1},
+    )
     for bar, ok in zip(bars, fits, strict=True):
         if not ok:
             bar.set_hatch("//")
@@ -47,12 +60,21 @@ def latency_figure(doc: dict[str, Any], out: Path) -> list[Path]:
     ax.set_xlabel("batch (sequences per replica; hatched: does not fit)")
     ax.set_ylabel("predicted TPOT (ms)")
     ax2 = ax.twinx()
-    ax2.plot(
+    rate = [r["throughput_tok_s"] or 0.0 for r in rows]
+    rate_spans = [
+        r.get("throughput_tok_s_interval") or (v, v) for r, v in zip(rows, rate, strict=True)
+    ]
+    ax2.errorbar(
         xs,
-        [r["throughput_tok_s"] for r in rows],
-        "o-",
+        rate,
+        yerr=[
+            [v - lo for v, (lo, _) in zip(rate, rate_spans, strict=True)],
+            [hi - v for v, (_, hi) in zip(rate, rate_spans, strict=True)],
+        ],
+        fmt="o-",
         color=ORANGE,
-        label="throughput (tokens/s)",
+        capsize=4,
+        label="throughput (tokens/s), 90% interval",
     )
     ax2.set_ylabel("predicted generation throughput (tokens/s)")
     ax.set_title(_title(doc), fontsize=9)
@@ -64,7 +86,11 @@ def latency_figure(doc: dict[str, Any], out: Path) -> list[Path]:
             "fits": r["memory"]["fits"],
             "ttft_ms": r["ttft_ms"],
             "tpot_ms": r["tpot_ms"],
+            "tpot_ms_low": (r.get("tpot_ms_interval") or [None, None])[0],
+            "tpot_ms_high": (r.get("tpot_ms_interval") or [None, None])[1],
             "throughput_tok_s": r["throughput_tok_s"],
+            "throughput_tok_s_low": (r.get("throughput_tok_s_interval") or [None, None])[0],
+            "throughput_tok_s_high": (r.get("throughput_tok_s_interval") or [None, None])[1],
             "prefill_bound": r["prefill"]["bound"],
             "decode_bound": r["decode"]["bound"],
         }
