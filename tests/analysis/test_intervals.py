@@ -141,3 +141,35 @@ def test_an_unstable_calibration_is_never_used_silently(tmp_path):
     assert any("hardware cpu-this has no published figure" in x for x in doc["out_of_scope"])
     widened = doc["rows"][0]["interval"]["widened"]
     assert any("judged unstable" in x for x in widened) and len(widened) >= 2
+
+
+@pytest.mark.parametrize(
+    ("hardware", "stack", "names"),
+    [
+        ("h100-sxm", "vllm", ["datasheet", "stack"]),
+        ("t4", "hf", ["datasheet", "stack", "sustained bandwidth"]),
+        ("rtx-4090", "hf", ["datasheet", "stack", "sustained bandwidth", "host class"]),
+        ("rtx-4090", "vllm", ["datasheet", "stack", "sustained bandwidth"]),
+    ],
+)
+def test_the_device_model_is_its_steps_and_its_notes_are_theirs(hardware, stack, names):
+    """One pipeline, one order; every note belongs to a step applied, every step has its
+    notes; a host the user gives replaces the assumed class, and its note goes with it."""
+    from infermeter.analysis.timemodel import STEP_ORDER, apply, device_model, replay, with_host
+    from infermeter.measure.ceilings import spec_by_key
+
+    dev = device_model(spec_by_key(hardware), "bfloat16", stack)
+    assert [s.name for s in dev.steps] == names
+    assert sorted(names, key=STEP_ORDER.index) == names
+    assert set(dev.sources) == {k for s in dev.steps for k, _ in s.notes}
+    assert replay(dev.steps) == dev
+    given = with_host(dev, 7e-6)
+    assert [s.name for s in given.steps] == [n for n in names if n != "host class"] + [
+        "given host"
+    ]
+    assert set(given.sources) == {k for s in given.steps for k, _ in s.notes}
+    assert given.op_seconds == 7e-6
+    if "host class" in names:  # the stack's generate times come back with the class gone
+        assert given.generate_step_seconds > dev.generate_step_seconds
+    with pytest.raises(ValueError, match="out of order"):
+        apply(given, dev.steps[1])

@@ -89,6 +89,38 @@ DEFAULT_OPS_PER_BLOCK = 70
 
 
 @dataclass(frozen=True)
+class Step:
+    """One adjustment of a device model: the figures it sets and on what authority.
+
+    Why records: the device model was a chain of modifiers (sustained bandwidth, desktop host,
+    stack) applied in an implicit order, and a public one silently undid two others while
+    their source notes stayed (issue 55). A model is now its steps, applied by `apply` in the
+    pipeline's one order (`STEP_ORDER`); its `sources` are the steps' notes, so a note cannot
+    outlive its step, and a prediction lists the steps it applied.
+    """
+
+    #: one of STEP_ORDER
+    name: str
+    #: field of DeviceModel -> the value this step sets
+    sets: tuple[tuple[str, Any], ...]
+    #: source key -> the words saying where the figures come from (into `sources`)
+    notes: tuple[tuple[str, str], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The step as a prediction document lists it."""
+        return {
+            "name": self.name,
+            "sets": {k: v for k, v in self.sets if isinstance(v, (int, float, str)) or v is None},
+            "notes": dict(self.notes),
+        }
+
+
+#: the pipeline's one order: the device's own figures, then how a stack runs on it, then what
+#: its memory sustains, then the host that drives it (a host the user gave replaces the class)
+STEP_ORDER = ("datasheet", "curves", "stack", "sustained bandwidth", "host class", "given host")
+
+
+@dataclass(frozen=True)
 class DeviceModel:
     """What the time model needs of a device, and where each figure comes from."""
 
@@ -123,24 +155,28 @@ class DeviceModel:
     #: GPU time each framework operation other than a GEMM or attention takes beyond its bytes
     #: (a small kernel's launch latency and ramp on the device; 0: not charged)
     device_op_seconds: float = 0.0
+    #: the adjustments that made this model, in the order applied (`apply`); `sources` is
+    #: their notes and nothing else
+    steps: tuple[Step, ...] = ()
 
     @classmethod
     def from_curves(
         cls, ceilings: Ceilings, curves: Curves, sources: dict[str, str]
     ) -> DeviceModel:
-        """A device whose every time comes from measured curves (`calibrate`)."""
-        return cls(
-            ceilings.device,
-            ceilings.kind,
-            ceilings.peak(curves.dtype),
-            ceilings.bandwidth_bytes_per_s,
-            curves=curves,
-            op_seconds=curves.op_seconds,
-            generate_first_seconds=curves.generate_first_seconds,
-            generate_step_seconds=curves.generate_step_seconds,
-            memory_bytes=ceilings.memory_bytes,
-            interconnect_bytes_per_s=ceilings.interconnect_bytes_per_s,
-            sources=sources,
+        """A device whose every time comes from measured curves (`calibrate`): two steps."""
+        note = sources.get("curves", curves.source)
+        return apply(
+            apply(cls("", "", None, None), _datasheet(ceilings, curves.dtype, None)),
+            Step(
+                "curves",
+                (
+                    ("curves", curves),
+                    ("op_seconds", curves.op_seconds),
+                    ("generate_first_seconds", curves.generate_first_seconds),
+                    ("generate_step_seconds", curves.generate_step_seconds),
+                ),
+                (("curves", note),),
+            ),
         )
 
     @property
@@ -149,50 +185,116 @@ class DeviceModel:
         return self.curves is not None
 
 
+def apply(dev: DeviceModel, step: Step) -> DeviceModel:
+    """`dev` with `step` applied: its figures set, its notes added, it recorded last.
+
+    Steps go in STEP_ORDER; one out of order, or applied twice, is a bug here, not a user's.
+    """
+    done = [STEP_ORDER.index(x.name) for x in dev.steps]
+    if done and STEP_ORDER.index(step.name) <= max(done):
+        raise ValueError(f"step {step.name!r} after {dev.steps[-1].name!r}: out of order")
+    return replace(
+        dev,
+        **dict(step.sets),
+        sources={**dev.sources, **dict(step.notes)},
+        steps=(*dev.steps, step),
+    )
+
+
+def replay(steps: tuple[Step, ...] | list[Step]) -> DeviceModel:
+    """A device model made again from its steps (what `with_host` does without one of them)."""
+    dev = DeviceModel("", "", None, None)
+    for step in steps:
+        dev = apply(dev, step)
+    return dev
+
+
 def device_model(ceilings: Ceilings, dtype: str, stack: Stack | str | None = None) -> DeviceModel:
     """The device model of a spec row or of measured ceilings (with curves when calibrated).
 
     Curves of another dtype are used when this one was not measured, scaled by the two dtypes'
-    measured peaks, and the sources say so. `dtype` is the GEMMs' rate (a precision's
+    measured peaks, and the notes say so. `dtype` is the GEMMs' rate (a precision's
     `compute`). `stack` (analysis/stacks.py; default `hf`) sets the efficiencies and host
     costs of a device without curves; measured curves are what `profile` runs, so they are
-    used as they are.
+    used as they are. Each adjustment is a `Step`, applied in STEP_ORDER.
     """
+    dev = apply(DeviceModel("", "", None, None), _datasheet(ceilings, dtype, stack))
+    curves = _curves_step(ceilings, dtype)
+    if curves is not None:
+        return apply(dev, curves)
+    # nobody measured it: the stack's published-fit constants, transformers' eager generate
+    # (what `profile` runs) unless another stack is named
+    s = _stack(stack or "hf")
+    dev = apply(dev, _stack_step(s))
+    for step in (_sustained_step(dev, ceilings), _host_class_step(dev, ceilings, s)):
+        if step is not None:
+            dev = apply(dev, step)
+    return dev
+
+
+def _datasheet(ceilings: Ceilings, dtype: str, stack: Stack | str | None) -> Step:
+    """The device's own figures: peaks, bandwidth, memory, interconnect, with their source."""
     peak = ceilings.peak(dtype)
-    sources = {"peaks": ceilings.source}
+    note = ceilings.source
     acc16 = ceilings.details.get("float16_fp16_accumulate_flop_per_s")
     if acc16 and dtype == "float16" and stack and _stack(stack).fp16_accumulate:
         peak = acc16
-        sources["peaks"] += (
-            f"; float16 with float16 accumulation ({_stack(stack).key}): {acc16 / 1e12:.4g} T"
-        )
+        note += f"; float16 with float16 accumulation ({_stack(stack).key}): {acc16 / 1e12:.4g} T"
+    return Step(
+        "datasheet",
+        (
+            ("name", ceilings.device),
+            ("kind", ceilings.kind),
+            ("peak_flop_per_s", peak),
+            ("bandwidth_bytes_per_s", ceilings.bandwidth_bytes_per_s),
+            ("memory_bytes", ceilings.memory_bytes),
+            ("interconnect_bytes_per_s", ceilings.interconnect_bytes_per_s),
+        ),
+        (("peaks", note),),
+    )
+
+
+def _curves_step(ceilings: Ceilings, dtype: str) -> Step | None:
+    """Measured curves (`calibrate`): every time from them, no stack's constants."""
     curves_by_dtype = curves_of(ceilings.details)
     curves = curves_by_dtype.get(dtype)
     if curves is None and curves_by_dtype:
         other = next(iter(curves_by_dtype))
         curves = curves_by_dtype[other]
-        sources["curves"] = f"{other} curves (no {dtype} curves measured): times approximate"
-    elif curves is not None:
-        sources["curves"] = curves.source
-    if curves is not None and ceilings.details.get("curves_from"):
-        sources["curves"] += f" (from the calibration of {ceilings.details['curves_from'][:16]})"
-    if curves is not None:
-        return replace(DeviceModel.from_curves(ceilings, curves, sources), peak_flop_per_s=peak)
-    base = DeviceModel(
-        ceilings.device,
-        ceilings.kind,
-        peak,
-        ceilings.bandwidth_bytes_per_s,
-        memory_bytes=ceilings.memory_bytes,
-        interconnect_bytes_per_s=ceilings.interconnect_bytes_per_s,
-        sources=sources,
+        note = f"{other} curves (no {dtype} curves measured): times approximate"
+    elif curves is None:
+        return None
+    else:
+        note = curves.source
+    if ceilings.details.get("curves_from"):
+        note += f" (from the calibration of {ceilings.details['curves_from'][:16]})"
+    return DeviceModel.from_curves(ceilings, curves, {"curves": note}).steps[-1]
+
+
+def _stack_step(s: Stack) -> Step:
+    """How a serving stack runs on the device: efficiencies, host costs, fusion, cache."""
+    return Step(
+        "stack",
+        (
+            ("stack", s.key),
+            ("compute_efficiency", s.compute_efficiency),
+            ("bandwidth_efficiency", s.bandwidth_efficiency),
+            ("attention_efficiency", s.attention_efficiency),
+            ("op_seconds", s.op_seconds),
+            ("generate_first_seconds", s.first_seconds),
+            ("generate_step_seconds", s.step_seconds),
+            ("overlap", s.overlap),
+            ("ops_per_block", s.ops_per_block),
+            ("cache_passes", s.cache_passes),
+            ("elementwise_factor", s.elementwise_factor),
+            ("eager_attention_efficiency", s.eager_attention_efficiency),
+            ("device_op_seconds", s.device_op_seconds),
+        ),
+        (("stack", s.summary()), *((f"{s.key} {k}", v) for k, v in s.sources.items())),
     )
-    # nobody measured it: the stack's published-fit constants, transformers' eager generate
-    # (what `profile` runs) unless another stack is named
-    return _desktop_host(_sustained(with_stack(base, stack or "hf"), ceilings), ceilings)
 
 
-def _desktop_host(dev: DeviceModel, ceilings: Ceilings) -> DeviceModel:
+def _host_class_step(dev: DeviceModel, ceilings: Ceilings, s: Stack) -> Step | None:
     """`dev`'s host times on a desktop's CPU, where the card sits in one (a GeForce card).
 
     Only an eager stack's (`hf`, `hf-fa2`): its every operation is dispatched from Python on
@@ -200,68 +302,71 @@ def _desktop_host(dev: DeviceModel, ceilings: Ceilings) -> DeviceModel:
     engine's per-step scheduler is Python too, but no engine was measured on a desktop, so
     its fitted step time stands.
     """
-    if ceilings.details.get(HOST_CLASS_KEY) != "desktop" or _stack(dev.stack or "hf").graphs:
-        return dev
-    sources = dict(dev.sources)
-    sources[DESKTOP_SOURCE_KEY] = (
+    if ceilings.details.get(HOST_CLASS_KEY) != "desktop" or s.graphs:
+        return None
+    note = (
         f"host times x {DESKTOP_HOST_FACTOR:.2f} ({dev.op_seconds * DESKTOP_HOST_FACTOR * 1e6:.2g}"
         f" us per operation, the stack's {dev.op_seconds * 1e6:.3g} on a server), as a "
         f"{ceilings.device} is assumed to sit in a desktop: {DESKTOP_HOST_SOURCE}; "
         "--host-us-per-op gives yours"
     )
-    return replace(
-        dev,
-        op_seconds=dev.op_seconds * DESKTOP_HOST_FACTOR,
-        generate_first_seconds=dev.generate_first_seconds * DESKTOP_HOST_FACTOR,
-        generate_step_seconds=dev.generate_step_seconds * DESKTOP_HOST_FACTOR,
-        sources=sources,
+    return Step(
+        "host class",
+        (
+            ("op_seconds", dev.op_seconds * DESKTOP_HOST_FACTOR),
+            ("generate_first_seconds", dev.generate_first_seconds * DESKTOP_HOST_FACTOR),
+            ("generate_step_seconds", dev.generate_step_seconds * DESKTOP_HOST_FACTOR),
+        ),
+        ((DESKTOP_SOURCE_KEY, note),),
     )
 
 
 def with_host(dev: DeviceModel, op_seconds: float) -> DeviceModel:
     """`dev` driven by a host the user measured: its time per operation, and no assumed class.
 
-    A desktop assumed from the card (`_desktop_host`) is undone: the stack's generate times come
-    back and the sources say the given figure replaces the assumed one.
+    The model is made again from its steps without the assumed host class (so the stack's
+    generate times come back, and the class's note goes with it), then the given host is its
+    last step.
     """
-    sources = dict(dev.sources)
+    assumed = next((x for x in dev.steps if x.name == "host class"), None)
     before = f"the stack's {dev.op_seconds * 1e6:.3g}"
-    if sources.pop(DESKTOP_SOURCE_KEY, None) is not None:
-        s = _stack(dev.stack or "hf")
+    if assumed is not None:
+        base = replay([x for x in dev.steps if x.name != "host class"])
         before = (
             f"the assumed desktop's {dev.op_seconds * 1e6:.2g}; "
-            f"the stack's {s.op_seconds * 1e6:.3g}"
+            f"the stack's {base.op_seconds * 1e6:.3g}"
         )
-        dev = replace(
-            dev, generate_first_seconds=s.first_seconds, generate_step_seconds=s.step_seconds
-        )
-    sources[GIVEN_HOST_SOURCE_KEY] = f"{op_seconds * 1e6:.3g} us, given (replaces {before})"
-    return replace(dev, op_seconds=op_seconds, sources=sources)
+        dev = base
+    note = f"{op_seconds * 1e6:.3g} us, given (replaces {before})"
+    return apply(
+        dev, Step("given host", (("op_seconds", op_seconds),), ((GIVEN_HOST_SOURCE_KEY, note),))
+    )
 
 
-def _sustained(dev: DeviceModel, ceilings: Ceilings) -> DeviceModel:
+def _sustained_step(dev: DeviceModel, ceilings: Ceilings) -> Step | None:
     """`dev`'s bandwidth efficiencies scaled by what its memory was measured to sustain.
 
     The stacks' efficiencies are shares of the datasheet bandwidth of A100/H100-class HBM,
     which sustains `FIT_SUSTAINED_FRACTION` of it; a T4's GDDR6 on a 70 W board sustains 68.8%,
     so a kernel there reads at 0.688 / 0.91 of the fitted share (a published microbenchmark of
-    the device, cited in the sources, not a fit to its inference times).
+    the device, cited in the notes, not a fit to its inference times).
     """
     fraction = ceilings.details.get(SUSTAINED_KEY)
     if not fraction:
-        return dev
+        return None
     scale = float(fraction) / FIT_SUSTAINED_FRACTION
-    sources = dict(dev.sources)
-    sources[SUSTAINED_SOURCE_NAME] = (
+    note = (
         f"{float(fraction):.1%} of the datasheet ({ceilings.details.get(SUSTAINED_SOURCE_KEY)})"
         f" against {FIT_SUSTAINED_FRACTION:.0%} where the efficiencies were fitted: "
         f"bandwidth efficiencies x {scale:.3g}"
     )
-    return replace(
-        dev,
-        bandwidth_efficiency=dev.bandwidth_efficiency * scale,
-        eager_attention_efficiency=dev.eager_attention_efficiency * scale,
-        sources=sources,
+    return Step(
+        "sustained bandwidth",
+        (
+            ("bandwidth_efficiency", dev.bandwidth_efficiency * scale),
+            ("eager_attention_efficiency", dev.eager_attention_efficiency * scale),
+        ),
+        ((SUSTAINED_SOURCE_NAME, note),),
     )
 
 
@@ -269,31 +374,6 @@ def _stack(stack: Stack | str) -> Stack:
     from infermeter.analysis.stacks import STACKS
 
     return STACKS[stack] if isinstance(stack, str) else stack
-
-
-def with_stack(dev: DeviceModel, stack: Stack | str) -> DeviceModel:
-    """`dev` as a stack runs on it: its efficiencies, host costs, fusion and cache."""
-    s = _stack(stack)
-    sources = dict(dev.sources)
-    sources["stack"] = s.summary()
-    sources.update({f"{s.key} {k}": v for k, v in s.sources.items()})
-    return replace(
-        dev,
-        stack=s.key,
-        compute_efficiency=s.compute_efficiency,
-        bandwidth_efficiency=s.bandwidth_efficiency,
-        attention_efficiency=s.attention_efficiency,
-        op_seconds=s.op_seconds,
-        generate_first_seconds=s.first_seconds,
-        generate_step_seconds=s.step_seconds,
-        overlap=s.overlap,
-        ops_per_block=s.ops_per_block,
-        cache_passes=s.cache_passes,
-        elementwise_factor=s.elementwise_factor,
-        eager_attention_efficiency=s.eager_attention_efficiency,
-        device_op_seconds=s.device_op_seconds,
-        sources=sources,
-    )
 
 
 @dataclass

@@ -246,6 +246,8 @@ def _print(doc: dict[str, Any], files: list[Path], where: str) -> None:
         ),
         f"stack: {doc['stack']['title']}: {doc['stack']['what']}",
         f"precision: {doc['precision']}",
+        "device model, steps applied in order: "
+        + " -> ".join(step["name"] for step in hw.get("steps") or []),
         f"efficiency: {hw['efficiency']}; "
         + "; ".join(f"{k}: {v}" for k, v in hw["sources"].items()),
         f"learnt from {doc['learned']['runs']} stored runs ({doc['learned']['from']})",

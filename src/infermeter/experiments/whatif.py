@@ -397,6 +397,7 @@ def _hardware_doc(key: str, ceilings: Ceilings, dev: DeviceModel) -> dict[str, A
         "interconnect_bytes_per_s": dev.interconnect_bytes_per_s,
         "measured": dev.measured,
         "sources": dev.sources,
+        "steps": [step.to_dict() for step in dev.steps],
         "efficiency": "measured curves"
         if dev.measured
         else f"datasheet peak x the {dev.stack or 'default'} stack's efficiencies",
