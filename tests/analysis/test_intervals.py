@@ -164,12 +164,37 @@ def test_the_device_model_is_its_steps_and_its_notes_are_theirs(hardware, stack,
     assert set(dev.sources) == {k for s in dev.steps for k, _ in s.notes}
     assert replay(dev.steps) == dev
     given = with_host(dev, 7e-6)
-    assert [s.name for s in given.steps] == [n for n in names if n != "host class"] + [
-        "given host"
-    ]
+    assert [s.name for s in given.steps] == [n for n in names if n != "host class"] + ["given host"]
     assert set(given.sources) == {k for s in given.steps for k, _ in s.notes}
     assert given.op_seconds == 7e-6
     if "host class" in names:  # the stack's generate times come back with the class gone
         assert given.generate_step_seconds > dev.generate_step_seconds
     with pytest.raises(ValueError, match="out of order"):
         apply(given, dev.steps[1])
+
+
+def test_a_stack_release_outside_the_fitted_ones_is_predicted_and_said(tmp_path):
+    """`--stack vllm@0.6.3` is the release vLLM's constants were fitted on: nothing said;
+    `tgi@1.0` (before CUDA graphs; no TGI release was fitted) is predicted all the same, with
+    the line and a wider interval; an unknown stack is still one line, exit 2."""
+    db = str(tmp_path / "r.db")
+    args = ["predict", "-m", "tiny-llama", "--hardware", "a100-80gb", "--batch", "1"]
+    args += ["--prompt-tokens", "256", "--new-tokens", "64", "--db", db, "--json"]
+    docs = {}
+    for stack in ("vllm@0.6.3", "vllm", "tgi", "tgi@1.0"):
+        r = runner.invoke(app, [*args, "--stack", stack])
+        assert r.exit_code == 0, r.output
+        docs[stack] = json.loads(r.stdout)
+    assert not any("not a release" in x for x in docs["vllm@0.6.3"]["out_of_scope"])
+    assert docs["vllm@0.6.3"]["stack"]["release_assumed"].startswith("0.6.3")
+    said = [x for x in docs["tgi@1.0"]["out_of_scope"] if "not a release" in x]
+    assert said == [
+        "tgi 1.0 is not a release its constants were fitted on (assumed: 2.x (CUDA graphs): "
+        "no TGI figure was fitted, the engines' pooled constants)"
+    ]
+    wide, plain = docs["tgi@1.0"]["rows"][0], docs["tgi"]["rows"][0]
+    assert wide["tpot_ms"] == plain["tpot_ms"]
+    assert wide["interval"]["high_factor"] > plain["interval"]["high_factor"]
+    from tests.helpers import assert_one_line_error
+
+    assert_one_line_error(runner.invoke(app, [*args, "--stack", "tgx@1"]), "unknown stack 'tgx'")

@@ -320,6 +320,36 @@ STACKS: dict[str, Stack] = {
 }
 
 
+#: per stack: the release its constants describe, and the releases (by prefix) of the published
+#: figures they were fitted on; an empty tuple: no release of it was fitted (the engines' pooled
+#: constants). `--stack NAME@VERSION` outside them is predicted all the same, and says so.
+STACK_RELEASES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "hf": ("the transformers release installed here (its operations are counted)", ()),
+    "hf-fa2": ("the transformers release installed here (its operations are counted)", ()),
+    "hf-compile": ("the transformers release installed here (its operations are counted)", ()),
+    "vllm": ("0.6.3, the release of the Qwen2.5 speed benchmark its constants fit", ("0.6",)),
+    "tensorrt-llm": ("0.9.0, the release of the performance docs its constants fit", ("0.9",)),
+    "lmdeploy": ("0.1-0.2, the releases of the docs its constants fit", ("0.1", "0.2")),
+    "tgi": ("2.x (CUDA graphs): no TGI figure was fitted, the engines' pooled constants", ()),
+    "sglang": ("no SGLang figure was fitted: the engines' pooled constants", ()),
+    "llama.cpp": ("no llama.cpp figure was fitted: the engines' pooled constants", ()),
+}
+
+
+def release_reason(key: str, version: str | None) -> str | None:
+    """Why `key@version` lies outside what its constants were fitted on.
+
+    None where it lies inside, or no version was asked. HF stacks' releases are told by
+    `predict`'s operation counts, not here.
+    """
+    if not version or key.startswith("hf"):
+        return None
+    assumed, fitted = STACK_RELEASES[key]
+    if any(version == f or version.startswith(f + ".") for f in fitted):
+        return None
+    return f"{key} {version} is not a release its constants were fitted on (assumed: {assumed})"
+
+
 def stack_keys() -> list[str]:
     """The stacks `--stack` accepts, the default first."""
     return list(STACKS)

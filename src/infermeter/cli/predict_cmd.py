@@ -71,7 +71,8 @@ def predict_command(
         "hf",
         help="What runs the model: hf (transformers' eager generate with SDPA, as profiled), "
         "hf-fa2 (the same with flash_attention_2), hf-compile (static cache + torch.compile), "
-        "vllm, sglang, tensorrt-llm, lmdeploy, tgi, llama.cpp. "
+        "vllm, sglang, tensorrt-llm, lmdeploy, tgi, llama.cpp; NAME@VERSION names a release "
+        "(tgi@1.0): one its constants were not fitted on is said, and widens the interval. "
         "Each is a documented profile (CUDA graphs, fused kernels, paged KV, scheduler cost) "
         "fitted to published measurements: docs/analysis.md.",
     ),
@@ -245,6 +246,8 @@ def _print(doc: dict[str, Any], files: list[Path], where: str) -> None:
             else ""
         ),
         f"stack: {doc['stack']['title']}: {doc['stack']['what']}",
+        f"stack release: {doc['stack']['release_asked'] or 'none named'}; the constants "
+        f"describe {doc['stack']['release_assumed']}",
         f"precision: {doc['precision']}",
         "device model, steps applied in order: "
         + " -> ".join(step["name"] for step in hw.get("steps") or []),
