@@ -113,8 +113,9 @@ def test_a_ramp_raises_the_rate_linearly_with_the_requests():
 
 
 def test_a_warm_up_by_time_leaves_out_the_requests_arriving_within_it(tmp_path):
-    """Constant arrivals every 50 ms: --warmup-s 0.3 makes the six arriving at 0-250 ms warm-up;
-    a warm-up longer than the run leaves nothing out and says so."""
+    """Constant arrivals every 50 ms: --warmup-s 0.325 makes the seven arriving at 0-300 ms
+    warm-up (a bound between two arrivals: one on an arrival is a float's coin toss); a
+    warm-up longer than the run leaves nothing out and says so."""
     from infermeter.serving.nullserver import NullSpec, null_server
 
     pytest.importorskip("openai")
@@ -130,8 +131,8 @@ def test_a_warm_up_by_time_leaves_out_the_requests_arriving_within_it(tmp_path):
         return json.loads((out / "load.json").read_text()), r.output
 
     with null_server(NullSpec(ttft_ms=2, itl_ms=1)) as s:
-        doc, _ = run("0.3", tmp_path / "a")
-        assert doc["summary"]["warmup_requests"] == 6 and doc["summary"]["requests"] == 6
+        doc, _ = run("0.325", tmp_path / "a")
+        assert doc["summary"]["warmup_requests"] == 7 and doc["summary"]["requests"] == 5
         assert doc["summary"]["warmup_note"] is None
         doc, out = run("5", tmp_path / "b")
     assert doc["summary"]["warmup_requests"] == 0 and doc["summary"]["requests"] == 12
