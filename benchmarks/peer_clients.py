@@ -363,6 +363,12 @@ def main() -> None:
         default="null,llama.cpp,transformers",
         help="which servers, comma-separated: null, llama.cpp, transformers",
     )
+    p.add_argument(
+        "--slots",
+        type=int,
+        default=1,
+        help="llama-server's parallel slots (-np): 4 lets concurrency 4 run at once",
+    )
     p.add_argument("--requests", type=int, default=12)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--out", type=Path, default=None, help="also write the rows as JSON here")
@@ -389,7 +395,8 @@ def main() -> None:
         elif a.llama_server.exists():
             port = _port()
             cmd = [str(a.llama_server), "-m", str(gguf_file(model)), "--host", "127.0.0.1"]
-            cmd += ["--port", str(port), "-c", "2048", "-np", "1", "-t", "1", "--metrics"]
+            cmd += ["--port", str(port), "-c", str(2048 * a.slots), "-np", str(a.slots)]
+            cmd += ["-t", "1", "--metrics"]
             proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             url = f"http://127.0.0.1:{port}"
             try:
