@@ -339,11 +339,21 @@ STACK_RELEASES: dict[str, tuple[str, tuple[str, ...]]] = {
 def release_reason(key: str, version: str | None) -> str | None:
     """Why `key@version` lies outside what its constants were fitted on.
 
-    None where it lies inside, or no version was asked. HF stacks' releases are told by
-    `predict`'s operation counts, not here.
+    None where it lies inside, or no version was asked. An HF stack's release is the
+    transformers whose operations are counted: the installed one (another is said).
     """
-    if not version or key.startswith("hf"):
+    if not version:
         return None
+    if key.startswith("hf"):
+        import transformers
+
+        have = str(transformers.__version__)
+        if have == version or have.startswith(version + "."):
+            return None
+        return (
+            f"{key} {version}: the operations are counted with the transformers installed "
+            f"here ({have}), not that release's"
+        )
     assumed, fitted = STACK_RELEASES[key]
     if any(version == f or version.startswith(f + ".") for f in fitted):
         return None
