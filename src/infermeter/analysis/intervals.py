@@ -8,15 +8,15 @@ on says so and widens it.
 How (split conformal on log errors): `benchmarks/predict_published.py --write-intervals`
 predicts every *held-out* published figure (sources the constants were never fitted on) and
 stores each one's log error, log(measured / predicted), with its id and source, per stack
-group, in
-`analysis/data/prediction_errors.json`, with the scope of all published rows (stacks,
-hardware, dtypes, model types, largest batch and lengths). A prediction's interval is
+group, in `analysis/data/prediction_errors.json`, with the scope of all published rows
+(stacks, hardware, dtypes, model types, largest batch and lengths). A prediction's interval is
 predicted x exp(q_low) .. predicted x exp(q_high), with q the group's conformal quantiles: the
 ceil((n+1)(1-a/2))-th of the n errors from each side. Under 19 errors that rank is past the
 largest, so the interval is the largest error either way, widened by `FEW_ROWS_WIDEN`, and
 says so. Each out-of-scope reason widens the log interval by `OUT_OF_SCOPE_WIDEN`; a group
-with no errors at all (a CPU, whose stack is measured here, not published) borrows the hf
-group's and is out of scope by definition.
+with no errors at all borrows the hf group's, widened. A CPU (`cpu-this`) is predicted as
+transformers' generate (the hf group) and is out of scope by its hardware: no published
+figure ran on one.
 
 The benchmark reports coverage honestly, leaving one source out at a time: each held-out
 source's rows judged by intervals built from the other sources' errors only.
