@@ -77,3 +77,15 @@ def history_store(tmp_path, series, **kw):
     store = Store(tmp_path / "runs.db")
     ids = [store.save(history_run(i, t, rng, **kw)) for i, t in enumerate(series)]
     return store, ids
+
+
+def interruptible() -> None:
+    """A `preexec_fn`: the child takes SIGINT as a terminal's Ctrl-C, however the suite started.
+
+    A non-interactive shell's `&` starts its job with SIGINT ignored, a child inherits that,
+    and Python started so never raises KeyboardInterrupt: a suite launched in the background
+    failed every Ctrl-C test for a reason that was not the product's.
+    """
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

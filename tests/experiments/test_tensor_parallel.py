@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from infermeter import Store
 from infermeter.analysis.communication import ring_seconds
 from infermeter.cli.app import app
-from tests.helpers import assert_one_line_error
+from tests.helpers import assert_one_line_error, interruptible
 
 runner = CliRunner()
 ARGS = [
@@ -157,6 +157,7 @@ def test_no_process_outlives_an_interrupted_or_killed_profile(tmp_path, sig):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=interruptible,
     )
     deadline = time.monotonic() + 180
     folder = None

@@ -20,7 +20,7 @@ from infermeter.serving.load import (
     run_load,
     slo_report,
 )
-from tests.helpers import assert_one_line_error
+from tests.helpers import assert_one_line_error, interruptible
 
 runner = CliRunner()
 
@@ -316,6 +316,7 @@ def test_an_interrupted_load_stores_the_requests_that_finished(tmp_path, sig, co
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=interruptible,
     )
     deadline = time.monotonic() + 120
     done = 0

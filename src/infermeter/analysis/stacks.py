@@ -345,9 +345,9 @@ def release_reason(key: str, version: str | None) -> str | None:
     if not version:
         return None
     if key.startswith("hf"):
-        import transformers
+        from importlib.metadata import version as installed
 
-        have = str(transformers.__version__)
+        have = installed("transformers")  # its metadata: analysis never imports transformers
         if have == version or have.startswith(version + "."):
             return None
         return (
