@@ -165,9 +165,12 @@ def breakdown_figure(
         title = textwrap.fill(head, 70) + (f"\n{group}" if group else "")
         ax.set_title(title, fontsize=10)  # wrapped: a long one ran over the right axis
         png = out / f"{stem}{suffix}.png"
-        run_hooks(fig, f"{stem}{suffix}")
-        fig.savefig(png, dpi=DPI, bbox_inches="tight")  # keeps the outside legend
-        plt.close(fig)
+        try:
+            run_hooks(fig, f"{stem}{suffix}")
+            with atomic_path(png) as tmp:
+                fig.savefig(tmp, dpi=DPI, bbox_inches="tight")  # keeps the outside legend
+        finally:
+            plt.close(fig)
         written += [png, write_csv(out / f"{stem}{suffix}.csv", table)]
     return written
 
