@@ -4,6 +4,13 @@
 replays them, removing the per-kernel launch cost that dominates small-batch decode on a GPU.
 CUDA graphs exist only on CUDA devices; elsewhere torch compiles without them, and the record
 says so.
+
+On CUDA the graph modes need `--cache static` (`check_cuda_graphs`): a replay overwrites the
+outputs a dynamic cache keeps, seen on an H100. Over the static cache they are handed to generate
+as its `CompileConfig` (it compiles the decode step, prefill eager; wrapping the forward from
+outside failed on an H100), and every other generate runs with `disable_compile=True`, since
+transformers otherwise compiles a static-cache decode on a GPU by itself and "eager" would be
+CUDA graphs.
 """
 
 from __future__ import annotations

@@ -15,6 +15,19 @@ on anything else. The census instead walks the decoder blocks and counts what ru
   listed in `uncosted`: models/flopcount.py then fits what torch counts in those blocks, and
   every figure the fit cannot make exact says "approximate".
 It works on the "meta" device too, so a config alone (no weights) can be costed.
+
+Families that hide their parts, each found from what its modules hold or are given, never a name:
+experts whose forward is given no routing run every expert (`dense_experts`, Llama 4); experts
+stacked in 2-D [experts x width, hidden] (DBRX); stacks [experts, out, in] beside a router with no
+`experts` module (JetMoE, `architecture.stacked_experts`), and such stacks inside the attention
+under a module with a `top_k` (JetMoE's mixture of attention heads); a router's per-expert table
+([groups, experts], Ernie 4.5's score-correction bias) is neither a matrix nor uncosted; a list of
+identical modules inside weights tied across k blocks runs one entry per call (Zamba2's adapters);
+Gemma 3n's AltUp adds its N^2 x hidden mixing matmul and the router's second call; a sparse-
+attention indexer (a child with `index_topk`) adds heads x (dim + 1) to the score dims; cross-
+attention is not costed (a causal LM's forward gives it no encoder states); bare 2-D mixing
+matrices [out <= in, in a multiple of the hidden size] are one multiply-add per element per token
+(hyper-connections); a block list holding only attentions (XLM) has its scores counted.
 """
 
 from __future__ import annotations
