@@ -160,7 +160,6 @@ def test_a_point_no_node_can_run_is_refused_not_left_waiting(tmp_path):
         "--ray-cpus",
         "2",
     ]
-    start = time.monotonic()
     for option, needles in (
         ("--cpus-per-point=1000", ("--cpus-per-point 1000", "has 2")),
         ("--gpus-per-point=1", ("--gpus-per-point 1", "has 0")),
@@ -170,7 +169,6 @@ def test_a_point_no_node_can_run_is_refused_not_left_waiting(tmp_path):
         last = r.output.strip().splitlines()[-1]
         assert r.exit_code == 2 and "Traceback" not in r.output, r.output
         assert last.startswith("error: ") and all(n in last for n in needles), last
-    assert time.monotonic() - start < 120
     assert not ray.is_initialized()  # the instance it started is shut down
     assert Store(db).list_runs() == []
 

@@ -8,11 +8,15 @@ from infermeter.measure.timer import Timer, measure_repeated
 
 
 def test_perf_counter_clock_measures_a_sleep():
+    """The clock's interval is the sleep and the host clock's own reading around it (no bound
+    on how long a busy machine takes to wake the sleeper: the two clocks are compared)."""
     c = PerfCounterClock()
+    before = time.perf_counter()
     a = c.mark()
     time.sleep(0.02)
     b = c.mark()
-    assert 19.0 <= c.elapsed_ms(a, b) < 200.0
+    outside_ms = (time.perf_counter() - before) * 1e3
+    assert 19.0 <= c.elapsed_ms(a, b) <= outside_ms
 
 
 def test_perf_counter_clock_syncs_before_every_mark():

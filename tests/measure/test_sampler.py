@@ -38,10 +38,12 @@ def test_sampler_reads_on_schedule_and_trace_matches_truth():
     sampler.start()
     time.sleep(0.5)
     trace = sampler.stop()
-    assert 30 <= len(trace) <= 60  # 10 ms for 0.5 s, plus start and stop readings
     assert np.all(np.diff(trace.t_ms) > 0)
     assert np.all(np.diff(trace.total_j) >= 0)
     span_s = (trace.t_ms[-1] - trace.t_ms[0]) / 1e3
+    # one reading per 10 ms of the span it covered (start and stop add one each), counted
+    # against the trace's own span, not the sleep: a busy machine wakes threads late
+    assert 0.6 * span_s / 0.010 <= len(trace) <= span_s / 0.010 + 3
     w = trace.window(trace.t_ms[0], trace.t_ms[-1])
     assert w.quality == "measured"
     assert w.energy_j == pytest.approx(trace.total_j[-1] - trace.total_j[0])
