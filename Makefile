@@ -13,7 +13,11 @@ PIN := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
 # The newest releases, tested apart from the recorded ones.
 LATEST_VENV ?= .venv-latest
 # The developer loop: no real PostgreSQL, browser, Ray, torchrun or trained models (see tests/conftest.py)
-FAST_TESTS := not (postgres or browser or ray or torchrun or smollm2 or gemma3 or llama_server or slow)
+FAST_TESTS := not (postgres or browser or ray or torchrun or smollm2 or gemma3 or llama_server or slow or over_1s)
+# One pytest worker per core, whole files to each, longest first (tests/conftest.py orders them
+# by tests/durations.json). Serial: make PYTEST_WORKERS=0 test
+PYTEST_WORKERS ?= auto
+XDIST := $(if $(filter 0,$(PYTEST_WORKERS)),-p no:xdist,-n $(PYTEST_WORKERS) --dist loadfile)
 
 # Hub look-ups hang 25-50 s before failing on a machine without network: never make them.
 export HF_HUB_OFFLINE = 1
@@ -91,7 +95,7 @@ test: install-dev browser postgres package llama-server
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q $(XDIST)
 
 # The sdist and wheel users would install, built from this tree and checked as PyPI checks them
 # (metadata, README rendering); tests/test_packaging.py looks inside the wheel.
@@ -100,11 +104,13 @@ package: install-dev
 	$(PY) -m build --no-isolation --outdir build/dist . > build/package.log 2>&1 || (cat build/package.log; exit 1)
 	$(VENV)/bin/twine check --strict build/dist/*
 
-# The tests a change is checked with while working: under 3 minutes here. `make test` is the gate.
+# The loop a change is checked with while working (lint, types, the tests recorded under a
+# second that need no outside part): under 2 minutes here. `make test` is the gate.
 test-fast: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/pytest -q -m "$(FAST_TESTS)"
+	$(VENV)/bin/mypy
+	$(VENV)/bin/pytest -q $(XDIST) -m "$(FAST_TESTS)"
 
 # The newest releases of every dependency (torch stays at TORCH_SPEC) in a venv of their own,
 # the whole suite on them. When it passes, `make lock` records them.

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `make test` runs one worker per core: a worker's torch on every core (2 OpenMP threads
+    # per worker on 2 cores) spun against the other's and made the suite slower, not faster.
+    # Before torch is imported, so its thread pool is made at this size.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import pytest
 
@@ -79,10 +87,27 @@ _MODULE_MARKS = {
 }
 
 
+#: each test's recorded seconds on a 2-core machine (tools/test_durations.py writes them)
+_RECORDED_S: dict[str, float] = json.loads(
+    Path(__file__).with_name("durations.json").read_text(encoding="utf-8")
+)
+#: over this, a test is marked `over_1s` and `make test-fast` leaves it out
+QUICK_S = 1.0
+#: module fixtures whose cost a test's recorded time leaves out (it was paid by the first user)
+_COSTLY_FIXTURES = {"calibrated": "a CPU calibration, about 40 s"}
+
+
 def pytest_collection_modifyitems(config, items):
     """Mark each test by the real parts it uses (postgres, browser, ray, torchrun, smollm2,
-    gemma3, llama_server), so `make test-fast` (docs: README) can leave them out without a
-    list kept by hand."""
+    gemma3, llama_server) and by its recorded time (`over_1s`), so `make test-fast` (docs:
+    README) can leave them out without a list kept by hand.
+
+    Then the files longest first by their recorded times, each file's own order kept: `make
+    test` hands whole files to its workers as they free up (`--dist loadfile`, so a file's
+    module fixture, a server or a calibration, is made once), and a long file started last
+    would keep one core busy alone at the end while the other sat idle.
+    """
+    file_s: dict[str, float] = {}
     for item in items:
         mark = _MODULE_MARKS.get(item.path.name)
         if mark:
@@ -93,6 +118,14 @@ def pytest_collection_modifyitems(config, items):
         for model in ("smollm2", "gemma3"):
             if model in item.fixturenames:
                 item.add_marker(model)
+        recorded_s = _RECORDED_S.get(item.nodeid)
+        costly = any(name in item.fixturenames for name in _COSTLY_FIXTURES)
+        if costly or (recorded_s is not None and recorded_s > QUICK_S):
+            item.add_marker("over_1s")
+        key = str(item.path)
+        file_s[key] = file_s.get(key, 0.0) + (0.5 if recorded_s is None else recorded_s)
+    order = {id(item): i for i, item in enumerate(items)}
+    items.sort(key=lambda it: (-file_s[str(it.path)], str(it.path), order[id(it)]))
 
 
 @pytest.fixture
