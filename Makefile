@@ -17,7 +17,7 @@ FAST_TESTS := not (postgres or browser or ray or torchrun or smollm2 or gemma3 o
 # One pytest worker per core, whole files to each, longest first (tests/conftest.py orders them
 # by tests/durations.json). Serial: make PYTEST_WORKERS=0 test
 PYTEST_WORKERS ?= auto
-XDIST := $(if $(filter 0,$(PYTEST_WORKERS)),-p no:xdist,-n $(PYTEST_WORKERS) --dist loadfile)
+XDIST := $(if $(filter 0,$(PYTEST_WORKERS)),-p no:xdist,-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 # Hub look-ups hang 25-50 s before failing on a machine without network: never make them.
 export HF_HUB_OFFLINE = 1
