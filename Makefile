@@ -13,7 +13,7 @@ PIN := $(if $(CONSTRAINTS),-c $(CONSTRAINTS))
 # The newest releases, tested apart from the recorded ones.
 LATEST_VENV ?= .venv-latest
 # The developer loop: no real PostgreSQL, browser, Ray, torchrun or trained models (see tests/conftest.py)
-FAST_TESTS := not (postgres or browser or ray or torchrun or smollm2 or gemma3 or llama_server or slow or over_1s)
+FAST_TESTS := not (postgres or browser or ray or torchrun or smollm2 or gemma3 or llama_server or slow or over_half_s)
 # One pytest worker per core, whole files to each, longest first (tests/conftest.py orders them
 # by tests/durations.json). Serial: make PYTEST_WORKERS=0 test
 PYTEST_WORKERS ?= auto
@@ -104,8 +104,8 @@ package: install-dev
 	$(PY) -m build --no-isolation --outdir build/dist . > build/package.log 2>&1 || (cat build/package.log; exit 1)
 	$(VENV)/bin/twine check --strict build/dist/*
 
-# The loop a change is checked with while working (lint, types, the tests recorded under a
-# second that need no outside part): under 2 minutes here. `make test` is the gate.
+# The loop a change is checked with while working (lint, types, the tests recorded under half
+# a second that need no outside part): under 2 minutes here. `make test` is the gate.
 test-fast: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

@@ -91,15 +91,15 @@ _MODULE_MARKS = {
 _RECORDED_S: dict[str, float] = json.loads(
     Path(__file__).with_name("durations.json").read_text(encoding="utf-8")
 )
-#: over this, a test is marked `over_1s` and `make test-fast` leaves it out
-QUICK_S = 1.0
+#: over this, a test is marked `over_half_s` and `make test-fast` leaves it out
+QUICK_S = 0.5
 #: module fixtures whose cost a test's recorded time leaves out (it was paid by the first user)
 _COSTLY_FIXTURES = {"calibrated": "a CPU calibration, about 40 s"}
 
 
 def pytest_collection_modifyitems(config, items):
     """Mark each test by the real parts it uses (postgres, browser, ray, torchrun, smollm2,
-    gemma3, llama_server) and by its recorded time (`over_1s`), so `make test-fast` (docs:
+    gemma3, llama_server) and by its recorded time (`over_half_s`), so `make test-fast` (docs:
     README) can leave them out without a list kept by hand.
 
     Then the files longest first by their recorded times, each file's own order kept: `make
@@ -123,7 +123,7 @@ def pytest_collection_modifyitems(config, items):
         recorded_s = _RECORDED_S.get(item.nodeid)
         costly = any(name in item.fixturenames for name in _COSTLY_FIXTURES)
         if costly or (recorded_s is not None and recorded_s > QUICK_S):
-            item.add_marker("over_1s")
+            item.add_marker("over_half_s")
         key = str(item.path)
         file_s[key] = file_s.get(key, 0.0) + (0.5 if recorded_s is None else recorded_s)
     order = {id(item): i for i, item in enumerate(items)}

@@ -2,7 +2,8 @@
 
 `make test` runs the test files on both cores, longest first (tests/conftest.py orders them by
 these times, so a long file never starts last on one core while the other sits idle), and
-`make test-fast` leaves out the tests recorded over a second. Re-record after adding slow tests:
+`make test-fast` leaves out the tests recorded over half a second. Re-record after adding
+slow tests:
 
     .venv/bin/pytest -q -p no:xdist --junitxml=/tmp/t.xml
     python3 tools/test_durations.py /tmp/t.xml
