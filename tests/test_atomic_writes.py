@@ -123,7 +123,7 @@ def test_every_file_the_code_writes_goes_through_the_atomic_writer() -> None:
     )
 
 
-def test_every_excused_write_still_exists_and_is_not_atomic() -> None:
+def test_every_excused_write_still_exists() -> None:
     """An excuse outliving its write would let a new bare write on that line pass unseen."""
     writes = _all_writes()
     for path, code, why in NOT_A_USERS_FILE:
