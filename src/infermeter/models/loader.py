@@ -92,7 +92,7 @@ def check_fits(config: Any, dtype: Any, device: Any, name: str) -> float:
     import torch
 
     params = estimate_params(config)
-    itemsize = torch.empty((), dtype=dtype).element_size()
+    itemsize = int(torch.empty((), dtype=dtype).element_size())
     need = params * itemsize / 2**20 * MEMORY_HEADROOM + MEMORY_FIXED_MB
     have = available_memory_mib(device)
     if need > have:
