@@ -92,12 +92,12 @@ def time_model_lines(tm: dict[str, Any]) -> list[Text]:
     return out
 
 
-def analysis_card(doc: dict) -> Group:
+def analysis_card(doc: dict[str, Any]) -> Group:
     """The roofline table, the bounds and the findings, for people."""
     from infermeter.analysis.roofline import all_rows
 
     roof = doc["roofline"]
-    parts: list = [
+    parts: list[Any] = [
         Text(
             f"run {doc['run_id']} · {doc['model']} · {doc['device']} · ceilings: "
             f"{doc['ceilings_source']}",

@@ -246,9 +246,9 @@ def _phase_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def compare_card(doc: dict) -> Group:
+def compare_card(doc: dict[str, Any]) -> Group:
     """The comparison for people."""
-    parts: list = [
+    parts: list[Any] = [
         Text(
             f"baseline {doc['baseline']['run_id']} vs variant {doc['variant']['run_id']}",
             style="bold",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -95,7 +96,7 @@ def experiment_command(
             console.print(f"  wrote {f}", markup=False, style="dim")
 
 
-def verdict_line(row: dict) -> str:
+def verdict_line(row: dict[str, Any]) -> str:
     """One judged point of an experiment, as a sentence."""
     if "decoding" in row:
         rate = row.get("acceptance_rate")

@@ -47,7 +47,7 @@ def run_prediction(
 
     if spec.concurrency is not None:
         rates = [math.inf]  # a closed loop: one run, arrivals set by completions
-    doc = clean_json(
+    doc: dict[str, Any] = clean_json(
         predict_load(
             spec.model, hardware, spec, rates, store, stack=stack.strip().lower(), capacity=cap
         )

@@ -40,6 +40,13 @@ TYPES = {
 }
 
 
+def _json_doc(doc: Any) -> dict[str, Any]:
+    """An API answer as strict JSON (NaN and infinities as null), typed as the object it is."""
+    cleaned = clean_json(doc)
+    assert isinstance(cleaned, dict)
+    return cleaned
+
+
 def plotly_bundle() -> Path:
     """plotly.js as the `plotly` package ships it (found without importing the package)."""
     spec = importlib.util.find_spec("plotly")
@@ -120,7 +127,7 @@ def _add_checks(app: FastAPI, guard: Guard) -> None:
         query = request.query_params.get("token")
         if not guard.token_ok(_bearer(request.headers), request.cookies.get(COOKIE), query):
             return JSONResponse({"detail": "token required"}, status_code=401)
-        response = await call_next(request)
+        response: Response = await call_next(request)
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers["Referrer-Policy"] = "no-referrer"
         response.headers["Content-Security-Policy"] = (
@@ -165,7 +172,7 @@ def _add_api(app: FastAPI, store: DashboardStore) -> None:
     @app.get("/api/runs")
     async def runs(limit: int = 100) -> dict[str, Any]:
         rows = await asyncio.to_thread(store.list_runs, limit=max(1, min(limit, 1000)))
-        return clean_json({"runs": rows})
+        return _json_doc({"runs": rows})
 
     @app.get("/api/runs/{run_id}")
     async def run(run_id: str) -> dict[str, Any]:
@@ -176,11 +183,11 @@ def _add_api(app: FastAPI, store: DashboardStore) -> None:
             raise HTTPException(404, "no such run") from None
         doc = result.to_json()
         doc["timeline"] = result.timeline()
-        return clean_json(doc)
+        return _json_doc(doc)
 
     @app.get("/api/sweeps")
     async def sweeps() -> dict[str, Any]:
-        return clean_json({"sweeps": await asyncio.to_thread(store.list_sweeps)})
+        return _json_doc({"sweeps": await asyncio.to_thread(store.list_sweeps)})
 
     @app.get("/api/sweeps/{sweep_id}")
     async def sweep(sweep_id: str) -> dict[str, Any]:
@@ -188,7 +195,7 @@ def _add_api(app: FastAPI, store: DashboardStore) -> None:
 
         sid = _id(sweep_id)
         try:
-            return clean_json(await asyncio.to_thread(stored_sweep, store, sid))
+            return _json_doc(await asyncio.to_thread(stored_sweep, store, sid))
         except UserError:
             raise HTTPException(404, "no such sweep") from None
 
@@ -199,7 +206,7 @@ def _add_api(app: FastAPI, store: DashboardStore) -> None:
         if metric not in METRICS or not 0 < len(model) <= 500:
             raise HTTPException(400, f"metric must be one of {', '.join(METRICS)}")
         rows = await asyncio.to_thread(store.history, model)
-        return clean_json({"model": model, **history(rows, metric)})
+        return _json_doc({"model": model, **history(rows, metric)})
 
     _add_run_views(app, store)
 
@@ -225,7 +232,7 @@ def _add_run_views(app: FastAPI, store: DashboardStore) -> None:
         run = await _get(store, run_id)
         device = str((run.device or {}).get("name"))
         measured = await asyncio.to_thread(store.measured_ceilings, device)
-        return clean_json(await asyncio.to_thread(analyze_run, run, measured))
+        return _json_doc(await asyncio.to_thread(analyze_run, run, measured))
 
     @app.get("/api/runs/{run_id}/trace")
     async def trace(run_id: str) -> JSONResponse:
@@ -267,7 +274,7 @@ def _add_run_views(app: FastAPI, store: DashboardStore) -> None:
             }
             for r in loaded
         ]
-        return clean_json({"comparisons": docs, "runs": listed})
+        return _json_doc({"comparisons": docs, "runs": listed})
 
 
 def _add_live(app: FastAPI, guard: Guard, feed: LiveFeed, poll_s: float) -> None:

@@ -47,19 +47,19 @@ class LiveFeed:
     def __init__(self, store: LiveSource, poll_s: float = 0.25) -> None:
         self.store = store
         self.poll_s = poll_s
-        self._queues: set[asyncio.Queue] = set()
-        self._task: asyncio.Task | None = None
+        self._queues: set[asyncio.Queue[Any]] = set()
+        self._task: asyncio.Task[None] | None = None
         self._statuses: dict[str, str] = {}
         self._progress: list[dict[str, Any]] | None = None
         self._starting = asyncio.Lock()
 
-    async def subscribe(self) -> asyncio.Queue:
+    async def subscribe(self) -> asyncio.Queue[Any]:
         """A queue of events for one page; starts the poller if it is the first.
 
         The poller's cursors are read before this returns, so anything stored after a page has
         subscribed reaches it (reading them inside the task raced with a fast writer).
         """
-        q: asyncio.Queue = asyncio.Queue(maxsize=1000)
+        q: asyncio.Queue[Any] = asyncio.Queue(maxsize=1000)
         self._queues.add(q)
         async with self._starting:  # two pages arriving together start one poller
             if self._task is None or self._task.done():
@@ -71,7 +71,7 @@ class LiveFeed:
             q.put_nowait({"type": "progress", "rows": self._progress})
         return q
 
-    def unsubscribe(self, q: asyncio.Queue) -> None:
+    def unsubscribe(self, q: asyncio.Queue[Any]) -> None:
         """Forget a page's queue."""
         self._queues.discard(q)
 

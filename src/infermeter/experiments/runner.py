@@ -121,7 +121,7 @@ def run_experiment(
 
 def x_of(doc: dict[str, Any]) -> str:
     """The knob on the x axis: the sweep's first knob."""
-    return next(iter(doc["meta"]["knobs"]))
+    return str(next(iter(doc["meta"]["knobs"])))
 
 
 def draw(exp: Experiment, doc: dict[str, Any], folder: Path) -> list[Path]:

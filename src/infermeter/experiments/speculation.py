@@ -16,7 +16,7 @@ def _stat(row: dict[str, Any], key: str) -> tuple[float | None, float | None, fl
     return s.get("p50"), s.get("median_ci95_low"), s.get("median_ci95_high")
 
 
-def _verdict(base: tuple, point: tuple) -> str:
+def _verdict(base: tuple[Any, ...], point: tuple[Any, ...]) -> str:
     (_, b_lo, b_hi), (_, p_lo, p_hi) = base, point
     if None in (b_lo, b_hi, p_lo, p_hi):
         return "too few samples to judge"

@@ -42,7 +42,9 @@ class AnalysisStore(SweepStore, Protocol):
 LENGTHS = (64, 128, 256, 512)
 
 
-def parse_point(knobs: dict[str, str], loaded: LoadedModel) -> tuple[dict[str, Knob], dict]:
+def parse_point(
+    knobs: dict[str, str], loaded: LoadedModel
+) -> tuple[dict[str, Knob], dict[str, Any]]:
     """Knobs and parsed values of one side, checked against the loaded model.
 
     Raises:

@@ -56,7 +56,7 @@ def resolve_hardware(key: str, store: Any) -> Ceilings:
     k = key.strip().lower()
     if k == LOCAL_HARDWARE:
         name = local_device_name()
-        measured = store.measured_ceilings(name)
+        measured: Ceilings | None = store.measured_ceilings(name)
         if measured is None:
             raise UserError(
                 f"{LOCAL_HARDWARE} is this machine as `infermeter calibrate` measures it, and "

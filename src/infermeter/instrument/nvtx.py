@@ -52,7 +52,8 @@ def cuda_nvtx() -> NvtxBackend:
         nvtx.range_pop()
     except RuntimeError as exc:
         raise UserError(f"NVTX is not available ({exc})", "install a CUDA build of torch") from None
-    return nvtx
+    backend: NvtxBackend = nvtx
+    return backend
 
 
 def _parts(arch: Any) -> list[Any]:

@@ -48,7 +48,8 @@ class _Rows:
         return self.buf[first : first + len(meta)]
 
     def host(self) -> list[list[float]]:
-        return self.buf[: len(self.meta)].double().cpu().tolist()
+        rows: list[list[float]] = self.buf[: len(self.meta)].double().cpu().tolist()
+        return rows
 
 
 class _Deferred:
@@ -67,7 +68,7 @@ class _Deferred:
 
     def groups(self, torch: Any) -> list[tuple[list[tuple[int, int, int]], Any]]:
         """[(meta per row, stacked tensor)] per (shape, dtype); clears the pending items."""
-        by_shape: dict[tuple, list[tuple[int, int, Any]]] = {}
+        by_shape: dict[tuple[Any, ...], list[tuple[int, int, Any]]] = {}
         for phase, layer, t in self.items:
             by_shape.setdefault((tuple(t.shape), t.dtype), []).append((phase, layer, t))
         self.items = []
@@ -77,7 +78,7 @@ class _Deferred:
         ]
 
 
-def _write_rows(rows: _Rows, meta: list[tuple[int, int, int]], columns: tuple) -> None:
+def _write_rows(rows: _Rows, meta: list[tuple[int, int, int]], columns: tuple[Any, ...]) -> None:
     """Append one row per meta entry, filled column-wise from 1-D tensors (one kernel)."""
     out = rows.append(meta)
     rows._torch.stack([c.float() for c in columns], dim=1, out=out)
@@ -111,7 +112,7 @@ class _RowProbe:
     def _write(self, meta: list[tuple[int, int, int]], stacked: Any) -> None:
         _write_rows(self.rows, meta, self._columns(stacked))
 
-    def _columns(self, s: Any) -> tuple:
+    def _columns(self, s: Any) -> tuple[Any, ...]:
         """Per-row reductions of a (rows, values) tensor, WIDTH of them."""
         raise NotImplementedError
 
@@ -138,7 +139,7 @@ class ActivationProbe(_RowProbe):
         if x is not None:
             self._offer(phase, layer, x.detach().reshape(-1))
 
-    def _columns(self, s: Any) -> tuple:
+    def _columns(self, s: Any) -> tuple[Any, ...]:
         t = self._torch
         if s.dtype != t.float32:
             s = s.float()
@@ -201,7 +202,7 @@ class KillProbe(_RowProbe):
         if y is not None and y.numel():
             self._offer(phase, layer, y.detach().reshape(-1))
 
-    def _columns(self, s: Any) -> tuple:
+    def _columns(self, s: Any) -> tuple[Any, ...]:
         return (self._torch.count_nonzero(s.abs() <= self.eps, dim=1),)
 
     def collect(self) -> list[dict[str, Any]]:
@@ -306,7 +307,7 @@ class AttentionProbe(_RowProbe):
         per_row = [(p, lay, n // heads) for p, lay, n in meta for _ in range(heads)]
         _write_rows(self.rows, per_row, self._columns(stacked.reshape(calls * heads, -1)))
 
-    def _columns(self, s: Any) -> tuple:
+    def _columns(self, s: Any) -> tuple[Any, ...]:
         t = self._torch
         s = s.float()
         return (

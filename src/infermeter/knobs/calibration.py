@@ -22,12 +22,14 @@ def executed_ops(model: Any, ids: Any) -> Counter[str]:
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    class _Record(TorchDispatchMode):
+    class _Record(TorchDispatchMode):  # type: ignore[misc]  # torch is read as Any
         def __init__(self) -> None:
             super().__init__()
             self.ops: Counter[str] = Counter()
 
-        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):
+        def __torch_dispatch__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
             self.ops[func.overloadpacket.__name__] += 1
             return func(*args, **(kwargs or {}))
 

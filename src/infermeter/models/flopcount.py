@@ -183,7 +183,7 @@ def residual_flop_count(fit: dict[str, Any], tokens: int, keys: int, cached: boo
     A prompt (nothing cached) uses every term. A step after cached tokens runs the recurrent
     form: only the per-token terms, b p + c p t.
     """
-    a, b, c, d, e = fit["coefficients"]
+    a, b, c, d, e = (float(v) for v in fit["coefficients"])
     per_token = b * tokens + c * tokens * keys
     if cached:
         return per_token

@@ -50,7 +50,7 @@ def _heads_handed(args: tuple[Any, ...]) -> tuple[int, int] | None:
 def _counter() -> Any:
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    class OpCounter(TorchDispatchMode):
+    class OpCounter(TorchDispatchMode):  # type: ignore[misc]  # torch is read as Any
         """Counts aten operations by kind (gemm, attention, other)."""
 
         def __init__(self) -> None:
@@ -59,7 +59,9 @@ def _counter() -> Any:
             #: (query heads, key heads) the first attention kernel was handed
             self.heads: tuple[int, int] | None = None
 
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        def __torch_dispatch__(
+            self, func: Any, types: Any, args: Any = (), kwargs: Any = None
+        ) -> Any:
             kind = _kind(str(func))
             self.counts[kind] += 1
             if kind == "attention" and self.heads is None:

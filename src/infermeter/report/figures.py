@@ -79,7 +79,7 @@ def _groups(doc: dict[str, Any], x: str) -> dict[str, list[dict[str, Any]]]:
     return groups
 
 
-def _sort_key(v: Any) -> tuple:
+def _sort_key(v: Any) -> tuple[Any, ...]:
     if isinstance(v, bool):
         return (0, int(v), "")
     if isinstance(v, int | float):

@@ -8,6 +8,7 @@ numbers come from the sweep's document (`run/load.run_rate_sweep`).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +137,7 @@ def capacity_figure(result: dict[str, Any], out: Path, title: str) -> list[Path]
         zorder=1,
         label=f"attainment ({result['confidence']:.0%} interval)",
     )
-    kinds = (
+    kinds: tuple[tuple[str, str, str, Callable[[dict[str, Any]], bool]], ...] = (
         ("pass", "o", GREEN, lambda r: r["verdict"] == "pass"),
         ("fail", "X", VERMILLION, lambda r: r["verdict"] == "fail" and not r["saturated"]),
         ("fail: queue growing", "P", ORANGE, lambda r: r["saturated"]),

@@ -19,6 +19,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
+from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 
 from infermeter.measure.energy.attribution import power_spans
@@ -59,7 +60,7 @@ def timeline_figure(run: RunResult, out: Path) -> list[Path]:
     ax.set_yticks(range(len(labels)), labels, fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("time since the run started (s)")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in PHASE_COLORS.values()]
+    handles = [Rectangle((0, 0), 1, 1, color=c) for c in PHASE_COLORS.values()]
     ax.legend(
         handles,
         list(PHASE_COLORS),

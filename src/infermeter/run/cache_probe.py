@@ -103,7 +103,7 @@ def tensor_bytes(obj: Any, seen: set[int] | None = None, depth: int = 0) -> int:
         inner = [v for v in getattr(obj, "__dict__", {}).values() if isinstance(v, torch.Tensor)]
         if inner:
             return sum(tensor_bytes(v, seen, depth + 1) for v in inner)
-        return obj.numel() * obj.element_size()
+        return int(obj.numel() * obj.element_size())
     if isinstance(obj, list | tuple):
         return sum(tensor_bytes(x, seen, depth + 1) for x in obj)
     if isinstance(obj, dict):

@@ -42,7 +42,9 @@ class LiveSink(RunSink, Protocol):
 class SweepStore(RunSink, Protocol):
     """A sink that keeps sweeps: what `run_sweep` needs to register, resume and reread."""
 
-    def begin_sweep(self, sweep_id: str, name: str, knobs: dict[str, Any], spec: dict) -> bool:
+    def begin_sweep(
+        self, sweep_id: str, name: str, knobs: dict[str, Any], spec: dict[str, Any]
+    ) -> bool:
         """Register a sweep; False when it exists already."""
         ...
 

@@ -33,7 +33,7 @@ Scalar = str | int | float | bool
 MAX_FILE_BYTES = 1_000_000
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
+class _UniqueKeyLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML has no stubs here
     """YAML's safe loader refusing a key given twice (the last one silently won)."""
 
 
