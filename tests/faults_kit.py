@@ -3,9 +3,10 @@
 - `kill_trials`: SIGKILL a real `infermeter profile` at a random moment, then check the SQLite
   file (`PRAGMA integrity_check`), that the killed run is found `crashed` on the next open, and
   that every sample committed before the kill is there whole (all its decode steps).
-- `writers_and_reader`: several real `infermeter profile` processes write to one database while
-  the dashboard (a real `infermeter serve`) is read over HTTP; no writer may fail, no sample
-  may go missing, no request may fail.
+- `writers_and_reader`: several writer processes make a profile's store writes in a loop
+  (`tests/store_writer.py`: the store's write path without a model, so each writes dozens of
+  runs, not one) into one database while the dashboard (a real `infermeter serve`) is read
+  over HTTP; no writer may fail, no sample may go missing, no request may fail.
 """
 
 from __future__ import annotations
@@ -163,7 +164,7 @@ def writers_and_reader(
     samples: int = 3,
     db: str | Path | None = None,
 ) -> WritersReport:
-    """`writers` processes run profiles in a loop for `duration_s` while the dashboard is read.
+    """`writers` processes write runs in a loop for `duration_s` while the dashboard is read.
 
     `db`: the shared database (a SQLite file in `workdir` by default; a PostgreSQL URL works).
     """
@@ -187,34 +188,40 @@ def writers_and_reader(
                 break
             except OSError:
                 time.sleep(0.1)
-        end = time.monotonic() + duration_s
-        procs: list[subprocess.Popen[str]] = []
-        started = [0] * writers
-
-        def launch(k: int) -> subprocess.Popen[str]:
-            started[k] += 1
-            return subprocess.Popen(
-                _profile_cmd(db, samples),
+        procs: list[subprocess.Popen[str] | None] = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.store_writer",
+                    str(db),
+                    str(samples),
+                    f"{duration_s}",
+                ],
+                cwd=Path(__file__).resolve().parent.parent,
                 env=_env(workdir),
-                stdout=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
             )
-
-        procs = [launch(k) for k in range(writers)]
+            for _ in range(writers)
+        ]
         base = f"http://127.0.0.1:{port}"
         while any(p is not None for p in procs):
             for k, p in enumerate(procs):
                 if p is None or p.poll() is None:
                     continue
-                err = p.stderr.read() if p.stderr else ""
+                out, err = p.communicate()
                 if p.returncode != 0:
                     report.problems.append(f"writer {k} exited {p.returncode}: {err[-300:]}")
-                procs[k] = launch(k) if time.monotonic() < end else None
+                else:
+                    runs, written = map(int, out.split())
+                    report.samples_expected += written
+                procs[k] = None
             try:
                 with urllib.request.urlopen(base + "/api/runs", timeout=10) as resp:
-                    runs = json.loads(resp.read())
-                ids = [r["id"] for r in runs["runs"]][:3]
+                    runs_doc = json.loads(resp.read())
+                ids = [r["id"] for r in runs_doc["runs"]][:3]
                 for run_id in ids:
                     with urllib.request.urlopen(f"{base}/api/runs/{run_id}", timeout=10) as r2:
                         r2.read()
@@ -230,7 +237,6 @@ def writers_and_reader(
     store = Store(db)
     rows = store.list_runs(limit=10_000)
     report.runs = len(rows)
-    report.samples_expected = sum(started) * samples
     for r in rows:
         run = store.get(r["id"])
         if run.status != "finished":

@@ -74,7 +74,9 @@ def test_no_prediction_is_below_its_own_bounds_and_parts_add_up(case):
     for phase in ("prefill", "decode"):
         t = ForwardTime(**{k: v for k, v in doc["rows"][0][phase].items() if k != "bound"})
         total, _ = learned.predicted(phase, t)
-        assert sum(learned.parts(phase, t).values()) == pytest.approx(total, rel=1e-9, abs=1e-15)
+        # `parts` leaves out a remainder under 1 ps + 1e-9 of the total (hypothesis found a
+        # 0.06 ps one on a 62 us step): the parts add up within exactly that
+        assert sum(learned.parts(phase, t).values()) == pytest.approx(total, rel=1e-9, abs=1e-12)
 
 
 def test_a_time_under_its_bound_is_raised_to_it_and_says_so():

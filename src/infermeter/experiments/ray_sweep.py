@@ -247,28 +247,29 @@ def run_sweep_on_ray(
             "--interleave measures the points together in one process; Ray spreads them out",
             "drop --ray or --interleave",
         )
-    started = _start(ray, placement, store.url)
     progress = on_progress or (lambda *a: None)
     result = SweepResult(spec.sweep_id, spec)
+    # points a previous run of this sweep finished are read before Ray starts: a sweep with
+    # nothing left to do answers at once instead of starting (and stopping) an instance
+    done = {_run_key(store.get(i), list(grid)) for i in store.sweep_run_ids(spec.sweep_id)}
+    todo = [i for i, p in enumerate(points) if _point_key(p, grid) not in done]
+    result.skipped = len(points) - len(todo)
+    if result.skipped:
+        progress(result.skipped, len(points), f"{result.skipped} points already done", True)
+    started = _start(ray, placement, store.url) if todo else False
     t0 = time.perf_counter()
     refs: dict[Any, int] = {}
     try:
         opts = placement.task_options()
-        problem = ray.get(ray.remote(check_points).options(**opts).remote(spec))
-        if problem:
-            raise UserError(*problem)
+        if todo:
+            problem = ray.get(ray.remote(check_points).options(**opts).remote(spec))
+            if problem:
+                raise UserError(*problem)
         store.begin_sweep(spec.sweep_id, spec.name, spec.knobs, spec.to_dict())
-        names = list(grid)
-        done = {_run_key(store.get(i), names) for i in store.sweep_run_ids(spec.sweep_id)}
         task = ray.remote(profile_point).options(**opts, max_retries=1, retry_exceptions=False)
-        for i, p in enumerate(points):
-            if _point_key(p, grid) in done:
-                result.skipped += 1
-            else:
-                refs[task.remote(spec, i, store.url)] = i
+        for i in todo:
+            refs[task.remote(spec, i, store.url)] = i
         finished = result.skipped
-        if result.skipped:
-            progress(finished, len(points), f"{result.skipped} points already done", True)
         while refs:
             (ref,), _ = ray.wait(list(refs), num_returns=1)
             i = refs.pop(ref)
