@@ -15,8 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
-from tests.helpers import cli
+from infermeter.cli.app import app
+
+runner = CliRunner()
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 playwright = pytest.importorskip("playwright.sync_api", reason="the playwright package is missing")
@@ -44,38 +47,31 @@ def _free_port() -> int:
 
 @pytest.fixture
 def server(tmp_path):
+    """A profile and a 10-point sweep stored through the CLI in this process (a subprocess
+    would add 10 s of imports each), then the dashboard on them in its own process."""
     db = tmp_path / "runs.db"
-    r = cli(
-        "profile",
-        "--new-tokens",
-        "4",
-        "--samples",
-        "2",
-        "--mode",
-        "standard",
-        "--energy",
-        "off",
-        "--db",
-        str(db),
-        "--json",
+    common = ["--energy", "off", "--db", str(db)]
+    r = runner.invoke(
+        app,
+        ["profile", "--new-tokens", "4", "--samples", "2", "--mode", "standard", *common],
     )
-    assert r.returncode == 0, r.stderr
-    r = cli(
-        "sweep",
-        "--knob",
-        "prompt_tokens=8,16,32,64,128,256,512,1024,1536,2000",
-        "--new-tokens",
-        "2",
-        "--samples",
-        "3",
-        "--warmup",
-        "0",
-        "--energy",
-        "off",
-        "--db",
-        str(db),
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(
+        app,
+        [
+            "sweep",
+            "--knob",
+            "prompt_tokens=8,16,32,64,128,256,512,1024,1536,2000",
+            "--new-tokens",
+            "2",
+            "--samples",
+            "3",
+            "--warmup",
+            "0",
+            *common,
+        ],
     )
-    assert r.returncode == 0, r.stderr
+    assert r.exit_code == 0, r.output
     yield from _serve(db)
 
 
@@ -377,24 +373,29 @@ def test_a_deep_moe_run_and_a_load_run_show_every_figure_they_have(tmp_path):
     """Deep mode's per-block statistics and tokens per expert; a load's SLOs and its batch."""
     db = tmp_path / "runs.db"
     common = ["--new-tokens", "3", "--energy", "off", "--db", str(db), "--json"]
-    r = cli("profile", "-m", "tiny-qwen3-moe", "--mode", "deep", "--samples", "2", *common)
-    assert r.returncode == 0, r.stderr
+    # stored through the CLI in this process: two subprocesses would add 20 s of imports
+    deep = ["profile", "-m", "tiny-qwen3-moe", "--mode", "deep", "--samples", "2", *common]
+    r = runner.invoke(app, deep)
+    assert r.exit_code == 0, r.output
     deep_id = json.loads(r.stdout)["meta"]["run_id"]
-    r = cli(
-        "load",
-        "--requests",
-        "6",
-        "--rate",
-        "inf",
-        "--prompt-tokens",
-        "8",
-        "--slo",
-        "ttft_ms=100000",
-        "--slo",
-        "e2e_ms=0.001",
-        *common,
+    r = runner.invoke(
+        app,
+        [
+            "load",
+            "--requests",
+            "6",
+            "--rate",
+            "inf",
+            "--prompt-tokens",
+            "8",
+            "--slo",
+            "ttft_ms=100000",
+            "--slo",
+            "e2e_ms=0.001",
+            *common,
+        ],
     )
-    assert r.returncode == 0, r.stderr
+    assert r.exit_code == 0, r.output
     load_id = json.loads(r.stdout)["meta"]["run_id"]
     served = _serve(db)
     url, _ = next(served)
@@ -437,7 +438,8 @@ def test_a_deep_moe_run_and_a_load_run_show_every_figure_they_have(tmp_path):
             # the deep run's report.html, as a person opens it: the headline and findings
             # first, every table inside the page at 1280 px and on a phone
             out = tmp_path / "report"
-            assert cli("report", deep_id, "--db", str(db), "--out", str(out)).returncode == 0
+            r = runner.invoke(app, ["report", deep_id, "--db", str(db), "--out", str(out)])
+            assert r.exit_code == 0, r.output
             for width in (1280, 390):
                 page.set_viewport_size({"width": width, "height": 900})
                 page.goto((out / "report.html").as_uri())
