@@ -9,6 +9,9 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# as the CLI sets it (cli/quiet.py) before transformers reads it at import: tests that run
+# the CLI in this process (tests/helpers.py `cli_here`) see its stderr as a user does
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # `make test` runs one worker per core: a worker's torch on every core (2 OpenMP threads
     # per worker on 2 cores) spun against the other's and made the suite slower, not faster.

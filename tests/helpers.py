@@ -18,6 +18,24 @@ def cli(*args, env=None, timeout=600):
     )
 
 
+def cli_here(*args, env=None):
+    """`infermeter ARGS` through the CLI in this process, as `cli` returns it.
+
+    The same parsing, work, output and exit code without a new interpreter's 10 s of torch
+    and transformers imports. `cli` stays for what only a real process shows: signals, the
+    interpreter's own exit, what libraries print to stdout or stderr as they are imported.
+    (The libraries are not quieted here: that changes this process's warning filters and
+    logging for the tests after; conftest turns the weights' loading bar off as the CLI does.)
+    """
+    from typer.testing import CliRunner
+
+    from infermeter.cli.app import app, typer_argv
+
+    argv, _ = typer_argv(["infermeter", *map(str, args)])
+    r = CliRunner().invoke(app, argv[1:], env=env)
+    return subprocess.CompletedProcess(list(args), r.exit_code, r.stdout, r.stderr)
+
+
 def assert_one_line_error(result, *needles, code=2):
     """The CLI's error contract: exit `code`, one line 'error: ...' naming each needle."""
     stderr = result.stderr if hasattr(result, "stderr") else result.output

@@ -170,9 +170,9 @@ def test_cli_table_json_out_and_report(tmp_path):
 
 
 def test_space_separated_lists_as_in_the_reference_scripts():
-    from tests.helpers import cli
+    from tests.helpers import cli_here
 
-    r = cli(
+    r = cli_here(
         "bench",
         "attention",
         "--seq-lens",

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from infermeter.cli.app import app
 from infermeter.experiments import EXPERIMENTS
-from tests.helpers import assert_one_line_error, cli
+from tests.helpers import assert_one_line_error, cli_here
 
 runner = CliRunner()
 
@@ -18,7 +18,7 @@ runner = CliRunner()
 @pytest.mark.slow
 def test_experiment_all_quick_writes_every_json_csv_and_png(tmp_path):
     out, db = tmp_path / "exp", tmp_path / "r.db"
-    r = cli(
+    r = cli_here(
         "experiment",
         "all",
         "--quick",

@@ -5,7 +5,7 @@ import torch
 
 from infermeter import UserError, load_model
 from infermeter.models import loader
-from tests.helpers import assert_one_line_error, cli
+from tests.helpers import assert_one_line_error, cli_here
 
 
 def test_local_folder_checkpoint_round_trip(tmp_path, tiny_llama):
@@ -44,10 +44,10 @@ def test_cli_profiles_a_folder_without_tokenizer_and_says_so(tmp_path, tiny_llam
     tiny_llama.model.save_pretrained(folder)
     args = ("profile", "--model", str(folder), "--prompt-tokens", "16", "--new-tokens", "3")
     common = ("--samples", "1", "--energy", "off", "--db", str(tmp_path / "r.db"))
-    r = cli(*args, *common)
+    r = cli_here(*args, *common)
     assert r.returncode == 0, r.stderr
     assert f"tokenizer: {FALLBACK}" in r.stdout
-    doc = json.loads(cli(*args, *common, "--json").stdout)
+    doc = json.loads(cli_here(*args, *common, "--json").stdout)
     assert doc["meta"]["model_info"]["tokenizer"] == FALLBACK
     assert any(n.startswith("the checkpoint has no tokenizer") for n in doc["meta"]["notes"])
     assert {s["prefill_tokens"] for s in doc["all_samples"]} == {16}
@@ -65,7 +65,7 @@ def test_cli_refuses_a_folder_without_tokenizer_whose_vocabulary_is_too_small(tm
         num_key_value_heads=1,
     )
     LlamaForCausalLM(config).save_pretrained(tmp_path / "small")
-    r = cli("profile", "--model", str(tmp_path / "small"), "--db", str(tmp_path / "r.db"))
+    r = cli_here("profile", "--model", str(tmp_path / "small"), "--db", str(tmp_path / "r.db"))
     assert_one_line_error(r, "has no tokenizer", "vocabulary (100 tokens)", "save_pretrained")
 
 
@@ -78,7 +78,7 @@ def test_a_tokenizer_that_yields_no_tokens_is_replaced_like_a_missing_one(tmp_pa
     broken = Tokenizer(models.BPE(vocab={"<unk>": 0, "zz": 1}, merges=[]))
     broken.pre_tokenizer = pre_tokenizers.Whitespace()
     PreTrainedTokenizerFast(tokenizer_object=broken).save_pretrained(folder)
-    r = cli(
+    r = cli_here(
         "profile",
         "--model",
         str(folder),

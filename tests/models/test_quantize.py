@@ -116,10 +116,10 @@ def test_fp8_is_refused_off_the_gpu_with_one_line(tmp_path):
 
 def test_profile_with_int8_says_so_in_its_header(tmp_path):
     pytest.importorskip("torchao")
-    from tests.helpers import cli
+    from tests.helpers import cli_here
 
     # a real process: torchao's import-time warnings would show only on its first import
-    r = cli(
+    r = cli_here(
         "profile",
         "-m",
         "tiny-llama",

@@ -7,7 +7,7 @@ import torch
 
 from infermeter import RunConfig, Store, analyze_run, compare_runs, profile, session
 from infermeter.report.trace import chrome_trace
-from tests.helpers import cli
+from tests.helpers import cli_here
 
 
 def _config(**kw):
@@ -57,7 +57,7 @@ def test_runs_show_lists_the_sections_and_keeps_the_parts_honest(tmp_path, tiny_
         with s.section("own generate"):
             _own_generate(s)
         s.run_samples()
-    shown = cli("runs", "show", s.run_id, "--db", str(db))
+    shown = cli_here("runs", "show", s.run_id, "--db", str(db))
     assert shown.returncode == 0, shown.stderr
     assert "user sections (ms)" in shown.stdout and "own generate" in shown.stdout
     # the samples' wall time does not cover the user's forwards: no "generate call" split

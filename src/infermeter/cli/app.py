@@ -89,9 +89,16 @@ def _global_options(
     """Where the time, memory and energy of transformer inference go."""
 
 
+def typer_argv(argv: list[str]) -> tuple[list[str], bool]:
+    """`argv` as typer is given it (space-separated lists spread, a bare `--ray` made `--ray
+    local`, `--verbose` taken out) and whether `--verbose` was there. Tests that run the CLI
+    in their own process parse through this too."""
+    argv, verbose = take_verbose(argv)
+    return bare_ray_option(spread_list_options(argv)), verbose
+
+
 def main() -> None:
     """Console-script entry point."""
-    argv, verbose = take_verbose(sys.argv)
+    sys.argv, verbose = typer_argv(sys.argv)
     quiet_libraries(verbose)
-    sys.argv = bare_ray_option(spread_list_options(argv))
     app()
