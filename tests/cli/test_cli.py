@@ -7,7 +7,7 @@ import pytest
 from typer.testing import CliRunner
 
 from infermeter.cli.app import app
-from tests.helpers import assert_one_line_error, cli
+from tests.helpers import assert_one_line_error, cli, cli_here
 
 runner = CliRunner()
 
@@ -159,7 +159,7 @@ def test_locked_database(tmp_path):
     holder = sqlite3.connect(db)
     holder.execute("BEGIN EXCLUSIVE")
     try:
-        r = cli(
+        r = cli_here(
             "profile",
             "--new-tokens",
             "2",
@@ -185,7 +185,7 @@ def test_unreadable_database(tmp_path):
 
 @pytest.mark.smollm2
 def test_smollm2_profile_speaks_english(tmp_path):
-    r = cli(
+    r = cli_here(
         "profile",
         "--model",
         "smollm2-135m",
