@@ -72,8 +72,11 @@ def peak_memory_mib(call: Callable[[], Any], device: Any) -> tuple[float | None,
 def time_calls(call: Callable[[], Any], warmup: int, samples: int, device: Any) -> list[float]:
     """`warmup` untimed calls, then `samples` timed ones (the device's clock, synchronised).
 
-    The garbage collector runs once before the timed calls, as before every profile sample:
-    a cyclic-GC pass inside a timed call costs tens of milliseconds on a large heap.
+    The cyclic garbage collector is paused during each timed call, as in a profile's samples
+    (run/profiling.py): a pass inside a timed call costs tens of milliseconds on a large heap.
+    What is alive before the calls is frozen out of the passes that run between them. (A
+    gc.collect() before the timed calls did the job at 0.4 s each with torch and
+    transformers loaded: 16 of systems-analysis --quick's 34 s, for microsecond calls.)
     """
     import gc
 
@@ -82,11 +85,20 @@ def time_calls(call: Callable[[], Any], warmup: int, samples: int, device: Any) 
     clock = clock_for(device)
     for _ in range(warmup):
         call()
-    gc.collect()
+    enabled = gc.isenabled()
+    gc.freeze()
     out = []
-    for _ in range(samples):
-        start = clock.mark()
-        call()
-        end = clock.mark()
-        out.append(clock.elapsed_ms(start, end))
+    try:
+        for _ in range(samples):
+            gc.disable()
+            try:
+                start = clock.mark()
+                call()
+                end = clock.mark()
+            finally:
+                if enabled:
+                    gc.enable()
+            out.append(clock.elapsed_ms(start, end))
+    finally:
+        gc.unfreeze()
     return out

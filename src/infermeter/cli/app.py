@@ -90,9 +90,11 @@ def _global_options(
 
 
 def typer_argv(argv: list[str]) -> tuple[list[str], bool]:
-    """`argv` as typer is given it (space-separated lists spread, a bare `--ray` made `--ray
-    local`, `--verbose` taken out) and whether `--verbose` was there. Tests that run the CLI
-    in their own process parse through this too."""
+    """`argv` as typer is given it, and whether `--verbose` was there.
+
+    Space-separated lists spread, a bare `--ray` made `--ray local`, `--verbose` taken out.
+    Tests that run the CLI in their own process parse through this too.
+    """
     argv, verbose = take_verbose(argv)
     return bare_ray_option(spread_list_options(argv)), verbose
 
