@@ -43,9 +43,9 @@ def test_profile_json_is_one_document_and_stored(tmp_path):
     assert all(len(s["step_ms"]) == 4 for s in doc["all_samples"])
     rid = doc["meta"]["run_id"]
     assert json.loads((out / f"run-{rid}.json").read_text()) == doc
-    listed = cli("runs", "list", "--db", str(db), "--json")
+    listed = cli_here("runs", "list", "--db", str(db), "--json")
     assert [r["id"] for r in json.loads(listed.stdout)["runs"]] == [rid]
-    shown = cli("runs", "show", rid[:6], "--db", str(db), "--json")
+    shown = cli_here("runs", "show", rid[:6], "--db", str(db), "--json")
     assert json.loads(shown.stdout)["summary"] == doc["summary"]
 
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from infermeter import RunConfig, Store
 from infermeter.cli.app import app
 from infermeter.run.sweep import SweepSpec
-from tests.helpers import assert_one_line_error
+from tests.helpers import assert_one_line_error, cli_here
 
 ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'infermeter[ray]'")
 runner = CliRunner()
@@ -113,7 +113,8 @@ def test_killing_a_worker_mid_point_loses_nothing_and_the_sweep_resumes(postgres
     finished = [store.get(i) for i in store.sweep_run_ids(_sweep_id(out))]
     assert sorted(r.knobs["prompt_tokens"] for r in finished) == [16, 48]
     assert all(len(r.measured) == 12 for r in finished)
-    again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    # the same command again, through the CLI in this process: nothing left, so no Ray either
+    again = cli_here(*cmd[3:])
     assert again.returncode == 0 and "2 already done" in again.stdout, again.stdout + again.stderr
 
 

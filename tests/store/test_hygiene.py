@@ -1,6 +1,7 @@
 """A store that stays tidy: deleted space given back, nobody else's database touched, and
 commands that only read never create a database."""
 
+import copy
 import sqlite3
 
 import pytest
@@ -52,15 +53,22 @@ def test_somebody_elses_database_is_refused_unless_adopted(tmp_path):
         assert c.execute("SELECT total FROM invoices").fetchone() == (12.5,)  # their data kept
 
 
-def test_cleanup_gives_the_space_back(tiny_llama, tmp_path):
+@pytest.fixture(scope="module")
+def three_runs(tiny_llama):
+    """Three standard-mode profiles (a few hundred KiB each), measured once for the module."""
+    config = RunConfig(prompt_tokens=16, new_tokens=64, samples=6, mode="standard", energy="off")
+    return [profile(config, loaded=tiny_llama) for _ in range(3)]
+
+
+def _stored(store, runs):
+    """Each run saved afresh into `store` (its own id there); their ids."""
+    return [store.save(copy.deepcopy(r)) for r in runs]
+
+
+def test_cleanup_gives_the_space_back(three_runs, tmp_path):
     db = tmp_path / "r.db"
     store = Store(db)
-    for _ in range(3):
-        profile(
-            RunConfig(prompt_tokens=16, new_tokens=64, samples=6, mode="standard", energy="off"),
-            loaded=tiny_llama,
-            sink=store,
-        )
+    _stored(store, three_runs)
     store.vacuum()  # start from a compact file
     before = db.stat().st_size
     r = runner.invoke(app, ["runs", "cleanup", "--max-age-days", "0", "--yes", "--db", str(db)])
@@ -73,19 +81,12 @@ def test_cleanup_gives_the_space_back(tiny_llama, tmp_path):
         assert c.execute("PRAGMA freelist_count").fetchone() == (0,)
 
 
-def test_a_new_database_frees_deleted_runs_in_place(tiny_llama, tmp_path):
+def test_a_new_database_frees_deleted_runs_in_place(three_runs, tmp_path):
     """Incremental auto-vacuum: `runs delete` shrinks the file without rewriting it; an older
     file (no auto-vacuum) is switched over by its first VACUUM."""
     db = tmp_path / "r.db"
     store = Store(db)
-    ids = [
-        profile(
-            RunConfig(prompt_tokens=16, new_tokens=64, samples=6, mode="standard", energy="off"),
-            loaded=tiny_llama,
-            sink=store,
-        ).run_id
-        for _ in range(3)
-    ]
+    ids = _stored(store, three_runs)
     with sqlite3.connect(db) as c:
         assert c.execute("PRAGMA auto_vacuum").fetchone() == (2,)  # incremental
         c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
