@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -282,27 +283,21 @@ def test_run_list_run_page_and_a_live_sample(server, tmp_path):
 
         page.goto(url + "/#/live")
         page.wait_for_selector("[data-testid=live-waiting]", timeout=20_000)
-        profile = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "infermeter",
-                "profile",
-                "--new-tokens",
-                "300",  # samples of about 2 s: long enough to stream their steps
-                "--samples",
-                "3",
-                "--mode",
-                "standard",
-                "--energy",
-                "off",
-                "--db",
-                str(db),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        # a profile writing to the same database from a thread of this process (the
+        # dashboard reads only the database; a subprocess added 10 s of imports)
+        failures: list[BaseException] = []
+
+        def measure() -> None:
+            from infermeter import RunConfig, Store, profile
+
+            config = RunConfig(new_tokens=300, samples=3, mode="standard", energy="off")
+            try:  # samples of about 2 s: long enough to stream their steps
+                profile(config, sink=Store(db))
+            except BaseException as exc:  # handed to the test's thread
+                failures.append(exc)
+
+        profiling = threading.Thread(target=measure, daemon=True)
+        profiling.start()
         try:
             # the profile shows from its start: loading, then warm-up and samples
             page.wait_for_selector("[data-testid=live-progress]", timeout=120_000)
@@ -314,12 +309,13 @@ def test_run_list_run_page_and_a_live_sample(server, tmp_path):
             assert "token " in page.inner_text("[data-testid=live-progress]")
             page.screenshot(path=str(tmp_path / "live-running.png"), full_page=True)
             page.wait_for_selector("[data-testid=live-sample]", timeout=120_000)
-            seen_while_running = profile.poll() is None
+            seen_while_running = profiling.is_alive()
             page.wait_for_selector("[data-testid=live-layers] .barlayer path", timeout=120_000)
             page.wait_for_selector("[data-testid=live-steps] .scatterlayer path", timeout=120_000)
             page.screenshot(path=str(tmp_path / "live.png"), full_page=True)
         finally:
-            assert profile.wait(timeout=300) == 0, profile.stderr.read()
+            profiling.join(timeout=300)
+        assert not profiling.is_alive() and failures == [], failures
         assert seen_while_running, "the sample appeared only after the profile ended"
         page.wait_for_selector("[data-testid=live-idle]", timeout=30_000)  # its line went
         assert "tiny-llama" in page.inner_text("[data-testid=live-samples]")
