@@ -60,7 +60,11 @@ def test_roofline_of_a_run_stays_under_the_measured_ceiling(cpu_ceilings, tiny_l
     roof = doc["roofline"]
     kinds = {(r["phase"], r["kind"]) for r in roof["rows"]}
     assert {("prefill", "attention"), ("prefill", "mlp"), ("decode", "lm_head")} <= kinds
-    peak = cpu_ceilings.flop_per_s["float32"]
+    # the peak as measured before and again after the run, the higher: under `make test` the
+    # other worker's subprocesses took the machine during one calibration (33.5 GFLOP/s)
+    # and left it to the run (38.4 achieved)
+    after = calibrate(torch.device("cpu"), quick=True)
+    peak = max(cpu_ceilings.flop_per_s["float32"], after.flop_per_s["float32"])
     for r in [*roof["rows"], roof["prefill"], roof["decode"]]:
         assert r["achieved_flop_per_s"] is not None and r["achieved_flop_per_s"] <= 1.1 * peak
         ridge = cpu_ceilings.ridge("float32")

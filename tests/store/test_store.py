@@ -93,6 +93,18 @@ def test_unreadable_and_newer_databases(tmp_path):
         Store(db)
 
 
+def test_a_write_that_breaks_a_constraint_is_a_bug_not_an_unreadable_file(tmp_path):
+    """A progress row without its counts (a writer's mistake) was reported as "database is
+    unreadable ... move the file aside (it is not an infermeter database)": bad advice about
+    a good file. It surfaces as the bug it is; the file stays readable."""
+    from sqlalchemy.exc import IntegrityError
+
+    store = Store(tmp_path / "r.db")
+    with pytest.raises(IntegrityError, match="NOT NULL"):
+        store.progress("k", {"run_id": "x", "model": "tiny-llama", "stage": "sample"})
+    assert store.list_runs() == []
+
+
 def test_unwritable_database_folder(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")

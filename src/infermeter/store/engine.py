@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import DatabaseError, OperationalError
+from sqlalchemy.exc import DatabaseError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from infermeter.errors import UserError
@@ -197,6 +197,10 @@ class StoreCore:
                 f"cannot {action} database {self.where!r}: {text}",
                 "check the path and permissions, or use another --db",
             ) from None
+        except IntegrityError:
+            # a constraint one of our own writes broke: a bug in the writer, not the user's
+            # file, which "move the file aside (it is not an infermeter database)" said it was
+            raise
         except DatabaseError as exc:
             text = str(exc.orig) if exc.orig else str(exc)
             raise UserError(
