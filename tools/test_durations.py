@@ -9,7 +9,10 @@ slow tests:
     python3 tools/test_durations.py /tmp/t.xml
 
 A serial run (`-p no:xdist`) is the one to record: on both cores each test's time includes the
-other worker's contention.
+other worker's contention. After changing a few files, `--merge` records just their report:
+
+    .venv/bin/pytest -q -p no:xdist --junitxml=/tmp/t.xml tests/store/test_faults.py
+    python3 tools/test_durations.py --merge /tmp/t.xml
 """
 
 from __future__ import annotations
@@ -50,8 +53,17 @@ def main() -> None:
     """Read the report named on the command line and write tests/durations.json."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("report", type=Path, help="pytest --junitxml output of a whole serial run")
+    ap.add_argument(
+        "--merge",
+        action="store_true",
+        help="a report of some files: replace those files' tests and keep every other record",
+    )
     args = ap.parse_args()
     found = durations_s(args.report)
+    if args.merge:
+        files = {key.split("::")[0] for key in found}
+        kept = json.loads(OUT.read_text())
+        found = {**{k: v for k, v in kept.items() if k.split("::")[0] not in files}, **found}
     OUT.write_text(json.dumps(dict(sorted(found.items())), indent=0) + "\n")
     print(f"{len(found)} tests, {sum(found.values()):.0f} s in all -> {OUT.relative_to(ROOT)}")
 
