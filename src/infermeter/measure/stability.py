@@ -11,8 +11,10 @@ its bandwidth bound. A calibration here is judged unstable, with every reason, w
   figure that rose is no reason: noise only slows a round, so the earlier calibration was the
   busy one, and the note says so;
 - a curve fit had to be clamped to zero (the framework's cost per operation, generate's own
-  costs): a decode step that ran faster than its GEMMs alone means the machine's speed changed
-  while it was measured.
+  costs): the parts measured slower than the whole in every one of the interleaved rounds
+  (bench/curves.py), so the overhead model does not hold for what was measured. A fit negative
+  in some rounds only is 0 within the host's noise and is no reason: quick calibrations of an
+  idle VM were called unstable for a 0.45 ms difference of two medians taken seconds apart.
 An unstable calibration is stored with its reasons; analysis uses the newest stable one.
 """
 
@@ -94,8 +96,8 @@ def judge(
             reasons.append(change)
     for name in clamped or []:
         reasons.append(
-            f"{name} fit clamped to 0 (the step measured faster than its parts alone): the "
-            "machine's speed changed while it was measured"
+            f"{name} fit clamped to 0 (the parts measured slower than the whole in every "
+            "interleaved round): the overhead model does not fit what was measured"
         )
     return {"stable": not reasons, "reasons": reasons, "notes": notes}
 
