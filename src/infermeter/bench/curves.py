@@ -53,16 +53,8 @@ def _sync(device: Any) -> None:
 
 def _median_call_s(fn: Callable[[int], Any], device: Any, calls: int, repeats: int) -> float:
     """Median over `repeats` loops of the mean time of one of `calls` calls (fn gets the index)."""
-    fn(0)
-    _sync(device)
-    loops = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for i in range(calls):
-            fn(i)
-        _sync(device)
-        loops.append((time.perf_counter() - t0) / calls)
-    return statistics.median(loops)
+    loops = _interleaved_rounds_s({"call": (fn, calls)}, device, repeats)
+    return statistics.median(r["call"] for r in loops)
 
 
 def _calls_for(one_call_s: float, target_s: float = 0.02, at_least: int = 1) -> int:
