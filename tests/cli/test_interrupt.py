@@ -1,5 +1,6 @@
 """Ctrl-C at any moment of a real `infermeter` process prints at most one line (issue 14)."""
 
+import re
 import signal
 import subprocess
 import sys
@@ -12,7 +13,8 @@ import pytest
 def test_ctrl_c_during_start_up_is_one_line(delay_s, tmp_path):
     """A signal that lands inside CPython's own start-up ("Could not import runpy module" or
     "Failed to import the site module", before any program's code runs: both seen at 50 ms
-    on a loaded machine) is not ours to word;
+    on a loaded machine), or a traceback of frozen runpy/importlib frames only (runpy loading the
+    package, before `infermeter/__main__.py` runs a line), is not ours to word;
     the delay is then pushed 50 ms later until it lands in infermeter's start-up."""
     for _ in range(20):
         proc = subprocess.Popen(
@@ -25,7 +27,9 @@ def test_ctrl_c_during_start_up_is_one_line(delay_s, tmp_path):
         time.sleep(delay_s)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
-        if not err.startswith(("Could not import runpy module", "Fatal Python error")):
+        if not err.startswith(("Could not import runpy module", "Fatal Python error")) and not (
+            "Traceback" in err and not re.search(r'File "/', err)
+        ):
             break
         delay_s += 0.05
     assert "Traceback" not in err, err
