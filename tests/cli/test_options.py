@@ -86,3 +86,123 @@ def test_no_command_help_carries_notes_meant_for_developers():
         seen += 1
         assert "Long because" not in (cmd.help or ""), " ".join(path)
     assert seen > 20
+
+
+# --- load: options from the specs' fields (issue 56, item 5; issue 54, item 2) ---------------
+
+#: `load` options that set no spec field: where results go, which mode, what a prediction is for
+LOAD_CLI_ONLY = {
+    "--fail-if-slo-missed",
+    "--out",
+    "--db",
+    "--json",
+    "--junit",
+    "--summary",
+    "--endpoint",
+    "--reference",
+    "--find-max-rate",
+    "--predict",
+    "--capacity",
+    "--hardware",
+    "--stack",
+}
+#: an old spelling kept for one release -> the setting it sets
+LOAD_OLD_SPELLINGS = {"--max-requests-per-step": "--most-requests-per-rate"}
+
+
+def _load_specs():
+    from infermeter.serving.capacity import CapacitySpec
+    from infermeter.serving.endpoint import Endpoint
+    from infermeter.serving.load import LoadSpec
+
+    return (LoadSpec, CapacitySpec, Endpoint)
+
+
+def test_every_load_option_takes_its_help_and_default_from_a_spec_field():
+    import typer.models
+
+    from infermeter.util.settings import default_of, settings_of
+
+    by_option = {
+        s.option: (cls, name, s) for cls in _load_specs() for name, s in settings_of(cls).items()
+    }
+    from infermeter.cli.load_cmd import load_command  # the group's own (old spelling)
+
+    load_commands = [("load", load_command)]
+    load_commands += [(n, cb) for n, cb in _commands(app) if n.startswith("load ")]
+    assert {n for n, _ in load_commands} >= {
+        "load",
+        "load run",
+        "load endpoint",
+        "load capacity",
+        "load predict",
+    }
+    seen = set()
+    for cmd, callback in load_commands:
+        if cmd in ("load selfcheck", "load import"):
+            continue  # their own small option sets, not a load's settings
+        for pname, param in inspect.signature(callback).parameters.items():
+            option = param.default
+            if not isinstance(option, typer.models.OptionInfo):
+                continue
+            decls = [d for d in option.param_decls if d.startswith("--")]
+            long = (decls[0] if decls else "--" + pname.replace("_", "-")).split("/")[0]
+            if long in LOAD_CLI_ONLY:
+                continue
+            key = LOAD_OLD_SPELLINGS.get(long, long)
+            assert key in by_option, f"{cmd} {long} ({pname}): no spec field defines it"
+            cls, name, s = by_option[key]
+            assert option.help.startswith(s.help), f"{cmd} {long}: help apart from {name}"
+            if s.within is not None:  # --help says the range check_ranges holds
+                assert option.help.endswith(f"(range: {s.within.fix().removeprefix('use ')})")
+            if option.default is not None:
+                assert option.default == default_of(cls, name), f"{cmd} {long}: default differs"
+            seen.add(key)
+    unused = set(by_option) - seen
+    assert not unused, f"spec settings no load command offers: {unused}"
+    assert len(seen) >= 35, sorted(seen)
+
+
+def test_every_ranged_load_setting_is_refused_in_one_line_naming_its_option():
+    """Each range is written once, on the field; just outside it, validate names the option."""
+    import math
+    from dataclasses import replace
+
+    import pytest
+
+    from infermeter.errors import UserError
+    from infermeter.util.settings import settings_of
+
+    ranged = 0
+    for cls in _load_specs():
+        base = cls("http://127.0.0.1:1") if cls.__name__ == "Endpoint" else cls()
+        for name, s in settings_of(cls).items():
+            if s.within is None:
+                continue
+            r = s.within
+            outside = [r.low if r.open_low else r.low - 1]
+            outside.append(
+                r.high if r.open_high else (r.high + 1 if math.isfinite(r.high) else None)
+            )
+            for value in [v for v in outside if v is not None] + [math.nan]:
+                if isinstance(getattr(base, name), int) and not isinstance(value, int):
+                    if math.isnan(value):
+                        continue
+                    value = int(value)
+                bad = replace(base, **{name: value})
+                with pytest.raises(UserError) as err:
+                    bad.validate()
+                assert err.value.problem.startswith(f"{s.option} "), err.value.line()
+                assert "out of range" in err.value.problem and err.value.fix.startswith("use ")
+                ranged += 1
+            good = replace(
+                base,
+                **{
+                    name: r.high
+                    if not r.open_high and math.isfinite(r.high)
+                    else getattr(base, name)
+                },
+            )
+            if name != "warmup_requests":  # also below --requests (a relation, not a range)
+                good.validate()
+    assert ranged >= 40, ranged

@@ -192,7 +192,7 @@ def test_the_command_on_a_real_model(tmp_path):
         ),
         (
             ["--find-max-rate", "--slo", "e2e_ms=9", "--slo-target", "1.5"],
-            "--slo-target 1.5 must be",
+            "--slo-target 1.5 is out of range; use above 0, below 1",
         ),
     ],
 )

@@ -107,3 +107,24 @@ def test_load_predict_and_capacity_run_and_refuse_in_one_line(tmp_path):
 )
 def test_bad_values_in_the_new_spellings_are_one_line(args, needle):
     assert_one_line_error(runner.invoke(app, args), needle)
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["capacity", "--slo", "e2e_ms=9", "--requests-per-rate", "0"], "--requests-per-rate 0 "),
+        (["capacity", "--slo", "e2e_ms=9", "--most-requests-per-rate", "0"], "--most-requests-"),
+        (["predict", "--capacity", "--slo", "e2e_ms=9", "--requests", "0"], "--requests 0 "),
+        (["--find-max-rate", "--slo", "e2e_ms=9", "--max-requests-per-step", "0"], "-per-step 0"),
+        (["capacity", "--slo", "e2e_ms=9", "--bisect", "21"], "--bisect 21 is out of range"),
+        (["endpoint", "http://127.0.0.1:9", "--timeout", "0"], "--timeout 0 is out of range"),
+        (["endpoint", "http://127.0.0.1:9", "--endpoint-api", "x"], "is not an API"),
+        (["endpoint", "http://127.0.0.1:9", "ftp://x"], "is not an http(s) URL"),
+    ],
+)
+def test_a_range_is_named_as_the_command_at_hand_spells_it(args, needle, tmp_path):
+    """One range per setting (its spec field), named by this command's own option: `load
+    capacity` runs --requests-per-rate requests a rate, `load predict --capacity` --requests."""
+    r = runner.invoke(app, ["load", *args, "--db", str(tmp_path / "r.db")])
+    assert_one_line_error(r, needle)
+    assert not (tmp_path / "r.db").exists()  # refused before the store or the model opened

@@ -230,7 +230,10 @@ def test_cli_prints_the_workload_and_stores_it(tmp_path):
         (["--workload", "azure-sample", "--rate", "3"], "--rate would be ignored"),
         (["--workload", "chat-sample", "--trace-speed", "2"], "a chat workload has no times"),
         (["--trace-speed", "2"], "--trace-speed replays a trace"),
-        (["--workload", "azure-sample", "--trace-speed", "0"], "--trace-speed must be above 0"),
+        (
+            ["--workload", "azure-sample", "--trace-speed", "0"],
+            "--trace-speed 0 is out of range; use above 0",
+        ),
     ],
 )
 def test_bad_workload_options_are_one_line(args, needle, tmp_path):

@@ -118,6 +118,7 @@ def run_load_args(a: LoadArgs) -> None:
     from infermeter.serving.load import Lengths, LoadSpec, parse_slos
 
     _check_workload_options(a.workload, a.rate, a.prompt_tokens, a.new_tokens, a.trace_speed)
+    _capacity_ranges(a)  # first: `load capacity` spells the request counts its own way
     rate = a.rate or "4"
     rates = [_rate(r) for r in rate.split(",") if r.strip()] or [_rate(rate)]
     spec = LoadSpec(
@@ -147,7 +148,6 @@ def run_load_args(a: LoadArgs) -> None:
         warmup_s=a.warmup_s,
         ramp_to_rate=a.ramp_up_to,
     ).validate()
-    _check_capacity_ranges(a.slo_target, a.max_requests_per_step, a.bisect)
     check_model_spec(a.model)  # after the ranges: a bad value is named before the model
     target = _target(
         a.endpoint,
@@ -159,8 +159,9 @@ def run_load_args(a: LoadArgs) -> None:
         a.endpoint_api,
         a.ignore_eos,
         _extras(a.endpoint, a.extra_body, list(a.header), a.selfcheck),
+        a.more_endpoints,
+        a.max_error_rate,
     )
-    target = _more_targets(target, a.more_endpoints, a.max_error_rate)
     if (target is not None or a.predict) and spec.energy not in ("auto", "off"):
         where = (
             "the endpoint's server runs elsewhere"
@@ -412,14 +413,20 @@ def _request_count(requests: int | None, duration: float | None, rate: float) ->
     return int(min(100_000, math.ceil(expected + 5 * math.sqrt(expected) + 10)))
 
 
-def _check_capacity_ranges(target: float, most: int, bisect: int) -> None:
-    """The capacity options in range, searched for or not (a typo is named before the model)."""
-    if not 0 < target < 1:
-        raise UserError(f"--slo-target {target:g} must be between 0 and 1", "e.g. 0.99")
-    if not 1 <= most <= 100_000:
-        raise UserError(f"--max-requests-per-step {most} is out of range", "use 1..100000")
-    if not 0 <= bisect <= 20:
-        raise UserError(f"--bisect {bisect} is out of range", "use 0..20")
+def _capacity_ranges(a: LoadArgs) -> None:
+    """The capacity settings in range, searched for or not (named before the model loads).
+
+    Each is named as the command at hand spells it.
+    """
+    from dataclasses import replace
+
+    from infermeter.serving.capacity import CapacitySpec
+
+    given = replace(CapacitySpec(), target=a.slo_target, bisect=a.bisect)
+    given = replace(given, max_requests=a.max_requests_per_step)
+    if a.find_max_rate and a.requests is not None:
+        given = replace(given, requests=a.requests)
+    given.validate(dict(a.capacity_spelling))
 
 
 def _capacity_spec(
@@ -457,7 +464,7 @@ def _capacity_spec(
         requests=spec.requests,
         max_requests=max(most, spec.requests),
         bisect=bisect,
-    ).validate()
+    )
 
 
 def _check_workload_options(
@@ -511,8 +518,10 @@ def _target(
     api: str = "completions",
     ignore_eos: bool = False,
     extras: tuple[dict[str, object], dict[str, str], bool] = ({}, {}, True),
+    more: tuple[str, ...] = (),
+    max_error_rate: float | None = None,
 ) -> Any:
-    """The endpoint to load (None: the model in-process); its options checked in one line."""
+    """The endpoint to load (None: the model in-process), checked below (`Endpoint.validate`)."""
     from infermeter.serving.load import Endpoint
 
     if endpoint is None:
@@ -526,35 +535,28 @@ def _target(
                 "--reference compares an endpoint with the model in-process",
                 "add --endpoint URL, or drop --reference",
             )
+        if max_error_rate is not None:
+            raise UserError(
+                "--max-error-rate stops the requests sent to an endpoint",
+                "add --endpoint URL, or drop --max-error-rate",
+            )
         return None
-    from infermeter.serving.endpoint import base_url
-
-    if not 0 < timeout <= 86_400:
-        raise UserError(f"--timeout {timeout:g} is out of range", "use 1..86400 seconds")
     if reference and n_rates > 1:
         raise UserError("--reference takes one --rate", "give one rate, or drop --reference")
-    base_url(endpoint)  # a malformed URL is one line before anything starts
-    if api not in ("completions", "chat"):
-        raise UserError(f"--endpoint-api {api!r} is not an API", "use completions or chat")
     body, headers, check = extras
-    return Endpoint(endpoint, model, key_env, timeout, api, ignore_eos, body, headers, check)
-
-
-def _more_targets(target: Any, more: tuple[str, ...], max_error_rate: float | None) -> Any:
-    """The endpoint's other replicas and its error-rate stop, checked in one line each."""
-    from dataclasses import replace
-
-    from infermeter.serving.endpoint import base_url
-
-    if max_error_rate is not None and not 0 <= max_error_rate < 1:
-        raise UserError(
-            f"--max-error-rate {max_error_rate:g} is out of range", "use a share within 0..1"
-        )
-    if target is None:
-        return None
-    for url in more:
-        base_url(url)  # a malformed URL is one line before anything starts
-    return replace(target, more_urls=tuple(more), max_error_rate=max_error_rate)
+    return Endpoint(
+        endpoint,
+        model,
+        key_env,
+        timeout,
+        api,
+        ignore_eos,
+        body,
+        headers,
+        check,
+        more_urls=tuple(more),
+        max_error_rate=max_error_rate,
+    ).validate()
 
 
 def _extras(

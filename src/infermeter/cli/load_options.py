@@ -1,9 +1,10 @@
 """The options of `infermeter load` and its subcommands, each defined once.
 
 Why: `load`, `load run`, `load endpoint`, `load capacity` and `load predict` share most of their
-options; each is defined here once with its help, and `LoadArgs` is the one typed record of what
-a command was given (its defaults are the options' defaults). Ranges are checked once, below the
-CLI (`serving.load.LoadSpec.validate`, `serving.capacity.CapacitySpec.validate`).
+options. An option that sets a spec field (`LoadSpec`, `CapacitySpec`, `Endpoint`) takes its
+spelling, help and default from the field (`spec_option`), whose range is checked once, below the
+CLI (`util/settings.check_ranges`); the rest (where results go, which mode) are defined here
+once. `LoadArgs` is the one typed record of what a command was given.
 """
 
 from __future__ import annotations
@@ -14,100 +15,38 @@ from typing import Any
 
 import typer
 
-MODEL = typer.Option("tiny-llama", "--model", "-m", help="Any --model spec.")
-RATE = typer.Option(
-    None,
-    help="Poisson arrivals per second (default 4), or inf (all "
-    "at once); several (0.5,1,2,4) sweep the rate: latency vs "
-    "throughput, knee.",
-)
-REQUESTS = typer.Option(
-    None, help="Requests to send (default 16; with --duration, the most to send)."
-)
-ARRIVALS = typer.Option(
-    "poisson",
-    help="How requests arrive at --rate: poisson, constant, or gamma:SHAPE (the same mean "
-    "rate; SHAPE under 1 is bursty, 1 is Poisson).",
-)
-DURATION = typer.Option(
-    None,
-    help="Seconds: send only the requests that arrive within them (an open loop at a "
-    "finite --rate); --requests then defaults to what the rate can bring.",
-)
-WARMUP_REQUESTS = typer.Option(
-    0,
-    "--warmup-requests",
-    help="The first N requests (by arrival) run but are left out of every statistic.",
-)
-WARMUP_S = typer.Option(
-    0.0,
-    "--warmup-s",
-    help="Requests arriving within this many seconds of the first run but are left out of "
-    "every statistic (with --warmup-requests: either makes a request warm-up).",
-)
-CONCURRENCY = typer.Option(None, help="Closed loop: this many in flight (no --rate).")
-PROMPT_TOKENS = typer.Option(
-    None,
-    "--prompt-tokens",
-    help="Prompt lengths (default 64): 64, uniform:32-128, normal:64,16.",
-)
-NEW_TOKENS = typer.Option(None, "--new-tokens", help="Output lengths (default 16), as above.")
-WORKLOAD = typer.Option(
-    None,
-    help="Real traffic instead of --prompt-tokens and "
-    "--new-tokens: sharegpt:FILE (ShareGPT JSON), chat:FILE "
-    "(multi-turn sessions, JSONL), azure:FILE (Azure or BurstGPT "
-    "trace CSV, replayed at its times), mooncake:FILE (trace JSONL "
-    "with shared prefixes), or a shipped sample: sharegpt-sample, "
-    "chat-sample, azure-sample, mooncake-sample.",
-)
-TRACE_SPEED = typer.Option(
-    1.0, "--trace-speed", help="Replay a trace this many times faster than recorded."
-)
-SERVER = typer.Option(
-    "continuous",
-    help="continuous (transformers' continuous batching) or static (padded generate batches).",
-)
-STATIC_BATCH = typer.Option(8, "--static-batch", help="Largest static batch.")
-KV_BLOCKS = typer.Option(
-    None,
-    "--kv-blocks",
-    help="Continuous batching's KV cache size in blocks (default: transformers' own, from memory).",
-)
-KV_PAGE_TOKENS = typer.Option(
-    None,
-    "--kv-page-tokens",
-    help="Tokens per KV-cache block (default: transformers' own, 256).",
-)
-METRICS_URL = typer.Option(
-    None,
-    "--metrics-url",
-    help="A server's Prometheus metrics "
-    "(vLLM, SGLang, TGI: http://HOST:PORT/metrics), scraped "
-    "during the run and stored under their own names.",
-)
-METRICS_INTERVAL_MS = typer.Option(
-    1000.0, "--metrics-interval-ms", help="Scrape interval (100 ms or more)."
-)
-ENERGY = typer.Option(
-    "auto",
-    help="Power source for joules per request: auto, nvml, "
-    "rapl, powermetrics or off (in-process runs).",
-)
-POWER_INTERVAL_MS = typer.Option(
-    100.0, "--power-interval-ms", help="Power sampling interval (10 ms or more)."
-)
-SLO = typer.Option(
-    None,
-    help="ttft_ms=500, tpot_ms=80 or e2e_ms=2000 "
-    "(repeatable): pass/fail per request, attainment, goodput.",
-)
+from infermeter.cli.options import spec_option
+from infermeter.serving.capacity import CapacitySpec
+from infermeter.serving.endpoint import Endpoint
+from infermeter.serving.load import LoadSpec
+
+MODEL = spec_option(LoadSpec, "model", "--model", "-m")
+RATE = spec_option(LoadSpec, "rate", default=None)
+REQUESTS = spec_option(LoadSpec, "requests", default=None)
+ARRIVALS = spec_option(LoadSpec, "arrivals")
+DURATION = spec_option(LoadSpec, "duration_s")
+WARMUP_REQUESTS = spec_option(LoadSpec, "warmup_requests")
+WARMUP_S = spec_option(LoadSpec, "warmup_s")
+CONCURRENCY = spec_option(LoadSpec, "concurrency")
+PROMPT_TOKENS = spec_option(LoadSpec, "prompt_tokens", default=None)
+NEW_TOKENS = spec_option(LoadSpec, "new_tokens", default=None)
+WORKLOAD = spec_option(LoadSpec, "workload")
+TRACE_SPEED = spec_option(LoadSpec, "trace_speed")
+SERVER = spec_option(LoadSpec, "server")
+STATIC_BATCH = spec_option(LoadSpec, "static_batch")
+KV_BLOCKS = spec_option(LoadSpec, "kv_blocks")
+KV_PAGE_TOKENS = spec_option(LoadSpec, "kv_page_tokens")
+METRICS_URL = spec_option(LoadSpec, "metrics_url")
+METRICS_INTERVAL_MS = spec_option(LoadSpec, "metrics_interval_ms")
+ENERGY = spec_option(LoadSpec, "energy")
+POWER_INTERVAL_MS = spec_option(LoadSpec, "power_interval_ms")
+SLO = spec_option(LoadSpec, "slos")
 FAIL_IF_SLO_MISSED = typer.Option(
     False, "--fail-if-slo-missed", help="Exit 3 when any request misses an SLO."
 )
-SEED = typer.Option(0, help="Seeds arrivals, lengths and prompts.")
-DEVICE = typer.Option("cpu", help="cpu, cuda, cuda:N, mps or auto.")
-DTYPE = typer.Option("auto", help="auto, float32, bfloat16, float16.")
+SEED = spec_option(LoadSpec, "seed")
+DEVICE = spec_option(LoadSpec, "device")
+DTYPE = spec_option(LoadSpec, "dtype")
 OUT = typer.Option(None, help="Also write DIR/load.json.")
 ENDPOINT = typer.Option(
     None,
@@ -115,53 +54,14 @@ ENDPOINT = typer.Option(
     "SGLang, TGI, llama.cpp, Ollama, transformers serve): its URL, "
     "e.g. http://127.0.0.1:8000; --model then names the tokenizer.",
 )
-ENDPOINT_MODEL = typer.Option(
-    None,
-    "--endpoint-model",
-    help="The model name the server knows (default: the first it lists).",
-)
-API_KEY_ENV = typer.Option(
-    "OPENAI_API_KEY",
-    "--api-key-env",
-    help="Environment variable holding the endpoint's API key (never stored).",
-)
-TIMEOUT = typer.Option(
-    300.0,
-    help="Seconds a whole endpoint request may take, first byte to last, before it fails "
-    "(a response is also cut off past 16 MiB of text).",
-)
-ENDPOINT_API = typer.Option(
-    "completions",
-    "--endpoint-api",
-    help="completions "
-    "(/v1/completions) or chat (/v1/chat/completions: "
-    "sessions' messages, the server's chat template).",
-)
-IGNORE_EOS = typer.Option(
-    False,
-    "--ignore-eos",
-    help="Ask the endpoint to generate "
-    "every asked token (vLLM, SGLang, llama.cpp; transformers "
-    "serve refuses it); otherwise requests stop at its EOS.",
-)
-EXTRA_BODY = typer.Option(
-    None,
-    "--extra-body",
-    help="At an endpoint: a JSON object merged into every request's body, e.g. "
-    "'{\"min_tokens\": 64}' (llama.cpp's server ignores ignore_eos but honours min_tokens).",
-)
-HEADER = typer.Option(
-    None,
-    "--header",
-    help="At an endpoint: 'Name: value', sent with every request (repeat it); values are "
-    "never stored or printed.",
-)
-SELFCHECK = typer.Option(
-    True,
-    "--selfcheck/--no-selfcheck",
-    help="At an endpoint: measure the client first against a null server on 127.0.0.1 "
-    "(its ceiling and the latency it adds, about 2 s) and hold the run against it.",
-)
+ENDPOINT_MODEL = spec_option(Endpoint, "model")
+API_KEY_ENV = spec_option(Endpoint, "key_env")
+TIMEOUT = spec_option(Endpoint, "timeout_s")
+ENDPOINT_API = spec_option(Endpoint, "api")
+IGNORE_EOS = spec_option(Endpoint, "ignore_eos")
+EXTRA_BODY = spec_option(Endpoint, "extra_body")
+HEADER = spec_option(Endpoint, "headers")
+SELFCHECK = spec_option(Endpoint, "selfcheck", "--selfcheck/--no-selfcheck")
 REFERENCE = typer.Option(
     False,
     "--reference",
@@ -176,19 +76,14 @@ FIND_MAX_RATE = typer.Option(
     "rate whose SLO attainment stays above --slo-target "
     "(ramp from --rate, then bisect); needs --slo.",
 )
-SLO_TARGET = typer.Option(
-    0.99,
-    "--slo-target",
-    help="The capacity search: the share of requests that must meet every SLO.",
-)
-MAX_REQUESTS_PER_STEP = typer.Option(
-    512,
+SLO_TARGET = spec_option(CapacitySpec, "target")
+MAX_REQUESTS_PER_STEP = spec_option(
+    CapacitySpec,
+    "max_requests",
     "--max-requests-per-step",
-    help="With "
-    "--find-max-rate: a rate is run again (counts "
-    "pooled) while undecided, up to this many.",
+    note="(The old spelling of --most-requests-per-rate.)",
 )
-BISECT = typer.Option(4, help="The capacity search: bisections after the ramp.")
+BISECT = spec_option(CapacitySpec, "bisect")
 PREDICT = typer.Option(
     False,
     "--predict",
@@ -273,6 +168,12 @@ class LoadArgs:
     more_endpoints: tuple[str, ...] = ()
     ramp_up_to: float | None = None
     max_error_rate: float | None = None
+    #: CapacitySpec field -> this command's option, where it spells one otherwise (`load`'s
+    #: old `--find-max-rate` took --requests and --max-requests-per-step)
+    capacity_spelling: tuple[tuple[str, str], ...] = (
+        ("requests", "--requests"),
+        ("max_requests", "--max-requests-per-step"),
+    )
 
 
 # the subcommands' own spellings (names that say what they do)
@@ -282,37 +183,22 @@ URL = typer.Argument(
     "serve), e.g. http://127.0.0.1:8000; several (replicas of one model) take the requests "
     "round robin.",
 )
-MAX_ERROR_RATE = typer.Option(
-    None,
-    "--max-error-rate",
-    help="Stop sending once more than this share of finished requests failed (judged from 8 "
-    "on); the rest are kept as not sent, with the reason.",
-)
-TOKENIZER = typer.Option(
-    "tiny-llama",
+MAX_ERROR_RATE = spec_option(Endpoint, "max_error_rate")
+TOKENIZER = spec_option(
+    LoadSpec,
+    "model",
     "--model",
     "-m",
-    help="The tokenizer (any --model spec) that builds the prompts and counts streamed tokens; "
+    note="At an endpoint: the tokenizer that builds the prompts and counts streamed tokens; "
     "with --reference also the model run in-process.",
 )
 CAPACITY_ENDPOINT = typer.Option(
     None, "--endpoint", help="Search a running server's capacity instead of the model's here."
 )
-START_RATE = typer.Option(1.0, "--start-rate", help="The search's first rate (requests/s).")
-REQUESTS_PER_STEP = typer.Option(
-    32, "--requests-per-rate", help="Requests run at each rate (more while it is undecided)."
-)
-MOST_REQUESTS_PER_RATE = typer.Option(
-    512,
-    "--most-requests-per-rate",
-    help="A rate is run again (counts pooled) while its attainment straddles the target, up "
-    "to this many requests.",
-)
+START_RATE = spec_option(CapacitySpec, "start_rate")
+REQUESTS_PER_STEP = spec_option(CapacitySpec, "requests")
+MOST_REQUESTS_PER_RATE = spec_option(CapacitySpec, "max_requests")
 CAPACITY = typer.Option(
     False, "--capacity", help="Also search the simulated capacity under the --slo."
 )
-RAMP_UP_TO = typer.Option(
-    None,
-    "--ramp-up-to",
-    help="The rate rises linearly from --rate to this over the run's requests (an open loop).",
-)
+RAMP_UP_TO = spec_option(LoadSpec, "ramp_to_rate")

@@ -14,6 +14,7 @@ from typing import Any
 import typer
 
 from infermeter.run.config import RunConfig, field_help
+from infermeter.util.settings import default_of, settings_of
 
 DB: Any = typer.Option(
     None,
@@ -47,3 +48,23 @@ def config_option(name: str, *flags: str, default: Any = _UNSET, note: str = "")
     value = _DEFAULTS[name] if default is _UNSET else default
     text = field_help(name) + (f" {note}" if note else "")
     return typer.Option(value, *flags, help=text)
+
+
+def spec_option(
+    spec: type, name: str, *flags: str, default: Any = _UNSET, note: str = "", hidden: bool = False
+) -> Any:
+    """A typer option for field `name` of `spec` (made by `util.settings.setting`).
+
+    Its spelling, help and default are the field's unless given: a command's own flags ("--model",
+    "-m"; "--selfcheck/--no-selfcheck"), its own default (None: "not given", resolved below the
+    CLI) and a `note` appended to the help for what this command does with it. The range, where
+    the field has one, ends the help: what `--help` says is what `check_ranges` holds.
+    """
+    s = settings_of(spec)[name]
+    value = default_of(spec, name) if default is _UNSET else default
+    if isinstance(value, (dict, tuple)) and not value:
+        value = None  # a repeatable or JSON option: nothing given
+    text = s.help + (f" {note}" if note else "")
+    if s.within is not None:
+        text += f" (range: {s.within.fix().removeprefix('use ')})"
+    return typer.Option(value, *(flags or (s.option,)), help=text, hidden=hidden)

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infermeter.errors import UserError
+from infermeter.util.settings import Range, check_ranges, setting
 
 #: a step's TTFT growth that counts as a queue growing without bound
 SATURATION_RATIO = 2.0
@@ -53,35 +54,48 @@ ALONE_IN_FLIGHT = 1.1
 
 @dataclass(frozen=True)
 class CapacitySpec:
-    """How the search runs."""
+    """How the search runs; each field's help, option and range are the CLI's."""
 
-    target: float = 0.99
+    target: float = setting(
+        0.99,
+        option="--slo-target",
+        help="The capacity search: the share of requests that must meet every SLO.",
+        within=Range(0, 1, open_low=True, open_high=True),
+    )
     confidence: float = 0.95
-    start_rate: float = 1.0
-    requests: int = 32
-    max_requests: int = 512
-    bisect: int = 4
+    start_rate: float = setting(
+        1.0,
+        option="--start-rate",
+        help="The search's first rate (requests/s).",
+        within=Range(0, 1e6, open_low=True),
+    )
+    requests: int = setting(
+        32,
+        option="--requests-per-rate",
+        help="Requests run at each rate (more while it is undecided).",
+        within=Range(1, 100_000),
+    )
+    max_requests: int = setting(
+        512,
+        option="--most-requests-per-rate",
+        help="A rate is run again (counts pooled) while its attainment straddles the target, "
+        "up to this many requests.",
+        within=Range(1, 100_000),
+    )
+    bisect: int = setting(
+        4,
+        option="--bisect",
+        help="The capacity search: bisections after the ramp.",
+        within=Range(0, 20),
+    )
     #: most doublings (or halvings) before the search gives up on finding the other side
     max_ramp: int = 8
 
-    def validate(self) -> CapacitySpec:
-        """Every setting in range, before anything runs."""
-        checks = [
-            (0 < self.target < 1, "--slo-target must be between 0 and 1 (e.g. 0.99)"),
-            (0.5 <= self.confidence < 1, "the confidence must be within 0.5..1"),
-            (
-                self.start_rate > 0 and math.isfinite(self.start_rate),
-                "--rate (the search's start) must be a finite rate above 0",
-            ),
-            (
-                1 <= self.requests <= self.max_requests <= 100_000,
-                "--requests must be within 1..--max-requests-per-step (at most 100000)",
-            ),
-            (0 <= self.bisect <= 20, "--bisect must be within 0..20"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise UserError(message, "see `infermeter load --help`")
+    def validate(self, spelled: dict[str, str] | None = None) -> CapacitySpec:
+        """Every setting in range, before anything runs (`spelled`: the command's own names)."""
+        check_ranges(self, spelled)
+        if not 0.5 <= self.confidence < 1:
+            raise UserError("the confidence must be within 0.5..1", "see `infermeter load --help`")
         return self
 
 

@@ -28,15 +28,18 @@ import os
 import time
 from collections.abc import Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from infermeter.errors import UserError
+from infermeter.util.settings import Range, check_ranges, setting
 
 #: the environment variable an endpoint's API key is read from, unless --api-key-env names one
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 #: seconds a whole request may take, first byte to last, before it fails ("timed out")
 DEFAULT_TIMEOUT_S = 300.0
+#: the two OpenAI APIs a load can use
+APIS = ("completions", "chat")
 
 
 @dataclass(frozen=True)
@@ -286,27 +289,78 @@ async def send(
 
 @dataclass(frozen=True)
 class Endpoint:
-    """An OpenAI-compatible server to load instead of the in-process model, and how to call it."""
+    """An OpenAI-compatible server to load instead of the in-process model, and how to call it.
+
+    Each field's help, option and range are the CLI's (`util/settings.py`).
+    """
 
     url: str
-    #: the model name the server knows (None: the first it lists)
-    model: str | None = None
-    key_env: str = DEFAULT_KEY_ENV
-    timeout_s: float = DEFAULT_TIMEOUT_S
-    #: "completions" (/v1/completions, the prompt as text) or "chat" (/v1/chat/completions)
-    api: str = "completions"
-    #: ask the server to run every request to its length (`ignore_eos`, not every server's)
-    ignore_eos: bool = False
-    #: fields added to every request's JSON body (`--extra-body`), e.g. {"min_tokens": 64}
-    extra_body: Mapping[str, object] = field(default_factory=dict)
-    #: HTTP headers sent with every request (`--header`); their values are never stored
-    headers: Mapping[str, str] = field(default_factory=dict)
-    #: measure the client against the null server first (serving/selfcheck.py)
-    selfcheck: bool = True
+    model: str | None = setting(
+        None,
+        option="--endpoint-model",
+        help="The model name the server knows (default: the first it lists).",
+    )
+    key_env: str = setting(
+        DEFAULT_KEY_ENV,
+        option="--api-key-env",
+        help="Environment variable holding the endpoint's API key (never stored).",
+    )
+    timeout_s: float = setting(
+        DEFAULT_TIMEOUT_S,
+        option="--timeout",
+        help="Seconds a whole endpoint request may take, first byte to last, before it fails "
+        "(a response is also cut off past 16 MiB of text).",
+        within=Range(0, 86_400, open_low=True, unit="seconds"),
+    )
+    api: str = setting(
+        "completions",
+        option="--endpoint-api",
+        help="completions (/v1/completions) or chat (/v1/chat/completions: sessions' "
+        "messages, the server's chat template).",
+    )
+    ignore_eos: bool = setting(
+        False,
+        option="--ignore-eos",
+        help="Ask the endpoint to generate every asked token (vLLM, SGLang, llama.cpp; "
+        "transformers serve refuses it); otherwise requests stop at its EOS.",
+    )
+    extra_body: Mapping[str, object] = setting(
+        option="--extra-body",
+        help="At an endpoint: a JSON object merged into every request's body, e.g. "
+        "'{\"min_tokens\": 64}' (llama.cpp's server ignores ignore_eos but honours "
+        "min_tokens).",
+        factory=dict,
+    )
+    headers: Mapping[str, str] = setting(
+        option="--header",
+        help="At an endpoint: 'Name: value', sent with every request (repeat it); values are "
+        "never stored or printed.",
+        factory=dict,
+    )
+    selfcheck: bool = setting(
+        True,
+        option="--selfcheck",
+        help="At an endpoint: measure the client first against a null server on 127.0.0.1 "
+        "(its ceiling and the latency it adds, about 2 s) and hold the run against it.",
+    )
     #: more servers of the same model: requests go round robin over `url` and these
     more_urls: tuple[str, ...] = ()
-    #: stop sending once more than this share of finished requests failed (None: never)
-    max_error_rate: float | None = None
+    max_error_rate: float | None = setting(
+        None,
+        option="--max-error-rate",
+        help="Stop sending once more than this share of finished requests failed (judged "
+        "from 8 on); the rest are kept as not sent, with the reason.",
+        within=Range(0, 1, open_high=True),
+    )
+
+    def validate(self) -> Endpoint:
+        """Every setting in range and every URL an http(s) one, before anything starts."""
+        check_ranges(self)
+        if self.api not in APIS:
+            raise UserError(f"--endpoint-api {self.api!r} is not an API", "use completions or chat")
+        for url in self.urls:
+            base_url(url)  # a malformed URL is one line before anything starts
+        return self
 
     @property
     def urls(self) -> tuple[str, ...]:

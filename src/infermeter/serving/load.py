@@ -33,6 +33,7 @@ from infermeter.errors import UserError
 from infermeter.run.document import LoadResult
 from infermeter.run.slo import SLO_METRICS, check_slos, parse_slos, slo_report
 from infermeter.serving.endpoint import Endpoint, Served, ServerTiming, http_phases
+from infermeter.util.settings import Range, check_ranges, setting
 
 SERVERS = ("continuous", "static")
 __all__ = ["SLO_METRICS", "Endpoint", "parse_slos", "slo_report"]  # re-exported for `load`
@@ -87,107 +88,159 @@ class Lengths:
 
 @dataclass(frozen=True)
 class LoadSpec:
-    """One load run."""
+    """One load run; each field's help, option and range are the CLI's (`util/settings.py`)."""
 
-    model: str = "tiny-llama"
-    rate: float = 4.0
-    requests: int = 16
-    concurrency: int | None = None
-    prompt_tokens: Lengths = Lengths("fixed", 64)
-    new_tokens: Lengths = Lengths("fixed", 16)
-    server: str = "continuous"
-    static_batch: int = 8
-    slos: tuple[tuple[str, float], ...] = ()
-    seed: int = 0
-    device: str = "cpu"
-    dtype: str = "auto"
-    #: a workload file or shipped sample (workloads/traffic.py); None: the lengths above
-    workload: str | None = None
-    #: a trace's replay speed (2: twice as fast as it was recorded)
-    trace_speed: float = 1.0
-    #: continuous batching's KV cache: blocks, and tokens per block (None: transformers' own)
-    kv_blocks: int | None = None
-    kv_page_tokens: int | None = None
+    model: str = setting("tiny-llama", option="--model", help="Any --model spec.")
+    rate: float = setting(
+        4.0,
+        option="--rate",
+        help="Poisson arrivals per second (default 4), or inf (all at once); several "
+        "(0.5,1,2,4) sweep the rate: latency vs throughput, knee.",
+        within=Range(0, math.inf, open_low=True),
+    )
+    requests: int = setting(
+        16,
+        option="--requests",
+        help="Requests to send (default 16; with --duration, the most to send).",
+        within=Range(1, 100_000),
+    )
+    concurrency: int | None = setting(
+        None,
+        option="--concurrency",
+        help="Closed loop: this many in flight (no --rate).",
+        within=Range(1, 4096),
+    )
+    prompt_tokens: Lengths = setting(
+        Lengths("fixed", 64),
+        option="--prompt-tokens",
+        help="Prompt lengths (default 64): 64, uniform:32-128, normal:64,16.",
+    )
+    new_tokens: Lengths = setting(
+        Lengths("fixed", 16), option="--new-tokens", help="Output lengths (default 16), as above."
+    )
+    server: str = setting(
+        "continuous",
+        option="--server",
+        help="continuous (transformers' continuous batching) or static (padded generate batches).",
+    )
+    static_batch: int = setting(
+        8, option="--static-batch", help="Largest static batch.", within=Range(1, 1024)
+    )
+    slos: tuple[tuple[str, float], ...] = setting(
+        (),
+        option="--slo",
+        help="ttft_ms=500, tpot_ms=80 or e2e_ms=2000 (repeatable): pass/fail per request, "
+        "attainment, goodput.",
+    )
+    seed: int = setting(
+        0,
+        option="--seed",
+        help="Seeds arrivals, lengths and prompts.",
+        within=Range(0, 2**31 - 1),
+    )
+    device: str = setting("cpu", option="--device", help="cpu, cuda, cuda:N, mps or auto.")
+    dtype: str = setting("auto", option="--dtype", help="auto, float32, bfloat16, float16.")
+    workload: str | None = setting(
+        None,
+        option="--workload",
+        help="Real traffic instead of --prompt-tokens and --new-tokens: sharegpt:FILE "
+        "(ShareGPT JSON), chat:FILE (multi-turn sessions, JSONL), azure:FILE (Azure or "
+        "BurstGPT trace CSV, replayed at its times), mooncake:FILE (trace JSONL with shared "
+        "prefixes), or a shipped sample: sharegpt-sample, chat-sample, azure-sample, "
+        "mooncake-sample.",
+    )
+    trace_speed: float = setting(
+        1.0,
+        option="--trace-speed",
+        help="Replay a trace this many times faster than recorded.",
+        within=Range(0, 1e6, open_low=True),
+    )
+    kv_blocks: int | None = setting(
+        None,
+        option="--kv-blocks",
+        help="Continuous batching's KV cache size in blocks (default: transformers' own, "
+        "from memory).",
+        within=Range(1, 10_000_000),
+    )
+    kv_page_tokens: int | None = setting(
+        None,
+        option="--kv-page-tokens",
+        help="Tokens per KV-cache block (default: transformers' own, 256).",
+        within=Range(1, 65536),
+    )
     #: power source for energy per request (measure/energy/select.py), in-process runs only
-    energy: str = "auto"
-    power_interval_ms: float = 100.0
+    energy: str = setting(
+        "auto",
+        option="--energy",
+        help="Power source for joules per request: auto, nvml, rapl, powermetrics or off "
+        "(in-process runs).",
+    )
+    power_interval_ms: float = setting(
+        100.0,
+        option="--power-interval-ms",
+        help="Power sampling interval (10 ms or more).",
+        within=Range(10, 60_000, unit="ms"),
+    )
     #: a server's Prometheus metrics to scrape during the run (serving/server_metrics.py)
-    metrics_url: str | None = None
-    metrics_interval_ms: float = 1000.0
-    #: how requests arrive at `rate`: poisson, constant, or gamma:SHAPE (under 1: bursty)
-    arrivals: str = "poisson"
-    #: an open loop sends only the requests arriving within this many seconds (None: all)
-    duration_s: float | None = None
-    #: the first requests (by arrival) run but are left out of every statistic
-    warmup_requests: int = 0
-    #: requests arriving within this many seconds of the first are warm-up too
-    warmup_s: float = 0.0
-    #: the rate rises linearly from `rate` to this over the run's requests (None: no ramp)
-    ramp_to_rate: float | None = None
+    metrics_url: str | None = setting(
+        None,
+        option="--metrics-url",
+        help="A server's Prometheus metrics (vLLM, SGLang, TGI: http://HOST:PORT/metrics), "
+        "scraped during the run and stored under their own names.",
+    )
+    metrics_interval_ms: float = setting(
+        1000.0,
+        option="--metrics-interval-ms",
+        help="Scrape interval (100 ms or more).",
+        within=Range(100, 3_600_000, unit="ms"),
+    )
+    arrivals: str = setting(
+        "poisson",
+        option="--arrivals",
+        help="How requests arrive at --rate: poisson, constant, or gamma:SHAPE (the same mean "
+        "rate; SHAPE under 1 is bursty, 1 is Poisson).",
+    )
+    duration_s: float | None = setting(
+        None,
+        option="--duration",
+        help="Seconds: send only the requests that arrive within them (an open loop at a "
+        "finite --rate); --requests then defaults to what the rate can bring.",
+        within=Range(0, 1e6, open_low=True, unit="seconds"),
+    )
+    warmup_requests: int = setting(
+        0,
+        option="--warmup-requests",
+        help="The first N requests (by arrival) run but are left out of every statistic.",
+        within=Range(0, 100_000),
+    )
+    warmup_s: float = setting(
+        0.0,
+        option="--warmup-s",
+        help="Requests arriving within this many seconds of the first run but are left out "
+        "of every statistic (with --warmup-requests: either makes a request warm-up).",
+        within=Range(0, 1e6, unit="seconds"),
+    )
+    ramp_to_rate: float | None = setting(
+        None,
+        option="--ramp-up-to",
+        help="The rate rises linearly from --rate to this over the run's requests (an open loop).",
+        within=Range(0, 1e6, open_low=True),
+    )
 
     def validate(self) -> LoadSpec:
-        """Every setting in range, before the model loads."""
+        """Every setting in range (from its field), then against the others, before loading."""
+        check_ranges(self)
         checks = [
-            (self.rate > 0, "--rate must be above 0 (inf: all at once)"),
-            (1 <= self.requests <= 100_000, "--requests must be within 1..100000"),
-            (
-                self.concurrency is None or 1 <= self.concurrency <= 4096,
-                "--concurrency must be within 1..4096",
-            ),
             (self.server in SERVERS, f"--server must be one of {', '.join(SERVERS)}"),
-            (1 <= self.static_batch <= 1024, "--static-batch must be within 1..1024"),
-            (0 <= self.seed < 2**31, "--seed must be within 0..2147483647"),
             (
                 self.prompt_tokens.most() <= 65536 and self.new_tokens.most() <= 65536,
                 "lengths must stay within 65536 tokens",
-            ),
-            (0 < self.trace_speed <= 1e6, "--trace-speed must be above 0 (and at most 1e6)"),
-            (
-                self.kv_blocks is None or 1 <= self.kv_blocks <= 10_000_000,
-                "--kv-blocks must be within 1..10000000",
-            ),
-            (
-                self.kv_page_tokens is None or 1 <= self.kv_page_tokens <= 65536,
-                "--kv-page-tokens must be within 1..65536",
             ),
             (
                 (self.kv_blocks is None and self.kv_page_tokens is None)
                 or self.server == "continuous",
                 "--kv-blocks and --kv-page-tokens size "
                 "continuous batching's cache: use --server continuous",
-            ),
-        ]
-        checks += self._traffic_checks()
-        for ok, message in checks:
-            if not ok:
-                raise UserError(message, "see `infermeter load --help`")
-        parse_arrivals(self.arrivals)
-        check_slos(self.slos)
-        from infermeter.measure.energy.sampler import check_interval
-        from infermeter.measure.energy.select import CHOICES
-
-        if self.energy not in CHOICES:
-            raise UserError(
-                f"--energy {self.energy!r} is not a source", f"use one of {', '.join(CHOICES)}"
-            )
-        check_interval(self.power_interval_ms)
-        if self.metrics_url is not None:
-            from infermeter.serving.server_metrics import check_url
-
-            check_url(self.metrics_url)
-        if not 100.0 <= self.metrics_interval_ms <= 3_600_000:
-            raise UserError(
-                f"--metrics-interval-ms {self.metrics_interval_ms:g} is out of range",
-                "use 100..3600000 ms",
-            )
-        return self
-
-    def _traffic_checks(self) -> list[tuple[bool, str]]:
-        """The duration, warm-up and ramp settings against the rest: (ok, message) each."""
-        return [
-            (
-                self.duration_s is None or 0 < self.duration_s <= 1e6,
-                "--duration must be within 0..1000000 seconds",
             ),
             (
                 self.duration_s is None
@@ -196,21 +249,31 @@ class LoadSpec:
                 "give --requests for a closed loop, all-at-once arrivals or a workload",
             ),
             (
-                0 <= self.warmup_requests < self.requests,
+                self.warmup_requests < self.requests,
                 "--warmup-requests must be within 0..--requests - 1",
             ),
-            (0 <= self.warmup_s <= 1e6, "--warmup-s must be within 0..1000000 seconds"),
             (
                 self.ramp_to_rate is None
-                or (
-                    0 < self.ramp_to_rate <= 1e6
-                    and self.concurrency is None
-                    and math.isfinite(self.rate)
-                ),
-                "--ramp-up-to is a finite rate above 0 that an open loop at a finite --rate "
-                "rises to",
+                or (self.concurrency is None and math.isfinite(self.rate)),
+                "--ramp-up-to is a rate an open loop at a finite --rate rises to",
             ),
         ]
+        for ok, message in checks:
+            if not ok:
+                raise UserError(message, "see `infermeter load --help`")
+        parse_arrivals(self.arrivals)
+        check_slos(self.slos)
+        from infermeter.measure.energy.select import CHOICES
+
+        if self.energy not in CHOICES:
+            raise UserError(
+                f"--energy {self.energy!r} is not a source", f"use one of {', '.join(CHOICES)}"
+            )
+        if self.metrics_url is not None:
+            from infermeter.serving.server_metrics import check_url
+
+            check_url(self.metrics_url)
+        return self
 
 
 def parse_arrivals(text: str) -> tuple[str, float]:
