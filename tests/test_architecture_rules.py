@@ -19,7 +19,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "infermeter"
 
 #: docs/design.md, "Layers": one set per layer, bottom first.
 LAYERS: list[set[str]] = [
-    {"_version", "errors", "paths", "util"},
+    {"_version", "errors", "paths"},
+    {"util"},
     {"extras"},
     {"measure"},
     {"workloads"},

@@ -124,7 +124,7 @@ def test_models_lists_presets_with_parameters():
         (["--device", "cuda"], ["CUDA is not available", "--device cpu"]),
         (["--device", "tpu0"], ["unknown device 'tpu0'"]),
         (["--prompt-tokens", "4090", "--new-tokens", "64"], ["exceed the context", "4096"]),
-        (["--batch-size", "0"], ["batch size 0 is below 1"]),
+        (["--batch-size", "0"], ["--batch-size 0 is out of range; use 1..65536"]),
         (["--model", "mixtral-8x7b", "--dtype", "float32"], ["needs about", "GiB"]),
         (["--prompts", "/nonexistent/p.txt"], ["does not exist"]),
         (["--nvtx"], ["--nvtx needs a CUDA device", "drop --nvtx"]),
@@ -282,7 +282,7 @@ def test_bad_mode_and_sample_every(tmp_path):
     r = runner.invoke(app, ["profile", "--mode", "fast", "--db", str(tmp_path / "r.db")])
     assert_one_line_error(r, "unknown mode 'fast'")
     r = runner.invoke(app, ["profile", "--sample-every", "0", "--db", str(tmp_path / "r.db")])
-    assert_one_line_error(r, "--sample-every 0 is below 1")
+    assert_one_line_error(r, "--sample-every 0 is out of range")
 
 
 def test_custom_layers_from_the_cli(tmp_path):

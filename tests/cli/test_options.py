@@ -13,7 +13,12 @@ from infermeter.run.config import RunConfig, field_help
 
 CLI = Path(options.__file__).parent
 #: a command's parameter name -> the RunConfig field it sets, where the two differ
-RENAMED = {"grid_intensity": "grid_g_per_kwh"}
+RENAMED = {
+    "grid_intensity": "grid_g_per_kwh",
+    "attn": "attn_implementation",
+    "prompts": "prompts_file",
+    "slo": "slos",
+}
 
 
 def _commands(typer_app, prefix=""):
@@ -50,23 +55,29 @@ def test_no_command_module_spells_the_shared_flags_itself():
 
 def test_profile_options_take_their_default_and_help_from_the_config_fields():
     from infermeter.cli.profile_cmd import profile_command
+    from infermeter.util.settings import settings_of
 
+    settings = settings_of(RunConfig)
     defaults = {f.name: f.default for f in fields(RunConfig) if f.default is not MISSING}
     params = inspect.signature(profile_command).parameters
     checked = []
     for pname, param in params.items():
         fname = RENAMED.get(pname, pname)
-        if fname not in defaults or "help" not in {
-            k for f in fields(RunConfig) if f.name == fname for k in f.metadata
-        }:
+        if fname not in settings:
             continue
         option = param.default
-        assert option.default == defaults[fname], f"--{pname}: default differs from RunConfig"
-        assert option.help == field_help(fname), f"--{pname}: help apart from the field"
-        checked.append(pname)
-    assert len(checked) >= 18, checked
+        expected = None if defaults[fname] in ((), None) else defaults[fname]
+        assert option.default == expected, f"--{pname}: default differs from RunConfig"
+        assert option.help.startswith(field_help(fname)), f"--{pname}: help apart from the field"
+        if settings[fname].within is not None:
+            assert "(range: " in option.help, f"--{pname}: its range is not in --help"
+        checked.append(fname)
+    # every RunConfig setting is a profile option (compile and tp are profile's own)
+    assert set(checked) == set(settings), set(settings) - set(checked)
+    assert len(checked) >= 26, checked
     shown = CliRunner().invoke(app, ["profile", "--help"], env={"COLUMNS": "250"}).output
     assert "Tokens generated per row, exactly." in shown and "--grid-intensity" in shown
+    assert "(range: 1..65536)" in shown  # --batch-size
 
 
 def test_no_command_help_carries_notes_meant_for_developers():
@@ -206,3 +217,46 @@ def test_every_ranged_load_setting_is_refused_in_one_line_naming_its_option():
             if name != "warmup_requests":  # also below --requests (a relation, not a range)
                 good.validate()
     assert ranged >= 40, ranged
+
+
+#: `sweep` options that set no spec field: the sweep file, where prompts and results come from
+SWEEP_CLI_ONLY = {
+    "--config",
+    "--db",
+    "--out",
+    "--json",
+    "--workload",
+    "--dataset",
+    "--dataset-split",
+    "--dataset-field",
+}
+
+
+def test_every_sweep_option_takes_its_help_from_a_spec_field():
+    import typer.models
+
+    from infermeter.cli.sweep_cmd import sweep_command
+    from infermeter.experiments.placement import RayPlacement
+    from infermeter.run.sweep_spec import SweepSpec
+    from infermeter.util.settings import settings_of
+
+    by_option = {
+        s.option: s
+        for cls in (RunConfig, SweepSpec, RayPlacement)
+        for s in settings_of(cls).values()
+    }
+    seen = set()
+    for pname, param in inspect.signature(sweep_command).parameters.items():
+        option = param.default
+        if not isinstance(option, typer.models.OptionInfo):
+            continue
+        decls = [d for d in option.param_decls if d.startswith("--")]
+        long = (decls[0] if decls else "--" + pname.replace("_", "-")).split("/")[0]
+        if long in SWEEP_CLI_ONLY:
+            continue
+        assert long in by_option, f"sweep {long} ({pname}): no spec field defines it"
+        assert option.help.startswith(by_option[long].help), f"sweep {long}: help apart"
+        seen.add(long)
+    ours = {s.option for cls in (SweepSpec, RayPlacement) for s in settings_of(cls).values()}
+    assert ours <= seen, ours - seen
+    assert len(seen) >= 20, sorted(seen)

@@ -125,8 +125,8 @@ runner = CliRunner()
     [
         (["--energy", "rapl"], ["--energy rapl: no RAPL zones"]),
         (["--energy", "joulemeter"], ["--energy 'joulemeter' is not a source", "auto"]),
-        (["--power-interval-ms", "5"], ["below the minimum of 10 ms"]),
-        (["--grid-intensity", "-1"], ["is negative"]),
+        (["--power-interval-ms", "5"], ["--power-interval-ms 5 is out of range; use 10..60000 ms"]),
+        (["--grid-intensity", "-1"], ["--grid-intensity -1 is out of range"]),
     ],
 )
 def test_energy_user_errors_from_the_cli(tmp_path, monkeypatch, args, needles):

@@ -8,12 +8,11 @@ configuration they build.
 
 from __future__ import annotations
 
-from dataclasses import MISSING, fields
 from typing import Any
 
 import typer
 
-from infermeter.run.config import RunConfig, field_help
+from infermeter.run.config import RunConfig
 from infermeter.util.settings import default_of, settings_of
 
 DB: Any = typer.Option(
@@ -32,22 +31,19 @@ SUMMARY: Any = typer.Option(
     "$GITHUB_STEP_SUMMARY when it is set).",
 )
 
-_DEFAULTS = {f.name: f.default for f in fields(RunConfig) if f.default is not MISSING}
 _UNSET = object()
 
 
 def config_option(name: str, *flags: str, default: Any = _UNSET, note: str = "") -> Any:
-    """A typer option for RunConfig field `name`: its default and help, unless overridden.
+    """A typer option for RunConfig field `name`: its spelling, default, help and range.
 
     Args:
         name: the field.
-        flags: the option's spellings ("--model", "-m"); the field's name, dashed, by default.
+        flags: the option's spellings ("--model", "-m"); the field's own option by default.
         default: a command's own default (a sweep's None: "as the sweep file or RunConfig").
         note: appended to the field's help, for what this command does with it.
     """
-    value = _DEFAULTS[name] if default is _UNSET else default
-    text = field_help(name) + (f" {note}" if note else "")
-    return typer.Option(value, *flags, help=text)
+    return spec_option(RunConfig, name, *flags, default=default, note=note)
 
 
 def spec_option(
@@ -61,7 +57,13 @@ def spec_option(
     the field has one, ends the help: what `--help` says is what `check_ranges` holds.
     """
     s = settings_of(spec)[name]
-    value = default_of(spec, name) if default is _UNSET else default
+    if default is not _UNSET:
+        value = default
+    else:
+        try:
+            value = default_of(spec, name)
+        except KeyError:  # a required field (a sweep's knobs): the command checks it is given
+            value = None
     if isinstance(value, (dict, tuple)) and not value:
         value = None  # a repeatable or JSON option: nothing given
     text = s.help + (f" {note}" if note else "")

@@ -78,20 +78,13 @@ def profile_command(
         help="torch.compile mode (implies --compile): default, "
         "reduce-overhead (CUDA graphs), max-autotune, max-autotune-no-cudagraphs.",
     ),
-    nvtx: bool = typer.Option(
-        False,
-        "--nvtx",
-        help="NVTX ranges per sample, phase, block and part, named as the "
-        "tables, for an Nsight Systems timeline (nsys profile --trace=cuda,nvtx). CUDA only.",
-    ),
-    attn: str = typer.Option(None, help="Attention implementation: eager, sdpa, ..."),
+    nvtx: bool = config_option("nvtx"),
+    attn: str = config_option("attn_implementation"),
     decoding: str = config_option("decoding"),
     temperature: float = config_option("temperature"),
     top_p: float = config_option("top_p"),
     sample_top_k: int = config_option("sample_top_k"),
-    prompts: Path = typer.Option(
-        None, help="Prompts file: .txt one per line or .jsonl with a 'prompt' field."
-    ),
+    prompts: Path = config_option("prompts_file"),
     workload: str = WORKLOAD,
     dataset: str = DATASET,
     dataset_split: str = DATASET_SPLIT,
@@ -102,7 +95,7 @@ def profile_command(
     seed: int = config_option("seed"),
     mode: str = config_option("mode"),
     sample_every: int = config_option("sample_every"),
-    layers: str = typer.Option(None, help="standard/deep: only these blocks, e.g. 0,5,29."),
+    layers: str = config_option("layers"),
     energy: str = config_option("energy"),
     power_interval_ms: float = config_option("power_interval_ms"),
     grid_intensity: float = config_option("grid_g_per_kwh", "--grid-intensity"),
@@ -110,11 +103,7 @@ def profile_command(
     out: Path = typer.Option(None, help="Also write the run's JSON into this folder."),
     json_out: bool = JSON_OUT,
     show_text: bool = typer.Option(False, help="Print the last sample's prompt and output."),
-    slo: list[str] = typer.Option(
-        None,
-        help="ttft_ms=500, tpot_ms=80 or e2e_ms=2000 "
-        "(repeatable): attainment and goodput over the samples.",
-    ),
+    slo: list[str] = config_option("slos"),
     fail_if_slo_missed: bool = typer.Option(
         False, "--fail-if-slo-missed", help="Exit 3 when a sample misses an SLO."
     ),

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from infermeter.cli.guard import fail, guard
-from infermeter.cli.options import DB, JSON_OUT, config_option
+from infermeter.cli.options import DB, JSON_OUT, config_option, spec_option
 from infermeter.cli.output import writable_dir
 from infermeter.cli.progress import SweepProgressView
 from infermeter.cli.prompt_source import (
@@ -20,15 +20,14 @@ from infermeter.cli.prompt_source import (
     WORKLOAD,
     prompt_fields,
 )
+from infermeter.experiments.placement import RayPlacement
+from infermeter.run.sweep_spec import SweepSpec
 from infermeter.util import fmt
 from infermeter.util.jsonio import clean_json, print_json, write_json
 
 if TYPE_CHECKING:
     from infermeter.run.config import RunConfig
 
-
-#: the most CPUs a local Ray instance is given (`--ray-cpus`)
-MAX_RAY_CPUS = 4096
 
 sweeps_app = typer.Typer(help="Stored sweeps.", no_args_is_help=True)
 
@@ -56,78 +55,45 @@ def _interrupted(done: int, total: int) -> typer.Exit:
 
 @guard
 def sweep_command(
-    model: str = typer.Option(None, "--model", "-m", help="Model (default tiny-llama)."),
-    knob: list[str] = typer.Option(
-        None, "--knob", "-k", help="NAME=V1,V2,... (repeatable); see `infermeter knobs`."
-    ),
+    model: str = config_option("model", "--model", "-m", default=None, note="Default tiny-llama."),
+    knob: list[str] = spec_option(SweepSpec, "knobs", "--knob", "-k"),
     config: Path = typer.Option(None, help="YAML or TOML sweep file (model, knobs, settings)."),
-    name: str = typer.Option(None, help="A name for the sweep."),
+    name: str = spec_option(SweepSpec, "name", default=None),
     prompt_tokens: int = config_option(
-        "prompt_tokens", default=None, note="(the base, when not a knob)."
+        "prompt_tokens", default=None, note="The base, when not a knob."
     ),
-    new_tokens: int = config_option(
-        "new_tokens", default=None, note="(the base, when not a knob)."
-    ),
-    batch_size: int = config_option(
-        "batch_size", default=None, note="(the base, when not a knob)."
-    ),
+    new_tokens: int = config_option("new_tokens", default=None, note="The base, when not a knob."),
+    batch_size: int = config_option("batch_size", default=None, note="The base, when not a knob."),
     samples: int = config_option("samples", default=None, note="Per point (default 5)."),
     warmup: int = config_option("warmup", default=None, note="Per point (default 1)."),
-    dtype: str = config_option("dtype", default=None, note="(the base, when not a knob)."),
+    dtype: str = config_option("dtype", default=None, note="The base, when not a knob."),
     device: str = config_option("device", default=None),
     mode: str = config_option("mode", default=None, note="Of every point."),
     energy: str = config_option("energy", default=None),
-    prompts: Path = typer.Option(
-        None, help="Prompts file (.txt or .jsonl) instead of the built-in corpus."
-    ),
+    prompts: Path = config_option("prompts_file"),
     workload: str = WORKLOAD,
     dataset: str = DATASET,
     dataset_split: str = DATASET_SPLIT,
     dataset_field: str = DATASET_FIELD,
-    interleave: bool = typer.Option(
-        False,
-        "--interleave",
-        help="Measure the points sample by sample in turn (A B, B A, ...) so a drift of the "
-        "machine falls on all alike; compare then pairs their samples. One loaded model: not "
-        "with dtype or compile.",
-    ),
-    slo: list[str] = typer.Option(
-        None,
-        help="ttft_ms=500, tpot_ms=80 or e2e_ms=2000 "
-        "(repeatable): each point's attainment and goodput.",
-    ),
+    interleave: bool = spec_option(SweepSpec, "interleave"),
+    slo: list[str] = config_option("slos", note="Each point's."),
     db: str = DB,
     out: Path = typer.Option(None, help="Write DIR/sweep-ID.json there."),
     json_out: bool = JSON_OUT,
-    ray: str = typer.Option(
-        None,
-        "--ray",
-        help="Run each point as a Ray task: --ray alone starts a local Ray instance, --ray auto "
-        "joins this machine's cluster, --ray ADDRESS another one. Workers write to --db (use "
-        "PostgreSQL on a cluster). Needs `pip install 'infermeter[ray]'`.",
-    ),
-    cpus_per_point: float = typer.Option(1.0, help="With --ray: CPUs each point reserves."),
-    gpus_per_point: float = typer.Option(0.0, help="With --ray: GPUs each point reserves."),
-    accelerator_type: str = typer.Option(
-        None, help="With --ray: run points only on this accelerator type (e.g. H100, A100)."
-    ),
-    node_label: list[str] = typer.Option(
-        None, help="With --ray: KEY=VALUE a node must carry to run points (repeatable)."
-    ),
-    ray_cpus: int = typer.Option(
-        None, help="With a local Ray instance: its CPUs (default: all of this machine's)."
-    ),
+    ray: str = spec_option(RayPlacement, "address", "--ray"),
+    cpus_per_point: float = spec_option(RayPlacement, "cpus_per_point"),
+    gpus_per_point: float = spec_option(RayPlacement, "gpus_per_point"),
+    accelerator_type: str = spec_option(RayPlacement, "accelerator_type"),
+    node_label: list[str] = spec_option(RayPlacement, "node_labels"),
+    ray_cpus: int = spec_option(RayPlacement, "local_cpus"),
 ) -> None:
     """Run a grid over knob values; every point is stored, and a rerun resumes."""
     # Long because typer declares each of the command's options as a parameter.
-    from infermeter.errors import UserError
     from infermeter.run.slo import parse_slos
-    from infermeter.run.sweep import SweepSpec
     from infermeter.run.sweep_file import parse_knob_option, read_sweep_file
+    from infermeter.run.sweep_spec import SweepSpec
     from infermeter.store import Store
 
-    if ray_cpus is not None and not 1 <= ray_cpus <= MAX_RAY_CPUS:
-        raise UserError(f"--ray-cpus {ray_cpus} is out of range", f"give 1 to {MAX_RAY_CPUS}")
     file = read_sweep_file(config) if config else None
     knobs = dict(file.knob_texts()) if file else {}
     for text in knob or []:
@@ -201,28 +167,24 @@ def _placement(
                 "add --ray",
             )
         return None
-    if cpus < 0 or gpus < 0 or (cpus == 0 and gpus == 0):
-        raise UserError(
-            f"--cpus-per-point {cpus} / --gpus-per-point {gpus}: a point needs some resource",
-            "give --cpus-per-point 1 (the default) or --gpus-per-point 1",
-        )
     pairs = {}
     for text in labels or []:
         key, eq, value = text.partition("=")
         if not eq or not key.strip():
             raise UserError(f"--node-label {text!r} is not KEY=VALUE", "e.g. --node-label zone=a")
         pairs[key.strip()] = value.strip()
-    from infermeter.experiments.ray_sweep import RayPlacement, import_ray
+    from infermeter.experiments.ray_sweep import import_ray
 
-    import_ray()  # says how to install it before anything else happens
-    return RayPlacement(
+    placement = RayPlacement(
         address=None if ray == "local" else ray,
         cpus_per_point=cpus,
         gpus_per_point=gpus,
         accelerator_type=accelerator,
         node_labels=pairs,
         local_cpus=ray_cpus,
-    )
+    ).validate()
+    import_ray()  # says how to install it before anything else happens
+    return placement
 
 
 def _run_on_ray(spec: Any, store: Any, placement: Any) -> Any:

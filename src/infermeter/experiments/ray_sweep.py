@@ -22,10 +22,10 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from infermeter.errors import UserError
+from infermeter.experiments.placement import RayPlacement
 from infermeter.models.loader import LoadedModel, load_model
 from infermeter.run.results import RunResult
 from infermeter.run.sweep import (
@@ -49,32 +49,6 @@ PASSED_ENV = (
     "INFERMETER_DB_TIMEOUT_S",
     "HF_HOME",
 )
-
-
-@dataclass(frozen=True)
-class RayPlacement:
-    """Where and with what each point runs.
-
-    address: None starts a local Ray instance for this sweep; "auto" joins the cluster this
-    machine belongs to; anything else is a cluster address (ray://host:10001 or host:6379).
-    """
-
-    address: str | None = None
-    cpus_per_point: float = 1.0
-    gpus_per_point: float = 0.0
-    accelerator_type: str | None = None
-    node_labels: dict[str, str] = field(default_factory=dict)
-    #: CPUs of a local instance (None: all of this machine's)
-    local_cpus: int | None = None
-
-    def task_options(self) -> dict[str, Any]:
-        """Ray `.options()` for a point's task."""
-        opts: dict[str, Any] = {"num_cpus": self.cpus_per_point, "num_gpus": self.gpus_per_point}
-        if self.accelerator_type:
-            opts["accelerator_type"] = self.accelerator_type
-        if self.node_labels:
-            opts["label_selector"] = dict(self.node_labels)
-        return opts
 
 
 def import_ray() -> Any:

@@ -9,39 +9,16 @@ from typing import Any
 from infermeter.errors import UserError
 from infermeter.instrument.config import MODES
 from infermeter.models.presets import DEFAULT_PRESET
+from infermeter.util.settings import Range, check_ranges, setting, settings_of
 from infermeter.workloads.corpus import PROMPT_KINDS
 from infermeter.workloads.decoding import CACHE_FORMS, parse_decoding
 
 ENERGY_CHOICES = ("auto", "nvml", "rapl", "powermetrics", "off")
 
 
-#: The largest value each setting may take (field -> (option, maximum)). Far beyond any real
-#: run, they stop a typo from allocating a buffer per token or per sample of 10^14 entries
-#: before anything else could refuse it.
-MAXIMA: dict[str, tuple[str, float]] = {
-    "new_tokens": ("--new-tokens", 1_000_000),
-    "batch_size": ("--batch-size", 65_536),
-    "samples": ("--samples", 100_000),
-    "warmup": ("--warmup", 10_000),
-    "prompt_tokens": ("--prompt-tokens", 10_000_000),
-    "sample_every": ("--sample-every", 1_000_000),
-    "sample_top_k": ("--sample-top-k", 1_000_000),
-    "temperature": ("--temperature", 1_000),
-    "power_interval_ms": ("--power-interval-ms", 60_000),
-    "grid_g_per_kwh": ("--grid-intensity", 10_000),
-}
-
-
-def _field(default: Any, help_text: str) -> Any:
-    """A field with its one help text, which the CLI's options take (`cli/options.py`)."""
-    return field(default=default, metadata={"help": help_text})
-
-
 def field_help(name: str) -> str:
-    """The help text of RunConfig field `name` (KeyError for a field without one)."""
-    from dataclasses import fields
-
-    return str({f.name: f.metadata for f in fields(RunConfig)}[name]["help"])
+    """The help text of RunConfig field `name` (KeyError for a field that is no setting)."""
+    return settings_of(RunConfig)[name].help
 
 
 @dataclass(frozen=True)
@@ -73,68 +50,138 @@ class RunConfig:
             each sample's rows pass or fail, the summary gets attainment and goodput.
     """
 
-    model: str = _field(
-        DEFAULT_PRESET, "Preset, smollm2-135m or gemma3-270m, local folder or Hugging Face id."
+    model: str = setting(
+        DEFAULT_PRESET,
+        option="--model",
+        help="Preset, smollm2-135m or gemma3-270m, local folder or Hugging Face id.",
     )
-    prompt_tokens: int | None = _field(
-        None, "Exact prompt length in tokens (default: whole built-in prompts)."
+    prompt_tokens: int | None = setting(
+        None,
+        option="--prompt-tokens",
+        help="Exact prompt length in tokens (default: whole built-in prompts).",
+        within=Range(1, 10_000_000),
     )
-    new_tokens: int = _field(32, "Tokens generated per row, exactly.")
-    batch_size: int = _field(1, "Rows per generate call.")
-    samples: int = _field(5, "Measured repetitions.")
-    warmup: int = _field(1, "Unmeasured repetitions first.")
-    dtype: str = _field(
+    new_tokens: int = setting(
+        32,
+        option="--new-tokens",
+        help="Tokens generated per row, exactly.",
+        within=Range(1, 1_000_000),
+    )
+    batch_size: int = setting(
+        1, option="--batch-size", help="Rows per generate call.", within=Range(1, 65_536)
+    )
+    samples: int = setting(
+        5, option="--samples", help="Measured repetitions.", within=Range(1, 100_000)
+    )
+    warmup: int = setting(
+        1, option="--warmup", help="Unmeasured repetitions first.", within=Range(0, 10_000)
+    )
+    dtype: str = setting(
         "auto",
-        "auto, float32, bfloat16, float16; int8, int4 (int4-g64, int4-g32) or fp8 (GPU) "
+        option="--dtype",
+        help="auto, float32, bfloat16, float16; int8, int4 (int4-g64, int4-g32) or fp8 (GPU) "
         "quantize the weights.",
     )
-    device: str = _field("auto", "auto, cpu, cuda, cuda:N or mps.")
+    device: str = setting("auto", option="--device", help="auto, cpu, cuda, cuda:N or mps.")
     compile: bool | str = False
-    nvtx: bool = False
-    attn_implementation: str | None = None
-    decoding: str = _field(
-        "greedy",
-        "greedy, sampling, or speculative: prompt_lookup:N, assisted:DRAFT, early_exit:K.",
+    nvtx: bool = setting(
+        False,
+        option="--nvtx",
+        help="NVTX ranges per sample, phase, block and part, named as the tables, for an Nsight "
+        "Systems timeline (nsys profile --trace=cuda,nvtx). CUDA only.",
     )
-    temperature: float = _field(1.0, "Sampling temperature.")
-    top_p: float = _field(1.0, "Sampling nucleus (top-p).")
-    sample_top_k: int | None = _field(None, "Sampling top-k (not the MoE top-k).")
-    chat: bool = _field(True, "Use the tokenizer's chat template when it has one.")
-    cache: str = _field(
+    attn_implementation: str | None = setting(
+        None, option="--attn", help="Attention implementation: eager, sdpa, ..."
+    )
+    decoding: str = setting(
+        "greedy",
+        option="--decoding",
+        help="greedy, sampling, or speculative: prompt_lookup:N, assisted:DRAFT, early_exit:K.",
+    )
+    temperature: float = setting(
+        1.0,
+        option="--temperature",
+        help="Sampling temperature.",
+        within=Range(0, 1_000, open_low=True),
+    )
+    top_p: float = setting(
+        1.0, option="--top-p", help="Sampling nucleus (top-p).", within=Range(0, 1, open_low=True)
+    )
+    sample_top_k: int | None = setting(
+        None,
+        option="--sample-top-k",
+        help="Sampling top-k (not the MoE top-k).",
+        within=Range(1, 1_000_000),
+    )
+    chat: bool = setting(
+        True, option="--chat", help="Use the tokenizer's chat template when it has one."
+    )
+    cache: str = setting(
         "dynamic",
-        "The KV cache's form: dynamic, static, quantized (4-bit, optimum-quanto), offloaded "
+        option="--cache",
+        help="The KV cache's form: dynamic, static, quantized (4-bit, optimum-quanto), offloaded "
         "(GPU to CPU memory), sliding_window (models that have one).",
     )
-    prompt_kind: str = _field(
+    prompt_kind: str = setting(
         "natural",
-        "natural (the built-in corpus) or repetitive (its passages said four times over, as "
+        option="--prompt-kind",
+        help="natural (the built-in corpus) or repetitive (its passages said four times over, as "
         "code under edit is: what prompt lookup feeds on).",
     )
-    prompts_file: str | None = None
+    prompts_file: str | None = setting(
+        None,
+        option="--prompts",
+        help="Prompts file: .txt one per line or .jsonl with a 'prompt' field.",
+    )
     prompts: tuple[str, ...] | None = field(default=None, repr=False)
     #: where `prompts` came from when not a file ("workload sharegpt:...", "dataset wikitext")
     prompts_source: str | None = None
-    seed: int = _field(0, "Seeds weights of presets, prompt choice, sampling.")
-    mode: str = _field(
+    seed: int = setting(
+        0,
+        option="--seed",
+        help="Seeds weights of presets, prompt choice, sampling.",
+        within=Range(0, 2**32 - 1),
+    )
+    mode: str = setting(
         "minimal",
-        "minimal (no hooks: within noise), standard (per-layer times, activation "
+        option="--mode",
+        help="minimal (no hooks: within noise), standard (per-layer times, activation "
         "statistics: TPOT +3%, TTFT +2-5%) or deep (plus attention operations, entropy, kill "
         "ratios, MoE routing: TPOT +6-7%, TTFT +30-32%); costs measured on smollm2-135m, CPU.",
     )
-    sample_every: int = _field(1, "standard/deep: instrument one decode step in N.")
-    layers: tuple[int, ...] | None = None
-    energy: str = _field(
+    sample_every: int = setting(
+        1,
+        option="--sample-every",
+        help="standard/deep: instrument one decode step in N.",
+        within=Range(1, 1_000_000),
+    )
+    layers: tuple[int, ...] | None = setting(
+        None, option="--layers", help="standard/deep: only these blocks, e.g. 0,5,29."
+    )
+    energy: str = setting(
         "auto",
-        "Energy sources: auto (all this machine has), nvml, rapl, powermetrics or off. "
+        option="--energy",
+        help="Energy sources: auto (all this machine has), nvml, rapl, powermetrics or off. "
         "A named source that is missing is an error.",
     )
-    power_interval_ms: float = _field(
-        100.0, "How often the power sampler reads the sources (ms, 10 minimum)."
+    power_interval_ms: float = setting(
+        100.0,
+        option="--power-interval-ms",
+        help="How often the power sampler reads the sources (ms, 10 minimum).",
+        within=Range(10, 60_000, unit="ms"),
     )
-    grid_g_per_kwh: float | None = _field(
-        None, "Grid carbon intensity in g CO2/kWh; reports grams of CO2 when given."
+    grid_g_per_kwh: float | None = setting(
+        None,
+        option="--grid-intensity",
+        help="Grid carbon intensity in g CO2/kWh; reports grams of CO2 when given.",
+        within=Range(0, 10_000, unit="g CO2/kWh"),
     )
-    slos: tuple[tuple[str, float], ...] = ()
+    slos: tuple[tuple[str, float], ...] = setting(
+        (),
+        option="--slo",
+        help="ttft_ms=500, tpot_ms=80 or e2e_ms=2000 (repeatable): attainment and goodput over "
+        "the samples.",
+    )
 
     def _check_kinds(self) -> None:
         """Values of the wrong kind: a compile mode torch lacks, a NaN or infinite number."""
@@ -151,42 +198,20 @@ class RunConfig:
     def validate(self) -> RunConfig:
         """Raise UserError for any value that cannot run; return self for chaining.
 
-        Long because: every setting's check is one (condition, problem, fix) row of one list,
-        read together.
+        Ranges are the fields' own (`check_ranges`); the checks here are of choices and of one
+        setting against another, one (condition, problem, fix) row each.
         """
         from infermeter.run.slo import check_slos
 
         check_slos(self.slos)
         self._check_kinds()
+        check_ranges(self)
         checks = [
-            (self.new_tokens >= 1, f"--new-tokens {self.new_tokens} is below 1", "use 1 or more"),
-            (
-                self.batch_size >= 1,
-                f"batch size {self.batch_size} is below 1",
-                "use --batch-size 1 or more",
-            ),
-            (self.samples >= 1, f"--samples {self.samples} is below 1", "use 1 or more"),
-            (self.warmup >= 0, f"--warmup {self.warmup} is negative", "use 0 or more"),
-            (
-                self.prompt_tokens is None or self.prompt_tokens >= 1,
-                f"--prompt-tokens {self.prompt_tokens} is below 1",
-                "use 1 or more, or leave it out for whole prompts",
-            ),
             (self.mode in MODES, f"unknown mode {self.mode!r}", f"use one of {', '.join(MODES)}"),
-            (
-                0 <= self.seed < 2**32,
-                f"--seed {self.seed} is outside 0..{2**32 - 1}",
-                "use a seed from 0 to 4294967295",
-            ),
             (
                 self.layers is None or (self.mode != "minimal" and min(self.layers) >= 0),
                 f"--layers {self.layers} needs --mode standard or deep and indices >= 0",
                 "add --mode standard, or leave --layers out",
-            ),
-            (
-                self.sample_every >= 1,
-                f"--sample-every {self.sample_every} is below 1",
-                "use 1 (every decode step) or more",
             ),
             (
                 self.cache in CACHE_FORMS,
@@ -204,38 +229,12 @@ class RunConfig:
                 f"{self.batch_size} (transformers' assisted generation)",
                 "use --batch-size 1 with speculative decoding",
             ),
-            (self.temperature > 0, f"temperature {self.temperature} is not > 0", "use e.g. 0.7"),
-            (0 < self.top_p <= 1, f"top-p {self.top_p} is outside (0, 1]", "use e.g. 0.9"),
-            (
-                self.sample_top_k is None or self.sample_top_k >= 1,
-                f"sampling top-k {self.sample_top_k} is below 1",
-                "use 1 or more",
-            ),
             (
                 self.energy in ENERGY_CHOICES,
                 f"--energy {self.energy!r} is not a source",
                 f"use one of {', '.join(ENERGY_CHOICES)}",
             ),
-            (
-                self.power_interval_ms >= 10,
-                f"--power-interval-ms {self.power_interval_ms} is below the minimum of 10 ms",
-                "use 10 ms or more (100 ms is the default)",
-            ),
-            (
-                self.grid_g_per_kwh is None or self.grid_g_per_kwh >= 0,
-                f"--grid-intensity {self.grid_g_per_kwh} g/kWh is negative",
-                "give the grid's carbon intensity in g CO2 per kWh, e.g. 400",
-            ),
         ]
-        for name, (flag, most) in MAXIMA.items():
-            value = getattr(self, name)
-            checks.append(
-                (
-                    value is None or value <= most,
-                    f"{flag} {value} is above the maximum of {most:,}",
-                    f"use at most {most:,}",
-                )
-            )
         for ok, problem, fix in checks:
             if not ok:
                 raise UserError(problem, fix)
