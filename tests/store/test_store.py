@@ -179,7 +179,7 @@ def test_a_version_7_database_reads_its_memory_under_the_mib_names(tmp_path):
         cols = {r[1] for r in c.execute("PRAGMA table_info(samples)")}
         version = c.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
     assert {"rss_peak_mib", "peak_allocated_mib"} <= cols and "rss_peak_mb" not in cols
-    assert version == str(SCHEMA_VERSION) == "8"
+    assert version == str(SCHEMA_VERSION) == "9"
 
 
 def _version_3_database(path):

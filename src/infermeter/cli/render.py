@@ -53,6 +53,8 @@ def run_header(run: RunResult, where: str | None = None) -> Text:
 
     mode = str(cfg.get("mode"))
     cost = f" (costs {MODE_COST[mode]} on smollm2-135m, CPU)" if mode in MODE_COST else ""
+    if run.instrument_cost:  # this run's own estimate replaces the canned figure
+        cost = ""
     compiled = cfg.get("compile")
     line3 = f"mode {mode}{cost}"
     if compiled:
@@ -64,6 +66,10 @@ def run_header(run: RunResult, where: str | None = None) -> Text:
         line3 += " · knobs " + ", ".join(f"{k}={v}" for k, v in changed.items())
     line2 += f"\n{line3}"
     text = Text(f"{line1}\n{line2}", style="bold")
+    if run.instrument_cost:
+        from infermeter.instrument.cost import InstrumentCost
+
+        text.append(f"\n{InstrumentCost(**run.instrument_cost).line()}", style="dim")
     tokenizer = str(info.get("tokenizer") or "")
     if tokenizer.endswith("in the checkpoint)"):  # the built-in tokenizer stood in
         text.append(f"\ntokenizer: {tokenizer}", style="yellow")

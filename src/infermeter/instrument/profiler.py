@@ -277,6 +277,22 @@ class Profiler:
         self.active = self.probing = False
         self._attached = False
 
+    def windows_per_step(self) -> dict[str, float]:
+        """Timed windows (records) per forward call of each phase, over every step of it.
+
+        Steps `sample_every` left untimed count as 0, so the figure is what an average step of
+        the run paid (instrument/cost.py prices it).
+        """
+        steps: dict[str, int] = {}
+        for info in self.steps:
+            steps[info.phase] = steps.get(info.phase, 0) + 1
+        windows: dict[str, int] = {}
+        for index in self.timing.steps[: self.timing.count]:
+            if 0 <= index < len(self.steps):
+                phase = self.steps[index].phase
+                windows[phase] = windows.get(phase, 0) + 1
+        return {phase: windows.get(phase, 0) / n for phase, n in steps.items()}
+
     @property
     def origin(self) -> Any:
         """The clock mark record start times are measured from (taken at the first attach)."""

@@ -24,6 +24,7 @@ from typing import Any
 
 from infermeter.errors import GenerationFailed, Terminated, UserError
 from infermeter.instrument import Profiler, ProfilingConfig
+from infermeter.instrument.cost import estimate, window_cost_us
 from infermeter.instrument.nvtx import NvtxRanges, cuda_nvtx
 from infermeter.knobs.compile import compile_notes, generate_compiles
 from infermeter.measure.clock import Clock, clock_for
@@ -94,6 +95,8 @@ class Session:
     speculator: Speculator | None = None
     #: the KV cache object the model was given (run/cache_probe.py)
     cache_probe: CacheProbe | None = None
+    #: what one timed window costs on this host, measured before the run (instrument/cost.py)
+    window_us: float | None = None
 
 
 def _vision_input(loaded: LoadedModel) -> VisionInput | None:
@@ -283,6 +286,7 @@ def set_up_session(
         nvtx=NvtxRanges(model, modules=not config.compile) if config.nvtx else None,
         speculator=speculator,
         cache_probe=CacheProbe(model),
+        window_us=window_cost_us(clock) if profiler is not None else None,
     )
 
 
@@ -495,7 +499,7 @@ def tear_down(session: Session) -> None:
     if profiler is not None:
         profiler.detach()
         offset = session.clock.elapsed_ms(session.origin, profiler.origin) + _load_offset(result)
-        _attach_layers(result, profiler, offset)
+        _attach_layers(result, profiler, offset, session.window_us)
     if session.sections is not None and session.sections.sections:
         rows = session.sections.rows(session.origin, _load_offset(result))
         result.layers["sections"] = rows  # beside the layers; the trace shows them too
@@ -603,12 +607,24 @@ def _records(table: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def _attach_layers(result: RunResult, profiler: Profiler, offset_ms: float) -> None:
-    """Per-layer tables, packed records and the profiler's notes (also after a failure)."""
+def _attach_layers(
+    result: RunResult, profiler: Profiler, offset_ms: float, window_us: float | None = None
+) -> None:
+    """Per-layer tables, packed records, notes and the timed windows' cost (after a failure too)."""
     layer_profile = profiler.result()
     result.trace = {**layer_profile.packed_trace(), "offset_ms": offset_ms}
     result.layers = {name: _records(df) for name, df in layer_profile.tables().items()}
     result.notes.extend(layer_profile.notes)
+    if window_us is not None and result.measured:
+        summary = result.summary()
+        cfg = profiler.config
+        result.instrument_cost = estimate(
+            window_us,
+            profiler.windows_per_step(),
+            summary["ttft_ms"].p50,
+            summary["tpot_ms"].p50,
+            probes=cfg.capture_activations or cfg.deep_ops,
+        ).to_dict()
 
 
 def _attach_energy(session: Session) -> None:

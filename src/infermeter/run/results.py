@@ -179,6 +179,8 @@ class RunResult:
     checks: dict[str, Any] = field(default_factory=dict)
     #: Power readings on the run's timeline: {"domains", "t_ms", "joules"} (cumulative J).
     power: dict[str, Any] | None = None
+    #: What the profiler's timed windows cost this run (instrument/cost.py), None without hooks.
+    instrument_cost: dict[str, Any] | None = None
 
     @property
     def measured(self) -> list[SampleResult]:
@@ -268,6 +270,7 @@ class RunResult:
                 "energy": self.energy,
                 "sweep_id": self.sweep_id,
                 "checks": self.checks,
+                "instrument_cost": self.instrument_cost,
             },
             "summary": [
                 {

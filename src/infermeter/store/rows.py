@@ -183,4 +183,5 @@ def run_from_row(row: RunRow) -> RunResult:
         power=power_from_rows(row.power),
         sweep_id=row.sweep_id,
         checks=mib_keys(row.checks or {}),
+        instrument_cost=row.instrument_cost,
     )

@@ -22,7 +22,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 #: Bumped whenever a table or column changes; a newer database is refused, not misread.
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 #: Columns added since version 1, so an older database is upgraded in place (no data lost).
 ADDED_COLUMNS = {
@@ -38,6 +38,7 @@ ADDED_COLUMNS = {
         ("progress", "pid", "INTEGER"),
         ("progress", "pid_started", "FLOAT"),
     ],
+    9: [("runs", "instrument_cost", "JSON")],
 }
 
 #: Columns renamed since version 1 (table, old name, new name): units in the names from v3.
@@ -103,6 +104,7 @@ class RunRow(Base):
     pid_started: Mapped[float] = mapped_column(Float)
     energy: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     checks: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    instrument_cost: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     samples: Mapped[list[SampleRow]] = relationship(
         back_populates="run", cascade="all, delete-orphan", order_by="SampleRow.index"
     )

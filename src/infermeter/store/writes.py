@@ -156,6 +156,7 @@ class StoreWrites(StoreCore):
             _drop_live_layers(row)
             row.energy = result.energy
             row.checks = result.checks or None
+            row.instrument_cost = result.instrument_cost
             row.knobs = result.knobs
             if result.power is not None:
                 row.power.extend(power_rows(result.power))
