@@ -48,13 +48,17 @@ def test_a_run_counts_its_timed_windows_and_prices_them(every_step):
     assert cost.windows_per_decode_step == pytest.approx(_decode_windows(every_step))
     assert cost.windows_per_prefill > blocks
     assert cost.us_per_window > 0
-    assert cost.us_per_decode_step == pytest.approx(
-        cost.windows_per_decode_step * cost.us_per_window
-    )
+    # standard mode probes block statistics on 1 decode step in 4 (indices 0 and 4 of 6)
+    assert cost.probed_decode_share == pytest.approx(2 / 6)
+    assert cost.us_per_probed_step > 0
+    windows_us = cost.windows_per_decode_step * cost.us_per_window
+    stats_us = cost.us_per_probed_step * cost.probed_decode_share
+    assert cost.us_per_decode_step == pytest.approx(windows_us + stats_us)
     tpot = every_step.summary()["tpot_ms"].p50
     assert cost.decode_share == pytest.approx(cost.us_per_decode_step / 1e3 / tpot)
-    assert cost.probes  # standard mode reduces activation statistics on top: a lower bound
-    assert cost.line().startswith("instruments cost at least ")
+    assert not cost.probes  # every instrument of standard mode is priced
+    assert cost.line().startswith("instruments cost about ")
+    assert "statistics" in cost.line()
 
 
 def test_sampling_every_other_step_halves_the_decode_windows(every_step, tmp_path):
@@ -90,12 +94,22 @@ def test_sampling_every_other_step_halves_the_decode_windows(every_step, tmp_pat
     # the timed steps pay what every step paid before; the untimed ones pay nothing
     assert half["windows_per_decode_step"] == pytest.approx(full["windows_per_decode_step"] / 2)
     assert half["windows_per_prefill"] == full["windows_per_prefill"]
+    assert half["probed_decode_share"] == pytest.approx(2 / 6)  # indices 0 and 4: both timed
     stored = Store(str(db)).get(doc["meta"]["run_id"])
     assert stored.instrument_cost == half
     shown = cli_here("runs", "show", doc["meta"]["run_id"], "--db", db)
     assert shown.returncode == 0, shown.stderr
-    assert "instruments cost at least" in shown.stdout
+    assert "instruments cost about" in shown.stdout
     assert "TPOT +3%" not in shown.stdout  # the canned figure gives way to the run's own
+
+
+def test_a_deep_run_says_its_estimate_is_a_lower_bound():
+    run = profile(
+        RunConfig(model="tiny-llama", mode="deep", new_tokens=3, samples=1, warmup=0, energy="off")
+    )
+    cost = InstrumentCost(**run.instrument_cost)
+    assert cost.probes and cost.line().startswith("instruments cost at least ")
+    assert "not priced" in cost.line()
 
 
 def test_a_minimal_run_has_no_windows_to_price(tmp_path):

@@ -6,10 +6,12 @@ A run knows how many windows its profiler timed in each phase (every wrapped mod
 root forward and generate's own parts), and the cost of one window is measured on this host, at
 start-up, with the profiler's own wrapper on a tiny module: plain calls and wrapped calls in
 interleaved rounds, the median difference. Their product over the run's median TTFT and TPOT is
-the estimate a run states. It covers the timing windows; the statistics probes (standard and
-deep modes) reduce tensors on probed steps on top, which the estimate names but does not price,
-so it is a lower bound there. `benchmarks/overhead.py` holds the estimate against the measured
-ratio of instrumented to bare runs.
+the estimate a run states. Standard mode's block-output statistics are priced the same way: one
+probed decode step (every block's output staged, then reduced) timed at start-up with a probe
+of the run's own shape, times the share of decode steps probed. Deep mode's attention and kill
+probes and its eager attention are not priced, so its estimate is a lower bound and says so; so
+is every prefill figure (a prefill reduces prompt-sized rows). `benchmarks/overhead.py` holds
+the estimate against the measured ratio of instrumented to bare runs.
 """
 
 from __future__ import annotations
@@ -41,8 +43,12 @@ class InstrumentCost:
     us_per_prefill: float
     decode_share: float
     prefill_share: float
-    #: the statistics probes' reductions ran on top (standard, deep): a lower bound then
+    #: unpriced instruments ran on top (deep mode's probes, eager attention): a lower bound
     probes: bool
+    #: block-output statistics: microseconds one probed decode step costs, and the share of
+    #: decode steps probed (both 0 without them); included in `us_per_decode_step`
+    us_per_probed_step: float = 0.0
+    probed_decode_share: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (the store's `instrument_cost` column)."""
@@ -51,14 +57,20 @@ class InstrumentCost:
     def line(self) -> str:
         """What a run prints: 'instruments cost about 2.1% of decode (41 us a step) ...'."""
         bound = "at least " if self.probes else "about "
+        stats = ""
+        if self.probed_decode_share > 0:
+            stats = (
+                f" + statistics {self.us_per_probed_step:.0f} us on "
+                f"{100 * self.probed_decode_share:.0f}% of steps"
+            )
         text = (
             f"instruments cost {bound}{100 * self.decode_share:.1f}% of decode "
             f"({self.us_per_decode_step:.0f} us a step: {self.windows_per_decode_step:.0f} timed "
-            f"windows x {self.us_per_window:.2f} us) and {100 * self.prefill_share:.1f}% of "
-            "prefill"
+            f"windows x {self.us_per_window:.2f} us{stats}) and at least "
+            f"{100 * self.prefill_share:.1f}% of prefill"
         )
         if self.probes:
-            text += "; activation statistics add their reductions on probed steps"
+            text += "; deep mode's attention probes and eager attention are not priced"
         return text
 
 
@@ -101,17 +113,57 @@ def window_cost_us(clock: Any) -> float:
     return _CACHE[key]
 
 
+def probed_step_cost_us(profiler: Any, rows: int = 1) -> float:
+    """Microseconds one probed decode step's block-output statistics cost (0 without them).
+
+    A fresh probe of the run's shape (its blocks, hidden size, device and settings) stages a
+    decode-sized output of every block and reduces them, as the profiler's own probe does at the
+    end of a probed forward; the median of `COST_ROUNDS` such steps is kept.
+    """
+    if profiler.activations is None:
+        return 0.0
+    import torch
+
+    from infermeter.instrument.probes import ActivationProbe
+
+    cfg = profiler.config
+    blocks = max(1, len(profiler.arch.blocks))
+    probe = ActivationProbe(
+        blocks,
+        profiler.device,
+        cfg.activation_eps,
+        blocks * (COST_ROUNDS + 1),
+        stage_width=profiler.hidden * cfg.stage_batch,
+    )
+    x = torch.randn(rows, 1, max(1, profiler.hidden), device=profiler.device)
+    times = []
+    for _ in range(COST_ROUNDS + 1):
+        t0 = time.perf_counter()
+        for layer in range(blocks):
+            probe.record(1, layer, x)
+        probe.flush()
+        times.append((time.perf_counter() - t0) * 1e6)
+    return statistics.median(times[1:])  # the first is a warm-up
+
+
 def estimate(
     us_per_window: float,
     windows: dict[str, float],
     ttft_ms: float,
     tpot_ms: float,
     probes: bool,
+    us_per_probed_step: float = 0.0,
+    probed_decode_share: float = 0.0,
 ) -> InstrumentCost:
-    """The run's estimate from its windows per step (`Profiler.windows_per_step`)."""
+    """The run's estimate: its windows per step times their price, plus statistics.
+
+    `windows` is `Profiler.windows_per_step()`; where statistics ran, one probed step's price
+    and the share of decode steps probed add theirs.
+    """
     prefill = windows.get("prefill", 0.0)
     decode = windows.get("decode", 0.0)
-    us_decode, us_prefill = decode * us_per_window, prefill * us_per_window
+    us_decode = decode * us_per_window + us_per_probed_step * probed_decode_share
+    us_prefill = prefill * us_per_window
 
     def share(us: float, ms: float) -> float:
         return us / 1e3 / ms if ms > 0 else float("nan")
@@ -125,4 +177,6 @@ def estimate(
         decode_share=share(us_decode, tpot_ms),
         prefill_share=share(us_prefill, ttft_ms),
         probes=probes,
+        us_per_probed_step=us_per_probed_step,
+        probed_decode_share=probed_decode_share,
     )

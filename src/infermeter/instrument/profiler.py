@@ -67,6 +67,8 @@ class Profiler:
         self._saved_attn: tuple[Any, Any] | None = None
         self.modules: list[ModuleInfo] = []
         self.steps: list[StepInfo] = []
+        #: forward calls whose statistics were probed, per phase (instrument/cost.py prices them)
+        self.probed_steps: dict[str, int] = {}
         self._starts: list[Any] = []
         self._step = -1
         self._phase = 0
@@ -79,7 +81,8 @@ class Profiler:
         self.timing = TimingRecorder(self.clock, cfg.preallocate)
         # Tensors up to `small` values (decode-sized) are kept until the forward ends and
         # reduced all layers at once (see probes); larger ones are reduced per call.
-        small = _hidden_size(model) * cfg.stage_batch
+        self.hidden = _hidden_size(model)
+        small = self.hidden * cfg.stage_batch
         self.activations = (
             ActivationProbe(
                 n_layers,
@@ -277,6 +280,11 @@ class Profiler:
         self.active = self.probing = False
         self._attached = False
 
+    def probed_share(self, phase: str) -> float:
+        """The share of the phase's forward calls whose statistics were probed."""
+        steps = sum(1 for info in self.steps if info.phase == phase)
+        return self.probed_steps.get(phase, 0) / steps if steps else 0.0
+
     def windows_per_step(self) -> dict[str, float]:
         """Timed windows (records) per forward call of each phase, over every step of it.
 
@@ -314,6 +322,8 @@ class Profiler:
             self._decode_index = 0
         self._begin_step(phase, decode_index, active)
         self.probing = probing
+        if probing:
+            self.probed_steps[phase] = self.probed_steps.get(phase, 0) + 1
         if active:
             start = self._starts[self._root_mid] = self.clock.mark()
             if phase == "decode" and self._token_mark is not None and self._prepare_mid is not None:

@@ -24,7 +24,7 @@ from typing import Any
 
 from infermeter.errors import GenerationFailed, Terminated, UserError
 from infermeter.instrument import Profiler, ProfilingConfig
-from infermeter.instrument.cost import estimate, window_cost_us
+from infermeter.instrument.cost import estimate, probed_step_cost_us, window_cost_us
 from infermeter.instrument.nvtx import NvtxRanges, cuda_nvtx
 from infermeter.knobs.compile import compile_notes, generate_compiles
 from infermeter.measure.clock import Clock, clock_for
@@ -95,8 +95,10 @@ class Session:
     speculator: Speculator | None = None
     #: the KV cache object the model was given (run/cache_probe.py)
     cache_probe: CacheProbe | None = None
-    #: what one timed window costs on this host, measured before the run (instrument/cost.py)
+    #: what one timed window and one probed decode step's statistics cost on this host,
+    #: measured before the run (instrument/cost.py)
     window_us: float | None = None
+    probed_step_us: float = 0.0
 
 
 def _vision_input(loaded: LoadedModel) -> VisionInput | None:
@@ -287,6 +289,7 @@ def set_up_session(
         speculator=speculator,
         cache_probe=CacheProbe(model),
         window_us=window_cost_us(clock) if profiler is not None else None,
+        probed_step_us=probed_step_cost_us(profiler, config.batch_size) if profiler else 0.0,
     )
 
 
@@ -499,7 +502,7 @@ def tear_down(session: Session) -> None:
     if profiler is not None:
         profiler.detach()
         offset = session.clock.elapsed_ms(session.origin, profiler.origin) + _load_offset(result)
-        _attach_layers(result, profiler, offset, session.window_us)
+        _attach_layers(result, profiler, offset, session.window_us, session.probed_step_us)
     if session.sections is not None and session.sections.sections:
         rows = session.sections.rows(session.origin, _load_offset(result))
         result.layers["sections"] = rows  # beside the layers; the trace shows them too
@@ -608,7 +611,11 @@ def _records(table: Any) -> list[dict[str, Any]]:
 
 
 def _attach_layers(
-    result: RunResult, profiler: Profiler, offset_ms: float, window_us: float | None = None
+    result: RunResult,
+    profiler: Profiler,
+    offset_ms: float,
+    window_us: float | None = None,
+    probed_step_us: float = 0.0,
 ) -> None:
     """Per-layer tables, packed records, notes and the timed windows' cost (after a failure too)."""
     layer_profile = profiler.result()
@@ -623,7 +630,9 @@ def _attach_layers(
             profiler.windows_per_step(),
             summary["ttft_ms"].p50,
             summary["tpot_ms"].p50,
-            probes=cfg.capture_activations or cfg.deep_ops,
+            probes=cfg.deep_ops,
+            us_per_probed_step=probed_step_us,
+            probed_decode_share=profiler.probed_share("decode") if cfg.capture_activations else 0,
         ).to_dict()
 
 
