@@ -132,7 +132,7 @@ def measure(
         data[variant]["tpot"].append(tpot)
         data[variant]["cpu"].append(cpu)
         if variant in stated and run is not None and run.instrument_cost:
-            stated[variant].append(run.instrument_cost["decode_share"])
+            stated[variant].append(run.instrument_cost.decode_share)
         if variant == "standard" and not calls_per_step and run is not None:
             decode = [
                 r

@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from infermeter.instrument.cost import InstrumentCost, estimate, window_cost_us
+from infermeter.instrument.cost import estimate, window_cost_us
 from infermeter.run import RunConfig, profile
 from infermeter.store import Store
 from tests.helpers import cli_here
@@ -40,7 +40,7 @@ def every_step():
 
 
 def test_a_run_counts_its_timed_windows_and_prices_them(every_step):
-    cost = InstrumentCost(**every_step.instrument_cost)
+    cost = every_step.instrument_cost
     blocks = every_step.model_info["layers"]
     # every block and its parts, the root forward and generate's own parts: more than a window
     # a block, and exactly what the run's own tables recorded
@@ -90,13 +90,13 @@ def test_sampling_every_other_step_halves_the_decode_windows(every_step, tmp_pat
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     half = doc["meta"]["instrument_cost"]
-    full = every_step.instrument_cost
+    full = every_step.instrument_cost.to_dict()
     # the timed steps pay what every step paid before; the untimed ones pay nothing
     assert half["windows_per_decode_step"] == pytest.approx(full["windows_per_decode_step"] / 2)
     assert half["windows_per_prefill"] == full["windows_per_prefill"]
     assert half["probed_decode_share"] == pytest.approx(2 / 6)  # indices 0 and 4: both timed
     stored = Store(str(db)).get(doc["meta"]["run_id"])
-    assert stored.instrument_cost == half
+    assert stored.instrument_cost.to_dict() == half
     shown = cli_here("runs", "show", doc["meta"]["run_id"], "--db", db)
     assert shown.returncode == 0, shown.stderr
     assert "instruments cost about" in shown.stdout
@@ -107,7 +107,7 @@ def test_a_deep_run_says_its_estimate_is_a_lower_bound():
     run = profile(
         RunConfig(model="tiny-llama", mode="deep", new_tokens=3, samples=1, warmup=0, energy="off")
     )
-    cost = InstrumentCost(**run.instrument_cost)
+    cost = run.instrument_cost
     assert cost.probes and cost.line().startswith("instruments cost at least ")
     assert "not priced" in cost.line()
 

@@ -66,10 +66,8 @@ def run_header(run: RunResult, where: str | None = None) -> Text:
         line3 += " · knobs " + ", ".join(f"{k}={v}" for k, v in changed.items())
     line2 += f"\n{line3}"
     text = Text(f"{line1}\n{line2}", style="bold")
-    if run.instrument_cost:
-        from infermeter.instrument.cost import InstrumentCost
-
-        text.append(f"\n{InstrumentCost(**run.instrument_cost).line()}", style="dim")
+    if run.instrument_cost is not None:
+        text.append(f"\n{run.instrument_cost.line()}", style="dim")
     tokenizer = str(info.get("tokenizer") or "")
     if tokenizer.endswith("in the checkpoint)"):  # the built-in tokenizer stood in
         text.append(f"\ntokenizer: {tokenizer}", style="yellow")

@@ -633,7 +633,7 @@ def _attach_layers(
             probes=cfg.deep_ops,
             us_per_probed_step=probed_step_us,
             probed_decode_share=profiler.probed_share("decode") if cfg.capture_activations else 0,
-        ).to_dict()
+        )
 
 
 def _attach_energy(session: Session) -> None:

@@ -11,6 +11,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
+from infermeter.instrument.cost import InstrumentCost
 from infermeter.measure.stats import Summary, summarize
 
 #: Per-sample metrics summarised in every run, with their units in their names.
@@ -179,8 +180,8 @@ class RunResult:
     checks: dict[str, Any] = field(default_factory=dict)
     #: Power readings on the run's timeline: {"domains", "t_ms", "joules"} (cumulative J).
     power: dict[str, Any] | None = None
-    #: What the profiler's timed windows cost this run (instrument/cost.py), None without hooks.
-    instrument_cost: dict[str, Any] | None = None
+    #: What the profiler's instruments cost this run (instrument/cost.py), None without hooks.
+    instrument_cost: InstrumentCost | None = None
 
     @property
     def measured(self) -> list[SampleResult]:
@@ -270,7 +271,9 @@ class RunResult:
                 "energy": self.energy,
                 "sweep_id": self.sweep_id,
                 "checks": self.checks,
-                "instrument_cost": self.instrument_cost,
+                "instrument_cost": (
+                    self.instrument_cost.to_dict() if self.instrument_cost else None
+                ),
             },
             "summary": [
                 {

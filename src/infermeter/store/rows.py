@@ -9,6 +9,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING, Any, cast
 
+from infermeter.instrument.cost import InstrumentCost
 from infermeter.store.schema import (
     POWER_CHUNK,
     PowerSamplesRow,
@@ -183,5 +184,5 @@ def run_from_row(row: RunRow) -> RunResult:
         power=power_from_rows(row.power),
         sweep_id=row.sweep_id,
         checks=mib_keys(row.checks or {}),
-        instrument_cost=row.instrument_cost,
+        instrument_cost=InstrumentCost(**row.instrument_cost) if row.instrument_cost else None,
     )

@@ -156,7 +156,8 @@ class StoreWrites(StoreCore):
             _drop_live_layers(row)
             row.energy = result.energy
             row.checks = result.checks or None
-            row.instrument_cost = result.instrument_cost
+            cost = result.instrument_cost
+            row.instrument_cost = cost.to_dict() if cost is not None else None
             row.knobs = result.knobs
             if result.power is not None:
                 row.power.extend(power_rows(result.power))
