@@ -99,7 +99,7 @@ def test_prompt_longer_than_context_is_refused(tiny_llama):
 @pytest.mark.parametrize(
     "field,value,match",
     [
-        ("batch_size", 0, "batch size 0"),
+        ("batch_size", 0, "--batch-size 0 is out of range"),
         ("new_tokens", 0, "new-tokens 0"),
         ("samples", 0, "samples 0"),
         ("top_p", 1.5, "top-p"),

@@ -24,6 +24,7 @@ from infermeter.experiments.placement import RayPlacement
 from infermeter.run.sweep_spec import SweepSpec
 from infermeter.util import fmt
 from infermeter.util.jsonio import clean_json, print_json, write_json
+from infermeter.util.settings import check_ranges
 
 if TYPE_CHECKING:
     from infermeter.run.config import RunConfig
@@ -94,6 +95,12 @@ def sweep_command(
     from infermeter.run.sweep_spec import SweepSpec
     from infermeter.store import Store
 
+    # the placement's ranges first: a typo is named before the sweep file or the knobs
+    check_ranges(
+        RayPlacement(
+            cpus_per_point=cpus_per_point, gpus_per_point=gpus_per_point, local_cpus=ray_cpus
+        )
+    )
     file = read_sweep_file(config) if config else None
     knobs = dict(file.knob_texts()) if file else {}
     for text in knob or []:
