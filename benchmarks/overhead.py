@@ -249,10 +249,12 @@ def report(title: str, res: dict[str, Any]) -> dict[str, Any]:
         if shares:  # what the run printed of itself, against what the rounds measured
             share = statistics.median(shares)
             own[v] = share / (1 - share)  # a share of the instrumented step, as a ratio to bare
+            lo, hi = tpot[v][1] - 1, tpot[v][2] - 1
+            where = "inside" if lo <= own[v] <= hi else "OUTSIDE"
             print(
-                f"{v}: the run's own estimate (timed windows) +{100 * own[v]:.2f}% decode, "
-                f"measured TPOT ratio {tpot[v][0]:.4f} ({tpot[v][1]:.4f}-{tpot[v][2]:.4f}): "
-                f"the windows are {own[v] / max(tpot[v][0] - 1, 1e-9):.2f} of the measured cost"
+                f"{v}: the run's own estimate +{100 * own[v]:.2f}% decode; measured TPOT "
+                f"{100 * (tpot[v][0] - 1):+.2f}% ({100 * lo:+.2f}..{100 * hi:+.2f}%): {where} "
+                "the measured interval"
             )
     return {
         v: {"ttft": ttft[v][0], "tpot": tpot[v][0], "tpot_ci": list(tpot[v][1:]), "cpu": cpu[v][0]}
