@@ -252,7 +252,7 @@ def report(title: str, res: dict[str, Any]) -> dict[str, Any]:
             lo, hi = tpot[v][1] - 1, tpot[v][2] - 1
             where = "inside" if lo <= own[v] <= hi else ("below" if own[v] < lo else "ABOVE")
             if v == "deep" and own[v] < lo:
-                where += " (deep's estimate is a lower bound: it prices timing only)"
+                where += " (deep's estimate is a lower bound: timing and block statistics only)"
             print(
                 f"{v}: the run's own estimate +{100 * own[v]:.2f}% decode; measured TPOT "
                 f"{100 * (tpot[v][0] - 1):+.2f}% ({100 * lo:+.2f}..{100 * hi:+.2f}%): {where} "
