@@ -172,11 +172,31 @@ def test_paired_comparison_fields_and_too_few_rounds():
 
 
 def test_too_few_rounds_never_promise_less_than_the_test_needs():
-    """4 rounds of a clear 2x effect: Wilcoxon cannot reach p < 0.05 below 6 pairs, so the
-    verdict waits, and the samples it asks for are at least 6 (3 vs 3 unpaired: at least 4)."""
+    """4 rounds where one disagrees: Wilcoxon cannot reach p < 0.05 below 6 pairs and the
+    rounds do not all agree, so the verdict waits, and the samples it asks for are at least 6
+    (3 vs 3 unpaired whose samples overlap: at least 4)."""
     from infermeter.measure.stats import compare_paired_samples, compare_samples
 
-    c = compare_paired_samples([200.0, 210.0, 190.0, 205.0], [100.0, 101.0, 99.0, 102.0])
+    c = compare_paired_samples([200.0, 210.0, 190.0, 95.0], [100.0, 101.0, 99.0, 102.0])
     assert c["verdict"] == "no detectable difference" and c["samples_to_resolve"] >= 6
-    u = compare_samples([200.0, 210.0, 190.0], [100.0, 101.0, 99.0])
+    u = compare_samples([200.0, 210.0, 100.5], [100.0, 101.0, 99.0])
     assert u["verdict"] == "no detectable difference" and u["samples_to_resolve"] >= 4
+
+
+def test_a_clear_difference_of_few_samples_is_called_whatever_the_rank_test_says():
+    """Issue 59: a 3.8x decode slowdown, 3 samples a side, interval 0.23-0.30, was called "no
+    detectable difference" (Mann-Whitney's p cannot go below 0.1 at 3 vs 3), and
+    `--fail-if-slower` exited 0: a gate that failed open. Samples apart and the whole interval
+    beyond 1 by more than 5% is a difference; 2 a side, or samples that overlap, are not."""
+    from infermeter.measure.stats import compare_paired_samples, compare_samples
+
+    slow = compare_samples([10.0, 10.4, 9.8], [38.0, 39.5, 37.2])
+    assert slow["p_value"] >= 0.1 and slow["ci95_high"] < 0.3
+    assert slow["verdict"] == "slower"
+    fast = compare_paired_samples([200.0, 210.0, 190.0, 205.0], [100.0, 101.0, 99.0, 102.0])
+    assert fast["verdict"] == "faster"
+    # apart, but within 5% of 1: noise of this size is not claimed on 3 samples
+    near = compare_samples([100.0, 100.5, 101.0], [102.0, 102.5, 103.0])
+    assert near["verdict"] == "no detectable difference"
+    # two a side: one sample's noise
+    assert compare_samples([10.0, 10.2], [38.0, 39.0])["verdict"] == "no detectable difference"

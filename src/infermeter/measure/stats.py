@@ -14,10 +14,13 @@ standard deviation (ddof=1).
 
 A difference between two sets of samples is claimed only when the data support it:
 `compare_samples` gives the ratio of medians with a bootstrap interval, and calls it faster
-or slower only when that interval excludes 1 *and* a Mann-Whitney U test rejects "same
+or slower when that interval excludes 1 *and* a Mann-Whitney U test rejects "same
 distribution" at 5% (two tests, so noise alone claims a difference in fewer than 5% of
-comparisons); otherwise "no detectable difference", with the samples a run would need to
-resolve a difference of the size seen.
+comparisons), or, from 3 samples a side, when the whole interval lies beyond 1 by more than
+`CLEAR_MARGIN` (5%) and no sample of one run reaches the other's: three samples a side cannot
+give the rank test a p below 0.1, and a 3.8x slowdown was called "no detectable difference"
+while its interval read 0.23-0.30 (a CI gate that failed open). Otherwise "no detectable
+difference", with the samples a run would need to resolve a difference of the size seen.
 
 When the two sets were measured in the same rounds (an interleaved sweep: sample i of each
 ran back to back), `compare_paired_samples` judges the per-round ratios instead: their
@@ -241,6 +244,11 @@ def outlier_notes(
 
 #: p-value below which a rank test calls two sets of samples different
 ALPHA = 0.05
+#: an interval wholly this far beyond 1, with the two runs' samples apart, is a difference
+#: whatever the rank test says (it cannot reach ALPHA with 3 samples a side)
+CLEAR_MARGIN = 0.05
+#: the fewest samples a side the clear-margin rule judges (2 a side is one sample's noise)
+CLEAR_MIN_SAMPLES = 3
 #: The fewest samples with which the rank tests can reach p < ALPHA at all (two-sided, exact):
 #: Mann-Whitney needs 4 per group (3 vs 3 gives p >= 0.1), Wilcoxon's signed-rank 6 pairs
 #: (5 give p >= 0.0625). `samples_to_resolve` never says less.
@@ -282,19 +290,30 @@ def compare_samples(
     from scipy.stats import mannwhitneyu  # only where a difference is judged: 1 s to import
 
     p = 1.0 if np.array_equal(np.sort(b), np.sort(v)) else float(mannwhitneyu(b, v).pvalue)
-    return _judgement(out, lo, hi, p, max(b.size, v.size), MIN_UNPAIRED)
+    apart = bool(b.min() > v.max() or v.min() > b.max())
+    clear = apart and min(b.size, v.size) >= CLEAR_MIN_SAMPLES
+    return _judgement(out, lo, hi, p, max(b.size, v.size), MIN_UNPAIRED, clear)
 
 
 def _judgement(
-    out: dict[str, Any], lo: float, hi: float, p: float, n: int, fewest: int
+    out: dict[str, Any],
+    lo: float,
+    hi: float,
+    p: float,
+    n: int,
+    fewest: int,
+    clear: bool = False,
 ) -> dict[str, Any]:
     """`out` with the interval, p-value, verdict and the samples that would resolve it.
 
-    Faster or slower only when the interval excludes 1 and p < ALPHA; otherwise, about how
-    many samples (per run, or pairs) would make a difference of the size seen detectable:
-    the interval narrows as 1/sqrt(n), and never fewer than the test needs (`fewest`).
+    Faster or slower when the interval excludes 1 and p < ALPHA, or when `clear` (the samples
+    lie apart, enough of them) and the whole interval is beyond 1 by more than CLEAR_MARGIN;
+    otherwise, about how many samples (per run, or pairs) would make a difference of the size
+    seen detectable: the interval narrows as 1/sqrt(n), and never fewer than the test needs
+    (`fewest`).
     """
-    detected = p < ALPHA and (lo > 1 or hi < 1)
+    beyond = lo > 1 + CLEAR_MARGIN or hi < 1 / (1 + CLEAR_MARGIN)
+    detected = (p < ALPHA and (lo > 1 or hi < 1)) or (clear and beyond)
     speedup = out["speedup"]
     verdict = ("faster" if speedup > 1 else "slower") if detected else "no detectable difference"
     resolve = None
@@ -351,4 +370,5 @@ def compare_paired_samples(
     from scipy.stats import wilcoxon  # only where a difference is judged
 
     p = 1.0 if not np.any(logs) else float(wilcoxon(logs).pvalue)
-    return _judgement(out, lo, hi, p, n, MIN_PAIRED)
+    clear = bool(np.all(ratios > 1) or np.all(ratios < 1)) and n >= CLEAR_MIN_SAMPLES
+    return _judgement(out, lo, hi, p, n, MIN_PAIRED, clear)
