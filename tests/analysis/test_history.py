@@ -76,7 +76,8 @@ def test_history_and_compare_against_history_from_the_cli(tmp_path):
     doc = json.loads((out / "history.json").read_text())
     assert doc["configurations"][0]["change_points"][0]["run_id"] == ids[8]
     r = runner.invoke(app, ["compare", ids[8], "--against-history", "--db", db, "--fail-if-slower"])
-    assert r.exit_code == 1 and "tpot_ms not slower than history" in r.output
+    assert r.exit_code == 1 and "is slower than its history: tpot_ms" in r.output
+    assert "not slower" not in r.output  # one sentence per verdict, never its negation beside it
     r = runner.invoke(app, ["compare", ids[7], "--against-history", "--db", db, "--json"])
     assert r.exit_code == 0
     verdicts = {m["metric"]: m["verdict"] for m in json.loads(r.stdout)["metrics"]}

@@ -143,7 +143,7 @@ def judge_against_history(
     fail_if_slower, junit, summary = gate
     cases = [
         GateCase(
-            f"{v['metric']} not slower than history",
+            f"{v['metric']} against history",
             not v["verdict"].startswith("slower"),
             _history_line(v),
             gated=fail_if_slower,
@@ -164,7 +164,7 @@ def judge_against_history(
         console.print(f"run {run.run_id} against the recent runs of {mine['label']}:")
         for v in verdicts:
             console.print(f"  {_history_line(v)}", markup=False)
-    slower = [c.name for c in cases if not c.passed]
+    slower = [v["metric"] for v, c in zip(verdicts, cases, strict=True) if not c.passed]
     if fail_if_slower and slower:
         raise fail(f"run {run.run_id} is slower than its history: {', '.join(slower)}", 1)
 
