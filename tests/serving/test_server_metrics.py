@@ -147,3 +147,118 @@ def test_cli_prints_the_state_and_a_dead_url_fails_no_run(exporter, tmp_path):
     assert "every scrape failed" in r.output
     r = runner.invoke(app, ["load", "--metrics-url", "ftp://x", "--db", db])
     assert_one_line_error(r, "--metrics-url 'ftp://x' is not an http(s) URL")
+
+
+# --- hostile metrics servers and credentials (issue 58, items 1 and 4) -----------------------
+
+
+class _Hostile:
+    """A metrics server on 127.0.0.1 that misbehaves as `kind` says, on a thread."""
+
+    def __init__(self, kind: str) -> None:
+        import http.server
+        import threading
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.end_headers()
+                try:
+                    if kind == "endless":  # a valid exposition that never ends
+                        line = b"# HELP x x\n" + b"x_total 1\n" * 6000
+                        while True:
+                            self.wfile.write(line)
+                    else:  # "trickle": one byte every 50 ms, for ever
+                        while True:
+                            self.wfile.write(b"#")
+                            self.wfile.flush()
+                            time.sleep(0.05)
+                except OSError:
+                    return  # the client hung up: what a bounded scrape does
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/metrics"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("kind", ["endless", "trickle"])
+def test_a_scrape_of_a_hostile_metrics_server_ends_bounded_with_its_reason(kind):
+    """An endless /metrics body grew a load to 18.4 GB; one trickling a byte a second kept it
+    from ending: a timeout per read never fires. Each scrape is bounded in bytes and in time."""
+    from infermeter.serving.server_metrics import MAX_BODY_BYTES, Scraper
+
+    hostile = _Hostile(kind)
+    try:
+        scraper = Scraper(hostile.url, interval_s=60, timeout_s=1.0)
+        scraper.scrape()
+    finally:
+        hostile.close()
+    assert scraper.readings == [] and len(scraper.failures) == 1
+    reason = scraper.failures[0]
+    if kind == "endless":
+        assert f"passed {MAX_BODY_BYTES >> 20} MiB" in reason
+    else:
+        assert "took over 1 s" in reason
+
+
+def test_no_secret_of_an_endpoint_or_metrics_url_is_printed_or_stored(exporter, tmp_path):
+    """`load endpoint http://user:secret@host` printed the password, stored it in the run's
+    spec and device and wrote it into load.json; --metrics-url with user-info printed it and
+    every scrape failed (urllib took `user:pass@host` for the host name). Now the clients send
+    it as basic auth and every output, the store and load.json show it masked."""
+    import json
+
+    from infermeter.serving.nullserver import NullSpec, null_server
+
+    db, out = tmp_path / "r.db", tmp_path / "out"
+    port = exporter.split(":")[2].split("/")[0]
+    metrics = f"http://scraper:m3trpw@127.0.0.1:{port}/metrics?token=t0kval"
+    with null_server(NullSpec(ttft_ms=5, itl_ms=2)) as s:
+        url = s.url.replace("http://", "http://alice:s3cr3tpw@")
+        r = runner.invoke(
+            app,
+            [
+                "load",
+                "endpoint",
+                url,
+                "--requests",
+                "3",
+                "--rate",
+                "inf",
+                "--new-tokens",
+                "4",
+                "--no-selfcheck",
+                "--metrics-url",
+                metrics,
+                "--metrics-interval-ms",
+                "100",
+                "--out",
+                str(out),
+                "--db",
+                str(db),
+            ],
+            env={"COLUMNS": "300"},
+        )
+    assert r.exit_code == 0, r.output
+    secrets = ("s3cr3tpw", "m3trpw", "t0kval")
+    shown = r.output + (r.stderr or "")
+    doc = (out / "load.json").read_text()
+    stored = db.read_bytes()
+    for secret in secrets:
+        assert secret not in shown, secret
+        assert secret not in doc, secret
+        assert secret.encode() not in stored, secret
+    meta = json.loads(doc)["meta"]
+    assert "alice:***@127.0.0.1" in meta["model_info"]["spec"]
+    m = json.loads(doc)["server_metrics"]
+    assert m["scrapes"] > 0 and m["failures"] == 0  # basic auth, not a host named scraper:...
+    assert m["url"].endswith("/metrics?token=***") and "scraper:***@" in m["url"]

@@ -33,6 +33,7 @@ from typing import Any
 
 from infermeter.errors import UserError
 from infermeter.util.settings import Range, check_ranges, setting
+from infermeter.util.urls import masked_text, masked_url
 
 #: the environment variable an endpoint's API key is read from, unless --api-key-env names one
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
@@ -64,7 +65,7 @@ def base_url(endpoint: str) -> str:
     parts = urlsplit(endpoint.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise UserError(
-            f"--endpoint {endpoint!r} is not an http(s) URL",
+            f"--endpoint {masked_url(endpoint)!r} is not an http(s) URL",
             "e.g. --endpoint http://127.0.0.1:8000 (an OpenAI-compatible server)",
         )
     path = parts.path.rstrip("/")
@@ -79,12 +80,12 @@ async def served_model(client: Any, endpoint: str) -> str:
         page = await client.models.list()
     except openai.OpenAIError as exc:
         raise UserError(
-            f"cannot list the models of {endpoint}: {_reason(exc)}",
+            f"cannot list the models of {masked_url(endpoint)}: {_reason(exc)}",
             "check the server is up, or name the model with --endpoint-model",
         ) from None
     ids = [m.id for m in page.data]
     if not ids:
-        raise UserError(f"{endpoint} serves no model", "start it with a model loaded")
+        raise UserError(f"{masked_url(endpoint)} serves no model", "start it with a model loaded")
     return str(ids[0])
 
 
@@ -106,7 +107,11 @@ def _server_said(body: object) -> str | None:
 
 
 def _reason(exc: BaseException) -> str:
-    """A failed request's reason, in one line (never the API key: the client does not echo it)."""
+    """A failed request's reason, in one line, URLs in it masked (util/urls.py)."""
+    return masked_text(_reason_text(exc))
+
+
+def _reason_text(exc: BaseException) -> str:
     import openai
 
     if isinstance(exc, openai.APITimeoutError):

@@ -34,6 +34,7 @@ from infermeter.run.document import LoadResult
 from infermeter.run.slo import SLO_METRICS, check_slos, parse_slos, slo_report
 from infermeter.serving.endpoint import Endpoint, Served, ServerTiming, http_phases
 from infermeter.util.settings import Range, check_ranges, setting
+from infermeter.util.urls import masked_url
 
 SERVERS = ("continuous", "static")
 __all__ = ["SLO_METRICS", "Endpoint", "parse_slos", "slo_report"]  # re-exported for `load`
@@ -954,6 +955,7 @@ def _document(
         "prompt_tokens": asdict(spec.prompt_tokens),
         "new_tokens": asdict(spec.new_tokens),
         "slos": dict(spec.slos),
+        "metrics_url": masked_url(spec.metrics_url) if spec.metrics_url else None,
     }
     meta = {**meta, "spec": asked}
     if interrupted is not None:
@@ -976,7 +978,7 @@ def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any) -> LoadResult:
     plan = plan_requests(spec, tokenizer, 10**9)  # the server says what fits (HTTP 400)
     reqs = plan.requests
     texts = [tokenizer.decode(r.prompt_ids, skip_special_tokens=True) for r in reqs]
-    live = LiveProgress(sink, endpoint.model or endpoint.url) if sink is not None else None
+    live = LiveProgress(sink, endpoint.model or masked_url(endpoint.url)) if sink else None
     done: list[int] = []
 
     def finished(tokens: int) -> None:
@@ -1009,7 +1011,7 @@ def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any) -> LoadResult:
             live.end()
         if scraper is not None:
             scraper.stop()
-    url = base_url(endpoint.url)
+    url = masked_url(base_url(endpoint.url))  # shown and stored: never its credentials
     name = served.model if served is not None else (endpoint.model or "?")
     meta = {
         "kind": "load",
@@ -1027,7 +1029,7 @@ def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any) -> LoadResult:
             "model": name,
             "api": endpoint.api,
             "multi_token_chunks": served.multi_token_chunks if served is not None else 0,
-            "urls": [base_url(u) for u in endpoint.urls],
+            "urls": [masked_url(base_url(u)) for u in endpoint.urls],
             "aborted": served.aborted if served is not None else None,
             # names only: a header's value may be a credential
             "headers": sorted(endpoint.headers),

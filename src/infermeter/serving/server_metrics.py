@@ -8,7 +8,9 @@ effect. The scrape runs on a thread every `interval_s`; the text is parsed by th
 name and labels (`vllm:num_requests_running{model_name="..."}`), as a time series on the run's
 clock (ms from the first arrival). Histograms' buckets are left out (their `_sum` and `_count`
 are kept): they are what the load itself measures per request. A scrape that fails is counted
-with its reason, never a crash; a run whose every scrape failed says so.
+with its reason, never a crash; a run whose every scrape failed says so. Each scrape is bounded
+(`timeout_s` for the whole body, `MAX_BODY_BYTES`), user-info in the URL is sent as basic auth,
+and the URL is stored and shown masked (util/urls.py).
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ import time
 from typing import Any
 
 from infermeter.errors import UserError
+from infermeter.util.urls import masked_text, masked_url, without_credentials
 
+#: the most a scrape reads: vLLM's /metrics is tens of KiB; an endless body stops here
+MAX_BODY_BYTES = 8 << 20
 #: most series kept (an engine with thousands of labelled series would swamp the run)
 MAX_SERIES = 500
 #: metric names that say the batch's state, per engine, for the printed line and the figure
@@ -43,7 +48,7 @@ def check_url(url: str) -> str:
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise UserError(
-            f"--metrics-url {url!r} is not an http(s) URL",
+            f"--metrics-url {masked_url(url)!r} is not an http(s) URL",
             "e.g. --metrics-url http://127.0.0.1:8000/metrics",
         )
     return url.strip()
@@ -78,17 +83,30 @@ class Scraper:
         self._thread: threading.Thread | None = None
 
     def scrape(self) -> None:
-        """One reading now (failures are counted, with their reason)."""
-        import urllib.error
-        import urllib.request
+        """One reading now (failures are counted, with their reason), in bounded time and bytes.
+
+        The whole scrape has `timeout_s`, first byte to last, and at most `MAX_BODY_BYTES`:
+        a metrics server streaming an endless body grew a load to 18.4 GB, and one trickling a
+        byte a second kept it from ending (a timeout per read never fires).
+        """
+        import httpx
 
         t = time.perf_counter()
+        url, auth = without_credentials(self.url)
+        deadline = time.monotonic() + self.timeout_s
         try:
-            with urllib.request.urlopen(self.url, timeout=self.timeout_s) as r:  # http(s) checked
-                text = r.read().decode("utf-8", "replace")
-            self.readings.append((t, parse(text)))
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            self.failures.append(f"{type(exc).__name__}: {str(exc)[:120]}")
+            body = bytearray()
+            with httpx.stream("GET", url, auth=auth, timeout=self.timeout_s) as r:
+                r.raise_for_status()
+                for chunk in r.iter_bytes():
+                    body += chunk
+                    if len(body) > MAX_BODY_BYTES:
+                        raise ValueError(f"the body passed {MAX_BODY_BYTES >> 20} MiB")
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"the body took over {self.timeout_s:g} s")
+            self.readings.append((t, parse(body.decode("utf-8", "replace"))))
+        except (httpx.HTTPError, OSError, ValueError) as exc:  # TimeoutError is an OSError
+            self.failures.append(f"{type(exc).__name__}: {masked_text(str(exc))[:160]}")
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -127,7 +145,7 @@ class Scraper:
                 out[key]["t_ms"].append((t - origin_s) * 1e3)
                 out[key]["values"].append(value)
         return {
-            "url": self.url,
+            "url": masked_url(self.url),
             "interval_ms": self.interval_s * 1e3,
             "scrapes": len(self.readings),
             "failures": len(self.failures),
