@@ -259,3 +259,34 @@ def test_bad_workload_files_are_one_line(tiny_llama, tmp_path):
     assert math.isfinite(
         load_traffic("chat-sample", tiny_llama.tokenizer, 4096, 1).describe()["prefix_reuse"]
     )
+
+
+@pytest.mark.parametrize(
+    ("record", "needle"),
+    [
+        (
+            '{"timestamp": NaN, "input_length": 10, "output_length": 2}',
+            "record 2 has timestamp nan",
+        ),
+        ('{"timestamp": Infinity, "input_length": 10, "output_length": 2}', "timestamp inf"),
+        ('{"timestamp": -5, "input_length": 10, "output_length": 2}', "timestamp -0.005"),
+        ('{"timestamp": 1e15, "input_length": 10, "output_length": 2}', "after the first"),
+        ('{"timestamp": 9, "input_length": 200000000, "output_length": 2}', "200,000,000 prompt"),
+    ],
+)
+def test_a_trace_record_out_of_range_is_refused_before_any_request(
+    record, needle, tiny_llama, tmp_path
+):
+    """Issue 58: a NaN timestamp ran the load and then failed at the store, Infinity or a
+    far-future time waited for ever, a 200M-token prompt allocated 4.7 GB at an endpoint."""
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 10, "output_length": 2}\n' + record + "\n")
+    with pytest.raises(UserError, match=needle):
+        load_traffic(f"mooncake:{trace}", tiny_llama.tokenizer, 4096, 10)
+
+
+def test_a_burstgpt_row_without_a_token_count_is_named(tiny_llama, tmp_path):
+    trace = tmp_path / "b.csv"
+    trace.write_text("Timestamp,Request tokens,Response tokens\n1,10,3\n2,10,\n")
+    with pytest.raises(UserError, match="record 2 has token counts 10 and nan"):
+        load_traffic(f"azure:{trace}", tiny_llama.tokenizer, 4096, 10)

@@ -43,6 +43,9 @@ MOONCAKE_BLOCK_TOKENS = 512
 REUSE_BLOCK_TOKENS = 16
 #: largest workload file read (a real ShareGPT is ~650 MB: sample it first)
 MAX_FILE_BYTES = 2 * 2**30
+#: a trace's records: the longest span after the first (a week) and the longest prompt or output
+MAX_TRACE_SPAN_S = 7 * 24 * 3600.0
+MAX_TRACE_TOKENS = 10_000_000
 _SUFFIX = {"sharegpt": "json", "chat": "jsonl", "azure": "csv", "mooncake": "jsonl"}
 #: the small files in each format that ship with the package (tests and the demo)
 SAMPLES = {f"{k}-sample": f"data/{k}-sample.{_SUFFIX[k]}" for k in KINDS}
@@ -346,9 +349,42 @@ def _trace_rows(path: Path, kind: str) -> list[tuple[float, int, int, list[int] 
                 ) from None
     else:
         rows = _csv_rows(path)
+    _check_trace_rows(path, rows)
     rows.sort(key=lambda r: r[0])
     t0 = rows[0][0] if rows else 0.0
     return [(t - t0, p, n, h) for t, p, n, h in rows]
+
+
+def _check_trace_rows(path: Path, rows: list[tuple[float, int, int, list[int] | None]]) -> None:
+    """Every record's time and lengths in range: one line naming the first that is not.
+
+    Times are finite, non-negative and within `MAX_TRACE_SPAN_S` of the first; lengths within
+    `MAX_TRACE_TOKENS`.
+
+    Why: a Mooncake `"timestamp": NaN` ran the load and then failed at the store; `Infinity`
+    or a far-future time waited for ever; `input_length: 200000000` at an endpoint allocated
+    4.7 GB and did not end.
+    """
+    if not rows:
+        return
+    finite = [t for t, *_ in rows if math.isfinite(t)]
+    first = min(finite) if finite else 0.0
+    for i, (t, p, n, _) in enumerate(rows, start=1):
+        if not math.isfinite(t) or t < 0:
+            raise UserError(
+                f"--workload {path}: record {i} has timestamp {t!r}",
+                "a trace's timestamps are finite and non-negative",
+            )
+        if t - first > MAX_TRACE_SPAN_S:
+            raise UserError(
+                f"--workload {path}: record {i} arrives {t - first:,.0f} s after the first",
+                f"a trace spans at most {MAX_TRACE_SPAN_S:,.0f} s (a week): check its unit",
+            )
+        if not (0 <= p <= MAX_TRACE_TOKENS and 0 <= n <= MAX_TRACE_TOKENS):
+            raise UserError(
+                f"--workload {path}: record {i} asks {p:,} prompt and {n:,} output tokens",
+                f"a record's lengths are 0..{MAX_TRACE_TOKENS:,} tokens",
+            )
 
 
 def _csv_rows(path: Path) -> list[tuple[float, int, int, list[int] | None]]:
@@ -380,7 +416,16 @@ def _csv_rows(path: Path) -> list[tuple[float, int, int, list[int] | None]]:
             f"--workload {path}: some timestamps cannot be read",
             "Azure: 2023-11-16 18:15:46.68; BurstGPT: seconds",
         )
-    return [(float(t), int(p), int(n), None) for t, p, n in zip(seconds, prompt, out, strict=True)]
+    rows: list[tuple[float, int, int, list[int] | None]] = []
+    for i, (t, p, n) in enumerate(zip(seconds, prompt, out, strict=True), start=1):
+        try:
+            rows.append((float(t), int(p), int(n), None))
+        except (TypeError, ValueError):  # NaN or text token counts
+            raise UserError(
+                f"--workload {path}: record {i} has token counts {p!r} and {n!r}",
+                "a trace's token counts are whole numbers",
+            ) from None
+    return rows
 
 
 def _corpus_tokens(tokenizer: Any) -> list[list[int]]:
