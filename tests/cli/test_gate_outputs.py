@@ -92,3 +92,14 @@ def test_an_unwritable_junit_path_is_refused_before_any_work(tmp_path):
     assert_one_line_error(r, "--junit", "not writable")
     r = runner.invoke(app, ["load", "--summary", str(tmp_path)])
     assert_one_line_error(r, "--summary", "is a folder")
+
+
+def test_a_name_longer_than_the_file_system_allows_is_one_line(tmp_path):
+    """A 300-character --junit name was 'internal error: OSError ... File name too long'."""
+    from tests.helpers import assert_one_line_error
+
+    long = tmp_path / ("j" * 300 + ".xml")
+    r = runner.invoke(app, ["load", "run", "--junit", str(long), "--db", str(tmp_path / "r.db")])
+    assert_one_line_error(r, "--junit name 'jjjj", "is 304 bytes long", "at most 255 bytes")
+    r = runner.invoke(app, ["load", "run", "--out", str(tmp_path / ("o" * 300))])
+    assert_one_line_error(r, "--out name", "is 300 bytes long")
