@@ -103,6 +103,14 @@ def test_analysis_trace_and_compare_for_the_run_and_compare_pages(stored):
     assert doc["comparisons"][0]["changed"] == {"new_tokens": [2, 3]}
     assert c.get(f"/api/compare?runs={run.run_id}").status_code == 400
     assert c.get("/api/compare?runs=abc,NOT-HEX").status_code == 404
+    # a run with no measured sample: the reason in one line, not a 500 and a traceback
+    import copy
+
+    empty = copy.deepcopy(run)
+    empty.run_id, empty.samples = None, []
+    empty_id = store.save(empty)
+    r = c.get(f"/api/compare?runs={run.run_id},{empty_id}")
+    assert r.status_code == 400 and "has no samples" in r.json()["detail"]
 
 
 @pytest.mark.parametrize(

@@ -256,7 +256,10 @@ def _add_run_views(app: FastAPI, store: DashboardStore) -> None:
             raise HTTPException(400, "give 2 to 8 run ids: ?runs=BASE,VARIANT[,...]")
         loaded = [await _get(store, i) for i in ids]
         base = loaded[0]
-        docs = [await asyncio.to_thread(compare_runs, base, v) for v in loaded[1:]]
+        try:  # a run with nothing to compare (no measured sample) is the request's fault
+            docs = [await asyncio.to_thread(compare_runs, base, v) for v in loaded[1:]]
+        except UserError as exc:
+            raise HTTPException(400, exc.line()) from None
         listed = [
             {
                 "run_id": r.run_id,
