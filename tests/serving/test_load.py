@@ -406,3 +406,51 @@ def test_a_small_kv_cache_is_full_and_found(tmp_path):
     assert files and files[0].stat().st_size > 10_000
     r = runner.invoke(app, ["load", "--server", "static", "--kv-blocks", "4", "--db", db])
     assert_one_line_error(r, "--kv-blocks and --kv-page-tokens size continuous batching")
+
+
+def test_a_killed_load_keeps_the_requests_it_served(tmp_path):
+    """`kill -9` of `load` lost every request it had served (no run row until the end) while a
+    profile killed the same way kept its samples (issue 58, item 5). The run is now in the
+    store from its first finished request on; the next command marks it crashed."""
+    from infermeter import Store
+
+    db = tmp_path / "r.db"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "infermeter",
+            "load",
+            "run",
+            "-m",
+            "tiny-llama",
+            "--rate",
+            "4",
+            "--requests",
+            "200",
+            "--new-tokens",
+            "4",
+            "--energy",
+            "off",
+            "--db",
+            str(db),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    kept: list = []
+    while time.monotonic() < deadline and len(kept) < 3 and proc.poll() is None:
+        time.sleep(0.3)
+        if db.exists():
+            runs = Store(db).list_runs()
+            kept = Store(db).get(runs[0]["id"]).samples if runs else []
+    assert len(kept) >= 3, proc.stderr.read() if proc.poll() is not None else "nothing kept"
+    proc.kill()  # SIGKILL: no handler runs, nothing is flushed
+    proc.wait(30)
+    (run,) = Store(db).list_runs()  # opening the store marks a dead process's run
+    assert run["status"] == "crashed"
+    stored = Store(db).get(run["id"])
+    assert 3 <= len(stored.samples) < 200 and stored.config["mode"] == "load"
+    assert all(s.ttft_ms > 0 and s.new_tokens == 4 for s in stored.samples)

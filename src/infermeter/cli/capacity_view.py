@@ -46,6 +46,7 @@ def run_capacity(
             loaded=lm,
             sink=store,
             endpoint=target,
+            keep=True,
         )
         interrupted = doc["meta"].pop("interrupted", None)
         store_run(doc, interrupted)

@@ -382,7 +382,7 @@ def _run_once(
     from infermeter.serving.load import run_load
     from infermeter.util.jsonio import print_json, write_json
 
-    doc = run_load(spec, sink=store, endpoint=target)  # the live page follows it
+    doc = run_load(spec, sink=store, endpoint=target, keep=True)  # live page; kill keeps it
     _check_some_served(doc)
     if reference:
         _add_reference(doc, spec)
@@ -647,7 +647,7 @@ def _sweep(
     from infermeter.serving.load import run_rate_sweep
     from infermeter.util.jsonio import print_json, write_json
 
-    doc = run_rate_sweep(spec, rates, sink=store, endpoint=endpoint)
+    doc = run_rate_sweep(spec, rates, sink=store, endpoint=endpoint, keep=True)
     interrupted = doc.pop("interrupted", None)
     for run in doc["runs"]:
         _store(run, store, _take_interrupt(run["meta"]))
@@ -734,12 +734,9 @@ def _take_interrupt(meta: dict[str, Any]) -> Any:
 
 def _store(doc: dict[str, Any], store: Any, interrupted: Any = None) -> str:
     """Keep the load run in the store (one sample per request); say where."""
-    from infermeter.serving.load import as_run
+    from infermeter.serving.load import store_load
 
-    meta = {**doc["meta"], "interrupted": interrupted}
-    run_id = store.save(as_run({**doc, "meta": meta}, doc["meta"]["model_info"]))
-    doc["meta"]["run_id"] = run_id
-    return f"stored as run {run_id} in {store.where}"
+    return f"stored as run {store_load(doc, store, interrupted)} in {store.where}"
 
 
 def _print(doc: dict[str, Any]) -> None:

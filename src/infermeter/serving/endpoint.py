@@ -565,7 +565,7 @@ def serve_endpoint(
                     multi += await call(r, i)
                 abort.finished(r)
                 if on_finished is not None:
-                    on_finished(len(r.token_s))
+                    on_finished(r)
                 if i in next_turn:  # a session's next turn: sent once this answer is in
                     await one(next_turn[i], time.perf_counter())
 

@@ -512,8 +512,10 @@ class _Arrivals:
         offsets: list[float],
         concurrency: int | None,
         live: Any = None,
+        keeper: Any = None,
     ) -> None:
         self.reqs, self.offsets, self.concurrency = reqs, offsets, concurrency
+        self.keeper = keeper
         #: requests that arrive on their own (not after an earlier turn), in arrival order
         self.order = [i for i, r in enumerate(reqs) if r.follows is None]
         self.next_turn = {r.follows: i for i, r in enumerate(reqs) if r.follows is not None}
@@ -528,6 +530,8 @@ class _Arrivals:
         """`request` ended: its session's next turn arrives now."""
         self.in_flight -= 1
         self.served += 1
+        if self.keeper is not None:
+            self.keeper.finished(request)
         nxt = self.next_turn.get(request.index)
         if nxt is not None:
             self.reqs[nxt].arrival_s = (
@@ -774,7 +778,11 @@ def summarize_load(rows: list[dict[str, Any]], wall_s: float) -> dict[str, Any]:
 
 
 def run_load(
-    spec: LoadSpec, loaded: Any = None, sink: Any = None, endpoint: Endpoint | None = None
+    spec: LoadSpec,
+    loaded: Any = None,
+    sink: Any = None,
+    endpoint: Endpoint | None = None,
+    keep: bool = False,
 ) -> LoadResult:
     """Drive the requests through the chosen server: the run's document.
 
@@ -788,9 +796,13 @@ def run_load(
 
     With `endpoint`, the same requests go to that server (serving/endpoint.py); `spec.model` then
     only names the tokenizer that builds the prompts and counts streamed tokens.
+
+    With `keep` (and a store as `sink`), the run is in the store from its first finished request
+    on (serving/keeper.py), so a kill keeps what was served; `store_load` then finishes that run
+    instead of adding another.
     """
     if endpoint is not None:
-        return _endpoint_load(spec, endpoint, sink)
+        return _endpoint_load(spec, endpoint, sink, keep)
     import torch
 
     from infermeter.measure.device import describe_device
@@ -805,7 +817,10 @@ def run_load(
     from infermeter.run.progress import LiveProgress
 
     live = LiveProgress(sink, lm.info.spec) if sink is not None else None
-    arrivals = _Arrivals(reqs, plan.offsets_s, spec.concurrency, live)
+    device = describe_device(next(lm.model.parameters()).device)
+    versions = {"torch": torch.__version__}
+    keeper = _keeper(sink if keep else None, spec, reqs, lm.info.to_dict(), device, versions)
+    arrivals = _Arrivals(reqs, plan.offsets_s, spec.concurrency, live, keeper)
     interrupted: KeyboardInterrupt | None = None
     recorder = None
     sampler, energy_off = _power_sampler(spec)
@@ -829,20 +844,97 @@ def run_load(
             sampler.source.close()  # powermetrics runs a process: never leave it behind
         if scraper is not None:
             scraper.stop()
+        kept = keeper.close() if keeper is not None else None
     meta = {
         "kind": "load",
         "model": lm.info.spec,
         "model_info": lm.info.to_dict(),
-        "device": describe_device(next(lm.model.parameters()).device),
-        "versions": {"torch": torch.__version__},
+        "device": device,
+        "versions": versions,
         "workload": plan.workload,
     }
+    if kept is not None:
+        meta["kept_run_id"] = kept
     doc = _document(spec, reqs, meta, interrupted)
     origin = min(r.arrival_s for r in reqs if math.isfinite(r.arrival_s))
     members = _add_steps(doc, recorder, origin) if recorder is not None else []
     doc["summary"]["energy"] = _energy(doc, sampler, energy_off, members, origin)
     _add_metrics(doc, scraper, origin)
     return doc
+
+
+def spec_document(spec: LoadSpec) -> dict[str, Any]:
+    """The spec as a run stores it (lengths as objects, SLOs by name, URLs masked)."""
+    return {
+        **asdict(spec),
+        "prompt_tokens": asdict(spec.prompt_tokens),
+        "new_tokens": asdict(spec.new_tokens),
+        "slos": dict(spec.slos),
+        "metrics_url": masked_url(spec.metrics_url) if spec.metrics_url else None,
+    }
+
+
+def _config_of(spec_doc: dict[str, Any]) -> dict[str, Any]:
+    """A stored load run's `config`: the model, mode `load`, its SLOs and the whole spec."""
+    return {
+        "model": spec_doc["model"],
+        "mode": "load",
+        "slos": [list(p) for p in spec_doc["slos"].items()],
+        "load": spec_doc,
+    }
+
+
+def _knobs_of(spec_doc: dict[str, Any]) -> dict[str, Any]:
+    rate = spec_doc["rate"]
+    return {"rate": rate if math.isfinite(rate) else "inf", "server": spec_doc["server"]}
+
+
+def _keeper(
+    sink: Any,
+    spec: LoadSpec,
+    reqs: list[Request],
+    model_info: dict[str, Any],
+    device: dict[str, Any],
+    versions: dict[str, Any],
+) -> Any:
+    """A `Keeper` of the run in `sink` as requests finish (None without a store to keep it)."""
+    if sink is None or not hasattr(sink, "begin_run"):
+        return None
+    from infermeter.run.results import RunResult
+    from infermeter.serving.keeper import Keeper
+    from infermeter.util.timestamps import now_iso
+
+    asked = spec_document(spec)
+    skeleton = RunResult(
+        run_id=None,
+        config=_config_of(asked),
+        knobs=_knobs_of(asked),
+        model_info=model_info,
+        device=device,
+        versions=versions,
+        created=now_iso(),
+        notes=["load run in progress: each sample is one request, kept as it finished"],
+    )
+    return Keeper(sink, skeleton, reqs)
+
+
+def store_load(doc: dict[str, Any], store: Any, interrupted: Any = None) -> str:
+    """Keep a load run's document in `store` (one sample per request); its run id.
+
+    A run kept as it went (`run_load(keep=True)`) is finished in place, its samples replaced
+    by the document's; any other is added.
+    """
+    kept = doc["meta"].pop("kept_run_id", None)
+    result = as_run(
+        {**doc, "meta": {**doc["meta"], "interrupted": interrupted}}, doc["meta"]["model_info"]
+    )
+    if kept is not None:
+        result.run_id = kept
+        store.finish_run(result, replace=True)
+    else:
+        kept = store.save(result)
+    doc["meta"]["run_id"] = kept
+    return str(kept)
 
 
 def _scraper(spec: LoadSpec) -> Any:
@@ -950,14 +1042,7 @@ def _document(
     summary["warmup_requests"] = len(warmup_rows)
     summary["warmup_note"] = covered
     summary["slo"] = slo_report(rows, spec.slos, wall_s)
-    asked = {
-        **asdict(spec),
-        "prompt_tokens": asdict(spec.prompt_tokens),
-        "new_tokens": asdict(spec.new_tokens),
-        "slos": dict(spec.slos),
-        "metrics_url": masked_url(spec.metrics_url) if spec.metrics_url else None,
-    }
-    meta = {**meta, "spec": asked}
+    meta = {**meta, "spec": spec_document(spec)}
     if interrupted is not None:
         meta["interrupted"] = interrupted
     doc = {"meta": meta, "summary": summary, "timeline": _timeline(rows), "all_samples": rows}
@@ -966,7 +1051,7 @@ def _document(
     return LoadResult(doc)
 
 
-def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any) -> LoadResult:
+def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any, keep: bool) -> LoadResult:
     """`run_load` against an OpenAI-compatible server."""
     from infermeter.models.tokenizer import tokenizer_of
     from infermeter.run.progress import LiveProgress
@@ -979,12 +1064,18 @@ def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any) -> LoadResult:
     reqs = plan.requests
     texts = [tokenizer.decode(r.prompt_ids, skip_special_tokens=True) for r in reqs]
     live = LiveProgress(sink, endpoint.model or masked_url(endpoint.url)) if sink else None
+    url = masked_url(base_url(endpoint.url))  # shown and stored: never its credentials
+    device = {"name": f"endpoint {url}", "kind": "endpoint"}
+    info = {"spec": f"{endpoint.model or '?'} @ {url}", "endpoint": url, "tokenizer": spec.model}
+    keeper = _keeper(sink if keep else None, spec, reqs, info, device, {})
     done: list[int] = []
 
-    def finished(tokens: int) -> None:
-        done.append(tokens)
+    def finished(request: Request) -> None:
+        done.append(len(request.token_s))
+        if keeper is not None:
+            keeper.finished(request)
         if live is not None:
-            live.state["tokens"] += tokens
+            live.state["tokens"] += len(request.token_s)
             live("requests", len(done), len(reqs))
 
     check = _probe(endpoint, tokenizer, reqs, spec)
@@ -1011,7 +1102,7 @@ def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any) -> LoadResult:
             live.end()
         if scraper is not None:
             scraper.stop()
-    url = masked_url(base_url(endpoint.url))  # shown and stored: never its credentials
+        kept = keeper.close() if keeper is not None else None
     name = served.model if served is not None else (endpoint.model or "?")
     meta = {
         "kind": "load",
@@ -1022,7 +1113,7 @@ def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any) -> LoadResult:
             "endpoint": url,
             "tokenizer": spec.model,
         },
-        "device": {"name": f"endpoint {url}", "kind": "endpoint"},
+        "device": device,
         "versions": {},
         "endpoint": {
             "url": url,
@@ -1037,6 +1128,8 @@ def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any) -> LoadResult:
         },
         "workload": plan.workload,
     }
+    if kept is not None:
+        meta["kept_run_id"] = kept
     doc = _document(spec, reqs, meta, interrupted)
     _add_client(doc, served, check, spec)
     if any(math.isfinite(r.arrival_s) for r in reqs):
@@ -1231,6 +1324,7 @@ def run_rate_sweep(
     loaded: Any = None,
     sink: Any = None,
     endpoint: Endpoint | None = None,
+    keep: bool = False,
 ) -> dict[str, Any]:
     """The same seeded requests at each rate: the throughput-latency curve, goodput, knee.
 
@@ -1248,7 +1342,9 @@ def run_rate_sweep(
     interrupted: KeyboardInterrupt | None = None
     for r in rates:
         try:
-            runs.append(run_load(replace(spec, rate=r), loaded=lm, sink=sink, endpoint=endpoint))
+            runs.append(
+                run_load(replace(spec, rate=r), loaded=lm, sink=sink, endpoint=endpoint, keep=keep)
+            )
         except KeyboardInterrupt as exc:  # nothing finished at this rate
             interrupted = exc
             break
@@ -1259,7 +1355,8 @@ def run_rate_sweep(
         raise interrupted
     rates = rates[: len(runs)]
     points = [sweep_point(rate, doc["summary"]) for rate, doc in zip(rates, runs, strict=True)]
-    meta = {**runs[0]["meta"], "kind": "load-sweep", "rates": rates}
+    first = {k: v for k, v in runs[0]["meta"].items() if k != "kept_run_id"}  # each run's own
+    meta = {**first, "kind": "load-sweep", "rates": rates}
     meta.pop("interrupted", None)
     return {
         "meta": meta,
@@ -1298,7 +1395,8 @@ def as_run(doc: dict[str, Any], model_info: dict[str, Any]) -> Any:
     The load's own summary, SLO report, in-flight timeline and queue times go in
     `checks["load"]`, which `runs show --json` and `report` carry.
     """
-    from infermeter.run.results import RunResult, SampleResult
+    from infermeter.run.results import RunResult
+    from infermeter.serving.keeper import sample_of
     from infermeter.util.timestamps import now_iso
 
     meta, all_rows = doc["meta"], doc["all_samples"]
@@ -1312,34 +1410,12 @@ def as_run(doc: dict[str, Any], model_info: dict[str, Any]) -> Any:
         if r.get("error") is not None
     ]
     warm = [(r, True) for r in doc.get("warmup_samples") or [] if r.get("error") is None]
-    samples = [
-        SampleResult(
-            index=r["sample_id"],
-            warmup=is_warm,
-            batch_size=1,
-            prompt_tokens=r["prompt_tokens"],
-            new_tokens=r["output_tokens"],
-            vision_tokens=0,
-            start_ms=r["arrival_ms"],
-            ttft_ms=r["ttft_ms"],
-            step_ms=tuple(r["itl_ms"]),
-            memory={},
-        )
-        for r, is_warm in [*warm, *((r, False) for r in rows)]
-    ]
-    config = {
-        "model": spec["model"],
-        "mode": "load",
-        "slos": [list(p) for p in spec["slos"].items()],
-        "load": spec,
-    }
+    samples = [sample_of(r, is_warm) for r, is_warm in [*warm, *((r, False) for r in rows)]]
+    config = _config_of(spec)
     return RunResult(
         run_id=None,
         config=config,
-        knobs={
-            "rate": spec["rate"] if math.isfinite(spec["rate"]) else "inf",
-            "server": spec["server"],
-        },
+        knobs=_knobs_of(spec),
         model_info=model_info,
         device=meta["device"],
         versions=meta["versions"],

@@ -136,12 +136,27 @@ class StoreWrites(StoreCore):
         if r is not None:
             r.energy = smp.energy
 
-    def finish_run(self, result: RunResult) -> None:
-        """Write final status, phases and every sample not yet kept, in one transaction."""
+    def finish_run(self, result: RunResult, replace: bool = False) -> None:
+        """Write final status, phases and every sample not yet kept, in one transaction.
+
+        With `replace`, the result is the run's whole final record: its model, device and
+        config are written again and its samples replace those kept as it ran (a load run's
+        requests are kept as they finish for a crash, and its document is the final word).
+        """
         with self.session("write to") as s:
             row = s.get(RunRow, result.run_id)
             if row is None:
                 raise UserError(f"run {result.run_id} vanished from the database", "run it again")
+            if replace:
+                row.model_spec = str(result.model_info.get("spec") or result.config.get("model"))
+                row.model_info = result.model_info
+                row.config = result.config
+                row.mode = str(result.config.get("mode", "minimal"))
+                row.device = result.device
+                row.versions = result.versions
+                row.samples.clear()  # delete-orphan: the kept rows go
+                s.flush()
+                self._written.pop(str(result.run_id), None)
             row.status = result.status
             row.error = result.error
             row.phases = dict(result.phases)

@@ -1,0 +1,87 @@
+"""A load run kept in the store from its first finished request on, as a profile keeps samples.
+
+Why: a load run reached the store only at its end, so a `kill -9` (or an out-of-memory kill)
+lost every request it had served, in-process and at an endpoint alike, while a profile killed
+the same way kept its samples. Now the first finished request registers the run (status
+`running`, this host and process, so the next command that opens the store marks it `crashed`
+once the process is gone) and each finished request is added as a sample as it finishes. The
+run's final document replaces those samples when the run ends (`store_load`): they are kept for
+a crash only, their times counted from the first arrival seen.
+
+The writes run on their own thread: the requests' clocks (the endpoint client's event loop,
+the in-process scheduler) only put a request on a queue, never wait for the database.
+"""
+
+from __future__ import annotations
+
+import math
+import queue
+import threading
+from typing import Any
+
+from infermeter.errors import UserError
+from infermeter.run.results import RunResult, SampleResult
+
+
+def sample_of(row: dict[str, Any], warmup: bool = False) -> SampleResult:
+    """A request's row (`Request.row`) as a stored sample: arrival, TTFT, its token gaps."""
+    return SampleResult(
+        index=row["sample_id"],
+        warmup=warmup,
+        batch_size=1,
+        prompt_tokens=row["prompt_tokens"],
+        new_tokens=row["output_tokens"],
+        vision_tokens=0,
+        start_ms=row["arrival_ms"],
+        ttft_ms=row["ttft_ms"],
+        step_ms=tuple(row["itl_ms"]),
+        memory={},
+    )
+
+
+class Keeper:
+    """Registers the run at its first finished request and adds each as it finishes.
+
+    Args:
+        sink: the store (`begin_run`, `add_sample`).
+        skeleton: the run as registered: config, knobs, model and device, no sample yet.
+        reqs: every request of the run (their arrivals give the times' origin).
+    """
+
+    def __init__(self, sink: Any, skeleton: RunResult, reqs: list[Any]) -> None:
+        self.sink, self.skeleton, self.reqs = sink, skeleton, reqs
+        self.run_id: str | None = None
+        #: why the store could not keep the run as it went (None: it could)
+        self.error: str | None = None
+        self.kept = 0
+        self._origin: float | None = None
+        self._queue: queue.Queue[Any] = queue.Queue()
+        self._thread = threading.Thread(target=self._write, daemon=True, name="infermeter-keep")
+        self._thread.start()
+
+    def finished(self, request: Any) -> None:
+        """`request` ended: queue its sample (a failed request has none to keep)."""
+        if request.error is not None or not request.token_s:
+            return
+        if self._origin is None:
+            arrived = [r.arrival_s for r in self.reqs if math.isfinite(r.arrival_s)]
+            self._origin = min(arrived) if arrived else request.arrival_s
+        self._queue.put(sample_of(request.row(self._origin)))
+
+    def close(self) -> str | None:
+        """Every queued sample written; the run's id (None when nothing finished)."""
+        self._queue.put(None)
+        self._thread.join()
+        return self.run_id
+
+    def _write(self) -> None:
+        while (sample := self._queue.get()) is not None:
+            if self.error is not None:
+                continue
+            try:
+                if self.run_id is None:
+                    self.run_id = self.sink.begin_run(self.skeleton)
+                self.sink.add_sample(self.run_id, sample)
+                self.kept += 1
+            except (UserError, OSError) as exc:  # the final store says it again, or stores
+                self.error = str(exc)
