@@ -415,7 +415,7 @@ def test_an_endpoint_load_scrapes_metrics_and_says_when_there_are_none(server, t
         env={"COLUMNS": "300"},
     )
     assert r.exit_code == 0, r.output
-    assert "every scrape failed (first: HTTPError" in r.output
+    assert "every scrape failed (first: HTTPStatusError: Client error '404 Not Found'" in r.output
 
 
 def test_a_failed_request_is_stored_beside_the_served_ones():
