@@ -273,7 +273,7 @@ def test_runs_show_prints_per_layer_tables(tmp_path):
         assert needle in shown.stdout
     # prose lines (notes, the header, where it is stored, a busy machine's noise or outlier
     # warnings) soft-wrap; the tables must fit
-    prose = ("note:", "run ", "stored in ", "⚠")
+    prose = ("note:", "run ", "stored in ", "⚠", "instruments cost")
     table_lines = [ln for ln in shown.stdout.splitlines() if not ln.startswith(prose)]
     assert max(len(line) for line in table_lines) <= 80, [ln for ln in table_lines if len(ln) > 80]
 

@@ -22,7 +22,7 @@ def test_summary_of_one_to_ten_matches_hand_computation():
 def test_noise_flag_follows_coefficient_of_variation():
     assert not summarize([100, 101, 99, 100]).noisy
     assert summarize([100, 150, 60, 100]).noisy
-    assert not summarize([1, 100]).noisy  # two samples: too few to call it noise
+    assert summarize([1, 100]).noisy  # two samples far apart are flagged too (issue 59)
 
 
 def test_empty_and_nan_inputs():
@@ -200,3 +200,16 @@ def test_a_clear_difference_of_few_samples_is_called_whatever_the_rank_test_says
     assert near["verdict"] == "no detectable difference"
     # two a side: one sample's noise
     assert compare_samples([10.0, 10.2], [38.0, 39.0])["verdict"] == "no detectable difference"
+
+
+def test_two_far_apart_times_are_noisy_and_their_interval_stays_at_or_above_zero():
+    """Issue 59: TTFTs of 483 and 3,170 ms gave no noisy flag (it needed 3 samples) and a
+    mean's 95% interval from -1,981 ms."""
+    from infermeter.measure.stats import summarize
+
+    s = summarize([483.0, 3170.0])
+    assert s.noisy
+    assert s.ci95_low == 0.0 and s.ci95_high > 3170
+    signed = summarize([-5.0, 5.0])  # a quantity that can be negative keeps its interval
+    assert signed.ci95_low < -5
+    assert not summarize([100.0, 101.0]).noisy

@@ -288,9 +288,18 @@ def set_up_session(
         nvtx=NvtxRanges(model, modules=not config.compile) if config.nvtx else None,
         speculator=speculator,
         cache_probe=CacheProbe(model),
-        window_us=window_cost_us(clock) if profiler is not None else None,
-        probed_step_us=probed_step_cost_us(profiler, config.batch_size) if profiler else 0.0,
+        **_instrument_prices(profiler, clock, config.batch_size),
     )
+
+
+def _instrument_prices(profiler: Profiler | None, clock: Clock, rows: int) -> dict[str, Any]:
+    """What a timed window and a probed step cost on this host (instrument/cost.py), or none."""
+    if profiler is None:
+        return {}
+    return {
+        "window_us": window_cost_us(clock),
+        "probed_step_us": probed_step_cost_us(profiler, rows),
+    }
 
 
 def register_session(session: Session, sink: RunSink | None) -> None:

@@ -800,6 +800,9 @@ def run_load(
     With `keep` (and a store as `sink`), the run is in the store from its first finished request
     on (serving/keeper.py), so a kill keeps what was served; `store_load` then finishes that run
     instead of adding another.
+
+    Long because it wires the run's instruments (live line, keeper, power sampler, metrics
+    scrape) around one serve call, each torn down in the one `finally`.
     """
     if endpoint is not None:
         return _endpoint_load(spec, endpoint, sink, keep)
@@ -1052,7 +1055,11 @@ def _document(
 
 
 def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any, keep: bool) -> LoadResult:
-    """`run_load` against an OpenAI-compatible server."""
+    """`run_load` against an OpenAI-compatible server.
+
+    Long because, as `run_load`, it wires the live line, keeper and scrape around one serve
+    call and builds the endpoint's own meta (masked URLs, headers by name only).
+    """
     from infermeter.models.tokenizer import tokenizer_of
     from infermeter.run.progress import LiveProgress
     from infermeter.run.signals import stop_on_signals
