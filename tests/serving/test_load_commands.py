@@ -128,3 +128,37 @@ def test_a_range_is_named_as_the_command_at_hand_spells_it(args, needle, tmp_pat
     r = runner.invoke(app, ["load", *args, "--db", str(tmp_path / "r.db")])
     assert_one_line_error(r, needle)
     assert not (tmp_path / "r.db").exists()  # refused before the store or the model opened
+
+
+def test_a_load_run_lists_and_shows_what_the_server_delivered(tmp_path):
+    """Issue 59: `runs list`, `runs show` and the dashboard's table showed a load run at 21.1
+    tok/s (the median request's own rate) while it delivered 5.45 tok/s."""
+    db = str(tmp_path / "r.db")
+    common = ["--requests", "4", "--rate", "inf", "--prompt-tokens", "8", "--new-tokens", "3"]
+    r = runner.invoke(
+        app,
+        [
+            "load",
+            "run",
+            *common,
+            "--server",
+            "static",
+            "--static-batch",
+            "2",
+            "--energy",
+            "off",
+            "--db",
+            db,
+            "--json",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    delivered = doc["summary"]["output_tokens_per_s"]
+    (row,) = json.loads(runner.invoke(app, ["runs", "list", "--db", db, "--json"]).stdout)["runs"]
+    assert row["tokens_per_s"] == pytest.approx(delivered)
+    shown = runner.invoke(app, ["runs", "show", row["id"], "--db", db], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0, shown.output
+    line = next(ln for ln in shown.stdout.splitlines() if "delivered throughput" in ln)
+    assert f"{delivered:.1f}" in line.replace(",", "")
+    assert "throughput of one request" in shown.stdout

@@ -128,10 +128,19 @@ def summary_table(run: RunResult) -> Table:
         ("j_per_prompt_token", "energy per prompt token (prefill)", "J/tok"),
         ("j_per_decode_token", "energy per decode token", "J/tok"),
     )
+    # a load run's samples are requests: a request's own rate is not what the server delivered
+    delivered = (((run.checks or {}).get("load") or {}).get("summary") or {}).get(
+        "output_tokens_per_s"
+    )
     for key, label, unit in rows:
         st = s[key]
         if st.n == 0:
             continue
+        if key == "tokens_per_s" and delivered is not None:
+            v = fmt.fixed(delivered, 1)
+            table.add_row("delivered throughput (all requests)", v, "-", v, "tok/s")
+        if key in ("tokens_per_s", "decode_tokens_per_s") and delivered is not None:
+            label = f"{label} of one request"
         if unit.startswith("J") and _estimated(run, key):
             label += " (est.)"
         mark = " ⚠" if key in noisy else ""

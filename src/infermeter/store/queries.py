@@ -294,6 +294,11 @@ def _listed(run: RunRow, samples: list[Any], swept: list[str]) -> dict[str, Any]
     """One `runs list` row: the run, its knobs and the medians of its measured samples."""
     tpot = [d / (n - 1) if d is not None and n and n > 1 else None for _, _, d, n, _, _ in samples]
     tps = [b * n * 1000.0 / t if t else None for _, _, _, n, b, t in samples]
+    throughput = _median(tps)
+    load = ((run.checks or {}).get("load") or {}).get("summary") or {}
+    if run.mode == "load" and load.get("output_tokens_per_s") is not None:
+        # a load run's samples are requests: what the server delivered, not one request's rate
+        throughput = float(load["output_tokens_per_s"])
     return {
         "id": run.id,
         "created": run.created,
@@ -308,6 +313,6 @@ def _listed(run: RunRow, samples: list[Any], swept: list[str]) -> dict[str, Any]
         "statistic": "median",
         "ttft_ms": _median([r[1] for r in samples]),
         "tpot_ms": _median(tpot),
-        "tokens_per_s": _median(tps),
+        "tokens_per_s": throughput,
         "error": run.error,
     }
