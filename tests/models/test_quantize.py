@@ -50,6 +50,8 @@ def test_int4_weights_are_packed_per_group_computed_in_bfloat16_and_verified():
     # 128, 64 or 32 and stays in bfloat16, counted as unconverted
     assert q["scheme"] == "int4" and q["converted_linear"] == 4 * 6
     assert "HQQ scales; 24 in groups of 128" in q["method"]
+    # parameters counted as parameters, not as packed elements (issue 59: 3.95 M read 1.05 M)
+    assert lm.info.params == full.info.params
     downs = sum(m.weight.numel() for n, m in _linear_weights(full.model).items() if "down" in n)
     assert q["unconverted_params"] >= downs
     stored = stored_weight_dtypes(lm.model)
@@ -100,6 +102,9 @@ def test_int8_without_torchao_uses_pytorch_dynamic_quantization(monkeypatch):
     assert q["method"].startswith("torch.ao quantize_dynamic")
     assert set(q["stored_weight_dtypes"]) == {"float32", "qint8"}
     assert KNOBS["dtype"].verify(lm, "int8", None)["stored_weight_dtypes"]["qint8"] > 0
+    # its packed weights are no nn.Parameter: counted before packing, 3.95 M stays 3.95 M
+    # (issue 59: the header read 1.05 M)
+    assert lm.info.params == 3_950_848
     with torch.no_grad():
         out = lm.model(torch.randint(0, lm.info.vocab, (1, 8))).logits
     assert torch.isfinite(out).all()
