@@ -182,3 +182,16 @@ def test_version_1_database_is_upgraded_in_place(tmp_path, tiny_llama):
     )
     assert "energy" in {r[1] for r in con.execute("PRAGMA table_info(runs)")}
     con.close()
+
+
+def test_a_missing_named_source_is_refused_before_the_model_loads(tmp_path, monkeypatch):
+    """Issue 59: `--energy nvml` without NVML was refused ~30 s in, after the weights loaded."""
+    import infermeter.run.profiling as profiling
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("the model loaded before the refusal")
+
+    monkeypatch.setenv("INFERMETER_POWERCAP", str(tmp_path / "none"))
+    monkeypatch.setattr(profiling, "_load", no_loading)
+    r = runner.invoke(app, ["profile", "--energy", "rapl", "--db", str(tmp_path / "r.db")])
+    assert_one_line_error(r, "--energy rapl: no RAPL zones")

@@ -136,6 +136,9 @@ def load_model(
 
     Raises:
         UserError: unknown model, bad dtype or device, model too big for the device.
+
+    Long because loading is one sequence a user waits through (check, resolve, build or read,
+    move, quantize, describe), each step timed into the run's phases.
     """
     _check_args(spec, attn_implementation)  # a typo is answered before torch loads
     import torch
@@ -186,14 +189,12 @@ def load_model(
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
     quantization = None
-    params = count_params(model)  # before packing: int8/int4 tensors hold fewer elements
+    params = count_params(model)  # before packing: int8's packed weights are no Parameter
     if scheme in SCHEMES:
         quantization = _quantize(model, tokenizer, scheme)
         extra["quantize_ms"] = (time.perf_counter() - t2) * 1e3
     info = model_info(model, spec=name, source=source, tokenizer=tok_name)
-    # parameters counted as parameters (int4 packed 3.95 M into 1.05 M elements); the packed
-    # bytes stay in weights_mib
-    info = replace(info, quantization=quantization, params=params)
+    info = replace(info, quantization=quantization, params=params)  # not the packed elements
     timings = {"load_ms": (t1 - t0) * 1e3, "to_device_ms": (t2 - t1) * 1e3, **extra}
     return LoadedModel(model, tokenizer, info, timings)
 

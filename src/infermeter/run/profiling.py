@@ -222,11 +222,7 @@ def set_up_session(
     Every user error (bad configuration, prompts, --layers, a named energy source that is
     missing) is raised here, before the run is registered.
     """
-    config.validate()
-    if config.nvtx:
-        cuda_nvtx()  # no CUDA, no NVTX: say so before the model loads
-    if config.prompts is None and config.prompts_file:
-        read_prompts_file(config.prompts_file, max_prompts=1)  # a bad file fails before loading
+    _refuse_before_loading(config)
     loaded = _load(config, loaded, progress)
     model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
     device = next(model.parameters()).device
@@ -290,6 +286,23 @@ def set_up_session(
         cache_probe=CacheProbe(model),
         **_instrument_prices(profiler, clock, config.batch_size),
     )
+
+
+def _refuse_before_loading(config: RunConfig) -> None:
+    """Every refusal that needs no model, before it loads.
+
+    A new user waited 30 s for `--energy nvml` on a machine without NVML to be refused after
+    the weights loaded.
+    """
+    config.validate()
+    if config.nvtx:
+        cuda_nvtx()  # no CUDA, no NVTX
+    if config.prompts is None and config.prompts_file:
+        read_prompts_file(config.prompts_file, max_prompts=1)  # a bad file
+    if config.energy not in ("auto", "off"):  # a named source that is missing
+        probe, _ = open_source(config.energy, config.power_interval_ms)
+        if probe is not None:
+            probe.close()
 
 
 def _instrument_prices(profiler: Profiler | None, clock: Clock, rows: int) -> dict[str, Any]:
