@@ -262,3 +262,37 @@ def test_no_secret_of_an_endpoint_or_metrics_url_is_printed_or_stored(exporter, 
     m = json.loads(doc)["server_metrics"]
     assert m["scrapes"] > 0 and m["failures"] == 0  # basic auth, not a host named scraper:...
     assert m["url"].endswith("/metrics?token=***") and "scraper:***@" in m["url"]
+
+
+def test_ctrl_c_during_the_last_scrape_keeps_every_finished_request(
+    exporter, tiny_llama, tmp_path, monkeypatch
+):
+    """A Ctrl-C while the last scrape ran escaped the load, and the requests that had finished
+    were never stored although the CLI said they were (issue 58, item 5): now the interrupt
+    comes back with the document, which is stored as a profile's would be."""
+    from infermeter import Store
+    from infermeter.serving.load import store_load
+    from infermeter.serving.server_metrics import Scraper
+
+    def interrupted_stop(self):
+        self._stop.set()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Scraper, "stop", interrupted_stop)
+    store = Store(tmp_path / "r.db")
+    spec = LoadSpec(
+        rate=math.inf,
+        requests=3,
+        new_tokens=Lengths("fixed", 3),
+        server="static",
+        metrics_url=exporter,
+        energy="off",
+    )
+    doc = run_load(spec, loaded=tiny_llama, sink=store, keep=True)
+    caught = doc["meta"]["interrupted"]
+    assert isinstance(caught, KeyboardInterrupt)
+    assert [r["output_tokens"] for r in doc["all_samples"]] == [3, 3, 3]
+    run_id = store_load(doc, store, doc["meta"].pop("interrupted"))
+    (listed,) = store.list_runs()
+    assert listed["id"] == run_id and listed["status"] == "terminated"
+    assert len(store.get(run_id).samples) == 3  # the kept run, finished in place: not twice

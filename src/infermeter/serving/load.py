@@ -840,14 +840,11 @@ def run_load(
     except KeyboardInterrupt as exc:  # Terminated too (SIGTERM, SIGHUP)
         interrupted = exc
     finally:
-        if live is not None:
-            live.end()
-        if sampler is not None:
-            sampler.stop()
-            sampler.source.close()  # powermetrics runs a process: never leave it behind
-        if scraper is not None:
-            scraper.stop()
-        kept = keeper.close() if keeper is not None else None
+        stops = [live.end] if live is not None else []
+        if sampler is not None:  # powermetrics runs a process: never leave it behind
+            stops += [sampler.stop, sampler.source.close]
+        kept, late = _tear_down([*stops, *([scraper.stop] if scraper else [])], keeper)
+        interrupted = interrupted or late
     meta = {
         "kind": "load",
         "model": lm.info.spec,
@@ -864,6 +861,26 @@ def run_load(
     doc["summary"]["energy"] = _energy(doc, sampler, energy_off, members, origin)
     _add_metrics(doc, scraper, origin)
     return doc
+
+
+def _tear_down(stops: list[Any], keeper: Any) -> tuple[str | None, KeyboardInterrupt | None]:
+    """Every stop run, then the keeper closed: (the kept run's id, a Ctrl-C that came meanwhile).
+
+    A Ctrl-C during the last metrics scrape escaped the run, so the requests that had finished
+    were never stored although the CLI said they were (issue 58): each stop runs whatever the
+    one before it met, and the interrupt is handed back to be stored with the run.
+    """
+    late: KeyboardInterrupt | None = None
+    for stop in stops:
+        try:
+            stop()
+        except KeyboardInterrupt as exc:
+            late = late or exc
+    while True:  # the writer's queue drained even through a second Ctrl-C
+        try:
+            return (keeper.close() if keeper is not None else None), late
+        except KeyboardInterrupt as exc:
+            late = late or exc
 
 
 def spec_document(spec: LoadSpec) -> dict[str, Any]:
@@ -1105,11 +1122,9 @@ def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any, keep: bool) ->
     except KeyboardInterrupt as exc:
         interrupted = exc
     finally:
-        if live is not None:
-            live.end()
-        if scraper is not None:
-            scraper.stop()
-        kept = keeper.close() if keeper is not None else None
+        stops = [live.end] if live is not None else []
+        kept, late = _tear_down([*stops, *([scraper.stop] if scraper else [])], keeper)
+        interrupted = interrupted or late
     name = served.model if served is not None else (endpoint.model or "?")
     meta = {
         "kind": "load",
