@@ -348,10 +348,10 @@ def test_runs_cleanup_counts_asks_and_deletes(tmp_path):
     con.commit()
     con.close()
     r = runner.invoke(app, ["runs", "cleanup", "--max-age-days", "30", "--db", db], input="n\n")
-    assert r.exit_code == 1 and "delete 1 runs older than 30 days" in r.output
+    assert r.exit_code == 1 and "delete 1 run older than 30 days" in r.output
     assert "nothing deleted" in r.output
     r = runner.invoke(app, ["runs", "cleanup", "--max-age-days", "30", "--db", db, "--yes"])
-    assert r.exit_code == 0 and "deleted 1 runs" in r.output
+    assert r.exit_code == 0 and "deleted 1 run;" in r.output
     rows = json.loads(runner.invoke(app, ["runs", "list", "--db", db, "--json"]).stdout)["runs"]
     assert len(rows) == 1
     # the deleted run took its samples (warm-up + measured) with it
@@ -453,3 +453,11 @@ def test_where_the_time_goes_starts_at_the_generate_call(tiny_llama):
             assert mine["prepare_step"]["calls"] == 6 and "rest of generate" not in mine
         else:
             assert "prepare_step" not in mine and mine["rest of generate"]["total_ms"] > 0
+
+
+def test_counts_are_said_in_the_singular_when_there_is_one():
+    """Issue 59: a header said "1 samples"."""
+    from infermeter.util.fmt import plural
+
+    assert plural(1, "sample") == "1 sample" and plural(2, "sample") == "2 samples"
+    assert plural(0, "run") == "0 runs" and plural(1200, "request") == "1,200 requests"

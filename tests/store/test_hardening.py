@@ -142,7 +142,7 @@ def test_a_run_in_progress_is_kept_from_delete_and_cleanup_unless_forced(tiny_ll
     assert "--force" in r.output and Store(db_url).get(live).status == "running"
     r = runner.invoke(app, ["runs", "cleanup", "--max-age-days", "0", "--yes", "--db", db_url])
     assert r.exit_code == 0, r.output
-    assert "1 runs still in progress are kept" in r.output and "deleted 1 runs" in r.output
+    assert "1 run still in progress is kept" in r.output and "deleted 1 run;" in r.output
     assert [x["id"] for x in Store(db_url).list_runs()] == [live]
     with pytest.raises(UserError, match="still running"):
         Store(db_url).delete_many([live])

@@ -747,7 +747,7 @@ def _print(doc: dict[str, Any]) -> None:
         arrivals = f"a closed loop of {spec['concurrency']} in flight"
     serving = "endpoint" if doc["meta"].get("endpoint") else f"{spec['server']} batching"
     console.print(
-        f"{doc['meta']['model']} · {serving} · {s['requests']} requests, "
+        f"{doc['meta']['model']} · {serving} · {fmt.plural(s['requests'], 'request')}, "
         f"{arrivals} · {s['throughput_rps']:.2f} req/s, {s['output_tokens_per_s']:.1f} output "
         f"tokens/s over {s['wall_s']:.2f} s",
         markup=False,

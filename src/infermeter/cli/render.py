@@ -39,14 +39,15 @@ def run_header(run: RunResult, where: str | None = None) -> Text:
     )
     line2 = (
         f"prompt tokens {prompt} · new tokens {cfg.get('new_tokens')} · batch "
-        f"{cfg.get('batch_size')} · {len(run.measured)} samples + "
+        f"{cfg.get('batch_size')} · {fmt.plural(len(run.measured), 'sample')} + "
         f"{len(run.samples) - len(run.measured)} warm-up · {cfg.get('decoding')}"
     )
     load = cfg.get("load")
     if load:  # `infermeter load`: each sample is a request
         rate = "all at once" if load.get("rate") in (None, float("inf")) else f"{load['rate']:g}/s"
         line2 = (
-            f"{len(run.samples)} requests arriving {rate} · {load.get('server')} batching "
+            f"{fmt.plural(len(run.samples), 'request')} arriving {rate} · "
+            f"{load.get('server')} batching "
             "· each sample is one request, TTFT from its arrival"
         )
     from infermeter.instrument.config import MODE_COST
@@ -280,7 +281,7 @@ def runs_table(rows: list[dict[str, Any]], width: int = 80) -> Table:
     and is cut with an ellipsis (`runs show` and `--json` have everything).
     """
     table = Table(
-        title=f"{len(rows)} runs: model (mode, knobs); medians over measured samples",
+        title=f"{fmt.plural(len(rows), 'run')}: model (mode, knobs); medians over measured samples",
         title_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,

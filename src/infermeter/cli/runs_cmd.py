@@ -12,6 +12,7 @@ from rich.console import Console
 from infermeter.cli.guard import err_console, fail, guard
 from infermeter.cli.options import DB, JSON_OUT
 from infermeter.errors import UserError
+from infermeter.util import fmt
 from infermeter.util.jsonio import print_json
 
 runs_app = typer.Typer(help="List, show and delete stored runs.", no_args_is_help=True)
@@ -145,7 +146,9 @@ def cleanup_runs(
     kept = len(store.older_than(cutoff.isoformat(timespec="seconds"), running=True)) - len(ids)
     if kept:
         err_console.print(
-            f"{kept} runs still in progress are kept (--force deletes them)", markup=False
+            f"{fmt.plural(kept, 'run')} still in progress {'is' if kept == 1 else 'are'} kept "
+            "(--force deletes them)",
+            markup=False,
         )
     if not ids:
         err_console.print(
@@ -153,7 +156,8 @@ def cleanup_runs(
         )
         return
     if not yes and not typer.confirm(
-        f"delete {len(ids)} runs older than {max_age_days:g} days from {store.where}?",
+        f"delete {fmt.plural(len(ids), 'run')} older than {max_age_days:g} days from "
+        f"{store.where}?",
         err=True,
     ):
         raise fail("nothing deleted", 1)
@@ -161,5 +165,6 @@ def cleanup_runs(
     store.delete_many(ids, force=force)
     freed = _given_back(store, before, store.vacuum())
     err_console.print(
-        f"deleted {len(ids)} runs; {freed / 2**20:.1f} MiB given back to the disk", markup=False
+        f"deleted {fmt.plural(len(ids), 'run')}; {freed / 2**20:.1f} MiB given back to the disk",
+        markup=False,
     )

@@ -51,6 +51,11 @@ def si(v: float | None, unit: str) -> str:
     return f"{v:,.2f} {unit}"
 
 
+def plural(n: int, word: str) -> str:
+    """'1 sample', '2 samples' (issue 59: "1 samples" in a header): `word` takes an s."""
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+
+
 def count(n: int | None) -> str:
     """A parameter or token count: 134515008 -> '134.52 M'."""
     if not n:
