@@ -283,6 +283,14 @@ def test_the_live_page_hears_of_every_request(tiny_llama):
     assert max(s["steps"]["in_flight"] for s in states) >= 1
 
 
+def _load_process(db, *command: str, **popen) -> subprocess.Popen:
+    """`infermeter COMMAND` loading tiny-llama with 200 requests at 4/s into `db`, as a process
+    (stderr piped, text), for the tests that stop it part way."""
+    args = [sys.executable, "-m", "infermeter", *command, "-m", "tiny-llama", "--rate", "4"]
+    args += ["--requests", "200", "--new-tokens", "4", "--db", str(db)]
+    return subprocess.Popen(args, stderr=subprocess.PIPE, text=True, **popen)
+
+
 @pytest.mark.parametrize(
     ("sig", "code", "said"),
     [
@@ -296,28 +304,7 @@ def test_an_interrupted_load_stores_the_requests_that_finished(tmp_path, sig, co
     from infermeter import Store
 
     db = tmp_path / "r.db"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "infermeter",
-            "load",
-            "-m",
-            "tiny-llama",
-            "--rate",
-            "4",
-            "--requests",
-            "200",
-            "--new-tokens",
-            "4",
-            "--db",
-            str(db),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=interruptible,
-    )
+    proc = _load_process(db, "load", stdout=subprocess.PIPE, preexec_fn=interruptible)
     deadline = time.monotonic() + 120
     done = 0
     while time.monotonic() < deadline and done < 3:
@@ -415,30 +402,7 @@ def test_a_killed_load_keeps_the_requests_it_served(tmp_path):
     from infermeter import Store
 
     db = tmp_path / "r.db"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "infermeter",
-            "load",
-            "run",
-            "-m",
-            "tiny-llama",
-            "--rate",
-            "4",
-            "--requests",
-            "200",
-            "--new-tokens",
-            "4",
-            "--energy",
-            "off",
-            "--db",
-            str(db),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc = _load_process(db, "load", "run", "--energy", "off", stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     kept: list = []
     while time.monotonic() < deadline and len(kept) < 3 and proc.poll() is None:
