@@ -66,7 +66,7 @@ class Keeper:
         if self._origin is None:
             arrived = [r.arrival_s for r in self.reqs if math.isfinite(r.arrival_s)]
             self._origin = min(arrived) if arrived else request.arrival_s
-        self._queue.put(sample_of(request.row(self._origin)))
+        self._queue.put((request, self._origin))  # its row is built on the writer's thread
 
     def close(self) -> str | None:
         """Every queued sample written; the run's id (None when nothing finished)."""
@@ -75,13 +75,14 @@ class Keeper:
         return self.run_id
 
     def _write(self) -> None:
-        while (sample := self._queue.get()) is not None:
+        while (item := self._queue.get()) is not None:
             if self.error is not None:
                 continue
+            request, origin = item
             try:
                 if self.run_id is None:
                     self.run_id = self.sink.begin_run(self.skeleton)
-                self.sink.add_sample(self.run_id, sample)
+                self.sink.add_sample(self.run_id, sample_of(request.row(origin)))
                 self.kept += 1
             except (UserError, OSError) as exc:  # the final store says it again, or stores
                 self.error = str(exc)
