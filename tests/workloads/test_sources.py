@@ -56,6 +56,27 @@ def test_a_saved_folder_and_a_file_give_their_text_column(tmp_path):
         dataset_texts(str(tmp_path / "saved"), split="dev")
 
 
+@pytest.mark.parametrize(
+    ("name", "content", "needle"),
+    [
+        ("broken.jsonl", b'{"text": "fine"}\n{"text": \n', "not a readable .jsonl file"),
+        ("mixed.json", b'[{"text": "a"}, {"text": {"nested": [1, 2]}}]', "no text column"),
+        ("ragged.csv", b'text,n\n"one",1\n"two",2,3,4\n', "not a readable .csv file"),
+        ("binary.parquet", bytes(range(256)) * 8, "not a readable .parquet file"),
+    ],
+)
+def test_a_broken_data_file_is_one_line_naming_it(name, content, needle, tmp_path, capfd):
+    """Issue 58: four broken `--dataset` files each ended in "internal error" (the parse
+    error of `datasets`' builder escaped); each is now a refusal naming the file, and the
+    library logs nothing of its own beside it."""
+    f = tmp_path / name
+    f.write_bytes(content)
+    with pytest.raises(UserError, match=needle) as caught:
+        dataset_texts(str(f))
+    assert "\n" not in str(caught.value) and name in str(caught.value)
+    assert capfd.readouterr().err == ""
+
+
 def test_a_hub_data_set_is_read_from_the_local_cache_offline(tmp_path, monkeypatch):
     """`--dataset wikitext` as the reference ran it: the cache laid out as `datasets` writes a
     download of wikitext-2-raw-v1, read with the network off."""

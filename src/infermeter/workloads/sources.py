@@ -71,6 +71,22 @@ def _cache_dir() -> str:
         return "~/.cache/huggingface/datasets"
 
 
+def _first_line(exc: BaseException) -> str:
+    """The reason an exception gives, on one line: its own first line, or its cause's.
+
+    `datasets` raises "An error occurred while generating the dataset" and keeps the parser's
+    own message (the line and the column at fault) in the exception it wraps.
+    """
+    seen: BaseException | None = exc
+    text = ""
+    while seen is not None:
+        text = str(seen).strip().splitlines()[0][:160] if str(seen).strip() else ""
+        if text and "error occurred while generating" not in text:
+            break
+        seen = seen.__cause__ or seen.__context__
+    return text or type(exc).__name__
+
+
 def _load(name: str, split: str | None) -> Any:
     """The data set (one split) `name` stands for, read without the network."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -81,7 +97,9 @@ def _load(name: str, split: str | None) -> Any:
     import datasets
 
     datasets.disable_progress_bars()  # the run's own progress is what the user watches
-    datasets.utils.logging.set_verbosity_error()  # "Using the latest cached version ..."
+    # "Using the latest cached version ...", and a parse error logged before it is raised
+    # (the refusal below names it once, on one line)
+    datasets.utils.logging.set_verbosity(datasets.utils.logging.CRITICAL)
     path = Path(name).expanduser()
     if path.is_dir():
         try:
@@ -91,6 +109,11 @@ def _load(name: str, split: str | None) -> Any:
                 f"--dataset {path} is not a folder written by save_to_disk",
                 "give such a folder, a data file, or a hub id",
             ) from None
+        except Exception as exc:  # a damaged Arrow file or state document, of many kinds
+            raise UserError(
+                f"--dataset {path}: the saved folder cannot be read ({_first_line(exc)})",
+                "save it again with save_to_disk, or give a data file",
+            ) from None
     elif path.is_file():
         builder = _FILE_BUILDERS.get(path.suffix.lower())
         if builder is None:
@@ -98,14 +121,20 @@ def _load(name: str, split: str | None) -> Any:
                 f"--dataset {name}: cannot read {path.suffix or 'a file without a'} suffix",
                 f"give one of {', '.join(_FILE_BUILDERS)}",
             )
-        data = datasets.load_dataset(builder, data_files=str(path))
+        try:
+            data = datasets.load_dataset(builder, data_files=str(path))
+        except Exception as exc:  # datasets wraps a parse error in its own kinds, many of them
+            raise UserError(
+                f"--dataset {name}: not a readable {path.suffix.lower()} file ({_first_line(exc)})",
+                "fix the file (one record per row, one type per column), or give another",
+            ) from None
     else:
         repo, _, given = name.partition(":")
         config = given or DEFAULT_CONFIGS.get(repo)
         try:
             data = datasets.load_dataset(repo, config)
         except Exception as exc:  # the library raises many kinds for "not cached"
-            first = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+            first = _first_line(exc)
             raise UserError(
                 f"--dataset {name} is not a folder, a file, or a data set in the local cache "
                 f"{_cache_dir()} ({first})",
