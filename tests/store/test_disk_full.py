@@ -18,18 +18,31 @@ from tests.helpers import assert_one_line_error
 runner = CliRunner()
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 512 KiB tmpfs, unmounted afterwards."""
+def _mount(tmp_path: Path, size: str) -> Path:
     mnt = tmp_path / f"disk-{uuid.uuid4().hex[:6]}"
     mnt.mkdir()
     r = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mnt)],
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)],
         capture_output=True,
         text=True,
     )
     if r.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here (needs root): {r.stderr.strip()[:120]}")
+    return mnt
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 512 KiB tmpfs, unmounted afterwards."""
+    mnt = _mount(tmp_path, "512k")
+    yield mnt
+    subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+@pytest.fixture
+def disk_4m(tmp_path):
+    """A 4 MiB tmpfs (room for a database and its log), unmounted afterwards."""
+    mnt = _mount(tmp_path, "4m")
     yield mnt
     subprocess.run(["umount", "-l", str(mnt)], check=False)
 
@@ -130,3 +143,40 @@ def test_a_profile_whose_database_fills_the_disk_is_one_line_and_the_store_stays
     runs = Store(db).list_runs()
     assert runs[-1]["status"] == "finished"  # the run stored before is whole
     assert all(x["status"] != "running" for x in runs), runs  # none left "running"
+
+
+def test_a_run_cut_short_by_a_full_disk_is_marked_failed_once_there_is_room(disk_4m):
+    """Issue 58: a run whose sample writes found the disk full stayed `running` for as long
+    as its process lived (the "process is gone" check never fires for a notebook, a sweep
+    or the dashboard). The next open with room marks it failed, naming the disk; the
+    samples stored before the disk filled are kept."""
+    from infermeter.store.writes import CUT_BY_FULL_DISK
+
+    db = disk_4m / "r.db"
+    args = ["profile", "-m", "tiny-llama", "--new-tokens", "2", "--samples", "1", "--db", str(db)]
+    assert runner.invoke(app, args).exit_code == 0
+    filler = _fill(disk_4m, 150_000)  # room for the run and a sample or two, not 40 deep ones
+    r = runner.invoke(
+        app,
+        [
+            "profile",
+            "-m",
+            "tiny-llama",
+            "--new-tokens",
+            "8",
+            "--samples",
+            "40",
+            "--mode",
+            "deep",
+            "--db",
+            str(db),
+        ],
+    )
+    assert r.exit_code == 2 and "is full" in r.output.strip().splitlines()[-1], r.output
+    Store(db)  # no room yet: the mark waits, and the open still works
+    filler.unlink()
+    cut = [x for x in Store(db).list_runs() if x["status"] != "finished"]
+    assert len(cut) == 1, cut  # this process is alive: only the disk's mark ends the run
+    run = Store(db).get(cut[0]["id"])
+    assert run.status == "failed" and run.error == CUT_BY_FULL_DISK
+    assert run.samples  # what was stored before the disk filled is kept

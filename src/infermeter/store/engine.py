@@ -107,6 +107,14 @@ def make_engine(url: str, timeout_s: float) -> Engine:
     return engine
 
 
+class DiskFull(UserError):
+    """A write the database refused for lack of space.
+
+    SQLite says "disk is full", PostgreSQL "No space left on device": what was stored before
+    is kept, the write is not.
+    """
+
+
 class StoreCore:
     """Engine, sessions and error translation: what every part of the store builds on.
 
@@ -189,7 +197,7 @@ class StoreCore:
                     "wait for it to finish, or use another --db",
                 ) from None
             if "disk is full" in text or "No space left" in text:
-                raise UserError(
+                raise DiskFull(
                     f"the disk holding database {self.where!r} is full ({action})",
                     "free some space (what was stored before is kept), or use another --db",
                 ) from None

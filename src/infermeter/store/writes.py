@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import socket
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import psutil
@@ -18,7 +20,7 @@ from sqlalchemy.orm import Session
 
 from infermeter.errors import UserError
 from infermeter.measure.ceilings import Ceilings
-from infermeter.store.engine import StoreCore, sqlite_path
+from infermeter.store.engine import DiskFull, StoreCore, sqlite_path
 from infermeter.store.rows import power_rows, sample_row, trace_row
 from infermeter.store.schema import (
     CeilingsRow,
@@ -36,6 +38,12 @@ if TYPE_CHECKING:  # annotations only: run.results imports numpy, slow for `runs
 
 #: The in-progress per-layer table of a running run (for live views), replaced by the final ones.
 LIVE_LAYERS = "live_layers"
+#: Why a write was refused for lack of space, kept on the run once there is room again.
+CUT_BY_FULL_DISK = "its store write failed: the disk holding the database was full"
+#: Runs of this process whose write was refused for lack of space: (database, run id). This
+#: process is alive, so the "process is gone" check never marks them; the next open of the
+#: database in this process (with room again) marks them failed.
+_CUT_SHORT: set[tuple[str, str]] = set()
 
 
 def _alive(pid: int, started: float) -> bool:
@@ -86,9 +94,19 @@ class StoreWrites(StoreCore):
             )
         return run_id
 
+    @contextmanager
+    def _writing(self, run_id: str) -> Iterator[Session]:
+        """A write to one run; a refusal for lack of space is remembered to mark the run."""
+        try:
+            with self.session("write to") as s:
+                yield s
+        except DiskFull:
+            _CUT_SHORT.add((self.url, run_id))
+            raise
+
     def add_sample(self, run_id: str, smp: SampleResult) -> None:
         """Keep one sample as soon as it is measured (live views read it; a crash keeps it)."""
-        with self.session("write to") as s:
+        with self._writing(run_id) as s:
             sample = sample_row(smp)
             sample.run_id = run_id
             s.add(sample)
@@ -96,7 +114,7 @@ class StoreWrites(StoreCore):
 
     def live_layers(self, run_id: str, rows: list[dict[str, Any]]) -> None:
         """Replace the run's in-progress per-layer table (dropped when the run finishes)."""
-        with self.session("write to") as s:
+        with self._writing(run_id) as s:
             row = s.get(RunRow, run_id)
             if row is None:
                 raise UserError(f"run {run_id} vanished from the database", "run it again")
@@ -143,7 +161,7 @@ class StoreWrites(StoreCore):
         config are written again and its samples replace those kept as it ran (a load run's
         requests are kept as they finish for a crash, and its document is the final word).
         """
-        with self.session("write to") as s:
+        with self._writing(str(result.run_id)) as s:
             row = s.get(RunRow, result.run_id)
             if row is None:
                 raise UserError(f"run {result.run_id} vanished from the database", "run it again")
@@ -332,10 +350,11 @@ class StoreWrites(StoreCore):
         """Mark `crashed` the runs of this host left `running` by a process that is gone.
 
         The progress rows of this host's gone processes are deleted too (the live page's
-        "in progress" lines). Returns the runs marked.
+        "in progress" lines). Runs of this process cut short by a full disk are marked
+        `failed` with that reason. Returns the runs marked.
         """
         host = socket.gethostname()
-        changed = 0
+        changed = self._mark_cut_short()
         with self.session("read") as s:  # most opens find none: write only when there are some
             running = s.scalars(
                 select(RunRow.id).where(RunRow.status == "running", RunRow.host == host)
@@ -350,7 +369,7 @@ class StoreWrites(StoreCore):
             with self.session("write to") as s:
                 s.execute(delete(ProgressRow).where(ProgressRow.key.in_(stale)))
         if not running:
-            return 0
+            return changed
         with self.session("write to") as s:
             rows = s.scalars(
                 select(RunRow).where(RunRow.status == "running", RunRow.host == host)
@@ -361,6 +380,28 @@ class StoreWrites(StoreCore):
                     row.error = row.error or "the profiling process ended without finishing"
                     row.finished = now_iso()
                     changed += 1
+        return changed
+
+    def _mark_cut_short(self) -> int:
+        """Mark `failed` this process's runs of this database whose write found the disk full.
+
+        Such a run's process lives on (a notebook, the dashboard, a sweep going on to its next
+        point), so it would stay `running` for as long as that process does. With no room yet
+        the marks wait for the next open.
+        """
+        mine = [run_id for url, run_id in _CUT_SHORT if url == self.url]
+        if not mine:
+            return 0
+        changed = 0
+        with self.session("write to") as s:
+            for run_id in mine:
+                row = s.get(RunRow, run_id)
+                if row is not None and row.status == "running":
+                    row.status = "failed"
+                    row.error = row.error or CUT_BY_FULL_DISK
+                    row.finished = now_iso()
+                    changed += 1
+        _CUT_SHORT.difference_update((self.url, run_id) for run_id in mine)
         return changed
 
 
