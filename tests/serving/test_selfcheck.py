@@ -179,8 +179,12 @@ def test_a_header_value_is_sent_but_never_kept(null_url, tmp_path):
     assert secret.encode() not in (tmp_path / "r.db").read_bytes()
 
 
-def test_a_bad_chunk_fails_its_request_and_the_rest_are_kept(tmp_path):
-    with null_server(NullSpec(ttft_ms=2, itl_ms=1, bad_every=2)) as s:
+@pytest.mark.parametrize("kind", ["json", "shape"])
+def test_a_bad_chunk_fails_its_request_and_the_rest_are_kept(kind, tmp_path):
+    """Issue 58: a chunk `data: {not json` ended the run in "internal error: JSONDecodeError"
+    and one with `"choices": "not a list"` in an asyncio traceback, every request lost; now
+    each fails its own request with the reason and the run is stored."""
+    with null_server(NullSpec(ttft_ms=2, itl_ms=1, bad_every=2, bad_chunk=kind)) as s:
         doc, _ = _load(s.url, tmp_path, "--requests", "4", "--concurrency", "1", "--no-selfcheck")
     errors = [r["error"] for r in doc["all_samples"]]
     assert errors[0] is None and errors[2] is None

@@ -11,7 +11,8 @@ every `itl_ms`, `max_tokens` of them (at most `tokens` when that is set), each c
 `piece` of text. Its last chunk carries llama.cpp's `timings` (the delays it really slept,
 measured) and, when asked, `usage`. A request's body may set its own delays
 (`null_ttft_ms`, `null_itl_ms`), or answer with only an EOS (`null_eos_only`); every
-`bad_every`-th request streams a chunk that is not JSON. `slow_after` requests in, it
+`bad_every`-th request streams a chunk that is not JSON (`bad_chunk="shape"`: JSON whose
+`choices` is not a list). `slow_after` requests in, it
 multiplies its delays by `slow_factor`: a server that changes speed mid-run, for the drift
 verdict's test.
 
@@ -39,6 +40,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+#: the bad chunks a null server can send: one that is not JSON, one of the wrong shape
+BAD_CHUNKS = {
+    "json": b"{not json",
+    "shape": b'{"object": "text_completion", "choices": "not a list"}',
+}
+
 
 @dataclass(frozen=True)
 class NullSpec:
@@ -54,8 +61,10 @@ class NullSpec:
     slow_after: int = 0
     slow_factor: float = 1.0
     model: str = "null"
-    #: every this-many-th request (0: none) streams a chunk that is not JSON, then stops
+    #: every this-many-th request (0: none) streams a bad chunk, then stops
     bad_every: int = 0
+    #: what that chunk is: "json" (not JSON at all) or "shape" (JSON of the wrong shape)
+    bad_chunk: str = "json"
 
     def args(self) -> list[str]:
         """The command-line arguments that give this spec."""
@@ -68,6 +77,7 @@ class NullSpec:
             f"--slow-factor={self.slow_factor}",
             f"--model={self.model}",
             f"--bad-every={self.bad_every}",
+            f"--bad-chunk={self.bad_chunk}",
         ]
 
 
@@ -167,7 +177,8 @@ async def _respond(
     await writer.drain()
     t_first = t_in
     if spec.bad_every and seen.requests % spec.bad_every == 0:
-        plan = plan[:1] + [(0.0, b"data: {not json\n\n")]
+        bad = BAD_CHUNKS[spec.bad_chunk]
+        plan = plan[:1] + [(0.0, b"data: " + bad + b"\n\n")]
     for i, (wait_s, data) in enumerate(plan):
         await asyncio.sleep(wait_s)
         if i == 0:
@@ -300,9 +311,18 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--slow-factor", type=float, default=1.0)
     p.add_argument("--model", default="null")
     p.add_argument("--bad-every", type=int, default=0)
+    p.add_argument("--bad-chunk", choices=sorted(BAD_CHUNKS), default="json")
     a = p.parse_args(argv)
     spec = NullSpec(
-        a.ttft_ms, a.itl_ms, a.tokens, a.piece, a.slow_after, a.slow_factor, a.model, a.bad_every
+        a.ttft_ms,
+        a.itl_ms,
+        a.tokens,
+        a.piece,
+        a.slow_after,
+        a.slow_factor,
+        a.model,
+        a.bad_every,
+        a.bad_chunk,
     )
     serve(spec, a.port)
 
