@@ -14,6 +14,14 @@ again, the driver stores a failed run for the point with Ray's reason. The dead 
 begun in the store, is marked crashed by the next store opened on its host. An error inside a
 point (not a death) is not retried: the run is already stored failed with its reason. Ctrl-C
 cancels every outstanding task and leaves the sweep resumable (its id is its definition's hash).
+
+Network: a local instance (`--ray local`) is started without Ray's dashboard, but Ray 2.60's
+own servers (GCS, raylet, workers) still listen on every interface, and Ray offers no way to
+bind them to 127.0.0.1: `ray.init(_node_ip_address="127.0.0.1")` is turned back into the
+machine's address by Ray itself (`services.resolve_ip_for_localhost`). What guards them is Ray's
+token authentication, on by default: a process without the token (`~/.ray/auth_token`) is
+refused ("Authentication token is missing or incorrect"). Keep it on (do not set
+`RAY_AUTH_MODE=disabled`) on a machine others can reach.
 """
 
 from __future__ import annotations
