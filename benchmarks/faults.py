@@ -205,9 +205,9 @@ def run_cases(cases: list[tuple[str, str, list[str]]]) -> list[dict[str, object]
             cwd=root,
             check=False,
         )
-        cases = ET.parse(report).getroot().iter("testcase")
+        testcases = ET.parse(report).getroot().iter("testcase")
         results = []
-        for c in cases:
+        for c in testcases:
             path = c.get("file") or (c.get("classname") or "").replace(".", "/") + ".py"
             status = (
                 "failed"
