@@ -160,7 +160,9 @@ def check_feasible(nodes: list[dict[str, Any]], placement: RayPlacement) -> None
             raise UserError(
                 f"{option} {wanted:g}: no node of the Ray cluster has that many {key}s "
                 f"(the largest has {most:g})",
-                f"use {option} {most:g} or less, or add a node that large",
+                f"use {option} {most:g} or less, or add a node that large"
+                if most
+                else f"drop {option} (no node has a {key}), or add a node with one",
             )
     if placement.accelerator_type:
         key = f"accelerator_type:{placement.accelerator_type}"
