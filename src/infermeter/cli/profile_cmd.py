@@ -67,6 +67,7 @@ def profile_command(
     warmup: int = config_option("warmup"),
     dtype: str = config_option("dtype"),
     device: str = config_option("device"),
+    threads: int = config_option("threads"),
     compile: bool = typer.Option(
         False,
         "--compile/--no-compile",
@@ -130,6 +131,7 @@ def profile_command(
         warmup=warmup,
         dtype=dtype,
         device=device,
+        threads=threads,
         compile=compile_mode.strip().lower() if compile_mode else compile,
         nvtx=nvtx,
         attn_implementation=attn,

@@ -212,6 +212,17 @@ def energy_line(run: RunResult) -> Text | None:
     return Text(" · ".join(parts), style="dim")
 
 
+def host_line(run: RunResult) -> Text | None:
+    """A warning when other processes competed for the run's cores, with the figures."""
+    from infermeter.measure.host import HostLoad
+
+    doc = run.device.get("host")
+    if not isinstance(doc, dict):
+        return None
+    verdict = HostLoad.from_dict(doc).verdict()
+    return Text(f"⚠ {verdict}", style="yellow") if verdict else None
+
+
 def speculation_line(run: RunResult) -> Text | None:
     """A speculative run in one line: what was accepted, and where a step's time went."""
     spec = (run.checks or {}).get("speculation")
@@ -235,7 +246,11 @@ def run_card(run: RunResult, where: str | None = None, show_text: bool = False) 
     """Header, summary table, warnings and optionally the last sample's text."""
     from infermeter.cli.render_layers import layer_tables
 
-    parts: list[Any] = [run_header(run, where), summary_table(run)]
+    parts: list[Any] = [run_header(run, where)]
+    busy = host_line(run)
+    if busy is not None:  # above the table: every figure in it is inflated
+        parts.append(busy)
+    parts.append(summary_table(run))
     noisy = run.noisy_metrics()
     if noisy:
         parts.append(

@@ -35,6 +35,7 @@ class RunConfig:
             for torch's default mode, or a mode name ("reduce-overhead": CUDA graphs;
             "max-autotune"; "default").
         nvtx: NVTX ranges per sample, phase, block and part for Nsight Systems (CUDA only).
+        threads: torch's CPU threads for the run (None: torch's own); put back after it.
         decoding: "greedy" or "sampling" (with temperature, top_p, sample_top_k), or a
             speculative kind verified greedily: "prompt_lookup:N", "assisted:DRAFT",
             "early_exit:K" (workloads/decoding.py).
@@ -83,6 +84,14 @@ class RunConfig:
         "quantize the weights.",
     )
     device: str = setting("auto", option="--device", help="auto, cpu, cuda, cuda:N or mps.")
+    threads: int | None = setting(
+        None,
+        option="--threads",
+        help="torch's CPU threads for the run (default: torch's own, one per core). Fewer than "
+        "the cores leaves the rest to other work: a measurement beside other processes is "
+        "quieter with only the free cores.",
+        within=Range(1, 4096),
+    )
     compile: bool | str = False
     nvtx: bool = setting(
         False,

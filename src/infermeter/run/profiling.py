@@ -32,6 +32,7 @@ from infermeter.measure.device import describe_device
 from infermeter.measure.energy.base import Unavailable
 from infermeter.measure.energy.sampler import PowerSampler
 from infermeter.measure.energy.select import CompositeSource, open_source
+from infermeter.measure.host import HostWatch
 from infermeter.measure.memory import MemoryTracker
 from infermeter.measure.timer import Timer
 from infermeter.models.flopcount import flop_check
@@ -587,18 +588,51 @@ def _profile(
     """`profile` inside its progress line."""
     session = set_up_session(config, loaded, progress, sweep_id, knobs)
     register_session(session, sink)
+    threads_before = _set_threads(session)
     # Everything alive now (model, torch, transformers: ~10^6 objects) moves to the collector's
     # permanent generation for the run, so the collections that run between samples scan only
     # what the run itself allocates: a full pass over this heap takes 50-250 ms.
     gc.freeze()
+    host = HostWatch()
     try:
         failure = _sample_loop(session, sink)
     finally:
         try:
+            _note_host(session, host)
             tear_down(session)
         finally:
             gc.unfreeze()
+            _restore_threads(threads_before)
     return close_session(session, sink, failure, before_finish)
+
+
+def _set_threads(session: Session) -> int:
+    """Give torch `--threads` threads for the run (recorded as the run's); the count before.
+
+    Process-wide in torch, so it is put back after the run (a notebook's next cell, the next
+    point of a sweep) by `_restore_threads`.
+    """
+    import torch
+
+    before = int(torch.get_num_threads())
+    if session.config.threads is not None:
+        torch.set_num_threads(session.config.threads)
+        session.result.device["torch_threads"] = session.config.threads
+    return before
+
+
+def _restore_threads(count: int) -> None:
+    import torch
+
+    if torch.get_num_threads() != count:
+        torch.set_num_threads(count)
+
+
+def _note_host(session: Session, watch: HostWatch) -> None:
+    """What else the machine did while the samples ran, kept on the run's device document."""
+    import torch
+
+    session.result.device["host"] = watch.stop(int(torch.get_num_threads())).to_dict()
 
 
 def close_session(

@@ -31,6 +31,7 @@ LATER_FIELDS: dict[str, Any] = {
     "prompts_source": None,
     "prompt_kind": "natural",
     "cache": "dynamic",
+    "threads": None,
 }
 
 

@@ -177,6 +177,7 @@ class StoreWrites(StoreCore):
                 self._written.pop(str(result.run_id), None)
             row.status = result.status
             row.error = result.error
+            row.device = result.device  # what the host did while it measured is known now
             row.phases = dict(result.phases)
             row.notes = list(result.notes)
             row.finished = now_iso()
