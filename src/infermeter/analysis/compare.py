@@ -99,6 +99,15 @@ def _model_ms(run: RunResult, ceilings: Ceilings | None) -> dict[str, float]:
     return out
 
 
+def _host(run: RunResult) -> dict[str, str]:
+    """`busy_host`: the sentence of a run measured while others held its cores (else nothing)."""
+    from infermeter.measure.host import HostLoad
+
+    doc = run.device.get("host")
+    verdict = HostLoad.from_dict(doc).verdict() if isinstance(doc, dict) else None
+    return {"busy_host": verdict} if verdict else {}
+
+
 def compare_runs(
     base: RunResult, variant: RunResult, ceilings: Ceilings | None = None
 ) -> Comparison:
@@ -134,8 +143,8 @@ def compare_runs(
     layers = _layers(base, variant, paired)
     return Comparison(
         {
-            "baseline": {"run_id": base.run_id, "knobs": base.knobs},
-            "variant": {"run_id": variant.run_id, "knobs": variant.knobs},
+            "baseline": {"run_id": base.run_id, "knobs": base.knobs, **_host(base)},
+            "variant": {"run_id": variant.run_id, "knobs": variant.knobs, **_host(variant)},
             "changed": {
                 k: (base.knobs.get(k), variant.knobs.get(k))
                 for k in sorted(set(base.knobs) | set(variant.knobs))

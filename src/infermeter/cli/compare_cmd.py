@@ -258,6 +258,9 @@ def compare_card(doc: dict[str, Any]) -> Group:
         parts.append(
             Text("changed: " + ", ".join(f"{k} {a} -> {b}" for k, (a, b) in doc["changed"].items()))
         )
+    for side in ("baseline", "variant"):  # a difference may be the host's, not the change's
+        if doc[side].get("busy_host"):
+            parts.append(Text(f"⚠ the {side}: {doc[side]['busy_host']}", style="yellow"))
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     for col in ("phase", "base ms", "variant ms", "speedup", "95% CI", "verdict"):  # fits 80
         t.add_column(col, justify="left" if col in ("phase", "verdict") else "right", no_wrap=True)
