@@ -46,6 +46,7 @@ from infermeter.run.environment import library_versions
 from infermeter.run.generation import TimedGeneration, generation_config, timed_generate
 from infermeter.run.live_steps import watching
 from infermeter.run.progress import LiveProgress, ProgressFn
+from infermeter.run.refusals import refuse_from_config
 from infermeter.run.results import RunResult, SampleResult
 from infermeter.run.signals import stop_on_signals
 from infermeter.run.sink import LiveSink, RunSink
@@ -223,7 +224,7 @@ def set_up_session(
     Every user error (bad configuration, prompts, --layers, a named energy source that is
     missing) is raised here, before the run is registered.
     """
-    _refuse_before_loading(config)
+    _refuse_before_loading(config, loaded)
     loaded = _load(config, loaded, progress)
     model, tokenizer, info = loaded.model, loaded.tokenizer, loaded.info
     device = next(model.parameters()).device
@@ -289,13 +290,15 @@ def set_up_session(
     )
 
 
-def _refuse_before_loading(config: RunConfig) -> None:
+def _refuse_before_loading(config: RunConfig, loaded: LoadedModel | None) -> None:
     """Every refusal that needs no model, before it loads.
 
     A new user waited 30 s for `--energy nvml` on a machine without NVML to be refused after
-    the weights loaded.
+    the weights loaded, and 121 s for a prompt longer than the context (the config says).
     """
     config.validate()
+    if loaded is None:
+        refuse_from_config(config)
     if config.nvtx:
         cuda_nvtx()  # no CUDA, no NVTX
     if config.prompts is None and config.prompts_file:
@@ -586,6 +589,8 @@ def _profile(
     before_finish: Callable[[RunResult], None] | None,
 ) -> RunResult:
     """`profile` inside its progress line."""
+    if sink is not None:  # a locked database: refused now, not after the model loads
+        sink.probe_write()
     session = set_up_session(config, loaded, progress, sweep_id, knobs)
     register_session(session, sink)
     threads_before = _set_threads(session)

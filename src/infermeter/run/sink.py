@@ -25,6 +25,13 @@ class RunSink(Protocol):
         """Write status, phases and all samples in one transaction."""
         ...
 
+    def probe_write(self) -> None:
+        """Raise UserError now if a write would be refused (a locked database).
+
+        Called before a model loads, so the refusal comes in seconds, not a minute after.
+        """
+        ...
+
 
 @runtime_checkable
 class LiveSink(RunSink, Protocol):

@@ -26,6 +26,7 @@ from infermeter.run.components import phase_components
 from infermeter.run.config import RunConfig
 from infermeter.run.interleave import Arm, check_interleavable, profile_interleaved
 from infermeter.run.profiling import profile
+from infermeter.run.refusals import refuse_from_config
 from infermeter.run.results import METRICS, RunResult
 from infermeter.run.sink import RunSink, StoredSweeps, SweepStore
 from infermeter.run.sweep_spec import SweepSpec
@@ -105,6 +106,9 @@ def run_sweep(
                 )
         return models[dtype]
 
+    if loaded is None:  # what the config and the store can refuse, before the weights load
+        refuse_from_config(base, {k.name: list(values) for k, values in grid_list})
+    store.probe_write()
     first = model_for(base.dtype)
     for knob, values in grid_list:  # every value checked before anything runs
         for v in values:

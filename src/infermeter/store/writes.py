@@ -67,6 +67,19 @@ class StoreWrites(StoreCore):
         super().__init__(*args, **kwargs)
         self._written: dict[str, set[int]] = {}  # samples kept as they came, per run
 
+    def probe_write(self) -> None:
+        """Take the database's write lock and let it go at once; UserError if it cannot.
+
+        A locked database was refused after the model had loaded (66 s in, issue 59): the
+        probe waits the same busy timeout a write would, before anything loads. PostgreSQL
+        locks rows, not the database: nothing to probe there.
+        """
+        if sqlite_path(self.url) is None:
+            return
+        with self._guard("write to"), self.engine.connect() as conn:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            conn.exec_driver_sql("ROLLBACK")
+
     def begin_run(self, result: RunResult) -> str:
         """Register `result` as a running run; return its new id."""
         run_id = uuid.uuid4().hex[:12]
