@@ -87,3 +87,27 @@ def test_cli_with_train_writes_a_report(tmp_path):
 def test_bad_options_are_one_line(args, needle):
     r = runner.invoke(app, ["bench", "model", *args])
     assert_one_line_error(r, needle)
+
+
+def test_a_noisy_point_is_flagged_in_the_table_as_a_runs_metric_is():
+    """Issue 59: `bench` intervals of 1.6-40 ms carried no flag while a run's noisy metric
+    did; the same rule (over 10% spread or an outlier, from 2 samples) marks a bench cell."""
+    from rich.console import Console
+
+    from infermeter.bench.model import ModelPoint, point_row
+    from infermeter.cli.bench_cmd import model_table
+
+    def table(forward_ms):
+        point = ModelPoint("tiny-llama", 64, 1000, forward_ms=forward_ms)
+        doc = {
+            "meta": {"spec": {"batch": 1}, "device": {"name": "cpu"}},
+            "summary": [point_row(point)],
+        }
+        console = Console(width=200, record=True)
+        console.print(model_table(doc))
+        return console.export_text()
+
+    noisy = table([10.0, 10.2, 40.0])
+    assert "⚠ 10.2" in noisy and "⚠ noisy: the timed calls vary by more than 10%" in noisy
+    steady = table([10.0, 10.1, 10.2])
+    assert "⚠" not in steady

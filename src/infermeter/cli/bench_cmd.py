@@ -206,11 +206,12 @@ def attention_table(doc: dict[str, Any]) -> Table:
     )
     for c in cols:
         t.add_column(c, justify="left" if c == "kind" else "right", no_wrap=c == "kind")
-    for r in attention_rows(doc):
+    rows = attention_rows(doc)
+    for r in rows:
         t.add_row(
             r["kind"],
             str(r["seq_len"]),
-            fmt.significant(r["latency_ms"]),
+            _flagged(r["latency_ms"], r["noisy"]),
             r["ci95"],
             fmt.significant(r["peak_memory_mib"]),
             f"{100 * r['mask_sparsity']:.1f}%",
@@ -219,7 +220,22 @@ def attention_table(doc: dict[str, Any]) -> Table:
             fmt.significant(r["useful_gflop_per_s"]),
             f"{r['max_abs_diff_vs_dense']:.1e}",
         )
+    _noise_caption(t, any(r["noisy"] for r in rows))
     return t
+
+
+def _flagged(ms: float | None, noisy: bool) -> str:
+    """A median, marked when its samples spread over 10% or hold an outlier (as runs are)."""
+    return f"⚠ {fmt.significant(ms)}" if noisy else fmt.significant(ms)
+
+
+def _noise_caption(table: Table, any_noisy: bool) -> None:
+    if any_noisy:
+        table.caption = (
+            "⚠ noisy: the timed calls vary by more than 10% or hold an outlier; use more "
+            "--samples or a quieter machine"
+        )
+        table.caption_justify = "left"
 
 
 @bench_app.command("model")
@@ -289,18 +305,20 @@ def model_table(doc: dict[str, Any]) -> Table:
     )
     for c in cols:
         t.add_column(c, justify="left" if c == "model" else "right", no_wrap=c == "model")
-    for r in model_rows(doc):
+    rows = model_rows(doc)
+    for r in rows:
         t.add_row(
             r["model"],
             str(r["seq_len"]),
-            fmt.significant(r["forward_ms"]),
+            _flagged(r["forward_ms"], r["forward_noisy"]),
             r["forward_ci95"],
             fmt.significant(r["forward_peak_mib"]),
-            fmt.significant(r["train_ms"]),
+            _flagged(r["train_ms"], r["train_noisy"]),
             r["train_ci95"],
             fmt.significant(r["train_peak_mib"]),
             fmt.significant(r["train_over_forward"]),
             fmt.significant(r["loss"]),
             fmt.significant(r["loss_after_steps"]),
         )
+    _noise_caption(t, any(r["forward_noisy"] or r["train_noisy"] for r in rows))
     return t
