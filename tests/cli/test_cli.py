@@ -461,3 +461,25 @@ def test_counts_are_said_in_the_singular_when_there_is_one():
 
     assert plural(1, "sample") == "1 sample" and plural(2, "sample") == "2 samples"
     assert plural(0, "run") == "0 runs" and plural(1200, "request") == "1,200 requests"
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["profile", "--bogus"], "no such option: --bogus"),
+        (["profile", "--samples", "abc"], "invalid value for '--samples'"),
+        (["nosuch"], "no such command 'nosuch'"),
+        (["runs", "show"], "missing argument"),
+    ],
+)
+def test_a_usage_error_is_one_line_as_every_other_error(args, needle):
+    """Click's usage errors came as five lines in a box titled "Error" while every other error
+    is one line `error: ...` (issue 59): now one line, with where to look, exit 2."""
+    r = runner.invoke(app, args)
+    assert_one_line_error(r, needle, "--help`")
+    assert "╭" not in r.output and "Usage:" not in r.output
+
+
+def test_help_for_no_arguments_is_still_help():
+    r = runner.invoke(app, ["runs"])
+    assert r.exit_code == 2 and "Usage:" in r.output and "error:" not in r.output

@@ -35,8 +35,10 @@ from infermeter.cli.runs_cmd import runs_app
 from infermeter.cli.serve_cmd import serve_command
 from infermeter.cli.sweep_cmd import bare_ray_option, sweep_command, sweeps_app
 from infermeter.cli.systems_cmd import systems_analysis_command
+from infermeter.cli.usage import OneLineErrors
 
 app = typer.Typer(
+    cls=OneLineErrors,
     name="infermeter",
     help="Where the time, memory and energy of transformer inference go.",
     no_args_is_help=True,
