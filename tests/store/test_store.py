@@ -348,3 +348,24 @@ def test_an_old_postgresql_database_is_upgraded_in_place(postgres, result):
         version = c.execute(text("SELECT value FROM meta WHERE key='schema_version'")).scalar()
     assert version == str(SCHEMA_VERSION)
     engine.dispose()
+
+
+def test_a_damaged_infermeter_database_is_called_damaged_with_the_way_to_recover(tmp_path):
+    """Issue 59: a damaged infermeter database was called "not an infermeter database" with
+    the advice to move it aside; SQLite says its pages are malformed, and `.recover` gets back
+    what it can. The file is left as it was."""
+    import os
+
+    db = tmp_path / "r.db"
+    Store(db)
+    with sqlite3.connect(db) as con:
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    size = os.path.getsize(db)
+    with open(db, "r+b") as f:  # every page after the schema's: the tables' roots included
+        f.seek(8192)
+        f.write(b"\xff" * (size - 8192))
+    before = db.read_bytes()
+    with pytest.raises(UserError, match="is damaged .*malformed.*\\.recover") as caught:
+        Store(db).list_runs()
+    assert "not an infermeter database" not in str(caught.value)
+    assert db.read_bytes() == before

@@ -211,9 +211,17 @@ class StoreCore:
             raise
         except DatabaseError as exc:
             text = str(exc.orig) if exc.orig else str(exc)
+            if "malformed" in text:  # ours (or another's), with pages damaged: not foreign
+                path = sqlite_path(self.url)
+                raise UserError(
+                    f"database {self.where!r} is damaged (SQLite: {text})",
+                    f"keep it, and recover what it holds into a new file: sqlite3 {path} .recover "
+                    "| sqlite3 recovered.db, then use --db recovered.db",
+                ) from None
             raise UserError(
                 f"database {self.where!r} is unreadable: {text}",
-                "move the file aside (it is not an infermeter database) or use another --db",
+                "move the file aside (it is not a SQLite database, or its first page is "
+                "damaged) or use another --db",
             ) from None
 
     @contextmanager
