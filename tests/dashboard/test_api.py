@@ -297,3 +297,34 @@ def test_history_api_draws_a_models_runs_with_their_change_points(tmp_path):
         c.get("/api/history", params={"model": "tiny-llama", "metric": "nope"}).status_code == 400
     )
     assert c.get("/api/history", params={"model": "other"}).json()["configurations"] == []
+
+
+def test_a_page_opened_mid_run_is_sent_the_samples_measured_before_it(tiny_llama, tmp_path):
+    """Issue 59: the live page opened at sample 6 of 12 said "waiting for samples..." (the
+    feed starts after what was stored) and a reload lost what it had shown. A page that comes
+    while a run is running gets that run's samples so far, oldest first; finished runs' are
+    left to the run page."""
+    from dataclasses import replace
+
+    store = Store(tmp_path / "r.db")
+    done = profile(RunConfig(new_tokens=3, samples=1, warmup=0, energy="off"), loaded=tiny_llama)
+    store.save(done)  # finished: not replayed
+    measured = profile(
+        RunConfig(new_tokens=3, samples=3, warmup=0, energy="off"), loaded=tiny_llama
+    )
+    run_id = store.begin_run(replace(measured, run_id=None))  # this process runs it: running
+    for smp in measured.samples[:2]:
+        store.add_sample(run_id, smp)
+    c = client(store)
+    headers = {"Host": "localhost:8765", "Origin": "http://localhost:8765"}
+    with c.websocket_connect("/ws/live", headers=headers) as ws:
+        assert ws.receive_json()["type"] == "hello"
+        store.add_sample(run_id, measured.samples[2])  # measured while the page is open
+        seen = []
+        while len(seen) < 3:  # (without the replay the first would be this third one)
+            event = ws.receive_json()
+            if event["type"] == "sample":
+                seen.append(event["sample"])
+                assert seen[0]["index"] == measured.samples[0].index, seen
+    assert [x["run_id"] for x in seen] == [run_id] * 3
+    assert [x["index"] for x in seen] == [s.index for s in measured.samples]

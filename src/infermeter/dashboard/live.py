@@ -1,7 +1,8 @@
 """The live feed: one poller over the store, fanned out to every connected page.
 
 It runs only while at least one page listens, starts after what was already stored (pages load
-that through the API), and pushes four kinds of events: `sample` (a sample just stored, with
+that through the API; a page that arrives while runs are running is sent their samples so far),
+and pushes four kinds of events: `sample` (a sample just stored, with
 its decode steps), `run` (a run's status changed: running, finished, failed, crashed),
 `layers` (a running run's per-layer table so far, or a finished run's final one) and
 `progress` (every profile in progress: loading, warm-up, sample i of n, tokens so far; sent
@@ -30,6 +31,10 @@ class LiveSource(Protocol):
 
     def samples_after(self, last_id: int, limit: int = 500) -> list[dict[str, Any]]:
         """Samples stored after a cursor."""
+        ...
+
+    def running_samples(self, limit: int = 200) -> list[dict[str, Any]]:
+        """The latest samples of the runs still running (a page opened mid-run)."""
         ...
 
     def live_layers_after(self, last_id: int) -> list[dict[str, Any]]:
@@ -69,6 +74,10 @@ class LiveFeed:
                 self._task = asyncio.get_running_loop().create_task(self._run(*cursors))
         if self._progress is not None:  # a page arriving mid-run sees where things are now
             q.put_nowait({"type": "progress", "rows": self._progress})
+        # and the samples its runs measured before it came (a page drops any it gets twice:
+        # one stored between the poller's last read and this one comes both ways)
+        for sample in await asyncio.to_thread(self.store.running_samples):
+            q.put_nowait({"type": "sample", "sample": sample})
         return q
 
     def unsubscribe(self, q: asyncio.Queue[Any]) -> None:

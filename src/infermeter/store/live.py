@@ -56,15 +56,29 @@ class StoreLiveFeed(StoreCore):
 
     def samples_after(self, last_id: int, limit: int = 500) -> list[dict[str, Any]]:
         """Samples stored after `last_id`, oldest first, with their run's model and status."""
+        return self._live_samples(SampleRow.id > last_id, limit, newest=False)
+
+    def running_samples(self, limit: int = 200) -> list[dict[str, Any]]:
+        """The latest `limit` samples of the runs still running, oldest first.
+
+        A page opened mid-run said "waiting for samples..." at sample 6 of 12: the feed starts
+        after what was stored, so the samples before it were never sent (issue 59).
+        """
+        return self._live_samples(RunRow.status == "running", limit, newest=True)
+
+    def _live_samples(self, where: Any, limit: int, newest: bool) -> list[dict[str, Any]]:
+        order = SampleRow.id.desc() if newest else SampleRow.id
         with self.session("read") as s:
             rows = s.execute(
                 select(SampleRow, RunRow.model_spec, RunRow.status, StepsRow)
                 .join(RunRow, RunRow.id == SampleRow.run_id)
                 .outerjoin(StepsRow, StepsRow.sample_id == SampleRow.id)
-                .where(SampleRow.id > last_id)
-                .order_by(SampleRow.id)
+                .where(where)
+                .order_by(order)
                 .limit(limit)
             ).all()
+            if newest:
+                rows = list(reversed(rows))
             return [
                 {
                     "id": r.id,

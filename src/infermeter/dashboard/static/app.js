@@ -463,7 +463,8 @@ function connect() {
   socket.onclose = () => { conn.textContent = "offline (retrying)"; conn.classList.remove("on"); setTimeout(connect, 2000); };
   socket.onmessage = (msg) => {
     const ev = JSON.parse(msg.data);
-    if (ev.type === "sample") live.samples.push(ev.sample);
+    // a sample sent before the page came may also come from the poller: keep it once
+    if (ev.type === "sample" && !live.samples.some((x) => x.id === ev.sample.id)) live.samples.push(ev.sample);
     else if (ev.type === "layers") live.layers[ev.run_id] = ev.rows;
     else if (ev.type === "run") live.runs[ev.run.id] = ev.run;
     else if (ev.type === "progress") live.progress = ev.rows;
