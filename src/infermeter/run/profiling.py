@@ -297,8 +297,6 @@ def _refuse_before_loading(config: RunConfig, loaded: LoadedModel | None) -> Non
     the weights loaded, and 121 s for a prompt longer than the context (the config says).
     """
     config.validate()
-    if loaded is None:
-        refuse_from_config(config)
     if config.nvtx:
         cuda_nvtx()  # no CUDA, no NVTX
     if config.prompts is None and config.prompts_file:
@@ -307,6 +305,8 @@ def _refuse_before_loading(config: RunConfig, loaded: LoadedModel | None) -> Non
         probe, _ = open_source(config.energy, config.power_interval_ms)
         if probe is not None:
             probe.close()
+    if loaded is None:  # last: it reads the model's config (an unknown model is named there)
+        refuse_from_config(config)
 
 
 def _instrument_prices(profiler: Profiler | None, clock: Clock, rows: int) -> dict[str, Any]:
