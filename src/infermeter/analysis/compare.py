@@ -3,7 +3,8 @@
 Speedup = baseline time / variant time (above 1: the variant is faster), as the ratio of the
 two runs' medians over their measured samples, with a 95% bootstrap interval and a verdict
 (measure/stats.py `compare_samples`): a phase is called faster or slower only when the data
-support it, else "no detectable difference", with the samples that would resolve it. Layers
+support it; else "no detectable difference" when the interval rules out more than 5% either
+way, and "too few samples to tell; about N per side would" when it does not. Layers
 are judged the same way on their per-sample totals (each generate call's time in the module);
 runs stored before those existed fall back to the ratio of mean call times, with no interval,
 and say so. The prediction comes

@@ -269,9 +269,9 @@ def compare_samples(
 
     Returns the ratio, its 95% bootstrap interval (both groups resampled, seeded), the
     Mann-Whitney U p-value, a verdict ("faster", "slower", "no detectable difference", or
-    "too few samples"), and `samples_to_resolve`: about how many samples per run would make a
-    difference of the size seen detectable (the interval narrows as 1/sqrt(n)), when none was
-    detected.
+    "too few samples to tell", with how many would), and `samples_to_resolve`: about how many
+    samples per run would make a difference of the size seen detectable (the interval narrows
+    as 1/sqrt(n)), when none was detected.
     """
     b = np.asarray([v for v in baseline if v is not None], dtype=float)
     v = np.asarray([x for x in variant if x is not None], dtype=float)
@@ -285,7 +285,7 @@ def compare_samples(
             "ci95_low": None,
             "ci95_high": None,
             "p_value": None,
-            "verdict": "too few samples",
+            "verdict": TOO_FEW,
             "samples_to_resolve": None,
         }
     rng = np.random.default_rng(seed)
@@ -301,6 +301,17 @@ def compare_samples(
     return _judgement(out, lo, hi, p, max(b.size, v.size), MIN_UNPAIRED, clear)
 
 
+#: the verdict when the interval rules out a difference beyond CLEAR_MARGIN either way
+NO_DIFFERENCE = "no detectable difference"
+#: the verdict when the interval crosses 1 and reaches past the margin: undecided, not "same"
+TOO_FEW = "too few samples to tell"
+
+
+def within_margin(lo: float, hi: float) -> bool:
+    """Whether a speedup interval lies inside 1 +- CLEAR_MARGIN (no difference worth one)."""
+    return lo >= 1 / (1 + CLEAR_MARGIN) and hi <= 1 + CLEAR_MARGIN
+
+
 def _judgement(
     out: dict[str, Any],
     lo: float,
@@ -313,20 +324,26 @@ def _judgement(
     """`out` with the interval, p-value, verdict and the samples that would resolve it.
 
     Faster or slower when the interval excludes 1 and p < ALPHA, or when `clear` (the samples
-    lie apart, enough of them) and the whole interval is beyond 1 by more than CLEAR_MARGIN;
-    otherwise, about how many samples (per run, or pairs) would make a difference of the size
-    seen detectable: the interval narrows as 1/sqrt(n), and never fewer than the test needs
-    (`fewest`).
+    lie apart, enough of them) and the whole interval is beyond 1 by more than CLEAR_MARGIN.
+    Otherwise "no detectable difference" only when the interval also rules out one beyond the
+    margin; an interval reaching past it is "too few samples to tell; about N per side would"
+    (a 3.8x slowdown at 2 samples a side was called "no detectable difference", issue 59):
+    the interval narrows as 1/sqrt(n), and N is never fewer than the test needs (`fewest`).
     """
     beyond = lo > 1 + CLEAR_MARGIN or hi < 1 / (1 + CLEAR_MARGIN)
     detected = (p < ALPHA and (lo > 1 or hi < 1)) or (clear and beyond)
     speedup = out["speedup"]
-    verdict = ("faster" if speedup > 1 else "slower") if detected else "no detectable difference"
     resolve = None
     if not detected and speedup != 1 and lo > 0:
         half_log = (math.log(hi) - math.log(lo)) / 2
         resolve = min(100_000, math.ceil(n * (half_log / abs(math.log(speedup))) ** 2))
         resolve = max(resolve, fewest)
+    if detected:
+        verdict = "faster" if speedup > 1 else "slower"
+    elif within_margin(lo, hi) or speedup == 1:
+        verdict = NO_DIFFERENCE  # the interval rules out a difference beyond the margin
+    else:  # it reaches past the margin: a real difference is not ruled out, only unproven
+        verdict = TOO_FEW + (f"; about {resolve} per side would" if resolve else "")
     return {
         **out,
         "ci95_low": lo,
@@ -366,7 +383,7 @@ def compare_paired_samples(
             "ci95_low": None,
             "ci95_high": None,
             "p_value": None,
-            "verdict": "too few samples",
+            "verdict": TOO_FEW,
             "samples_to_resolve": None,
         }
     rng = np.random.default_rng(seed)
