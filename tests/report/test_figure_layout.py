@@ -111,3 +111,35 @@ def test_a_deep_moe_runs_figures_are_readable(tiny_moe, tmp_path, problems):
     assert {r["head"] for r in heads} == {0, 1, 2, 3}  # tiny-qwen3-moe's 4 query heads
     assert set(problems) >= {"attention_heads", "experts"}
     assert all(v == [] for v in problems.values()), problems
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "labelled"),
+    [(1.0, 2.0, {"1", "2"}), (1.0, 1000.0, {"1", "10", "100", "1000"})],
+)
+def test_log_axes_are_labelled_in_plain_numbers(lo, hi, labelled):
+    """Issue 59: capacity.png's log axis read "1" and "2x10^0" (within a decade matplotlib
+    labels the minor ticks in scientific notation) and the load-prediction plot crowded
+    "4x10^2" beside "10^3". Within a decade: plain minor labels; over decades: plain majors
+    and no minor labels."""
+    import matplotlib.pyplot as plt
+
+    from infermeter.report.figures import plain_log_ticks
+
+    fig, ax = plt.subplots()
+    ax.plot([lo, hi], [1, 2])
+    ax.set_xscale("log")
+    ax.set_xlim(lo * 0.95, hi * 1.05)
+    plain_log_ticks(ax, "x")
+    fig.canvas.draw()
+    left, right = ax.get_xlim()
+    shown = {  # the labels of the ticks inside the axis (matplotlib keeps some beyond it)
+        t.get_text()
+        for t in [*ax.get_xticklabels(), *ax.get_xticklabels(minor=True)]
+        if t.get_text() and left <= t.get_position()[0] <= right
+    }
+    plt.close(fig)
+    assert shown >= labelled, shown
+    assert not any("10^" in t or "times" in t or "$" in t for t in shown), shown
+    if hi / lo >= 10:
+        assert shown == labelled, shown  # no minor label crowds the majors

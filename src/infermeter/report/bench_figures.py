@@ -17,7 +17,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 
-from infermeter.report.figures import save_figure
+from infermeter.report.figures import plain_log_ticks, save_figure
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
@@ -96,6 +96,7 @@ def lines_figure(
     ax.set_xticks(lengths, [str(n) for n in lengths])  # 512, not 2^9
     ax.minorticks_off()
     ax.set_yscale("log")
+    plain_log_ticks(ax, "y")
     ax.set_xlabel("sequence length (tokens)")
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)

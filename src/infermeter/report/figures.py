@@ -101,6 +101,24 @@ def save_figure(fig: Any, out: Path, stem: str, rows: list[dict[str, Any]]) -> l
     return [png, write_csv(out / f"{stem}.csv", rows)]
 
 
+def plain_log_ticks(ax: Any, which: str) -> None:
+    """Tick labels of a log axis (`which`: "x" or "y") as plain numbers: "1", "2", "500".
+
+    Over less than a decade a log axis has one major tick or none and matplotlib writes the
+    minor ones as "2x10^0" (capacity.png read "1" and "2x10^0"); over more, the minor labels
+    crowd the majors ("4x10^2" beside "10^3"). So the majors are plain, and the minors are
+    labelled, plainly, only when the axis spans less than a decade. Call it after plotting:
+    the span is the axis's limits.
+    """
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    lo, hi = sorted(ax.get_xlim() if which == "x" else ax.get_ylim())
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    axis.set_major_formatter(plain)
+    axis.set_minor_formatter(plain if lo > 0 and hi / lo < 10 else NullFormatter())
+
+
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
     """Rows as CSV with a header from the union of their keys (in first-seen order)."""
     cols: list[str] = []
@@ -308,6 +326,7 @@ def _draw_stacks(
         ax.set_yscale("log")
         lowest = min((v for vs in series.values() for v in vs if v > 0), default=1.0)
         ax.set_ylim(bottom=lowest / 2)
+        plain_log_ticks(ax, "y")
         ax.grid(axis="y", which="both", alpha=0.3)
         ax.set_axisbelow(True)
         return

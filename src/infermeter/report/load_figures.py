@@ -18,7 +18,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 
-from infermeter.report.figures import save_figure
+from infermeter.report.figures import plain_log_ticks, save_figure
 from infermeter.util.palette import BLUE, GREEN, GREY, ORANGE, PURPLE, VERMILLION
 
 
@@ -57,6 +57,7 @@ def load_sweep_figures(doc: dict[str, Any], out: Path) -> list[Path]:
             label=f"knee: {knee_rate:g} req/s offered",
         )
     ax.set_yscale("log")
+    plain_log_ticks(ax, "y")
     ax.set_xlabel("throughput (requests/s)")
     ax.set_ylabel("latency (ms)")
     ax.set_title(
@@ -157,11 +158,9 @@ def capacity_figure(result: dict[str, Any], out: Path, title: str) -> list[Path]
     ax2.plot(rates, rates, ":", color=GREY, label="offered")
     ax2.set_ylabel("requests/s")
     ax2.set_xlabel("offered rate (requests/s, log)")
-    from matplotlib.ticker import FuncFormatter
-
     for a in (ax, ax2):
         a.set_xscale("log")
-        a.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        plain_log_ticks(a, "x")
         a.grid(True, alpha=0.3)
         if result["max_rate"] is not None:
             a.axvline(result["max_rate"], color=GREEN, linestyle="--", linewidth=1)
