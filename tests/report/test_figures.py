@@ -51,3 +51,18 @@ def test_the_figure_csv_holds_the_intervals_it_draws(tmp_path):
         rows = list(csv.DictReader(f))
     assert [r["total_ms_ci95_low"] for r in rows] == ["29.0", "29.5", "39.0"]
     assert (tmp_path / "topk.png") in files and (tmp_path / "topk.png").stat().st_size > 10_000
+
+
+def test_a_figure_per_group_is_named_by_the_other_knobs_values():
+    """Issue 59: `plot` named the figures of a two-knob sweep by panel index ("-1", "-2");
+    each is now named by the values it holds, in characters every file system takes."""
+    from infermeter.report.figures import MAX_SUFFIX_CHARS, _group_suffix
+
+    assert _group_suffix("top_k=2", 0) == "-top_k=2"
+    assert _group_suffix("top_k=2, batch_size=4", 1) == "-top_k=2-batch_size=4"
+    assert _group_suffix("decoding=prompt_lookup:3, model=org/name", 0) == (
+        "-decoding=prompt_lookup_3-model=org_name"
+    )
+    long = _group_suffix(", ".join(f"knob{i}={i}" for i in range(40)), 6)
+    assert len(long) <= MAX_SUFFIX_CHARS + 4 and long.endswith("-7")
+    assert _group_suffix("", 2) == "-3"

@@ -165,7 +165,7 @@ def breakdown_figure(
     groups = _groups(doc, x)
     head = title or f"{doc['meta'].get('model')}: {x.replace('_', ' ')}"
     for gi, (group, rows) in enumerate(groups.items()):
-        suffix = f"-{gi + 1}" if len(groups) > 1 else ""
+        suffix = _group_suffix(group, gi) if len(groups) > 1 else ""
         labels = [_label(r["config"].get(x)) for r in rows]
         series, colors, ylabel = _stacks(rows, components)
         table = _figure_table(rows, x, labels, series, overlay)
@@ -191,6 +191,27 @@ def breakdown_figure(
             plt.close(fig)
         written += [png, write_csv(out / f"{stem}{suffix}.csv", table)]
     return written
+
+
+#: longest group suffix a file name takes (the knob values of a figure, as in its title)
+MAX_SUFFIX_CHARS = 80
+
+
+def _group_suffix(group: str, index: int) -> str:
+    """A figure's file-name suffix from the other knobs' values: "-top_k=2-batch_size=4".
+
+    `plot` named them by panel index ("-1", "-2"), which says nothing of what each holds
+    (issue 59). Characters a file system may refuse become "_"; a suffix longer than
+    MAX_SUFFIX_CHARS keeps its start and the panel index, so names stay unique and short.
+    """
+    import re
+
+    slug = re.sub(r"[^A-Za-z0-9._=+-]+", "_", group.replace(", ", "-")).strip("_-")
+    if not slug:
+        return f"-{index + 1}"
+    if len(slug) > MAX_SUFFIX_CHARS:
+        slug = f"{slug[:MAX_SUFFIX_CHARS]}-{index + 1}"
+    return f"-{slug}"
 
 
 def _fit_labels(ax: Any, labels: list[str], fig: Any) -> None:
