@@ -42,6 +42,11 @@ def test_run_report_files_hold_the_runs_numbers(tiny_llama, tmp_path):
     summary = {row["metric"]: row for row in csv.DictReader((out / "summary.csv").open())}
     ttft = run.summary()["ttft_ms"].mean
     assert float(summary["ttft_ms"]["mean"]) == ttft
+    # the page names the metrics and columns for people (issue 59: raw keys were shown); the
+    # CSV keeps the keys a program reads
+    md = (out / "report.md").read_text()
+    assert "| metric | samples | median | 95% CI low | 95% CI high |" in md
+    assert "| prefill (TTFT) (ms) |" in md and "median_ci95_low" not in md
     samples = list(csv.DictReader((out / "samples.csv").open()))
     assert [float(s["ttft_ms"]) for s in samples] == [s.ttft_ms for s in run.samples]
     page = (out / "report.html").read_text()

@@ -110,25 +110,9 @@ def summary_table(run: RunResult) -> Table:
             table.add_row(label, v, "-", v, "ms")
     s = run.summary()
     noisy = set(run.noisy_metrics())
-    rows = (
-        ("ttft_ms", "prefill (TTFT)", "ms"),
-        ("tpot_ms", "decode per token (TPOT)", "ms"),
-        ("itl_ms", "inter-token latency", "ms"),
-        ("decode_ms", "decode total", "ms"),
-        ("total_ms", "total", "ms"),
-        ("tokens_per_s", "throughput", "tok/s"),
-        ("decode_tokens_per_s", "decode throughput", "tok/s"),
-        ("rss_peak_mib", "peak RSS (process)", "MiB"),
-        ("peak_allocated_mib", "peak allocated (device)", "MiB"),
-        ("page_faults_per_step", "page faults per decode step", "faults"),
-        ("energy_j", "energy per sample", "J"),
-        ("prefill_j", "energy: prefill", "J"),
-        ("decode_j", "energy: decode", "J"),
-        ("mean_power_w", "mean power", "W"),
-        ("j_per_token", "energy per generated token", "J/tok"),
-        ("j_per_prompt_token", "energy per prompt token (prefill)", "J/tok"),
-        ("j_per_decode_token", "energy per decode token", "J/tok"),
-    )
+    from infermeter.run.results import METRIC_LABELS
+
+    rows = [(key, label, unit) for key, (label, unit) in METRIC_LABELS.items()]
     # a load run's samples are requests: a request's own rate is not what the server delivered
     delivered = (((run.checks or {}).get("load") or {}).get("summary") or {}).get(
         "output_tokens_per_s"

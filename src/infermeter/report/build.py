@@ -141,6 +141,32 @@ def _part_rows(run: RunResult) -> list[dict[str, Any]]:
     ]
 
 
+#: the summary table's column headings for people (the CSV keeps the keys)
+SUMMARY_HEADINGS = {
+    "metric": "metric",
+    "n": "samples",
+    "p50": "median",
+    "median_ci95_low": "95% CI low",
+    "median_ci95_high": "95% CI high",
+    "p90": "p90",
+    "mean": "mean",
+    "std": "std",
+    "outliers": "outliers",
+}
+
+
+def _readable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The summary rows as a report shows them: "prefill (TTFT), ms", not `ttft_ms`."""
+    from infermeter.run.results import METRIC_LABELS
+
+    out = []
+    for r in rows:
+        label, unit = METRIC_LABELS.get(str(r["metric"]), (str(r["metric"]), ""))
+        shown = {**r, "metric": f"{label} ({unit})" if unit else label}
+        out.append({SUMMARY_HEADINGS.get(k, k): v for k, v in shown.items()})
+    return out
+
+
 def _summary_rows(run: RunResult) -> list[dict[str, Any]]:
     """One row per metric: the median with its interval, then spread, and outlier count."""
     return [
@@ -265,7 +291,7 @@ def run_report(run: RunResult, out: Path, analysis: dict[str, Any] | None = None
         for s in run.samples
     ]
     doc.heading("Summary")
-    doc.table(summary)
+    doc.table(_readable(summary))  # the CSV keeps the keys a program reads
     files.append(write_csv(out / "summary.csv", summary))
     if phases:
         doc.table(phases)

@@ -34,6 +34,28 @@ METRICS = (
     "j_per_decode_token",
 )
 
+#: How a metric is named for people, and its unit: the CLI's table and the report's (a report
+#: showed the raw keys, `ttft_ms`, issue 59). In the order the tables list them.
+METRIC_LABELS: dict[str, tuple[str, str]] = {
+    "ttft_ms": ("prefill (TTFT)", "ms"),
+    "tpot_ms": ("decode per token (TPOT)", "ms"),
+    "itl_ms": ("inter-token latency", "ms"),
+    "decode_ms": ("decode total", "ms"),
+    "total_ms": ("total", "ms"),
+    "tokens_per_s": ("throughput", "tok/s"),
+    "decode_tokens_per_s": ("decode throughput", "tok/s"),
+    "rss_peak_mib": ("peak RSS (process)", "MiB"),
+    "peak_allocated_mib": ("peak allocated (device)", "MiB"),
+    "page_faults_per_step": ("page faults per decode step", "faults"),
+    "energy_j": ("energy per sample", "J"),
+    "prefill_j": ("energy: prefill", "J"),
+    "decode_j": ("energy: decode", "J"),
+    "mean_power_w": ("mean power", "W"),
+    "j_per_token": ("energy per generated token", "J/tok"),
+    "j_per_prompt_token": ("energy per prompt token (prefill)", "J/tok"),
+    "j_per_decode_token": ("energy per decode token", "J/tok"),
+}
+
 #: Energy metrics: None (not 0) when no source measured the sample; see run/energy.py.
 ENERGY_METRICS = METRICS[-7:]
 
