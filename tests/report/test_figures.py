@@ -50,6 +50,9 @@ def test_the_figure_csv_holds_the_intervals_it_draws(tmp_path):
     with open(tmp_path / "topk.csv") as f:
         rows = list(csv.DictReader(f))
     assert [r["total_ms_ci95_low"] for r in rows] == ["29.0", "29.5", "39.0"]
+    # each number once: the stacked phases are the medians' columns (issue 59: the CSV held
+    # both `prefill (TTFT)_ms` and `ttft_ms`)
+    assert "ttft_ms" in rows[0] and not any("(TTFT)" in k for k in rows[0])
     assert (tmp_path / "topk.png") in files and (tmp_path / "topk.png").stat().st_size > 10_000
 
 

@@ -295,10 +295,15 @@ def _stacks(
         series = {c: [r["prefill_components_ms"].get(c, 0.0) for r in rows] for c in names}
         return series, [COMPONENT_COLORS[c] for c in names], "prefill time per sample (ms)"
     series = {
-        "prefill (TTFT)": [_median(r, "ttft_ms") for r in rows],
-        "decode": [_median(r, "decode_ms") for r in rows],
+        PHASE_SERIES[0]: [_median(r, "ttft_ms") for r in rows],
+        PHASE_SERIES[1]: [_median(r, "decode_ms") for r in rows],
     }
     return series, list(PHASE_COLORS.values()), "latency per generate call (ms)"
+
+
+#: the two phases stacked when a figure has no prefill components: their CSV columns are the
+#: medians' own (`ttft_ms`, `decode_ms`), not a second copy under the legend's names
+PHASE_SERIES = ("prefill (TTFT)", "decode")
 
 
 def _figure_table(
@@ -312,7 +317,9 @@ def _figure_table(
     table = []
     for i, r in enumerate(rows):
         rec: dict[str, Any] = {x: labels[i], "run_id": r.get("run_id")}
-        rec.update({f"{k}_ms": round(v[i], 4) for k, v in series.items()})
+        rec.update(  # components' columns (the phases' are the medians, below)
+            {f"{k}_ms": round(v[i], 4) for k, v in series.items() if k not in PHASE_SERIES}
+        )
         rec.update(
             {
                 "ttft_ms": _median(r, "ttft_ms"),
