@@ -69,3 +69,20 @@ def test_a_figure_per_group_is_named_by_the_other_knobs_values():
     long = _group_suffix(", ".join(f"knob{i}={i}" for i in range(40)), 6)
     assert len(long) <= MAX_SUFFIX_CHARS + 4 and long.endswith("-7")
     assert _group_suffix("", 2) == "-3"
+
+
+def test_a_panel_holding_next_to_nothing_says_so():
+    """Issue 59: the sparsity panel was all zeros without a word, and the entropy heatmap's
+    colours spanned 4.255-4.259 nats, making noise look like structure."""
+    import math
+
+    from infermeter.report.run_figures import _flat_note
+
+    assert _flat_note([[0.0, 0.0], [0.0, math.nan]], "sparsity") == (
+        "0 in every head: no weight near 0"
+    )
+    assert _flat_note([[0.0, 0.2]], "sparsity") is None
+    flat = _flat_note([[4.255, 4.259], [4.257, 4.256]], "entropy")
+    assert flat == "every head 4.255-4.259 nats (within 1%): drawn from 0"
+    assert _flat_note([[1.0, 3.0]], "entropy") is None
+    assert _flat_note([[math.nan]], "entropy") is None

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 
@@ -341,14 +342,36 @@ def heads_figure(run: RunResult, out: Path) -> list[Path]:
     ):
         layers, _, grid = _grid(rows, "head", col, math.nan)
         # a share spans 0 to 1: a uniform 0 reads as 0, not as the middle of a made-up scale
-        share = {"vmin": 0.0, "vmax": 1.0} if col == "sparsity" else {}
-        im = _heatmap(ax, grid, layers, "head", "decoder block", **share)
-        ax.set_title(f"attention {label}", fontsize=9)
+        scale = {"vmin": 0.0, "vmax": 1.0} if col == "sparsity" else {}
+        note = _flat_note(grid, col)
+        if note and col == "entropy":  # colours stretched over 0.004 nats made noise look real
+            scale = {"vmin": 0.0, "vmax": float(np.nanmax(grid))}
+        im = _heatmap(ax, grid, layers, "head", "decoder block", **scale)
+        ax.set_title(f"attention {label}" + (f"\n{note}" if note else ""), fontsize=9)
         fig.colorbar(im, ax=ax)
     fig.suptitle(f"{run.model_info.get('spec')}: attention per head ({phase})", fontsize=10)
     fig.tight_layout()
     table = [{k: r[k] for k in ("phase", "layer", "head", "entropy", "sparsity")} for r in rows]
     return save_figure(fig, out, "attention_heads", table)
+
+
+def _flat_note(grid: Any, col: str) -> str | None:
+    """A panel that holds next to nothing says so, in its title (issue 59).
+
+    A sparsity grid of zeros is "no weight near 0 in any head", not an empty panel; entropies
+    within 1% of each other (random weights, or near-uniform attention) are drawn from 0, with
+    their range in words, so a 4.255-4.259 spread does not fill the colour scale.
+    """
+    values = np.asarray(grid, dtype=float)
+    values = values[~np.isnan(values)]
+    if values.size == 0:
+        return None
+    lo, hi = float(values.min()), float(values.max())
+    if col == "sparsity" and hi == 0:
+        return "0 in every head: no weight near 0"
+    if col == "entropy" and hi > 0 and (hi - lo) < 0.01 * hi:
+        return f"every head {lo:.4g}-{hi:.4g} nats (within 1%): drawn from 0"
+    return None
 
 
 def experts_figure(run: RunResult, out: Path) -> list[Path]:
