@@ -106,6 +106,22 @@ def _server_said(body: object) -> str | None:
     return None
 
 
+def _closed_unanswered(exc: BaseException) -> bool:
+    """Whether a connection failure is a kept-alive connection closed before any answer.
+
+    httpx says "Server disconnected without sending a response": the request was not served,
+    so it is safe to send again.
+    """
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return False
+        if "without sending a response" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def _reason(exc: BaseException) -> str:
     """A failed request's reason, in one line, URLs in it masked (util/urls.py)."""
     return masked_text(_reason_text(exc))
@@ -269,7 +285,16 @@ async def send(
     traced = _CURRENT.set(request)
 
     async def whole() -> None:
-        stream = await _open_stream(client, model, request, text, api, ignore_eos, extra_body)
+        try:
+            stream = await _open_stream(client, model, request, text, api, ignore_eos, extra_body)
+        except openai.APIConnectionError as exc:
+            if not _closed_unanswered(exc):
+                raise
+            # the server closed the kept-alive connection this request went out on, unanswered
+            # (llama.cpp's closes one after a few requests): nothing of it was served, so it
+            # goes again, once, on a new connection; its clock still runs from its arrival
+            request.sent_s = time.perf_counter()
+            stream = await _open_stream(client, model, request, text, api, ignore_eos, extra_body)
         await _read(stream, request, tokenizer, state, max_chars)
 
     try:

@@ -65,6 +65,10 @@ class NullSpec:
     bad_every: int = 0
     #: what that chunk is: "json" (not JSON at all) or "shape" (JSON of the wrong shape)
     bad_chunk: str = "json"
+    #: after this many requests on one kept-alive connection (0: never), the next request on
+    #: it is answered by closing it, unanswered: the race a server that caps its keep-alive
+    #: (llama.cpp's) sets a client that reuses connections
+    drop_after: int = 0
 
     def args(self) -> list[str]:
         """The command-line arguments that give this spec."""
@@ -78,6 +82,7 @@ class NullSpec:
             f"--model={self.model}",
             f"--bad-every={self.bad_every}",
             f"--bad-chunk={self.bad_chunk}",
+            f"--drop-after={self.drop_after}",
         ]
 
 
@@ -195,6 +200,7 @@ async def _connection(reader: Any, writer: Any, spec: NullSpec, seen: _Counter) 
     import h11
 
     conn = h11.Connection(h11.SERVER)
+    answered = 0
     try:
         while True:
             target, body = "", b""
@@ -214,7 +220,10 @@ async def _connection(reader: Any, writer: Any, spec: NullSpec, seen: _Counter) 
                     break
                 elif isinstance(event, h11.ConnectionClosed):
                     return
+            if spec.drop_after and answered >= spec.drop_after:
+                return  # closed unanswered (the finally closes the socket)
             await _respond(conn, writer, spec, seen, target, body)
+            answered += 1
             if conn.our_state is h11.MUST_CLOSE:
                 return
             conn.start_next_cycle()
@@ -312,6 +321,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--model", default="null")
     p.add_argument("--bad-every", type=int, default=0)
     p.add_argument("--bad-chunk", choices=sorted(BAD_CHUNKS), default="json")
+    p.add_argument("--drop-after", type=int, default=0)
     a = p.parse_args(argv)
     spec = NullSpec(
         a.ttft_ms,
@@ -323,6 +333,7 @@ def main(argv: list[str] | None = None) -> None:
         a.model,
         a.bad_every,
         a.bad_chunk,
+        a.drop_after,
     )
     serve(spec, a.port)
 
