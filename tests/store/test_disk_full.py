@@ -65,25 +65,19 @@ def _no_partial_files(folder: Path) -> None:
             assert f.stat().st_size > 0, f
 
 
+def _profile(db, new_tokens: int, samples: int, mode: str = "minimal"):
+    """`infermeter profile` of tiny-llama into `db`, in this process."""
+    return runner.invoke(
+        app,
+        ["profile", "-m", "tiny-llama", "--new-tokens", str(new_tokens), "--samples", str(samples)]
+        + ["--mode", mode, "--db", str(db)],
+    )
+
+
 @pytest.fixture(scope="module")
 def stored_run(tmp_path_factory):
     db = tmp_path_factory.mktemp("db") / "r.db"
-    r = runner.invoke(
-        app,
-        [
-            "profile",
-            "-m",
-            "tiny-llama",
-            "--new-tokens",
-            "4",
-            "--samples",
-            "2",
-            "--mode",
-            "standard",
-            "--db",
-            str(db),
-        ],
-    )
+    r = _profile(db, 4, 2, "standard")
     assert r.exit_code == 0, r.output
     return str(db), Store(db).list_runs()[0]["id"]
 
@@ -113,27 +107,10 @@ def test_a_profile_whose_database_fills_the_disk_is_one_line_and_the_store_stays
     small_disk,
 ):
     db = small_disk / "r.db"
-    r = runner.invoke(
-        app, ["profile", "-m", "tiny-llama", "--new-tokens", "2", "--samples", "1", "--db", str(db)]
-    )
+    r = _profile(db, 2, 1)
     assert r.exit_code == 0, r.output
     filler = _fill(small_disk, 0)
-    r = runner.invoke(
-        app,
-        [
-            "profile",
-            "-m",
-            "tiny-llama",
-            "--new-tokens",
-            "4",
-            "--samples",
-            "3",
-            "--mode",
-            "standard",
-            "--db",
-            str(db),
-        ],
-    )
+    r = _profile(db, 4, 3, "standard")
     assert r.exit_code != 0 and "Traceback" not in r.output
     assert "internal error" not in r.output, r.output
     assert "full" in r.output.strip().splitlines()[-1], r.output
@@ -153,25 +130,9 @@ def test_a_run_cut_short_by_a_full_disk_is_marked_failed_once_there_is_room(disk
     from infermeter.store.writes import CUT_BY_FULL_DISK
 
     db = disk_4m / "r.db"
-    args = ["profile", "-m", "tiny-llama", "--new-tokens", "2", "--samples", "1", "--db", str(db)]
-    assert runner.invoke(app, args).exit_code == 0
+    assert _profile(db, 2, 1).exit_code == 0
     filler = _fill(disk_4m, 150_000)  # room for the run and a sample or two, not 40 deep ones
-    r = runner.invoke(
-        app,
-        [
-            "profile",
-            "-m",
-            "tiny-llama",
-            "--new-tokens",
-            "8",
-            "--samples",
-            "40",
-            "--mode",
-            "deep",
-            "--db",
-            str(db),
-        ],
-    )
+    r = _profile(db, 8, 40, "deep")
     assert r.exit_code == 2 and "is full" in r.output.strip().splitlines()[-1], r.output
     Store(db)  # no room yet: the mark waits, and the open still works
     filler.unlink()
