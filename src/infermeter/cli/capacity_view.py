@@ -1,60 +1,36 @@
 """`infermeter load --find-max-rate`: run the capacity search, store its runs, print its steps.
 
-The search itself is `serving/capacity.py`; this only wires it to `load`'s runs, the store, the
-files and the console.
+The search and its runs are `serving/plan.search_capacity`; this says each step as it ends,
+writes the files and prints the table.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
 from infermeter.util import fmt
 
+if TYPE_CHECKING:
+    from infermeter.serving.capacity import Step
+    from infermeter.serving.plan import LoadPlan
+    from infermeter.store import Store
 
-def run_capacity(
-    spec: Any,
-    cap: Any,
-    store: Any,
-    target: Any,
-    folder: Path | None,
-    json_out: bool,
-    store_run: Any,
-) -> dict[str, Any]:
-    """The search with `load` runs as its steps, each stored as it ends; the result."""
-    from infermeter.models.loader import load_model
-    from infermeter.serving.capacity import answer_line, find_capacity, server_line
-    from infermeter.serving.load import run_load
+
+def run_capacity(plan: LoadPlan, store: Store, folder: Path | None, json_out: bool) -> None:
+    """The search (below, each step's run stored as it ends), its files and its table."""
+    from infermeter.serving.capacity import answer_line
+    from infermeter.serving.plan import search_capacity
     from infermeter.util.jsonio import print_json, write_json
 
-    lm = None
-    if target is None:
-        lm = load_model(spec.model, dtype=spec.dtype, device=spec.device, seed=spec.seed)
+    spec = plan.spec
     console = Console(soft_wrap=True, stderr=json_out)
-    tries = 0
 
-    def measure(rate: float, n: int) -> dict[str, Any]:
-        nonlocal tries
-        tries += 1  # a step run again takes fresh requests (another seed)
-        doc = run_load(
-            replace(spec, rate=rate, requests=n, seed=spec.seed + tries),
-            loaded=lm,
-            sink=store,
-            endpoint=target,
-            keep=True,
-        )
-        interrupted = doc["meta"].pop("interrupted", None)
-        store_run(doc, interrupted)
-        if interrupted is not None:
-            raise interrupted
-        return doc
-
-    def said(step: Any) -> None:
+    def said(step: Step) -> None:
         sat = ", queue growing at its end" if step.saturated else ""
         console.print(
             f"  {step.rate:.3g} req/s: {step.met}/{step.requests} met every SLO "
@@ -63,15 +39,8 @@ def run_capacity(
             markup=False,
         )
 
-    result = find_capacity(cap, measure, said)
-    model = result["runs"][0]["meta"]["model"]
-    result["meta"] = {
-        "model": model,
-        "spec": result["runs"][0]["meta"]["spec"],
-        "slos": dict(spec.slos),
-    }
-    result["run_ids"] = [d["meta"].get("run_id") for d in result.pop("runs")]
-    result["server_line"] = server_line(result)
+    result = search_capacity(plan, store, said).doc
+    model = result["meta"]["model"]
     if folder is not None:
         from infermeter.report.load_figures import capacity_figure
 
@@ -79,12 +48,11 @@ def run_capacity(
         capacity_figure(result, folder, f"{model}: capacity under {_slos(spec.slos)}")
     if json_out:
         print_json(result)
-        return result
+        return
     console.print(_steps_table(result, f"capacity search: {model}, {_slos(spec.slos)}"))
     console.print(answer_line(result), markup=False)
     if result["server_line"]:
         console.print(result["server_line"], markup=False)
-    return result
 
 
 def _steps_table(result: dict[str, Any], title: str) -> Table:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -20,19 +20,9 @@ from infermeter.cli.slo_view import fail_on_miss, slo_line
 from infermeter.errors import UserError
 from infermeter.util import fmt
 
-
-def _rate(text: str) -> float:
-    """Requests per second, or `inf` (all at once)."""
-    t = text.strip().lower()
-    if t in ("inf", "infinity"):
-        return math.inf
-    try:
-        rate = float(t)
-    except ValueError:
-        rate = math.nan
-    if not (rate > 0 and math.isfinite(rate)):
-        raise UserError(f"--rate {text!r} is not a rate", "give requests per second, or inf")
-    return rate
+if TYPE_CHECKING:
+    from infermeter.serving.plan import LoadPlan
+    from infermeter.store import Store
 
 
 @guard
@@ -112,98 +102,32 @@ def old_spelling_note(a: LoadArgs) -> str:
 
 
 def run_load_args(a: LoadArgs) -> None:
-    """Every load mode from one record: check it all, open the store, then run and render."""
-    # Long because it wires every mode's checks in the order a user needs them (refusals first)
-    from infermeter.models.spec import check_model_spec
-    from infermeter.serving.load import Lengths, LoadSpec, parse_slos
+    """Every load mode from one record: the plan checked whole, the store opened, then run."""
+    from infermeter.serving.plan import plan_load
+    from infermeter.store import Store
 
-    _check_workload_options(a.workload, a.rate, a.prompt_tokens, a.new_tokens, a.trace_speed)
-    _capacity_ranges(a)  # first: `load capacity` spells the request counts its own way
-    rate = a.rate or "4"
-    rates = [_rate(r) for r in rate.split(",") if r.strip()] or [_rate(rate)]
-    spec = LoadSpec(
-        model=a.model,
-        rate=rates[0],
-        requests=_request_count(a.requests, a.duration, rates[0]),
-        concurrency=a.concurrency,
-        prompt_tokens=Lengths.parse(a.prompt_tokens or "64", "--prompt-tokens"),
-        new_tokens=Lengths.parse(a.new_tokens or "16", "--new-tokens"),
-        server=a.server,
-        static_batch=a.static_batch,
-        slos=parse_slos(list(a.slo)),
-        seed=a.seed,
-        device=a.device,
-        dtype=a.dtype,
-        workload=a.workload,
-        trace_speed=a.trace_speed,
-        kv_blocks=a.kv_blocks,
-        kv_page_tokens=a.kv_page_tokens,
-        energy=a.energy,
-        power_interval_ms=a.power_interval_ms,
-        metrics_url=a.metrics_url,
-        metrics_interval_ms=a.metrics_interval_ms,
-        arrivals=a.arrivals,
-        duration_s=a.duration,
-        warmup_requests=a.warmup_requests,
-        warmup_s=a.warmup_s,
-        ramp_to_rate=a.ramp_up_to,
-    ).validate()
-    check_model_spec(a.model)  # after the ranges: a bad value is named before the model
-    target = _target(
-        a.endpoint,
-        a.endpoint_model,
-        a.api_key_env,
-        a.timeout,
-        a.reference,
-        len(rates),
-        a.endpoint_api,
-        a.ignore_eos,
-        _extras(a.endpoint, a.extra_body, list(a.header), a.selfcheck),
-        a.more_endpoints,
-        a.max_error_rate,
-    )
-    if (target is not None or a.predict) and spec.energy not in ("auto", "off"):
-        where = (
-            "the endpoint's server runs elsewhere"
-            if target is not None
-            else ("--predict runs nothing")
-        )
-        raise UserError(
-            f"--energy {spec.energy} reads this machine's power; {where}",
-            "drop --energy (energy per request is measured in-process)",
-        )
-    if a.fail_if_slo_missed and not spec.slos:
+    plan = plan_load(a)  # every refusal that needs only the arguments, before any work
+    if a.fail_if_slo_missed and not plan.spec.slos:
         raise UserError("--fail-if-slo-missed needs an --slo", "add e.g. --slo ttft_ms=500")
     gate = LoadGate(
         a.fail_if_slo_missed,
         writable_file(a.junit, "--junit"),
         writable_file(a.summary, "--summary"),
     )
-    from infermeter.store import Store
-
     folder = writable_dir(a.out) if a.out is not None else None
     store = Store(a.db)  # opened first: a locked or unreadable database fails before the work
-    if a.predict:
-        from infermeter.cli.load_predict_view import check_predict_options, run_prediction
+    if plan.mode == "predict":
+        from infermeter.cli.load_predict_view import run_prediction
 
-        check_predict_options(spec, a.endpoint, a.reference)
-        cap = (
-            _capacity_spec(spec, rate, rates, a.slo_target, a.max_requests_per_step, a.bisect)
-            if a.find_max_rate
-            else None
-        )
-        run_prediction(spec, rates, a.hardware, a.stack, cap, store, folder, a.json_out)
-        return
-    if a.find_max_rate:
+        run_prediction(plan, store, folder, a.json_out)
+    elif plan.mode == "capacity":
         from infermeter.cli.capacity_view import run_capacity
 
-        cap = _capacity_spec(spec, rate, rates, a.slo_target, a.max_requests_per_step, a.bisect)
-        run_capacity(spec, cap, store, target, folder, a.json_out, lambda d, i: _store(d, store, i))
-        return
-    if len(rates) > 1:
-        _sweep(spec, rates, folder, a.json_out, gate, store, target)
-        return
-    _run_once(spec, store, target, a.reference, folder, a.json_out, gate)
+        run_capacity(plan, store, folder, a.json_out)
+    elif plan.mode == "sweep":
+        _sweep(plan, store, folder, a.json_out, gate)
+    else:
+        _run_once(plan, store, folder, a.json_out, gate)
 
 
 @guard
@@ -290,18 +214,12 @@ def import_command(
 
     `compare`, `history` and the dashboard then read them beside infermeter's own.
     """
-    from infermeter.serving.formats import read_peer_file
-    from infermeter.serving.load import as_run
+    from infermeter.serving.formats import import_peer_file
     from infermeter.store import Store
 
-    docs = read_peer_file(file, format)
     store = Store(db)
     console = Console(soft_wrap=True)
-    for doc in docs:
-        run = as_run(doc, doc["meta"]["model_info"])
-        run.notes.extend(doc["meta"].get("notes") or [])
-        run.notes.append(f"imported from {doc['meta']['imported_from']} ({file.name})")
-        run_id = store.save(run)
+    for run_id, doc in import_peer_file(file, format, store):
         s = doc["summary"]
         console.print(
             f"stored run {run_id}: {s['requests']} requests from {doc['meta']['imported_from']}, "
@@ -370,29 +288,19 @@ def _summary_row(run: dict[str, Any]) -> dict[str, Any]:
 
 
 def _run_once(
-    spec: Any,
-    store: Any,
-    target: Any,
-    reference: bool,
-    folder: Path | None,
-    json_out: bool,
-    gate: LoadGate,
+    plan: LoadPlan, store: Store, folder: Path | None, json_out: bool, gate: LoadGate
 ) -> None:
-    """One load run: measured, stored (also when interrupted), written and printed."""
-    from infermeter.serving.load import run_load
+    """One load run: measured and stored below; written and printed here."""
+    from infermeter.serving.plan import run_once
     from infermeter.util.jsonio import print_json, write_json
 
-    doc = run_load(spec, sink=store, endpoint=target, keep=True)  # live page; kill keeps it
-    _check_some_served(doc)
-    if reference:
-        _add_reference(doc, spec)
-    interrupted = _take_interrupt(doc["meta"])
-    stored = _store(doc, store, interrupted)
+    done = run_once(plan, store)  # stored also when interrupted
+    doc, stored = done.doc, _where(done.stored, store)
     if folder is not None:
         write_json(folder / "load.json", doc)
-    if interrupted is not None:  # stored: now end as Ctrl-C or the signal does
+    if done.interrupted is not None:  # stored: now end as Ctrl-C or the signal does
         Console(stderr=True, soft_wrap=True).print(stored, style="dim", markup=False)
-        raise interrupted
+        raise done.interrupted
     if json_out:
         print_json(doc)
     else:
@@ -403,212 +311,9 @@ def _run_once(
     gate.close([doc])
 
 
-def _request_count(requests: int | None, duration: float | None, rate: float) -> int:
-    """--requests, or with --duration enough for the rate to fill it (Poisson's tail too)."""
-    if requests is not None:
-        return requests
-    if duration is None or not math.isfinite(rate) or not duration > 0:
-        return 16
-    expected = rate * duration
-    return int(min(100_000, math.ceil(expected + 5 * math.sqrt(expected) + 10)))
-
-
-def _capacity_ranges(a: LoadArgs) -> None:
-    """The capacity settings in range, searched for or not (named before the model loads).
-
-    Each is named as the command at hand spells it.
-    """
-    from dataclasses import replace
-
-    from infermeter.serving.capacity import CapacitySpec
-
-    given = replace(CapacitySpec(), target=a.slo_target, bisect=a.bisect)
-    given = replace(given, max_requests=a.max_requests_per_step)
-    if a.find_max_rate and a.requests is not None:
-        given = replace(given, requests=a.requests)
-    given.validate(dict(a.capacity_spelling))
-
-
-def _capacity_spec(
-    spec: Any, rate: str, rates: list[float], target: float, most: int, bisect: int
-) -> Any:
-    """The capacity search's settings, checked in one line each."""
-    from infermeter.serving.capacity import CapacitySpec
-
-    if not spec.slos:
-        raise UserError(
-            "the capacity search (load capacity) searches under SLOs",
-            "add e.g. --slo e2e_ms=2000",
-        )
-    if spec.concurrency is not None:
-        raise UserError(
-            "--find-max-rate searches over arrival rates; --concurrency is a closed loop",
-            "drop --concurrency",
-        )
-    if len(rates) > 1 or math.isinf(rates[0]):
-        raise UserError(
-            f"--find-max-rate starts from one finite --rate, not {rate}",
-            "give one start rate, e.g. --rate 1",
-        )
-    if spec.workload is not None:
-        from infermeter.workloads.traffic import resolve
-
-        if resolve(spec.workload)[0] in ("azure", "mooncake"):
-            raise UserError(
-                "a trace arrives at its own times: --find-max-rate cannot set them",
-                "use a sharegpt or chat workload, or --trace-speed by hand",
-            )
-    return CapacitySpec(
-        target=target,
-        start_rate=rates[0],
-        requests=spec.requests,
-        max_requests=max(most, spec.requests),
-        bisect=bisect,
-    )
-
-
-def _check_workload_options(
-    workload: str | None,
-    rate: str | None,
-    prompt_tokens: str | None,
-    new_tokens: str | None,
-    trace_speed: float,
-) -> None:
-    """A workload gives lengths (and a trace its times): options that would be ignored, refused."""
-    if workload is None:
-        if trace_speed != 1.0:
-            raise UserError(
-                "--trace-speed replays a trace",
-                "add --workload azure:FILE or mooncake:FILE, or drop --trace-speed",
-            )
-        return
-    given = [
-        o
-        for o, v in (("--prompt-tokens", prompt_tokens), ("--new-tokens", new_tokens))
-        if v is not None
-    ]
-    if given:
-        raise UserError(
-            f"--workload gives each request's lengths; {' and '.join(given)} would be ignored",
-            f"drop {' and '.join(given)}",
-        )
-    from infermeter.workloads.traffic import resolve
-
-    kind, _ = resolve(workload)  # a missing file is one line before the model loads
-    timed = kind in ("azure", "mooncake")
-    if timed and rate is not None:
-        raise UserError(
-            f"a {kind} trace arrives at its own times; --rate would be ignored",
-            "drop --rate (--trace-speed 2 replays it twice as fast)",
-        )
-    if not timed and trace_speed != 1.0:
-        raise UserError(
-            f"--trace-speed replays a trace; a {kind} workload has no times",
-            "drop --trace-speed (--rate sets its sessions' arrivals)",
-        )
-
-
-def _target(
-    endpoint: str | None,
-    model: str | None,
-    key_env: str,
-    timeout: float,
-    reference: bool,
-    n_rates: int,
-    api: str = "completions",
-    ignore_eos: bool = False,
-    extras: tuple[dict[str, object], dict[str, str], bool] = ({}, {}, True),
-    more: tuple[str, ...] = (),
-    max_error_rate: float | None = None,
-) -> Any:
-    """The endpoint to load (None: the model in-process), checked below (`Endpoint.validate`)."""
-    from infermeter.serving.load import Endpoint
-
-    if endpoint is None:
-        if ignore_eos:
-            raise UserError(
-                "--ignore-eos is sent to an endpoint (in-process runs never stop at EOS)",
-                "add --endpoint URL, or drop --ignore-eos",
-            )
-        if reference:
-            raise UserError(
-                "--reference compares an endpoint with the model in-process",
-                "add --endpoint URL, or drop --reference",
-            )
-        if max_error_rate is not None:
-            raise UserError(
-                "--max-error-rate stops the requests sent to an endpoint",
-                "add --endpoint URL, or drop --max-error-rate",
-            )
-        return None
-    if reference and n_rates > 1:
-        raise UserError("--reference takes one --rate", "give one rate, or drop --reference")
-    body, headers, check = extras
-    return Endpoint(
-        endpoint,
-        model,
-        key_env,
-        timeout,
-        api,
-        ignore_eos,
-        body,
-        headers,
-        check,
-        more_urls=tuple(more),
-        max_error_rate=max_error_rate,
-    ).validate()
-
-
-def _extras(
-    endpoint: str | None, extra_body: str | None, headers: list[str] | None, selfcheck: bool
-) -> tuple[dict[str, object], dict[str, str], bool]:
-    """--extra-body and --header parsed, each refused in one line; only with --endpoint."""
-    import json
-
-    if endpoint is None:
-        if extra_body is not None or headers:
-            raise UserError(
-                "--extra-body and --header are sent to an endpoint",
-                "add --endpoint URL, or drop them",
-            )
-        return {}, {}, selfcheck
-    body: dict[str, object] = {}
-    if extra_body is not None:
-        try:
-            parsed = json.loads(extra_body)
-        except ValueError as exc:
-            raise UserError(
-                f"--extra-body is not JSON ({exc.args[0] if exc.args else exc})",
-                """give a JSON object, e.g. --extra-body '{"min_tokens": 64}'""",
-            ) from None
-        if not isinstance(parsed, dict):
-            raise UserError(
-                "--extra-body must be a JSON object",
-                """e.g. --extra-body '{"min_tokens": 64}'""",
-            )
-        body = parsed
-    out: dict[str, str] = {}
-    for h in headers or []:
-        name, sep, value = h.partition(":")
-        if not sep or not name.strip() or any(c in name for c in " \t\r\n"):
-            raise UserError(
-                f"--header {name.strip()[:40]!r}... is not 'Name: value'",
-                "e.g. --header 'X-Tenant: a' (repeat it for several)",
-            )
-        out[name.strip()] = value.strip()
-    return body, out, selfcheck
-
-
-def _add_reference(doc: dict[str, Any], spec: Any) -> None:
-    """The same requests in this process on --model, and what the serving stack adds."""
-    from infermeter.serving.load import run_load, stack_cost
-
-    ref = run_load(spec)
-    doc["reference"] = {
-        "model": ref["meta"]["model"],
-        "summary": ref["summary"],
-        "stack_cost": stack_cost(doc["summary"], ref["summary"]),
-    }
+def _where(ids: list[str], store: Store) -> str:
+    """Where the runs went, for the user."""
+    return f"stored as run {', '.join(ids)} in {store.where}"
 
 
 def _print_reference(doc: dict[str, Any]) -> None:
@@ -634,25 +339,17 @@ def _print_reference(doc: dict[str, Any]) -> None:
 
 
 def _sweep(
-    spec: Any,
-    rates: list[float],
-    folder: Path | None,
-    json_out: bool,
-    gate: LoadGate,
-    store: Any,
-    endpoint: Any = None,
+    plan: LoadPlan, store: Store, folder: Path | None, json_out: bool, gate: LoadGate
 ) -> None:
     """The same requests at every rate: a table, the knee, and with --out the figures."""
     from infermeter.report.load_figures import load_sweep_figures
-    from infermeter.serving.load import run_rate_sweep
+    from infermeter.serving.plan import sweep_rates
     from infermeter.util.jsonio import print_json, write_json
 
-    doc = run_rate_sweep(spec, rates, sink=store, endpoint=endpoint, keep=True)
-    interrupted = doc.pop("interrupted", None)
-    for run in doc["runs"]:
-        _store(run, store, _take_interrupt(run["meta"]))
-    if interrupted is not None:  # the rates measured are stored: end as the interrupt does
-        raise interrupted
+    done = sweep_rates(plan, store)
+    doc, spec = done.doc, plan.spec
+    if done.interrupted is not None:  # the rates measured are stored: end as the interrupt does
+        raise done.interrupted
     if folder is not None:
         write_json(folder / "load_sweep.json", doc)
         load_sweep_figures(doc, folder)
@@ -711,32 +408,6 @@ def _sweep(
             markup=False,
         )
     gate.close(doc["runs"])
-
-
-def _check_some_served(doc: dict[str, Any]) -> None:
-    """Every request failed (a server down, a model it does not know): one line, exit 2."""
-    rows = doc["all_samples"]
-    if rows and all(r["error"] for r in rows):
-        where = (doc["meta"].get("endpoint") or {}).get("url", "the model")
-        raise UserError(
-            f"all {len(rows)} requests to {where} failed (first: {rows[0]['error']})",
-            "check the server is up and serves that model (--endpoint-model)",
-        )
-
-
-def _take_interrupt(meta: dict[str, Any]) -> Any:
-    """The run's interrupt (None if it ran to the end), left in `meta` as its name only."""
-    interrupted = meta.pop("interrupted", None)
-    if interrupted is not None:
-        meta["interrupted"] = str(getattr(interrupted, "signal_name", "Ctrl-C"))
-    return interrupted
-
-
-def _store(doc: dict[str, Any], store: Any, interrupted: Any = None) -> str:
-    """Keep the load run in the store (one sample per request); say where."""
-    from infermeter.serving.load import store_load
-
-    return f"stored as run {store_load(doc, store, interrupted)} in {store.where}"
 
 
 def _print(doc: dict[str, Any]) -> None:

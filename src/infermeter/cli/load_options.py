@@ -19,6 +19,7 @@ from infermeter.cli.options import spec_option
 from infermeter.serving.capacity import CapacitySpec
 from infermeter.serving.endpoint import Endpoint
 from infermeter.serving.load import LoadSpec
+from infermeter.serving.plan import LoadAsk
 
 MODEL = spec_option(LoadSpec, "model", "--model", "-m")
 RATE = spec_option(LoadSpec, "rate", default=None)
@@ -102,8 +103,8 @@ STACK = typer.Option(
 
 
 @dataclass(frozen=True)
-class LoadArgs:
-    """What a `load` command was given: every option, by its Python name."""
+class LoadArgs(LoadAsk):
+    """What a `load` command was given: the settings (`LoadAsk`) and where results go."""
 
     @classmethod
     def given(cls, options: dict[str, Any], **renamed: Any) -> LoadArgs:
@@ -118,62 +119,12 @@ class LoadArgs:
                 kw[k] = tuple(kw[k] or ())
         return cls(**{**kw, **renamed})
 
-    model: str = "tiny-llama"
-    rate: str | None = None
-    requests: int | None = None
-    arrivals: str = "poisson"
-    duration: float | None = None
-    warmup_requests: int = 0
-    warmup_s: float = 0.0
-    concurrency: int | None = None
-    prompt_tokens: str | None = None
-    new_tokens: str | None = None
-    workload: str | None = None
-    trace_speed: float = 1.0
-    server: str = "continuous"
-    static_batch: int = 8
-    kv_blocks: int | None = None
-    kv_page_tokens: int | None = None
-    metrics_url: str | None = None
-    metrics_interval_ms: float = 1000.0
-    energy: str = "auto"
-    power_interval_ms: float = 100.0
-    slo: tuple[str, ...] = ()
     fail_if_slo_missed: bool = False
-    seed: int = 0
-    device: str = "cpu"
-    dtype: str = "auto"
     out: Path | None = None
     db: str | None = None
     json_out: bool = False
     junit: Path | None = None
     summary: Path | None = None
-    endpoint: str | None = None
-    endpoint_model: str | None = None
-    api_key_env: str = "OPENAI_API_KEY"
-    timeout: float = 300.0
-    endpoint_api: str = "completions"
-    ignore_eos: bool = False
-    extra_body: str | None = None
-    header: tuple[str, ...] = ()
-    selfcheck: bool = True
-    reference: bool = False
-    find_max_rate: bool = False
-    slo_target: float = 0.99
-    max_requests_per_step: int = 512
-    bisect: int = 4
-    predict: bool = False
-    hardware: str = "cpu-this"
-    stack: str = "hf"
-    more_endpoints: tuple[str, ...] = ()
-    ramp_up_to: float | None = None
-    max_error_rate: float | None = None
-    #: CapacitySpec field -> this command's option, where it spells one otherwise (`load`'s
-    #: old `--find-max-rate` took --requests and --max-requests-per-step)
-    capacity_spelling: tuple[tuple[str, str], ...] = (
-        ("requests", "--requests"),
-        ("max_requests", "--max-requests-per-step"),
-    )
 
 
 # the subcommands' own spellings (names that say what they do)

@@ -1,58 +1,31 @@
 """`infermeter load --predict`: the load simulated, not run; its table, lines and files.
 
-The simulation is experiments/load_whatif.py; this checks the options that do not apply to a
-simulation, stores the prediction, writes its files and prints it.
+The simulation, and storing it, are experiments/load_whatif.py (its options were checked by
+`serving/plan.plan_load`); this writes its files and prints it.
 """
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
-from infermeter.errors import UserError
 from infermeter.util import fmt
 
-
-def check_predict_options(spec: Any, endpoint: str | None, reference: bool) -> None:
-    """Refuse what a simulation of transformers' continuous batching cannot honour."""
-    if endpoint is not None or reference:
-        raise UserError(
-            "--predict simulates transformers' continuous batching in this "
-            "process, not an endpoint",
-            "drop --endpoint and --reference",
-        )
-    if spec.server != "continuous":
-        raise UserError("--predict simulates continuous batching only", "drop --server static")
-    if spec.metrics_url is not None:
-        raise UserError("--predict runs no server to scrape", "drop --metrics-url")
+if TYPE_CHECKING:
+    from infermeter.serving.plan import LoadPlan
+    from infermeter.store import Store
 
 
-def run_prediction(
-    spec: Any,
-    rates: list[float],
-    hardware: str,
-    stack: str,
-    cap: Any,
-    store: Any,
-    folder: Path | None,
-    json_out: bool,
-) -> dict[str, Any]:
-    """Simulate, store and show; the prediction document."""
-    from infermeter.experiments.load_whatif import predict_load
-    from infermeter.util.jsonio import clean_json, print_json, write_json
+def run_prediction(plan: LoadPlan, store: Store, folder: Path | None, json_out: bool) -> None:
+    """Simulated and stored below (`experiments/load_whatif.py`); written and shown here."""
+    from infermeter.experiments.load_whatif import predict_and_store
+    from infermeter.util.jsonio import print_json, write_json
 
-    if spec.concurrency is not None:
-        rates = [math.inf]  # a closed loop: one run, arrivals set by completions
-    doc: dict[str, Any] = clean_json(
-        predict_load(
-            spec.model, hardware, spec, rates, store, stack=stack.strip().lower(), capacity=cap
-        )
-    )
-    doc["id"] = store.save_prediction(doc)
+    doc = predict_and_store(plan, store)
     files: list[Path] = []
     if folder is not None:
         from infermeter.report.load_figures import load_sweep_figures
@@ -64,7 +37,6 @@ def run_prediction(
         print_json(doc)
     else:
         _print(doc, files, store.where)
-    return doc
 
 
 def _as_sweep(doc: dict[str, Any]) -> dict[str, Any]:

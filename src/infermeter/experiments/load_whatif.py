@@ -28,6 +28,7 @@ from infermeter.measure.ceilings import LOCAL_HARDWARE
 from infermeter.run.document import LoadPrediction
 from infermeter.run.slo import slo_report
 from infermeter.serving.load import LoadSpec, knee, plan_requests, summarize_load, sweep_point
+from infermeter.serving.plan import LoadPlan
 
 #: share of the memory left after weights and runtime that a GPU's paged cache takes
 #: (transformers' `max_memory_percent` default is 0.8 of free memory; 0.9 for engines)
@@ -257,3 +258,25 @@ def _capacity(
     result.pop("runs", None)
     result["answer"] = answer_line(result)
     return result
+
+
+def predict_and_store(plan: LoadPlan, store: Any) -> LoadPrediction:
+    """`load predict`: the plan's load simulated, its document stored with its id."""
+    from infermeter.util.jsonio import clean_json
+
+    spec, rates = plan.spec, plan.rates
+    if spec.concurrency is not None:
+        rates = [math.inf]  # a closed loop: one run, arrivals set by completions
+    doc: LoadPrediction = clean_json(
+        predict_load(
+            spec.model,
+            plan.hardware,
+            spec,
+            rates,
+            store,
+            stack=plan.stack.strip().lower(),
+            capacity=plan.capacity,
+        )
+    )
+    doc["id"] = store.save_prediction(doc)
+    return doc

@@ -1,0 +1,90 @@
+"""`serving/plan.py`: a load command's arguments checked whole into a plan, below the CLI."""
+
+from __future__ import annotations
+
+import ast
+import math
+from pathlib import Path
+
+import pytest
+
+from infermeter.errors import UserError
+from infermeter.serving.plan import LoadAsk, plan_load
+
+CLI = Path(__file__).resolve().parents[2] / "src" / "infermeter" / "cli"
+
+
+@pytest.mark.parametrize(
+    ("ask", "mode", "rates"),
+    [
+        (LoadAsk(), "once", [4.0]),
+        (LoadAsk(rate="1,2,inf"), "sweep", [1.0, 2.0, math.inf]),
+        (LoadAsk(find_max_rate=True, rate="2", slo=("e2e_ms=900",)), "capacity", [2.0]),
+        (LoadAsk(predict=True, rate="1,3"), "predict", [1.0, 3.0]),
+    ],
+)
+def test_each_mode_is_planned_from_what_was_asked(ask, mode, rates):
+    plan = plan_load(ask)
+    assert plan.mode == mode
+    assert plan.rates == rates
+    assert plan.spec.rate == rates[0]
+    assert (plan.capacity is not None) == (mode == "capacity")
+    if plan.capacity is not None:
+        assert plan.capacity.start_rate == 2.0
+        assert dict(plan.spec.slos) == {"e2e_ms": 900.0}
+
+
+def test_an_endpoint_plan_carries_its_body_and_headers():
+    plan = plan_load(
+        LoadAsk(
+            endpoint="http://127.0.0.1:9/v1",
+            extra_body='{"min_tokens": 8}',
+            header=("X-Tenant: a",),
+            more_endpoints=("http://127.0.0.1:10",),
+        )
+    )
+    assert plan.endpoint is not None
+    assert plan.endpoint.extra_body == {"min_tokens": 8}
+    assert plan.endpoint.headers == {"X-Tenant": "a"}
+    assert plan.endpoint.more_urls == ("http://127.0.0.1:10",)
+
+
+@pytest.mark.parametrize(
+    ("ask", "needle"),
+    [
+        (LoadAsk(find_max_rate=True), "searches under SLOs"),
+        (LoadAsk(find_max_rate=True, slo=("e2e_ms=1",), concurrency=2), "closed loop"),
+        (LoadAsk(predict=True, server="static"), "continuous batching only"),
+        (LoadAsk(predict=True, metrics_url="http://127.0.0.1:9/metrics"), "no server to scrape"),
+        (LoadAsk(endpoint="http://127.0.0.1:9", extra_body="[1]"), "must be a JSON object"),
+        (LoadAsk(endpoint="http://127.0.0.1:9", header=("no colon",)), "is not 'Name: value'"),
+        (LoadAsk(header=("X: y",)), "sent to an endpoint"),
+        (LoadAsk(rate="fast"), "is not a rate"),
+    ],
+)
+def test_a_plan_that_cannot_run_is_refused_in_one_line(ask, needle):
+    with pytest.raises(UserError, match=needle):
+        plan_load(ask)
+
+
+def test_the_load_commands_only_parse_and_render():
+    """The CLI's load modules call no runner: measuring, searching and storing live below."""
+    runners = {
+        "run_load",
+        "run_rate_sweep",
+        "find_capacity",
+        "load_model",
+        "store_load",
+        "predict_load",
+        "as_run",
+        "read_peer_file",
+    }
+    called = {}
+    for name in ("load_cmd.py", "load_subcommands.py", "capacity_view.py", "load_predict_view.py"):
+        tree = ast.parse((CLI / name).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    if alias.name in runners:
+                        called.setdefault(name, []).append(alias.name)
+    assert called == {}
