@@ -5,9 +5,14 @@ instrumented runs the model (forward > block > attention / MLP / norms > QK^T / 
 and the user's own regions of a session (`session(...).section("name")`).
 Times are microseconds on the run's timeline. To stay small (target: <= 10 MB for 1,000 tokens of
 a 30-layer model in standard mode) events carry no args, names are short ("L12 attn"),
-timestamps are whole microseconds, durations keep one decimal only below 10 us, and norms (a
-third of all calls, each a sliver, and summed in the tables anyway) are left out unless
-`detail="full"`.
+and norms (a third of all calls, each a sliver, and summed in the tables anyway) are left out
+unless `detail="full"`. Starts and ends are whole microseconds, each rounded where it falls
+(not the duration on its own: that put consecutive token slices 1 us over each other). The
+model's records keep their starts rounded to the microsecond when stored, so an end can still
+land up to 1 us past the next call's start: `_tidy` trims such an end to that start and keeps
+each child inside its parent, so Perfetto nests every slice. An event under a microsecond
+keeps its duration to 0.1 us. Only tracks that hold events are named (an empty "user
+sections" track on every trace said nothing).
 """
 
 from __future__ import annotations
@@ -50,8 +55,36 @@ _SHORT = {
 
 
 def _x(name: str, tid: int, ts_us: float, dur_us: float) -> dict[str, Any]:
-    dur = round(dur_us, 1) if dur_us < 10 else int(round(dur_us))
-    return {"name": name, "ph": "X", "ts": int(round(ts_us)), "dur": dur, "pid": PID, "tid": tid}
+    ts = int(round(ts_us))
+    dur: float = int(round(ts_us + dur_us)) - ts
+    if dur == 0 and dur_us > 0:
+        dur = round(dur_us, 1)  # under a microsecond: keep it visible
+    return {"name": name, "ph": "X", "ts": ts, "dur": dur, "pid": PID, "tid": tid}
+
+
+def _tidy(events: list[dict[str, Any]]) -> None:
+    """Trim the rounding overlaps of one track's complete events in place (see the docstring).
+
+    An event that starts within 1 us of the open one's end and ends after it is a neighbour:
+    the open one ends where it starts. Otherwise an event ending past the open one is its
+    child, cut to its parent's end.
+    """
+    stack: list[dict[str, Any]] = []
+    for e in sorted(events, key=lambda e: (e["ts"], -e["dur"])):
+        end = e["ts"] + e["dur"]
+        while stack:
+            top = stack[-1]
+            top_end = top["ts"] + top["dur"]
+            if e["ts"] >= top_end:
+                stack.pop()
+            elif e["ts"] >= top_end - 1 and end > top_end:
+                top["dur"] = e["ts"] - top["ts"]
+                stack.pop()
+            else:
+                break
+        if stack and end > stack[-1]["ts"] + stack[-1]["dur"]:
+            e["dur"] = stack[-1]["ts"] + stack[-1]["dur"] - e["ts"]
+        stack.append(e)
 
 
 def _label(name: str, kind: str, layer: int | None) -> str:
@@ -72,10 +105,6 @@ def chrome_trace(run: RunResult, detail: str = "parts") -> dict[str, Any]:
     events: list[dict[str, Any]] = [
         {"name": "process_name", "ph": "M", "pid": PID, "args": {"name": f"run {run.run_id}"}}
     ]
-    for tid, name in TRACKS.items():
-        events.append(
-            {"name": "thread_name", "ph": "M", "pid": PID, "tid": tid, "args": {"name": name}}
-        )
     t = 0.0
     for key, label in (("load_ms", "load"), ("to_device_ms", "move to device")):
         if key in run.phases:
@@ -108,6 +137,14 @@ def chrome_trace(run: RunResult, detail: str = "parts") -> dict[str, Any]:
     sections = sorted(run.layers.get("sections") or [], key=lambda r: (r["start_ms"], -r["ms"]))
     for r in sections:  # a session's user regions, on the run's timeline (nested by time)
         events.append(_x(str(r["name"]), 4, float(r["start_ms"]) * 1e3, float(r["ms"]) * 1e3))
+    used = {e["tid"] for e in events if e["ph"] == "X"}
+    for tid in used:
+        _tidy([e for e in events if e.get("tid") == tid and e["ph"] == "X"])
+    events[1:1] = [
+        {"name": "thread_name", "ph": "M", "pid": PID, "tid": tid, "args": {"name": name}}
+        for tid, name in TRACKS.items()
+        if tid in used
+    ]
     return {
         "traceEvents": events,
         "displayTimeUnit": "ms",
