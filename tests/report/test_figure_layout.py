@@ -143,3 +143,43 @@ def test_log_axes_are_labelled_in_plain_numbers(lo, hi, labelled):
     assert not any("10^" in t or "times" in t or "$" in t for t in shown), shown
     if hi / lo >= 10:
         assert shown == labelled, shown  # no minor label crowds the majors
+
+
+def test_the_check_catches_a_cut_marker_and_a_label_outside_its_axes():
+    import matplotlib.pyplot as plt
+
+    from infermeter.report.figure_check import clipped
+
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.plot([0, 1, 2], [1, 2, 3], marker="o", label="peak")
+    ax.set_ylim(0, 3)  # the top point sits on the edge
+    ax.annotate("400/s", (2, 2), textcoords="offset points", xytext=(4, 4))
+    found = clipped(fig)
+    plt.close(fig)
+    assert any("'peak' marker is cut" in f for f in found), found
+    assert any("'400/s' runs outside" in f for f in found), found
+
+
+def test_memory_and_load_sweep_figures_are_readable(tmp_path, problems):
+    """Issue 59: memory.png cut its top point; the latency-vs-throughput plot overprinted
+    neighbouring rates' labels ("1/s" on "2/s") and ran the last one under the legend."""
+    from infermeter.report.load_figures import load_sweep_figures
+    from infermeter.report.run_figures import memory_figure
+
+    samples = [
+        SimpleNamespace(index=i, warmup=i == 0, rss_peak_mib=v, peak_allocated_mib=None)
+        for i, v in enumerate([900, 1200, 1210, 1215, 1400])
+    ]
+    assert memory_figure(SimpleNamespace(samples=samples, model_info={"spec": "m"}), tmp_path)
+    rates = [1, 2, 4, 8, 400]
+    tput = [1.45, 0.73, 2.8, 5.2, 34.6]  # neighbours on top of each other, the last at the edge
+    points = [
+        {"rate": r, "throughput_rps": t, "ttft_ms_p99": 50.0, "ttft_ms_p50": 30.0,
+         "e2e_ms_p99": 430.0 + i, "e2e_ms_p50": 410.0, "goodput_rps": None,
+         "j_per_request_p50": 2.0 - 0.1 * i}
+        for i, (r, t) in enumerate(zip(rates, tput, strict=True))
+    ]  # fmt: skip
+    doc = {"summary": points, "knee_rate": 400, "meta": {"model": "m", "spec": {"server": "x"}}}
+    assert load_sweep_figures(doc, tmp_path)
+    assert {"memory", "latency_vs_throughput", "energy_vs_latency"} <= set(problems)
+    assert all(v == [] for v in problems.values()), problems

@@ -1,10 +1,12 @@
 """What makes a figure unreadable, found from matplotlib's own text and artist extents.
 
-Two checks, on a drawn figure: texts that overprint each other (tick labels, axis labels,
-titles, annotations and legend entries, compared in display pixels), and a legend that covers
-data (a line's points or a bar's top inside the legend's box). `report/figures.py` calls
-`FIGURE_HOOKS` on every figure before it is saved, so a test can run these checks on every
-figure every recipe draws.
+Three checks, on a drawn figure: texts that overprint each other (tick labels, axis labels,
+titles, annotations and legend entries, compared in display pixels); a legend that covers
+data (a line's points or a bar's top inside the legend's box); and what the axes cut: a
+marker within its radius of an axes edge (memory.png's top point sat half outside), or a
+point annotation that runs past its axes (the "400/s" label ran under the legend).
+`report/figures.py` calls `FIGURE_HOOKS` on every figure before it is saved, so a test can run
+these checks on every figure every recipe draws.
 """
 
 from __future__ import annotations
@@ -96,6 +98,38 @@ def legend_over_data(fig: Any) -> list[str]:
     return found
 
 
+def clipped(fig: Any) -> list[str]:
+    """Markers the axes edge cuts, and point annotations that run outside their axes."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    found = []
+    for ax in fig.axes:
+        box = ax.get_window_extent(renderer)
+        for line in ax.get_lines():
+            marker = line.get_marker()
+            xy = line.get_xydata()
+            if marker in (None, "", "None", " ") or not len(xy):
+                continue
+            full = (line.get_markersize() + line.get_markeredgewidth()) / 2 * fig.dpi / 72
+            thin = line.get_markeredgewidth() / 2 * fig.dpi / 72
+            rx = thin if marker == "|" else full  # an error bar's cap is a flat line
+            ry = thin if marker == "_" else full
+            for x, y in ax.transData.transform(xy):
+                inside = box.x0 <= x <= box.x1 and box.y0 <= y <= box.y1
+                near = min(x - box.x0, box.x1 - x) < rx or min(y - box.y0, box.y1 - y) < ry
+                if line.get_visible() and inside and near:
+                    found.append(f"a {line.get_label()!r} marker is cut by the axes edge")
+                    break
+        for text in ax.texts:
+            if not (text.get_visible() and text.get_text().strip()):
+                continue
+            t = text.get_window_extent(renderer).padded(-SLACK_PX)
+            within = box.x0 <= t.x0 and t.x1 <= box.x1 and box.y0 <= t.y0 and t.y1 <= box.y1
+            if hasattr(text, "xyann") and not within:
+                found.append(f"the label {text.get_text()!r} runs outside its axes")
+    return found
+
+
 def figure_problems(fig: Any) -> list[str]:
-    """Everything `overlapping_texts` and `legend_over_data` find."""
-    return overlapping_texts(fig) + legend_over_data(fig)
+    """Everything `overlapping_texts`, `legend_over_data` and `clipped` find."""
+    return overlapping_texts(fig) + legend_over_data(fig) + clipped(fig)

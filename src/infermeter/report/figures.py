@@ -106,9 +106,10 @@ def plain_log_ticks(ax: Any, which: str) -> None:
 
     Over less than a decade a log axis has one major tick or none and matplotlib writes the
     minor ones as "2x10^0" (capacity.png read "1" and "2x10^0"); over more, the minor labels
-    crowd the majors ("4x10^2" beside "10^3"). So the majors are plain, and the minors are
-    labelled, plainly, only when the axis spans less than a decade. Call it after plotting:
-    the span is the axis's limits.
+    crowd the majors ("4x10^2" beside "10^3"). So the majors are plain; the minors are
+    labelled, plainly, when the axis spans less than a decade, and only at 2 and 5 times a
+    power of ten up to two decades (a 25-700 ms axis had "100" as its only label). Call it
+    after plotting: the span is the axis's limits.
     """
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
@@ -116,7 +117,49 @@ def plain_log_ticks(ax: Any, which: str) -> None:
     lo, hi = sorted(ax.get_xlim() if which == "x" else ax.get_ylim())
     plain = FuncFormatter(lambda v, _: f"{v:g}")
     axis.set_major_formatter(plain)
-    axis.set_minor_formatter(plain if lo > 0 and hi / lo < 10 else NullFormatter())
+    if lo > 0 and hi / lo < 10:
+        axis.set_minor_formatter(plain)
+    elif lo > 0 and hi / lo < 100:
+        axis.set_minor_formatter(
+            FuncFormatter(lambda v, _: f"{v:g}" if _mantissa(v) in (2, 5) else "")
+        )
+    else:
+        axis.set_minor_formatter(NullFormatter())
+
+
+def _mantissa(v: float) -> int:
+    """The leading digit of a positive tick value (2 for 200, 5 for 0.05)."""
+    if v <= 0:
+        return 0
+    return int(round(v / 10 ** math.floor(math.log10(v) + 1e-9)))
+
+
+def label_points(ax: Any, labels: list[tuple[float, float, str]]) -> None:
+    """Each (x, y, text) written beside its point, where it fits.
+
+    Tried above right, above left, below right and below left of the point; a label that
+    would leave the axes or overprint one already placed is left out (the figure's CSV has
+    every value). Without this, neighbouring rates' labels overprinted ("1/s" on "2/s") and
+    the last one ran under the legend.
+    """
+    fig = ax.figure
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    box = ax.get_window_extent(renderer)
+    placed: list[Any] = []
+    spots = (((4, 4), "left", "bottom"), ((-4, 4), "right", "bottom"),
+             ((4, -4), "left", "top"), ((-4, -4), "right", "top"))  # fmt: skip
+    for x, y, text in labels:
+        for offset, ha, va in spots:
+            a = ax.annotate(
+                text, (x, y), fontsize=7, textcoords="offset points", xytext=offset, ha=ha, va=va
+            )
+            t = a.get_window_extent(renderer)
+            inside = box.x0 <= t.x0 and t.x1 <= box.x1 and box.y0 <= t.y0 and t.y1 <= box.y1
+            if inside and not any(t.overlaps(p) for p in placed):
+                placed.append(t)
+                break
+            a.remove()
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
@@ -376,7 +419,8 @@ def _legend(
         values = [rec[overlay[0]] for rec in table]
         (line,) = ax2.plot(labels, values, color="black", marker="o", label=overlay[1])
         ax2.set_ylabel(overlay[1])
-        ax2.set_ylim(bottom=0)
+        finite = [v for v in values if v is not None and math.isfinite(v)]
+        ax2.set_ylim(0, max(finite, default=1.0) * 1.1)  # room for a marker at the top
         handles.append(line)
         names.append(overlay[1])
     # outside the axes: a legend must never hide a bar

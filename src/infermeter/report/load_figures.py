@@ -18,7 +18,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 
-from infermeter.report.figures import plain_log_ticks, save_figure
+from infermeter.report.figures import label_points, plain_log_ticks, save_figure
 from infermeter.util.palette import BLUE, GREEN, GREY, ORANGE, PURPLE, VERMILLION
 
 
@@ -40,14 +40,6 @@ def load_sweep_figures(doc: dict[str, Any], out: Path) -> list[Path]:
         ("e2e_ms_p50", "end-to-end p50", "s--"),
     ):
         ax.plot(xs, [p[key] for p in points], style, label=label)
-    for p in points:
-        ax.annotate(
-            f"{p['rate']:g}/s",
-            (p["throughput_rps"], p["e2e_ms_p99"]),
-            fontsize=7,
-            textcoords="offset points",
-            xytext=(4, 4),
-        )
     k = next((p for p in points if p["rate"] == knee_rate), None)
     if k is not None:
         ax.axvline(
@@ -66,6 +58,7 @@ def load_sweep_figures(doc: dict[str, Any], out: Path) -> list[Path]:
     )
     ax.grid(True, alpha=0.3)
     _legend_outside(ax)
+    label_points(ax, [(p["throughput_rps"], p["e2e_ms_p99"], f"{p['rate']:g}/s") for p in points])
     files = save_figure(fig, out, "latency_vs_throughput", points)
     fig, ax = plt.subplots(figsize=(7, 4.2))
     rates = [p["rate"] for p in points]
@@ -99,19 +92,12 @@ def energy_latency_figure(points: list[dict[str, Any]], out: Path) -> list[Path]
         color=GREEN,
         label="J per request (median)",
     )
-    for p in pts:
-        ax.annotate(
-            f"{p['rate']:g}/s",
-            (p["e2e_ms_p99"], p["j_per_request_p50"]),
-            fontsize=7,
-            textcoords="offset points",
-            xytext=(4, 4),
-        )
     ax.set_xlabel("end-to-end latency p99 (ms)")
     ax.set_ylabel("energy per request (J)")
     ax.set_title("energy vs latency across offered rates", fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
+    label_points(ax, [(p["e2e_ms_p99"], p["j_per_request_p50"], f"{p['rate']:g}/s") for p in pts])
     return save_figure(fig, out, "energy_vs_latency", pts)
 
 
