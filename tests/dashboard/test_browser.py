@@ -165,6 +165,22 @@ def _overlapping_tick_labels(page) -> list[str]:
     )
 
 
+def _toolbar_over_cells(page, testid: str) -> float:
+    """Pixels of plotly's toolbar, shown as on hover, inside the chart's plot area."""
+    page.hover(f"[data-testid={testid}] .nsewdrag")
+    return page.evaluate(
+        """(t) => {
+          const el = document.querySelector(`[data-testid=${t}]`);
+          const bar = el.querySelector('.modebar').getBoundingClientRect();
+          const cells = el.querySelector('.nsewdrag').getBoundingClientRect();
+          const w = Math.min(bar.right, cells.right) - Math.max(bar.left, cells.left);
+          const h = Math.min(bar.bottom, cells.bottom) - Math.max(bar.top, cells.top);
+          return Math.max(0, w) * Math.max(0, h);
+        }""",
+        testid,
+    )
+
+
 def _csv(page, testid: str) -> list[dict]:
     """The CSV a chart offers, downloaded by clicking its link as a person would."""
     import csv
@@ -186,6 +202,11 @@ def test_run_list_run_page_and_a_live_sample(server, tmp_path):
         page.wait_for_selector("[data-testid=run-row]", timeout=20_000)
         assert "tiny-llama" in page.inner_text("[data-testid=runs]")
         page.wait_for_selector("[data-testid=connection]:has-text('live')", timeout=20_000)
+        # every column in view at 1280 px (issue 59: the TPOT column was cut behind a scroll)
+        assert page.evaluate(
+            "(() => { const t = document.querySelector('[data-testid=runs]');"
+            " return t.scrollWidth <= t.parentElement.clientWidth; })()"
+        )
         page.screenshot(path=str(tmp_path / "runs.png"), full_page=True)
 
         page.locator("[data-testid=run-row] a").last.click()  # the oldest: the profile
@@ -408,6 +429,8 @@ def test_a_deep_moe_run_and_a_load_run_show_every_figure_they_have(tmp_path):
                 assert drawn["traces"][0]["x"] == [0, 1, 2, 3]  # tiny-qwen3-moe's 4 blocks
             entropy = _plot(page, "head-entropy")["traces"][0]
             assert len(entropy["z"]) == 4 and len(entropy["z"][0]) == 4  # blocks x heads
+            for heat in ("head-entropy", "head-sparsity", "experts"):
+                assert _toolbar_over_cells(page, heat) == 0, heat  # issue 59: it hid a row
             assert len(_csv(page, "head-entropy")) == 16
             experts = _plot(page, "experts")["traces"][0]
             assert len(experts["z"]) == 4 and len(experts["z"][0]) == 16  # blocks x experts

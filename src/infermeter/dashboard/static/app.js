@@ -23,9 +23,11 @@ function num(v, d = 2) {
 }
 
 function table(cols, rows, attrs = "") {
-  const head = cols.map((c) => `<th class="${c.l ? "l" : ""}">${esc(c.t)}</th>`).join("");
+  // c.l: left-aligned text; c.w: text that may wrap (long knob lists), so the table fits 1280 px
+  const cls = (c) => [c.l ? "l" : "", c.w ? "w" : ""].join(" ").trim();
+  const head = cols.map((c) => `<th class="${cls(c)}">${esc(c.t)}</th>`).join("");
   const body = rows.map((r) => "<tr" + (r._cls ? ` class="${r._cls}"` : "") + (r._id ? ` data-testid="${r._id}"` : "") + ">" +
-    cols.map((c) => `<td class="${c.l ? "l" : ""}">${c.f(r)}</td>`).join("") + "</tr>").join("");
+    cols.map((c) => `<td class="${cls(c)}">${c.f(r)}</td>`).join("") + "</tr>").join("");
   return `<table ${attrs}><tr>${head}</tr>${body}</table>`;
 }
 
@@ -119,7 +121,8 @@ function headCharts(tables) {
   const table = rows.map((r) => ({ phase: r.phase, layer: r.layer, head: r.head, entropy: r.entropy, sparsity: r.sparsity }));
   return `<h3>Attention per head (${esc(phase)})</h3>` +
     heatmap("head-entropy", grid("entropy", null), heads.map(String), layers.map(String), { xtitle: "head", ytitle: "block", what: "entropy (nats)", rows: table, csv: "attention_heads" }) +
-    heatmap("head-sparsity", grid("sparsity", null), heads.map(String), layers.map(String), { xtitle: "head", ytitle: "block", what: "sparsity", zrange: [0, 1] });
+    heatmap("head-sparsity", grid("sparsity", null), heads.map(String), layers.map(String), { xtitle: "head", ytitle: "block", what: "sparsity", zrange: [0, 1],
+      note: rows.every((r) => !r.sparsity) ? "sparsity 0 in every head: no attention weight near 0" : "" });
 }
 
 // Share of each MoE block's token assignments per expert (decode where measured), with the
@@ -224,11 +227,11 @@ const runCols = [
   { t: "status", l: 1, f: (r) => `<span class="status-${esc(r.status)}">${esc(r.status)}</span>` },
   { t: "model", l: 1, f: (r) => esc(r.model) },
   { t: "mode", l: 1, f: (r) => esc(r.mode || "") },
-  { t: "knobs", l: 1, f: (r) => esc(Object.entries(r.label || r.knobs || {}).map(([k, v]) => k + "=" + v).join(" ")) },
+  { t: "knobs", l: 1, w: 1, f: (r) => esc(Object.entries(r.label || r.knobs || {}).map(([k, v]) => k + "=" + v).join(" ")) },
   { t: "samples", f: (r) => esc(r.samples) },
-  { t: "TTFT ms (median)", f: (r) => num(r.ttft_ms) },
-  { t: "TPOT ms (median)", f: (r) => num(r.tpot_ms) },
-  { t: "tok/s (median)", f: (r) => num(r.tokens_per_s, 1) },
+  { t: "TTFT ms (median)", w: 1, f: (r) => num(r.ttft_ms) },
+  { t: "TPOT ms (median)", w: 1, f: (r) => num(r.tpot_ms) },
+  { t: "tok/s (median)", w: 1, f: (r) => num(r.tokens_per_s, 1) },
 ];
 
 async function home() {

@@ -211,6 +211,7 @@ function heatmap(testid, z, xs, ys, { xtitle = "", ytitle = "", what = "value", 
     type: "heatmap", z, x: xs, y: ys, colorscale: "Viridis", ...(zrange ? { zmin: zrange[0], zmax: zrange[1] } : {}), colorbar: { title: { text: what, side: "right" }, thickness: 12 },
     hovertemplate: `${esc(ytitle)} %{y}, ${esc(xtitle)} %{x}: %{z:.3~g}<extra></extra>`,
   }];
-  const layout = { xaxis: { title: { text: xtitle }, type: "category" }, yaxis: { title: { text: ytitle }, type: "category", autorange: "reversed" } };
+  // margin.t: room above the cells for plotly's toolbar (at 8 px it covered the top row on hover)
+  const layout = { margin: { t: 34 }, xaxis: { title: { text: xtitle }, type: "category" }, yaxis: { title: { text: ytitle }, type: "category", autorange: "reversed" } };
   return chart(testid, traces, layout, { height: Math.max(220, 90 + 22 * ys.length), ...opts });
 }
