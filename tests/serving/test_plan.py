@@ -88,3 +88,15 @@ def test_the_load_commands_only_parse_and_render():
                     if alias.name in runners:
                         called.setdefault(name, []).append(alias.name)
     assert called == {}
+
+
+def test_a_load_run_reports_each_request_served(tiny_llama):
+    """Issue 59, item 7: `load run` showed nothing until it ended; its bar hears each request."""
+    from infermeter.serving.load import run_load
+
+    heard: list[tuple[str, int, int]] = []
+    plan = plan_load(LoadAsk(rate="inf", requests=5, prompt_tokens="8", new_tokens="2"))
+    run_load(plan.spec, loaded=tiny_llama, on_progress=lambda *a: heard.append(a))
+    served = [done for stage, done, total in heard if stage == "requests" and total == 5]
+    assert served[0] == 0 and served[-1] == 5 and served == sorted(served)
+    assert len(set(served)) == 6  # every request, from 0 to 5

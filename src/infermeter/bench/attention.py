@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infermeter.errors import UserError
 
@@ -39,6 +39,10 @@ FLEX_KINDS = ("flex-causal", "sliding-window", "block-sparse")
 KINDS = ("eager", *(f"sdpa-{b}" for b in SDPA_BACKENDS), *FLEX_KINDS)
 #: FLOPs per score entry and head dimension: QK^T and AV, one multiply-add (2 FLOPs) each
 FLOP_PER_ENTRY_PER_DIM = 4
+
+
+if TYPE_CHECKING:
+    from infermeter.bench.eta import BenchProgress
 
 
 @dataclass(frozen=True)
@@ -430,15 +434,19 @@ def point_row(p: AttentionPoint) -> dict[str, Any]:
 
 
 def run_benchmark(
-    spec: AttentionSpec, on_point: Callable[[AttentionPoint], None] | None = None
+    spec: AttentionSpec,
+    on_point: Callable[[AttentionPoint], None] | None = None,
+    on_progress: Callable[[BenchProgress], None] | None = None,
 ) -> dict[str, Any]:
     """Every kind at every length: the document `bench attention` prints, saves and reports.
 
     Shape: {"meta": {kind, spec, device, versions}, "summary": [one row per point],
-    "all_samples": [one row per timed call]}.
+    "all_samples": [one row per timed call]}. `on_progress` hears each finished point with
+    the estimate of the time left (`bench/eta.py`).
     """
     import torch
 
+    from infermeter.bench.eta import Eta
     from infermeter.measure.device import describe_device, resolve_device
 
     validate(spec)
@@ -447,11 +455,14 @@ def run_benchmark(
     kinds = expand_kinds(spec.kinds, device)
     check_memory(spec, kinds)
     summary, samples = [], []
+    eta = Eta([(kind, n) for n in spec.seq_lens for kind in kinds])
     for seq_len in spec.seq_lens:
         for kind in kinds:
             point = run_point(kind, spec, seq_len)
             if on_point is not None:
                 on_point(point)
+            if on_progress is not None:
+                on_progress(eta.point_done(kind, seq_len))
             summary.append(point_row(point))
             samples += [
                 {"kind": kind, "seq_len": seq_len, "sample_id": i, "latency_ms": ms}

@@ -18,9 +18,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infermeter.errors import UserError
+
+if TYPE_CHECKING:
+    from infermeter.bench.eta import BenchProgress
 
 
 @dataclass(frozen=True)
@@ -206,25 +209,35 @@ def point_row(p: ModelPoint) -> dict[str, Any]:
 
 
 def run_benchmark(
-    spec: ModelBenchSpec, on_point: Callable[[ModelPoint], None] | None = None
+    spec: ModelBenchSpec,
+    on_point: Callable[[ModelPoint], None] | None = None,
+    on_progress: Callable[[BenchProgress], None] | None = None,
 ) -> dict[str, Any]:
-    """Every model at every length: the document `bench model` prints, saves and reports."""
+    """Every model at every length: the document `bench model` prints, saves and reports.
+
+    `on_progress` hears each finished point with the estimate of the time left (`bench/eta.py`).
+    """
     import torch
 
+    from infermeter.bench.eta import Eta
     from infermeter.measure.device import describe_device
     from infermeter.models.loader import load_model
 
     validate(spec)
+    eta = Eta([(name, n) for name in spec.models for n in spec.seq_lens])
     summary, samples, models = [], [], []
     device_info: dict[str, Any] = {}
     for name in spec.models:
         loaded = load_model(name, dtype=spec.dtype, device=spec.device, seed=spec.seed)
         device_info = describe_device(next(loaded.model.parameters()).device)
         models.append({"spec": name, "params": loaded.info.params, "dtype": loaded.info.dtype})
+        eta.skip()  # the load is no point's time
         for seq_len in spec.seq_lens:
             point = run_point(loaded, spec, seq_len)
             if on_point is not None:
                 on_point(point)
+            if on_progress is not None:
+                on_progress(eta.point_done(name, seq_len))
             summary.append(point_row(point))
             for what, values in (("forward", point.forward_ms), ("train", point.train_ms)):
                 samples += [

@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from infermeter.bench.eta import BenchProgress, duration_text
 from infermeter.cli.guard import guard
 from infermeter.cli.options import JSON_OUT
 from infermeter.cli.output import writable_dir
@@ -91,11 +92,15 @@ def _bench(
         writable_dir(out)
     console = Console(stderr=json_out, soft_wrap=True)
 
-    def progress(p: Any) -> None:
-        what = getattr(p, "kind", None) or getattr(p, "model", "")
-        console.print(f"  {what} at {p.seq_len} tokens: done", markup=False, style="dim")
+    def progress(p: BenchProgress) -> None:
+        left = "" if p.left_s is None or p.done == p.total else f"; {duration_text(p.left_s)} left"
+        console.print(
+            f"  {p.group} at {p.seq_len} tokens: {p.point_s:.1f} s ({p.done} of {p.total}{left})",
+            markup=False,
+            style="dim",
+        )
 
-    doc = run(spec, on_point=progress)
+    doc = run(spec, on_progress=progress)
     if json_out:
         print_json(doc)
     else:

@@ -291,10 +291,13 @@ def _run_once(
     plan: LoadPlan, store: Store, folder: Path | None, json_out: bool, gate: LoadGate
 ) -> None:
     """One load run: measured and stored below; written and printed here."""
+    from infermeter.cli.progress import StageProgressView
     from infermeter.serving.plan import run_once
     from infermeter.util.jsonio import print_json, write_json
 
-    done = run_once(plan, store)  # stored also when interrupted
+    view = StageProgressView()
+    with view.progress:
+        done = run_once(plan, store, view)  # stored also when interrupted
     doc, stored = done.doc, _where(done.stored, store)
     if folder is not None:
         write_json(folder / "load.json", doc)
@@ -342,11 +345,14 @@ def _sweep(
     plan: LoadPlan, store: Store, folder: Path | None, json_out: bool, gate: LoadGate
 ) -> None:
     """The same requests at every rate: a table, the knee, and with --out the figures."""
+    from infermeter.cli.progress import StageProgressView
     from infermeter.report.load_figures import load_sweep_figures
     from infermeter.serving.plan import sweep_rates
     from infermeter.util.jsonio import print_json, write_json
 
-    done = sweep_rates(plan, store)
+    view = StageProgressView()
+    with view.progress:
+        done = sweep_rates(plan, store, view)
     doc, spec = done.doc, plan.spec
     if done.interrupted is not None:  # the rates measured are stored: end as the interrupt does
         raise done.interrupted

@@ -7,12 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
-from rich.progress import TaskID
 
 from infermeter.cli.guard import err_console, guard
 from infermeter.cli.options import DB, JSON_OUT, config_option
 from infermeter.cli.output import writable_dir
-from infermeter.cli.progress import progress_bar
+from infermeter.cli.progress import StageProgressView
 from infermeter.cli.prompt_source import (
     DATASET,
     DATASET_FIELD,
@@ -27,22 +26,6 @@ from infermeter.util.jsonio import clean_json, print_json, write_json
 
 if TYPE_CHECKING:
     from infermeter.run import RunConfig
-
-
-_LABELS = {"load": "loading model", "warmup": "warm-up", "sample": "measuring"}
-
-
-class _ProgressView:
-    """A rich progress bar on stderr fed by `profile`'s on_progress callback."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.progress = progress_bar(enabled=enabled)
-        self.tasks: dict[str, TaskID] = {}
-
-    def __call__(self, stage: str, done: int, total: int) -> None:
-        if stage not in self.tasks:
-            self.tasks[stage] = self.progress.add_task(_LABELS.get(stage, stage), total=total)
-        self.progress.update(self.tasks[stage], completed=done, total=total)
 
 
 def parse_layers(text: str | None) -> tuple[int, ...] | None:
@@ -178,7 +161,7 @@ def _run_and_show(
 
     out_dir = writable_dir(out) if out else None
     store = Store(db)
-    view = _ProgressView(enabled=err_console.is_terminal)
+    view = StageProgressView(enabled=err_console.is_terminal)
     with view.progress:
         result = profile(config, sink=store, on_progress=view)
     card = run_card(result, where=store.where, show_text=show_text)

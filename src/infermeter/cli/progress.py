@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from infermeter.cli.guard import err_console
 
@@ -22,6 +29,29 @@ def progress_bar(*extra: Any, enabled: bool | None = None) -> Progress:
         transient=True,
         disable=not (err_console.is_terminal if enabled is None else enabled),
     )
+
+
+#: what each stage of a run is called on its bar
+STAGE_LABELS = {
+    "load": "loading model",
+    "warmup": "warm-up",
+    "sample": "measuring",
+    "requests": "requests served",
+}
+
+
+class StageProgressView:
+    """A bar per stage (loading, warm-up, measuring, requests served) fed by a ProgressFn."""
+
+    def __init__(self, enabled: bool | None = None) -> None:
+        self.progress = progress_bar(enabled=enabled)
+        self.tasks: dict[str, TaskID] = {}
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        """Advance `stage` to `done` of `total` (a new stage gets its own bar)."""
+        if stage not in self.tasks:
+            self.tasks[stage] = self.progress.add_task(STAGE_LABELS.get(stage, stage), total=total)
+        self.progress.update(self.tasks[stage], completed=done, total=total)
 
 
 class SweepProgressView:

@@ -31,6 +31,7 @@ from typing import Any
 
 from infermeter.errors import UserError
 from infermeter.run.document import LoadResult
+from infermeter.run.progress import ProgressFn
 from infermeter.run.slo import SLO_METRICS, check_slos, parse_slos, slo_report
 from infermeter.serving.endpoint import Endpoint, Served, ServerTiming, http_phases
 from infermeter.util.settings import Range, check_ranges, setting
@@ -783,8 +784,11 @@ def run_load(
     sink: Any = None,
     endpoint: Endpoint | None = None,
     keep: bool = False,
+    on_progress: ProgressFn | None = None,
 ) -> LoadResult:
     """Drive the requests through the chosen server: the run's document.
+
+    `on_progress("requests", served, total)` hears each finished request (the CLI's bar).
 
     Shape: {"meta": {kind, spec, model, device}, "summary": {throughput, latencies, slo},
     "timeline": in-flight requests over time, "all_samples": one row per request}.
@@ -805,7 +809,7 @@ def run_load(
     scrape) around one serve call, each torn down in the one `finally`.
     """
     if endpoint is not None:
-        return _endpoint_load(spec, endpoint, sink, keep)
+        return _endpoint_load(spec, endpoint, sink, keep, on_progress)
     import torch
 
     from infermeter.measure.device import describe_device
@@ -819,7 +823,7 @@ def run_load(
     reqs = plan.requests
     from infermeter.run.progress import LiveProgress
 
-    live = LiveProgress(sink, lm.info.spec) if sink is not None else None
+    live = LiveProgress(sink, lm.info.spec, on_progress) if sink or on_progress else None
     device = describe_device(next(lm.model.parameters()).device)
     versions = {"torch": torch.__version__}
     keeper = _keeper(sink if keep else None, spec, reqs, lm.info.to_dict(), device, versions)
@@ -1071,7 +1075,13 @@ def _document(
     return LoadResult(doc)
 
 
-def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any, keep: bool) -> LoadResult:
+def _endpoint_load(
+    spec: LoadSpec,
+    endpoint: Endpoint,
+    sink: Any,
+    keep: bool,
+    on_progress: ProgressFn | None = None,
+) -> LoadResult:
     """`run_load` against an OpenAI-compatible server.
 
     Long because, as `run_load`, it wires the live line, keeper and scrape around one serve
@@ -1087,7 +1097,8 @@ def _endpoint_load(spec: LoadSpec, endpoint: Endpoint, sink: Any, keep: bool) ->
     plan = plan_requests(spec, tokenizer, 10**9)  # the server says what fits (HTTP 400)
     reqs = plan.requests
     texts = [tokenizer.decode(r.prompt_ids, skip_special_tokens=True) for r in reqs]
-    live = LiveProgress(sink, endpoint.model or masked_url(endpoint.url)) if sink else None
+    name = endpoint.model or masked_url(endpoint.url)
+    live = LiveProgress(sink, name, on_progress) if sink or on_progress else None
     url = masked_url(base_url(endpoint.url))  # shown and stored: never its credentials
     device = {"name": f"endpoint {url}", "kind": "endpoint"}
     info = {"spec": f"{endpoint.model or '?'} @ {url}", "endpoint": url, "tokenizer": spec.model}
@@ -1347,6 +1358,7 @@ def run_rate_sweep(
     sink: Any = None,
     endpoint: Endpoint | None = None,
     keep: bool = False,
+    on_progress: ProgressFn | None = None,
 ) -> dict[str, Any]:
     """The same seeded requests at each rate: the throughput-latency curve, goodput, knee.
 
@@ -1365,7 +1377,14 @@ def run_rate_sweep(
     for r in rates:
         try:
             runs.append(
-                run_load(replace(spec, rate=r), loaded=lm, sink=sink, endpoint=endpoint, keep=keep)
+                run_load(
+                    replace(spec, rate=r),
+                    loaded=lm,
+                    sink=sink,
+                    endpoint=endpoint,
+                    keep=keep,
+                    on_progress=on_progress,
+                )
             )
         except KeyboardInterrupt as exc:  # nothing finished at this rate
             interrupted = exc

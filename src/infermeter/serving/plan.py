@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from infermeter.errors import UserError
+from infermeter.run.progress import ProgressFn
 from infermeter.serving.capacity import CapacitySpec, Step
 from infermeter.serving.endpoint import Endpoint
 from infermeter.serving.load import Lengths, LoadSpec, parse_slos
@@ -363,11 +364,13 @@ def _headers(given: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def run_once(plan: LoadPlan, store: Any) -> Outcome:
+def run_once(plan: LoadPlan, store: Any, on_progress: ProgressFn | None = None) -> Outcome:
     """One load run: measured, (with --reference) held against the model here, stored."""
     from infermeter.serving.load import run_load, store_load
 
-    doc = run_load(plan.spec, sink=store, endpoint=plan.endpoint, keep=True)  # live page
+    doc = run_load(  # kept in the store from its first request: the live page, a kill
+        plan.spec, sink=store, endpoint=plan.endpoint, keep=True, on_progress=on_progress
+    )
     _check_some_served(doc)
     if plan.reference:
         _add_reference(doc, plan.spec)
@@ -375,11 +378,18 @@ def run_once(plan: LoadPlan, store: Any) -> Outcome:
     return Outcome(doc, [store_load(doc, store, interrupted)], interrupted)
 
 
-def sweep_rates(plan: LoadPlan, store: Any) -> Outcome:
+def sweep_rates(plan: LoadPlan, store: Any, on_progress: ProgressFn | None = None) -> Outcome:
     """The same requests at every rate, each rate's run stored as it ends."""
     from infermeter.serving.load import run_rate_sweep, store_load
 
-    doc = run_rate_sweep(plan.spec, plan.rates, sink=store, endpoint=plan.endpoint, keep=True)
+    doc = run_rate_sweep(
+        plan.spec,
+        plan.rates,
+        sink=store,
+        endpoint=plan.endpoint,
+        keep=True,
+        on_progress=on_progress,
+    )
     interrupted = doc.pop("interrupted", None)
     stored = [store_load(run, store, take_interrupt(run["meta"])) for run in doc["runs"]]
     return Outcome(doc, stored, interrupted)
