@@ -100,3 +100,30 @@ def test_a_load_run_reports_each_request_served(tiny_llama):
     served = [done for stage, done, total in heard if stage == "requests" and total == 5]
     assert served[0] == 0 and served[-1] == 5 and served == sorted(served)
     assert len(set(served)) == 6  # every request, from 0 to 5
+
+
+def test_the_live_line_never_shows_more_in_the_batch_than_in_flight():
+    """Issue 59: the load card read "0 in flight · batch: 1 running" (two instants)."""
+    from types import SimpleNamespace
+
+    from infermeter.serving.batch_state import one_instant
+    from infermeter.serving.load import _Arrivals
+
+    heard = []
+
+    class Live:  # the live feed's row, as the scheduler's last step left it
+        state = {"steps": {"running": 1, "waiting": 0}, "tokens": 0}
+
+        def __call__(self, *progress):
+            heard.append(progress)
+
+    request = SimpleNamespace(index=0, token_s=[0.1], end_s=1.0, follows=None)
+    arrivals = _Arrivals([request], [0.0], None, Live(), None)
+    arrivals.in_flight = 1
+    arrivals.finished(request)  # the last request ends after the scheduler's last step
+    assert Live.state["steps"] == {"running": 0, "waiting": 0, "in_flight": 0}
+    assert heard[-1] == ("requests", 1, 1)
+    # and a step that lands after a request ended is cut to the requests in flight
+    assert one_instant({"in_flight": 2, "running": 3, "waiting": 1}) == {
+        "in_flight": 2, "running": 2, "waiting": 0}  # fmt: skip
+    assert one_instant({"running": 3}) == {"running": 3}  # no client count: left as it is

@@ -144,8 +144,10 @@ class StepRecorder:
             self.steps = self.steps[::2]
             self.thinned *= 2
         if self.live is not None:  # the live page's line: the batch as it is now
-            now = {k: row[k] for k in ("running", "waiting", "kv_used_pct") if k in row}
-            self.live.state["steps"] = {**(self.live.state.get("steps") or {}), **now}
+            now: dict[str, Any] = {
+                k: row[k] for k in ("running", "waiting", "kv_used_pct") if k in row
+            }
+            self.live.state["steps"] = one_instant({**(self.live.state.get("steps") or {}), **now})
 
     def rows(self, origin_s: float) -> list[dict[str, Any]]:
         """The steps with `t_ms` from the run's origin (the first arrival)."""
@@ -192,3 +194,22 @@ def summarize_steps(steps: list[dict[str, Any]], wall_ms: float) -> dict[str, An
         "decode_tokens": sum(s.get("decode_tokens", 0) for s in steps),
         "offloads": int(steps[-1].get("offloads", 0)),
     }
+
+
+def one_instant(steps: dict[str, Any]) -> dict[str, Any]:
+    """The live line's counts made to agree: the batch holds only requests in flight.
+
+    The client's in-flight count changes when a request ends; the scheduler's running and
+    waiting counts when a step ends. Shown together they read "0 in flight · batch: 1 running"
+    after the last request (issue 59). Whichever changed last, running + waiting never exceed
+    the requests in flight: the older figure is cut to the newer.
+    """
+    flying = steps.get("in_flight")
+    if flying is None:
+        return steps
+    out = dict(steps)
+    if out.get("running") is not None:
+        out["running"] = min(out["running"], flying)
+    if out.get("waiting") is not None:
+        out["waiting"] = min(out["waiting"], flying - out.get("running", 0))
+    return out

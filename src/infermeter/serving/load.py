@@ -33,6 +33,7 @@ from infermeter.errors import UserError
 from infermeter.run.document import LoadResult
 from infermeter.run.progress import ProgressFn
 from infermeter.run.slo import SLO_METRICS, check_slos, parse_slos, slo_report
+from infermeter.serving.batch_state import one_instant
 from infermeter.serving.endpoint import Endpoint, Served, ServerTiming, http_phases
 from infermeter.util.settings import Range, check_ranges, setting
 from infermeter.util.urls import masked_url
@@ -541,7 +542,7 @@ class _Arrivals:
             self.ready.append(self.reqs[nxt])
         if self.live is not None:  # the progress row's `steps` holds a load's in-flight count
             steps = self.live.state.get("steps") or {}  # a new dict: a row is a snapshot
-            self.live.state["steps"] = {**steps, "in_flight": self.in_flight}
+            self.live.state["steps"] = one_instant({**steps, "in_flight": self.in_flight})
             self.live.state["tokens"] += len(request.token_s)
             self.live("requests", self.served, len(self.reqs))
 
