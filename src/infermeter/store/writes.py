@@ -299,15 +299,38 @@ class StoreWrites(StoreCore):
             pages = int(conn.execute(text("PRAGMA page_count")).scalar() or 0)
         return free / pages if pages else 0.0
 
-    def disk_bytes(self) -> int | None:
-        """The database's size on disk: a SQLite file and its WAL (None for other databases).
+    def disk_parts(self) -> tuple[int, int] | None:
+        """A SQLite database's bytes on disk as (the file, its write-ahead log); None otherwise.
 
         What a delete gives back is this before the delete less this after the vacuum: the
         delete itself grows the WAL, which the vacuum's checkpoint then truncates, so bytes
         counted from after the delete claimed 129.2 MiB back from a 67.6 MB file (issue 35).
+        Apart, because the log is not the data: `runs delete` said "3.3 MiB given back" of a
+        0.9 MiB database when most of it was the log's truncation (issue 59).
         """
+        from pathlib import Path
+
         path = sqlite_path(self.url)
-        return None if path is None else _file_bytes(path)
+        if path is None:
+            return None
+        main, wal = Path(path), Path(str(path) + "-wal")
+        return (
+            main.stat().st_size if main.exists() else 0,
+            wal.stat().st_size if wal.exists() else 0,
+        )
+
+    def checkpoint(self) -> None:
+        """Move a SQLite write-ahead log's pages into the file and truncate it (no-op else).
+
+        Done before a delete is measured, so the file holds every row the delete can free.
+        """
+        from sqlalchemy import text
+
+        if sqlite_path(self.url) is None:
+            return
+        with self._guard("vacuum"), self.engine.connect() as conn:
+            conn = conn.execution_options(isolation_level="AUTOCOMMIT")
+            conn.execute(text("PRAGMA wal_checkpoint(TRUNCATE)"))
 
     def reclaim(self) -> int:
         """After a delete: give freed pages back to the file system; return the bytes freed.
