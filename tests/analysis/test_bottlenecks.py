@@ -211,3 +211,36 @@ def test_profile_prints_the_page_faults_finding_under_its_table():
     assert "MALLOC_MMAP_THRESHOLD_" in line.plain
     run.samples[0] = replace(run.samples[0], memory={"page_faults_decode": 20})
     assert page_fault_line(run) is None  # 0.4% of the step: quiet
+
+
+def test_each_finding_holds_to_its_own_evidence():
+    """Issue 59: the framework-overhead title claimed "much of the time ... outside the
+    layers" on a 2.4% share (its ratio had fired); attention-dominates advised sdpa to an
+    sdpa run; a "high" MoE imbalance fired on random weights from 16 decode tokens."""
+    from infermeter.analysis.bottlenecks import chance_imbalance
+
+    parts = {"attention": 10.0, "mlp": 86.6, "outside forward": 2.4, "forward rest": 1.0}
+    (f,) = find_bottlenecks(
+        Evidence(prefill_parts_ms=parts, decode_measured_ms=50, decode_min_ms=5)
+    )
+    assert f.id == "framework-overhead"
+    assert f.title == "decode takes 10x its memory-bandwidth bound", f.title
+    attn = {"attention": 70.0, "mlp": 30.0}
+    sdpa = {f.id: f for f in find_bottlenecks(Evidence(prefill_parts_ms=attn, attn_used="sdpa"))}
+    assert "already runs a fused kernel (sdpa)" in sdpa["attention-dominates"].advice
+    assert "use a fused attention kernel" not in sdpa["attention-dominates"].advice
+    eager = {f.id: f for f in find_bottlenecks(Evidence(prefill_parts_ms=attn, attn_used="eager"))}
+    assert "use a fused attention kernel" in eager["attention-dominates"].advice
+    # 16 tokens at top-2 over 16 experts: 3.1x is chance; random weights: no router to blame
+    assert chance_imbalance(32, 16) == pytest.approx(3.05, abs=0.01)
+    few = Evidence(moe_imbalance=3.0, moe_assignments=32, moe_experts=16)
+    assert find_bottlenecks(few) == []
+    many = Evidence(moe_imbalance=3.0, moe_assignments=4096, moe_experts=16)
+    assert [f.id for f in find_bottlenecks(many)] == ["moe-imbalance"]
+    random = Evidence(moe_imbalance=5.0, moe_assignments=4096, moe_experts=16, random_weights=True)
+    assert find_bottlenecks(random) == []
+
+
+def test_a_stored_run_records_the_attention_kernel_it_ran(tiny_llama):
+    assert tiny_llama.info.attn_implementation in ("sdpa", "eager")
+    assert tiny_llama.info.to_dict()["attn_implementation"] == tiny_llama.info.attn_implementation

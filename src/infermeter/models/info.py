@@ -70,6 +70,9 @@ class ModelInfo:
     #: weight quantization by the dtype knob (int8, fp8): scheme, method, converted layers,
     #: stored weight dtypes, quality proxy against the unquantized weights; None otherwise
     quantization: dict[str, Any] | None = None
+    #: the attention kernel the model runs (transformers' `_attn_implementation`: eager, sdpa,
+    #: flash_attention_2, ...): what a finding may advise depends on it
+    attn_implementation: str | None = None
 
     @property
     def is_moe(self) -> bool:
@@ -238,6 +241,8 @@ def model_info(model: Any, *, spec: str, source: str, tokenizer: str) -> ModelIn
         sliding_window=config_value(text, "sliding_window"),
         experts=int(experts) if experts else None,
         top_k=int(top_k) if top_k else None,
+        attn_implementation=getattr(text, "_attn_implementation", None)
+        or getattr(config, "_attn_implementation", None),
         shared_experts=shared,
         vision=_vision_info(model, config),
         dtype=dtype_name(param.dtype),
