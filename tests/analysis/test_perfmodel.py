@@ -122,3 +122,24 @@ def test_a_reference_cost_separates_the_baseline_from_the_variants_learned_path(
     target = m.find_breakeven_distribution(target_speedup=0.9)
     assert m.predict_speedup(target) == pytest.approx(0.9, rel=1e-2)
     assert m.find_breakeven_distribution(target_speedup=1.01) is None
+
+
+def test_a_model_that_misses_its_own_points_says_so():
+    """Issue 59: `fit` printed a fitted point 1,306% off beside its held-out summary, silent.
+    Time that the features cannot see (the same work, 1 ms and 14 ms) cannot be fitted."""
+    from infermeter.analysis.perfmodel import ModelCheck
+
+    feats = {"flop_count": 1e9, "bytes": 1e6, "calls": 1.0}
+    model = fit([(feats, 1.0), (feats, 14.0)], "decode")
+    rows = [
+        {"config": {"cache": c}, "run_id": c, "fitted": True, "measured_ms": m,
+         "predicted_ms": model.predict(feats),
+         "error_pct": 100 * (model.predict(feats) - m) / m}
+        for c, m in (("dynamic", 1.0), ("static", 14.0))
+    ]  # fmt: skip
+    check = ModelCheck("decode", model, rows)
+    line = check.misfit_line()
+    assert line is not None and "misses a point it was fitted on" in line
+    assert "cache=" in line and check.error_summary()["max_fitted_abs_error_pct"] > 25
+    good = ModelCheck("decode", model, [{**rows[0], "error_pct": 3.0}])
+    assert good.misfit_line() is None

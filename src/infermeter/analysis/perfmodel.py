@@ -236,6 +236,10 @@ def measured(run: RunResult) -> dict[str, float]:
     return {"prefill": s["ttft_ms"].p50, "decode": s["tpot_ms"].p50}
 
 
+#: a fitted point missed by more than this (in %) means the model's form does not fit the sweep
+MISFIT_PCT = 25.0
+
+
 def _nnls(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Non-negative least squares by an active set: drop negative coefficients and refit."""
     active = list(range(a.shape[1]))
@@ -281,13 +285,32 @@ class ModelCheck:
         return [p for p in self.points if not p["fitted"]]
 
     def error_summary(self) -> dict[str, float | None]:
-        """Median and max absolute % error on held-out points."""
+        """Median and max absolute % error on held-out points, and the worst on fitted ones."""
         errs = [abs(p["error_pct"]) for p in self.held_out]
+        fitted = [abs(p["error_pct"]) for p in self.points if p["fitted"]]
         return {
             "held_out": len(errs),
             "median_abs_error_pct": statistics.median(errs) if errs else None,
             "max_abs_error_pct": max(errs) if errs else None,
+            "max_fitted_abs_error_pct": max(fitted) if fitted else None,
         }
+
+    def misfit_line(self) -> str | None:
+        """A warning when the model misses the very points it was fitted on by over 25%.
+
+        Then its form cannot express what the sweep varied (a knob its features do not see),
+        and its held-out errors say little: `fit` had printed a fitted point 1,306% off
+        beside a held-out summary, without a word (issue 59).
+        """
+        worst = max((p for p in self.points if p["fitted"]), key=lambda p: abs(p["error_pct"]))
+        if abs(worst["error_pct"]) <= MISFIT_PCT:
+            return None
+        at = ", ".join(f"{k}={v}" for k, v in (worst["config"] or {}).items())
+        return (
+            f"the {self.phase} model misses a point it was fitted on by {worst['error_pct']:+.0f}%"
+            f" ({at}): its features cannot express what this sweep varies, so its held-out "
+            "errors say little"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON."""

@@ -90,3 +90,6 @@ def _print_check(console: Console, chk: Any, knobs: list[str]) -> None:
         f"{s['max_abs_error_pct']:.1f}% ({s['held_out']} points)",
         markup=False,
     )
+    misfit = chk.misfit_line()
+    if misfit:
+        console.print(f"⚠ {misfit}", style="yellow", markup=False)
