@@ -62,3 +62,31 @@ def test_the_modes_say_what_they_cost():
     text = " ".join(out.replace("│", " ").split())  # the help panel wraps lines in a box
     for mode in ("standard", "deep"):
         assert MODE_COST[mode].split(" (")[0].replace(",", "") in text.replace(",", ""), mode
+
+
+def test_runs_list_at_80_columns_hides_no_model_mode_or_knob():
+    """Issue 59: `runs list` cut the model cell with an ellipsis at 80 columns
+    ("tiny-qwen3-moe…"), hiding the model's name, its mode and every knob."""
+    from rich.console import Console
+
+    from infermeter.cli.render import runs_table
+
+    rows = [
+        {"id": f"{i:012x}", "created": "2026-11-29T02:18:00", "status": "finished",
+         "model": model, "mode": mode, "knobs": knobs, "label": None, "samples": 2,
+         "ttft_ms": 336.03, "tpot_ms": 10.87, "tokens_per_s": 10.9}
+        for i, (model, mode, knobs) in enumerate([
+            ("tiny-qwen3-moe", "deep", {"prompt_tokens": 2048, "new_tokens": 4}),
+            ("HuggingFaceTB/SmolLM2-135M", "standard", {"top_k": 2}),
+            ("tiny-llama", "minimal", {}),
+        ])
+    ]  # fmt: skip
+    console = Console(width=80, record=True)
+    console.print(runs_table(rows, width=80))
+    shown = console.export_text()
+    assert "…" not in shown and max(len(line) for line in shown.splitlines()) <= 80
+    flat = " ".join(shown.split())
+    for needle in ("tiny-qwen3-moe", "deep, prompt_tokens=2048", "new_tokens=4",
+                   "standard, top_k=2", "tiny-llama (minimal)"):  # fmt: skip
+        assert needle in flat, (needle, shown)
+    assert "SmolLM2-135M" in shown.replace("\n", "").replace(" ", "")

@@ -277,7 +277,9 @@ def runs_table(rows: list[dict[str, Any]], width: int = 80) -> Table:
     """`infermeter runs list`, fitting `width` columns (80 by default).
 
     Ids and numbers never wrap; the model cell (model, then mode and knobs) takes what is left
-    and is cut with an ellipsis (`runs show` and `--json` have everything).
+    there: when it does not fit, the model's name keeps its line and the mode and knobs wrap
+    below it. Cut as one line at 80 columns it hid the model's own name ("tiny-qwen3-moe…")
+    and every mode and knob (issue 59).
     """
     table = Table(
         title=f"{fmt.plural(len(rows), 'run')}: model (mode, knobs); medians over measured samples",
@@ -296,24 +298,46 @@ def runs_table(rows: list[dict[str, Any]], width: int = 80) -> Table:
                 r["id"],
                 str(r["created"])[5:16].replace("T", " "),  # MM-DD HH:MM (UTC)
                 r["status"],
-                f"{r['model']} ({what})" if what else str(r["model"]),
+                (str(r["model"]), what),
                 str(r["samples"]),
                 fmt.fixed(r["ttft_ms"]),
                 fmt.fixed(r["tpot_ms"]),
                 fmt.fixed(r["tokens_per_s"], 1),
             ]
         )
-    heads = ("id", "created", "status", "model", "n", "TTFT ms", "TPOT ms", "tok/s")
-    widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, h in enumerate(heads)]
+    heads = ["id", "created", "status", "model", "n", "TTFT ms", "TPOT ms", "tok/s"]
+    widths = [max([len(h)] + [len(_flat(c[i])) for c in cells]) for i, h in enumerate(heads)]
     room = width - sum(w for i, w in enumerate(widths) if i != 3) - 2 * (len(heads) - 1)
+    if any(len(_flat(c[3])) > room for c in cells):  # narrow: the model's words before the date
+        heads.pop(1)
+        cells = [c[:1] + c[2:] for c in cells]
+        room += widths[1] + 2
+        table.caption = "created: in a wider terminal, `runs show` or --json"
     for i, head in enumerate(heads):
-        if i == 3:
-            table.add_column(head, overflow="ellipsis", no_wrap=True, max_width=max(8, room))
+        if head == "model":
+            table.add_column(head, overflow="fold", max_width=max(8, room))
         else:
-            table.add_column(head, no_wrap=True, justify="right" if i > 3 else "left")
+            table.add_column(head, no_wrap=True, justify="right" if i >= 3 else "left")
+    at = heads.index("model")
     for c in cells:
-        table.add_row(*c)
+        model, what = c[at]
+        table.add_row(*c[:at], _model_cell(model, what, max(8, room)), *c[at + 1 :])
     return table
+
+
+def _flat(cell: Any) -> str:
+    """A cell's one-line text (the model cell is (model, mode and knobs))."""
+    if isinstance(cell, tuple):
+        return f"{cell[0]} ({cell[1]})" if cell[1] else cell[0]
+    return str(cell)
+
+
+def _model_cell(model: str, what: str, room: int) -> Text:
+    """`model (what)` on one line when it fits; else the model, and `what` wrapped below it."""
+    one = f"{model} ({what})" if what else model
+    if len(one) <= room:
+        return Text(one)
+    return Text.assemble(model, "\n", (what, "dim"))
 
 
 def models_table(rows: list[dict[str, Any]]) -> Table:
