@@ -170,8 +170,8 @@ def test_bad_stacks_and_rates_are_one_line_errors(tmp_path):
     assert_one_line_error(r, "no fp8 peak", "int8-w8a8")
     r = runner.invoke(app, ["predict", "--hardware", "t4", "--dtype", "fp8-w8a8", *db])
     assert_one_line_error(r, "no fp8 peak")  # Turing has int8 tensor cores, no fp8
-    r = runner.invoke(app, ["predict", "--hardware", "m2-max", "--dtype", "fp8", *db])
-    assert_one_line_error(r, "no bfloat16 peak")  # weight-only fp8 dequantises to bf16
+    r = runner.invoke(app, ["predict", "--hardware", "m2-max", "--dtype", "int8-w8a8", *db])
+    assert_one_line_error(r, "no int8 peak")  # Apple's GPUs list no 8-bit rate
     r = runner.invoke(app, ["predict", "--hardware", "cpu-this", "--stack", "vllm", *db])
     assert r.exit_code == 2 and "Traceback" not in r.output
     # every 8-bit scheme with a rate on the H100 runs there
@@ -512,3 +512,44 @@ def test_eager_attention_holds_its_whole_score_matrix_in_memory(tmp_path):
     scores = 16 * 16384**2 * (2 + 4)
     assert acts["bloom"] - acts["llama"] == pytest.approx(scores, rel=0.02)
     assert acts["llama"] < 1e9 and acts["mamba"] < 1e9
+
+
+def test_gguf_block_formats_read_their_stored_bytes(qwen7b):
+    """Issue 55, item 3: llama.cpp's Q4_0 and Q8_0 as dtypes, at the bytes their blocks hold
+    (a float16 scale per 32 weights: 4.5 and 8.5 bits), not int4's or int8's."""
+    f16 = _row(qwen7b, "rtx-4090", "llama.cpp", "float16")
+    for name, bits in (("q4_0", 4.5), ("q8_0", 8.5), ("q4_k_m", 4.84)):
+        assert PRECISIONS[name].weight_bytes == pytest.approx(bits / 8)
+        row = _row(qwen7b, "rtx-4090", "llama.cpp", name)
+        ratio = row["memory"]["weights_bytes"] / f16["memory"]["weights_bytes"]
+        assert ratio == pytest.approx(bits / 16, rel=0.01)
+        assert row["tpot_ms"] < f16["tpot_ms"]
+
+
+def test_apple_gpus_are_predicted_in_float16_at_their_float32_rate(qwen7b):
+    """Issue 55: `--hardware m1-max --dtype float16` was refused ("no float16 peak")."""
+    for key in ("m1", "m1-max", "m2", "m2-max", "m2-ultra"):
+        c = spec_by_key(key)
+        assert c.peak("float16") == c.peak("float32") and "GFLOPS F16 = F32" in c.source
+    row = _row(qwen7b, "m2-ultra", "llama.cpp", "float16")
+    assert row["tpot_ms"] > 0
+
+
+def test_a_stack_fitted_per_memory_class_uses_the_devices_class():
+    """A stack with bandwidth efficiencies per memory class takes its device's class (and not
+    the sustained-bandwidth scaling, which the fitted share already holds); a device of a
+    class it was not fitted on keeps the stack's one share."""
+    from dataclasses import replace
+
+    from infermeter.measure.ceilings import memory_class
+
+    kinds = [memory_class(spec_by_key(k).details["memory_type"]) for k in ("h100-sxm", "t4", "m2")]
+    assert kinds == ["hbm", "gddr", "unified"]
+    per = replace(STACKS["llama.cpp"], bandwidth_by_memory=(("hbm", 0.5), ("gddr", 0.8)))
+    hbm = device_model(spec_by_key("a100-80gb"), "float16", per)
+    gddr = device_model(spec_by_key("t4"), "float16", per)
+    apple = device_model(spec_by_key("m2-max"), "float16", per)
+    assert hbm.bandwidth_efficiency == 0.5 and gddr.bandwidth_efficiency == 0.8
+    assert "sustained bandwidth" not in [s.name for s in gddr.steps]  # the T4's 68.8% is in it
+    assert apple.bandwidth_efficiency == per.bandwidth_efficiency
+    assert any("bandwidth on GDDR" in k for k in gddr.sources)

@@ -75,6 +75,13 @@ PRECISIONS: dict[str, Precision] = {
             )
             for name, group in (("int4", 128), ("int4-g64", 64), ("int4-g32", 32))
         ),
+        # llama.cpp's GGUF block formats: per 32 weights a float16 scale (Q4_0: 16 bytes of
+        # 4-bit values + 2 = 18 bytes; Q8_0: 32 + 2 = 34); Q4_K_M mixes Q4_K and Q6_K tensors,
+        # 4.84 bits a weight over Llama-2-7B (llama.cpp's own size table: 3.80 GiB for
+        # 6.74 B); the GEMMs of a prefill counted at the 16-bit rate (an approximation)
+        Precision("q4_0", 18 / 32, 2, "float16", "GGUF Q4_0 weights (4.5 bits each)"),
+        Precision("q8_0", 34 / 32, 2, "float16", "GGUF Q8_0 weights (8.5 bits each)"),
+        Precision("q4_k_m", 4.84 / 8, 2, "float16", "GGUF Q4_K_M weights (about 4.84 bits each)"),
         Precision(
             "int8-w8a8",
             1,

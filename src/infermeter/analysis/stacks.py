@@ -62,6 +62,10 @@ class Stack:
     #: float16 GEMMs accumulate in float16 (full rate on GeForce chips, which halve the rate
     #: with float32 accumulation; the same rate elsewhere)
     fp16_accumulate: bool = False
+    #: bandwidth efficiency per memory class ("hbm", "gddr", "unified"), where a stack's
+    #: figures show it differs by memory; it replaces `bandwidth_efficiency` (and the
+    #: sustained-bandwidth scaling, which it already holds) on a device of that class
+    bandwidth_by_memory: tuple[tuple[str, float], ...] = ()
     sources: dict[str, str] = field(default_factory=dict)
 
     def summary(self) -> str:

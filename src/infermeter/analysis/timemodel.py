@@ -225,8 +225,10 @@ def device_model(ceilings: Ceilings, dtype: str, stack: Stack | str | None = Non
     # nobody measured it: the stack's published-fit constants, transformers' eager generate
     # (what `profile` runs) unless another stack is named
     s = _stack(stack or "hf")
-    dev = apply(dev, _stack_step(s))
-    for step in (_sustained_step(dev, ceilings), _host_class_step(dev, ceilings, s)):
+    by_memory = _memory_efficiency(s, ceilings)
+    dev = apply(dev, _stack_step(s, by_memory))
+    sustained = _sustained_step(dev, ceilings) if by_memory is None else None
+    for step in (sustained, _host_class_step(dev, ceilings, s)):
         if step is not None:
             dev = apply(dev, step)
     return dev
@@ -271,14 +273,38 @@ def _curves_step(ceilings: Ceilings, dtype: str) -> Step | None:
     return DeviceModel.from_curves(ceilings, curves, {"curves": note}).steps[-1]
 
 
-def _stack_step(s: Stack) -> Step:
-    """How a serving stack runs on the device: efficiencies, host costs, fusion, cache."""
+def _memory_efficiency(s: Stack, ceilings: Ceilings) -> tuple[str, float] | None:
+    """(memory class, efficiency) where `s` was fitted per class and the device's is known."""
+    from infermeter.measure.ceilings import MEMORY_TYPE_KEY, memory_class
+
+    cls = memory_class(ceilings.details.get(MEMORY_TYPE_KEY))
+    fitted = dict(s.bandwidth_by_memory)
+    return (cls, fitted[cls]) if cls in fitted else None
+
+
+def _stack_step(s: Stack, by_memory: tuple[str, float] | None = None) -> Step:
+    """How a serving stack runs on the device: efficiencies, host costs, fusion, cache.
+
+    `by_memory`: the stack's bandwidth efficiency fitted for this device's memory class.
+    """
+    memory_note: tuple[tuple[str, str], ...] = ()
+    if by_memory is not None:
+        memory_note = (
+            (
+                f"{s.key} bandwidth on {by_memory[0].upper()}",
+                f"{by_memory[1]:.3g} of the datasheet bandwidth, fitted per memory class "
+                "(it replaces the stack's one share and the sustained-bandwidth scaling)",
+            ),
+        )
     return Step(
         "stack",
         (
             ("stack", s.key),
             ("compute_efficiency", s.compute_efficiency),
-            ("bandwidth_efficiency", s.bandwidth_efficiency),
+            (
+                "bandwidth_efficiency",
+                s.bandwidth_efficiency if by_memory is None else by_memory[1],
+            ),
             ("attention_efficiency", s.attention_efficiency),
             ("op_seconds", s.op_seconds),
             ("generate_first_seconds", s.first_seconds),
@@ -290,7 +316,11 @@ def _stack_step(s: Stack) -> Step:
             ("eager_attention_efficiency", s.eager_attention_efficiency),
             ("device_op_seconds", s.device_op_seconds),
         ),
-        (("stack", s.summary()), *((f"{s.key} {k}", v) for k, v in s.sources.items())),
+        (
+            ("stack", s.summary()),
+            *((f"{s.key} {k}", v) for k, v in s.sources.items()),
+            *memory_note,
+        ),
     )
 
 

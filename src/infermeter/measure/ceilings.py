@@ -38,6 +38,8 @@ class Ceilings:
         """FLOP/s for `dtype` (float16 and bfloat16 share tensor cores where one is missing)."""
         if dtype in self.flop_per_s:
             return self.flop_per_s[dtype]
+        if dtype in self.details.get("no_twin_rate", ()):
+            return None  # its datasheet gives no rate for it, and none is assumed
         twin = {"bfloat16": "float16", "float16": "bfloat16"}.get(dtype)
         return self.flop_per_s.get(twin) if twin else None
 
@@ -85,6 +87,12 @@ _LUO_2024 = (
 #: non-tensor-core FP32 rate; bfloat16/float16 dense tensor-core rates with FP32 accumulation;
 #: fp8 (FP32 accumulation) and int8 the dense 8-bit tensor rates of the same datasheets (half
 #: the "with sparsity" figure), only where the chip has them (no fp8 before Ada and Hopper).
+#: Apple's M1 and M2 GPUs have no double-rate half precision: float16 runs at the float32 rate
+_APPLE_F16 = (
+    "; float16 at the float32 rate (philipturner/metal-benchmarks: GFLOPS F16 = F32 on M1 to M2"
+    " Ultra)"
+)
+
 SPECS: list[tuple[str, str, Ceilings]] = [
     (
         "h100-sxm",
@@ -322,9 +330,9 @@ SPECS: list[tuple[str, str, Ceilings]] = [
         r"Apple M1 Max",
         Ceilings(
             "Apple M1 Max (GPU)",
-            {"float32": 10.4 * T},
+            {"float32": 10.4 * T, "float16": 10.4 * T},
             400 * G,
-            "Apple press release 2021; 64 GB, the largest unified memory offered",
+            "Apple press release 2021; 64 GB, the largest unified memory offered" + _APPLE_F16,
             memory_bytes=64 * GIB,
         ),
     ),
@@ -333,9 +341,9 @@ SPECS: list[tuple[str, str, Ceilings]] = [
         r"Apple M1",
         Ceilings(
             "Apple M1 (GPU)",
-            {"float32": 2.6 * T},
+            {"float32": 2.6 * T, "float16": 2.6 * T},
             68.25 * G,
-            "Apple M1 press release; 16 GB unified memory",
+            "Apple M1 press release; 16 GB unified memory" + _APPLE_F16,
             memory_bytes=16 * GIB,
         ),
     ),
@@ -344,9 +352,9 @@ SPECS: list[tuple[str, str, Ceilings]] = [
         r"Apple M2 Ultra",
         Ceilings(
             "Apple M2 Ultra (GPU)",
-            {"float32": 27.2 * T},
+            {"float32": 27.2 * T, "float16": 27.2 * T},
             800 * G,
-            "Apple press release; 192 GB unified memory",
+            "Apple press release; 192 GB unified memory" + _APPLE_F16,
             memory_bytes=192 * GIB,
         ),
     ),
@@ -355,9 +363,10 @@ SPECS: list[tuple[str, str, Ceilings]] = [
         r"Apple M2 Max",
         Ceilings(
             "Apple M2 Max (GPU)",
-            {"float32": 13.6 * T},
+            {"float32": 13.6 * T, "float16": 13.6 * T},
             400 * G,
-            "Apple press release 2023 (38-core GPU); 96 GB, the largest unified memory offered",
+            "Apple press release 2023 (38-core GPU); 96 GB, the largest unified memory offered"
+            + _APPLE_F16,
             memory_bytes=96 * GIB,
         ),
     ),
@@ -366,9 +375,9 @@ SPECS: list[tuple[str, str, Ceilings]] = [
         r"Apple M2",
         Ceilings(
             "Apple M2 (GPU)",
-            {"float32": 3.6 * T},
+            {"float32": 3.6 * T, "float16": 3.6 * T},
             100 * G,
-            "Apple M2 press release; 24 GB, the largest unified memory offered",
+            "Apple M2 press release; 24 GB, the largest unified memory offered" + _APPLE_F16,
             memory_bytes=24 * GIB,
         ),
     ),
@@ -381,6 +390,48 @@ LOCAL_HARDWARE = "cpu-this"
 def hardware_keys() -> list[str]:
     """Every --hardware value: the spec table's keys, then the calibrated local machine."""
     return [key for key, _, _ in SPECS] + [LOCAL_HARDWARE]
+
+
+#: `details` key: the memory technology of a spec row (each datasheet names it); the time
+#: model reads its class (`memory_class`) where a stack's bandwidth efficiency was fitted per
+#: class (llama.cpp reaches about the same absolute bandwidth on GDDR and HBM cards, so one
+#: share of the datasheet was 17-24% slow on the first and 21-39% fast on the second)
+MEMORY_TYPE_KEY = "memory_type"
+MEMORY_TYPES = {
+    "h100-sxm": "HBM3",
+    "h100-pcie": "HBM2e",
+    "h200": "HBM3e",
+    "a100-80gb-pcie": "HBM2e",
+    "a100-80gb": "HBM2e",
+    "a100-40gb": "HBM2",
+    "l40s": "GDDR6",
+    "l4": "GDDR6",
+    "a10": "GDDR6",
+    "t4": "GDDR6",
+    "rtx-4090": "GDDR6X",
+    "rtx-a6000": "GDDR6",
+    "m1-max": "LPDDR5",
+    "m1": "LPDDR4X",
+    "m2-ultra": "LPDDR5",
+    "m2-max": "LPDDR5",
+    "m2": "LPDDR5",
+}
+for _key, _, _row in SPECS:
+    _row.details.setdefault(MEMORY_TYPE_KEY, MEMORY_TYPES[_key])
+    if _key.startswith("m"):  # Apple: float16 is given; no bfloat16 rate is published
+        _row.details.setdefault("no_twin_rate", ("bfloat16",))
+
+
+def memory_class(memory_type: str | None) -> str | None:
+    """The class of a memory technology: hbm, gddr or unified (Apple's LPDDR); None if unknown."""
+    t = (memory_type or "").upper()
+    if t.startswith("HBM"):
+        return "hbm"
+    if t.startswith("GDDR"):
+        return "gddr"
+    if t.startswith("LPDDR"):
+        return "unified"
+    return None
 
 
 def spec_by_key(key: str) -> Ceilings | None:
