@@ -334,10 +334,50 @@ def write_intervals(rows: list[dict[str, Any]]) -> None:
     print(f"wrote {CALIBRATION}")
 
 
+def fit_memory(entries: list[dict[str, Any]], key: str) -> dict[str, float]:
+    """Per memory class, the bandwidth efficiency that meets `key`'s decode fit figures.
+
+    Each fit entry of the stack measured as decode tokens/s (a bandwidth-bound step) gets the
+    efficiency that makes its prediction equal its figure (bisection, the stack's other
+    constants as they are); a class's value is the median of its entries'. Held-out entries
+    are never read here.
+    """
+    from infermeter.measure.ceilings import MEMORY_TYPE_KEY, memory_class
+
+    found: dict[str, list[float]] = {}
+    for e in entries:
+        if e["stack"] != key or e["split"] != "fit" or e["metric"] != "decode_tok_s_per_seq":
+            continue
+        ceilings = spec_by_key(e["hardware"])
+        cls = memory_class(ceilings.details.get(MEMORY_TYPE_KEY)) if ceilings else None
+        if cls is None:
+            continue
+        meas = measured_seconds(e)
+        lo, hi = 0.05, 1.0
+        for _ in range(40):
+            mid = (lo + hi) / 2
+            stack = replace(STACKS[key], bandwidth_by_memory=((cls, mid),))
+            if predicted(e, stack)[0] > meas:
+                lo = mid  # too slow: more efficiency
+            else:
+                hi = mid
+        print(f"  {e['id']:48} {cls:5} {e['hardware']:12} efficiency {lo:.3f}")
+        found.setdefault(cls, []).append(lo)
+    out = {cls: statistics.median(v) for cls, v in found.items()}
+    for cls, v in sorted(out.items()):
+        print(f"{key} on {cls}: {v:.3f} (median of {len(found[cls])} fit figures)")
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fit", action="store_true", help="grid-search constants on fit sources")
     ap.add_argument("--json", type=Path, help="write every row here")
+    ap.add_argument(
+        "--fit-memory",
+        metavar="STACK",
+        help="the stack's bandwidth efficiency per memory class from its fit figures",
+    )
     ap.add_argument(
         "--write-intervals",
         action="store_true",
@@ -347,6 +387,9 @@ def main() -> int:
     entries = json.loads((HERE / "measurements.json").read_text())
     if args.fit:
         fit(entries)
+        return 0
+    if args.fit_memory:
+        fit_memory(entries, args.fit_memory)
         return 0
     rows = evaluate(entries, STACKS)
     print(

@@ -312,8 +312,18 @@ STACKS: dict[str, Stack] = {
             ops_per_block=14,
             graphs=True,
             fp16_accumulate=True,
+            bandwidth_by_memory=(("gddr", 0.774),),
             sources={
                 "step_seconds, first_seconds, bandwidth_efficiency": _POOLED,
+                "bandwidth_by_memory": (
+                    "GDDR 0.774 of the datasheet bandwidth: the median of three F16 tg128 "
+                    "figures of llama.cpp PR #3816 (RTX 3090 Ti 55.83 tok/s, RTX A6000 44.84 "
+                    "and 45.20; benchmarks/predict_published.py --fit-memory llama.cpp). No "
+                    "fit figure on HBM: its cards keep the pooled share (the Q4_0 scoreboard of "
+                    "discussion #15013 shows HBM cards at 37-64% of their datasheet, GDDR ones "
+                    "about 67%, but a Q4_0 kernel streams slower than F16's and no per-format "
+                    "factor is fitted)"
+                ),
                 "fp16_accumulate": (
                     "ggml-cuda.cu ggml_cuda_op_mul_mat_cublas: F16 weights are multiplied with "
                     "cublasGemmEx(..., CUBLAS_COMPUTE_16F) unless a graph asks for F32 precision"

@@ -307,6 +307,22 @@ SPECS: list[tuple[str, str, Ceilings]] = [
         ),
     ),
     (
+        "rtx-3090-ti",
+        r"3090 Ti",
+        Ceilings(
+            "NVIDIA GeForce RTX 3090 Ti",
+            {"float32": 40 * T, "bfloat16": 80 * T, "float16": 80 * T},
+            1008 * G,
+            "NVIDIA's RTX 3090 Ti launch figures (CES 2022: 40 shader TFLOPS, 320 tensor "
+            "TFLOPS with sparsity and FP16 accumulation, 24 GB GDDR6X at 1,008 GB/s); dense "
+            "tensor rates half of that, halved again with FP32 accumulation on GeForce GA102 "
+            "(NVIDIA Ampere GA102 whitepaper)",
+            details={"float16_fp16_accumulate_flop_per_s": 160 * T, HOST_CLASS_KEY: "desktop"},
+            memory_bytes=24 * GIB,
+            interconnect_bytes_per_s=PCIE4,
+        ),
+    ),
+    (
         "rtx-a6000",
         r"RTX A6000",
         Ceilings(
@@ -409,6 +425,7 @@ MEMORY_TYPES = {
     "a10": "GDDR6",
     "t4": "GDDR6",
     "rtx-4090": "GDDR6X",
+    "rtx-3090-ti": "GDDR6X",
     "rtx-a6000": "GDDR6",
     "m1-max": "LPDDR5",
     "m1": "LPDDR4X",
