@@ -113,17 +113,24 @@ class StepCost:
         #: one packed, masked attention call per layer (transformers on a CPU)
         self.packed = dev.kind == "cpu"
         self.layers = shape.layers or (len(shape.census.layers) if shape.census else 0)
-        self._linear: dict[tuple[int, int, bool], tuple[float, float]] = {}
+        self._linear: dict[tuple[int, int, bool], tuple[float, float, float]] = {}
 
-    def _forward(self, tokens: int, requests: int, prefill: bool) -> tuple[float, float]:
-        """(device work, host) seconds of the linear part, memoised: steps repeat shapes."""
+    def _forward(self, tokens: int, requests: int, prefill: bool) -> tuple[float, float, float]:
+        """(device work, host launches, the step's own serial time) of the linear part.
+
+        Memoised: steps repeat shapes. The serial time (generate's or the engine's scheduler
+        step, `generate_s`) is kept apart: `predict` adds it after host and device overlap,
+        and so must a step here (issue 55: `load predict` hid it under the device work and
+        said 2.5 ms where `predict` said 3.6 for the same request on a T4).
+        """
         key = (tokens, requests, prefill)
         if key not in self._linear:
             w = Work(1, max(tokens, 1), 0, max(requests, 1), self.dtype_bytes, self.top_k)
             t = forward_time(
                 self.shape, self.dev, w, "prefill" if prefill else "decode", self.op_counts
             )
-            self._linear[key] = (t.gemm_s + t.elementwise_s + t.comm_s, t.overhead_s + t.generate_s)
+            work = t.gemm_s + t.elementwise_s + t.comm_s
+            self._linear[key] = (work, t.overhead_s, t.generate_s)
         return self._linear[key]
 
     def _attention(self, s: StepLoad) -> float:
@@ -174,28 +181,34 @@ class StepCost:
 
     def parts(self, s: StepLoad) -> dict[str, float]:
         """Unscaled seconds by part (`requests` is the count: its factor is seconds each)."""
-        work, host = self._forward(s.tokens, s.requests, s.prefill_tokens > 0)
+        work, launches, serial = self._forward(s.tokens, s.requests, s.prefill_tokens > 0)
         return {
             "linear": work,
             "attention": self._attention(s),
             "kv_copy": self._kv_copy(s),
-            "host": host,
+            "host": launches + serial,
             "requests": float(s.requests),
             "after_idle": float(s.after_idle),
         }
 
     def seconds(self, s: StepLoad) -> float:
-        """The step's seconds from its start to the next step's (the scheduler's time included)."""
+        """The step's seconds from its start to the next step's (the scheduler's time included).
+
+        Combined as `predict` combines a forward (`ForwardTime.combine`): host launches and
+        device work overlap on a GPU, the step's serial time adds after them.
+        """
         p = self.parts(s)
         f = self.factors
+        _, _, serial = self._forward(s.tokens, s.requests, s.prefill_tokens > 0)
         work = f.linear * p["linear"] + f.attention * p["attention"] + f.kv_copy * p["kv_copy"]
-        host = f.host * p["host"] + f.requests * p["requests"] + f.after_idle * p["after_idle"]
+        launches = f.host * (p["host"] - serial)
+        host = launches + f.requests * p["requests"] + f.after_idle * p["after_idle"]
         overlap = (
             0.0
             if self.dev.kind == "cpu"
             else (1.0 if self.dev.overlap is None else self.dev.overlap)
         )
-        return work + host - overlap * min(work, host) + f.between_s
+        return work + host - overlap * min(work, host) + f.host * serial + f.between_s
 
 
 def step_load_of_row(row: dict[str, Any], after_idle: bool = False) -> StepLoad | None:
