@@ -137,3 +137,30 @@ def test_compare_predicts_every_pair_of_a_sweep_from_one_model(tiny_moe):
                 )
         for a, b in ((1, 2), (2, 4), (4, 8), (1, 8)):  # more experts per token: more work
             assert pred[a, b]["prefill"] < 1 and pred[b, a]["prefill"] > 1
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(sorted(SHAPES)),
+    st.booleans(),
+    st.floats(1e10, 1e15),
+    st.floats(1e9, 5e12),
+    st.floats(0.02, 20.0),
+    st.floats(0.02, 20.0),
+    st.integers(1, 2048),
+    st.integers(1, 64),
+    st.integers(0, 8192),
+)
+def test_no_load_step_is_below_its_roofline_floor(
+    name, gpu, peak, bandwidth, linear, attention, tokens, requests, keys
+):
+    """Issue 55, item 8: `load predict`'s steps, like `predict`'s forwards, never fall below
+    their own roofline floor, whatever factors were learnt from stored loads."""
+    from infermeter.analysis.stepcost import StepCost, StepFactors, StepLoad
+
+    dev = DeviceModel("generated", "gpu" if gpu else "cpu", peak, bandwidth)
+    factors = StepFactors(linear=linear, attention=attention, kv_copy=linear, host=attention)
+    cost = StepCost(SHAPES[name], dev, 2, factors=factors)
+    requests = min(requests, tokens)
+    load = StepLoad(tokens, tokens + keys, requests, tokens - requests)
+    assert cost.seconds(load) >= cost.bound(load) > 0

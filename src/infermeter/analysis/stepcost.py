@@ -114,6 +114,7 @@ class StepCost:
         self.packed = dev.kind == "cpu"
         self.layers = shape.layers or (len(shape.census.layers) if shape.census else 0)
         self._linear: dict[tuple[int, int, bool], tuple[float, float, float]] = {}
+        self._bound: dict[tuple[int, int, bool], float] = {}
 
     def _forward(self, tokens: int, requests: int, prefill: bool) -> tuple[float, float, float]:
         """(device work, host launches, the step's own serial time) of the linear part.
@@ -131,7 +132,14 @@ class StepCost:
             )
             work = t.gemm_s + t.elementwise_s + t.comm_s
             self._linear[key] = (work, t.overhead_s, t.generate_s)
+            self._bound[key] = max(t.compute_bound_s or 0.0, t.memory_bound_s or 0.0)
         return self._linear[key]
+
+    def bound(self, s: StepLoad) -> float:
+        """The step's roofline floor: its weights and GEMMs at the device's peaks (no factor)."""
+        key = (s.tokens, s.requests, s.prefill_tokens > 0)
+        self._forward(*key)
+        return self._bound[key]
 
     def _attention(self, s: StepLoad) -> float:
         shape, dev = self.shape, self.dev
@@ -195,7 +203,9 @@ class StepCost:
         """The step's seconds from its start to the next step's (the scheduler's time included).
 
         Combined as `predict` combines a forward (`ForwardTime.combine`): host launches and
-        device work overlap on a GPU, the step's serial time adds after them.
+        device work overlap on a GPU, the step's serial time adds after them. Never below the
+        step's roofline floor (`bound`), whatever factors were learnt: `predict` holds its
+        forwards to the same floor (`predict.at_least_bounds`).
         """
         p = self.parts(s)
         f = self.factors
@@ -208,7 +218,8 @@ class StepCost:
             if self.dev.kind == "cpu"
             else (1.0 if self.dev.overlap is None else self.dev.overlap)
         )
-        return work + host - overlap * min(work, host) + f.host * serial + f.between_s
+        step = work + host - overlap * min(work, host) + f.host * serial + f.between_s
+        return max(step, self.bound(s))
 
 
 def step_load_of_row(row: dict[str, Any], after_idle: bool = False) -> StepLoad | None:
