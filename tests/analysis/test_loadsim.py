@@ -250,3 +250,26 @@ def test_predict_and_load_predict_give_one_answer(tmp_path, hardware, stack, pro
     point = load["points"][0]
     assert point["ttft_ms_p50"] == pytest.approx(row["ttft_ms"], rel=0.01)
     assert point["tpot_ms_p50"] == pytest.approx(row["tpot_ms"], rel=0.01)
+    # and the same 90% interval: one request at a time is what the published rows are
+    for key in ("ttft_ms", "tpot_ms"):
+        low, high = point[f"{key}_p50_interval"]
+        assert (low, high) == pytest.approx(row[f"{key}_interval"], rel=0.01)
+        assert low < point[f"{key}_p50"] < high
+    assert point["interval"]["widened"] == row["interval"]["widened"]
+
+
+def test_a_queued_load_prediction_widens_its_interval_and_says_why(tmp_path):
+    """Issue 55: `load predict` printed bare numbers. Requests that share steps or wait are
+    beyond the published rows (single batches): the band widens, and the answer says so."""
+    from infermeter.experiments.load_whatif import QUEUEING_REASON, predict_load
+    from infermeter.serving.plan import LoadAsk, plan_load
+    from infermeter.store import Store
+
+    plan = plan_load(LoadAsk(model="smollm2-135m", rate="400", requests=16, predict=True))
+    doc = predict_load("smollm2-135m", "h100-sxm", plan.spec, [400.0], Store(tmp_path / "p.db"))
+    point = doc["points"][0]
+    assert point["batch_requests_mean"] > 1 and QUEUEING_REASON in doc["out_of_scope"]
+    assert QUEUEING_REASON in point["interval"]["widened"]
+    for key in ("ttft_ms_p50", "tpot_ms_p50", "e2e_ms_p99"):
+        low, high = point[f"{key}_interval"]
+        assert low < point[key] < high

@@ -52,6 +52,16 @@ def _ms(v: float | None) -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4g}"
 
 
+def _with(point: dict[str, Any], key: str) -> str:
+    """A predicted latency and its 90% interval, `12.3 (10.1-14.9)` (the header says 90%)."""
+    from infermeter.analysis.intervals import interval_text
+
+    value = point.get(key)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return interval_text(value, point.get(f"{key}_interval"), level=False)
+
+
 def _print(doc: dict[str, Any], files: list[Path], where: str) -> None:
     console = Console(soft_wrap=True, width=max(Console().width, 150))
     w = doc["workload"]
@@ -63,11 +73,11 @@ def _print(doc: dict[str, Any], files: list[Path], where: str) -> None:
     cols = (
         "rate/s",
         "throughput/s",
-        "TTFT p50",
+        "TTFT p50 (90%)",
         "TTFT p99",
-        "TPOT p50",
+        "TPOT p50 (90%)",
         "TPOT p99",
-        "e2e p50",
+        "e2e p50 (90%)",
         "e2e p99",
         "goodput/s",
         "batch",
@@ -78,11 +88,11 @@ def _print(doc: dict[str, Any], files: list[Path], where: str) -> None:
         t.add_row(
             p["offered"] if math.isfinite(p["rate"]) else "closed loop",
             fmt.fixed(p["throughput_rps"]),
-            _ms(p["ttft_ms_p50"]),
+            _with(p, "ttft_ms_p50"),
             _ms(p["ttft_ms_p99"]),
-            _ms(p["tpot_ms_p50"]),
+            _with(p, "tpot_ms_p50"),
             _ms(p["tpot_ms_p99"]),
-            _ms(p["e2e_ms_p50"]),
+            _with(p, "e2e_ms_p50"),
             _ms(p["e2e_ms_p99"]),
             fmt.fixed(p["goodput_rps"]),
             fmt.fixed(p["batch_requests_mean"]),
@@ -111,6 +121,14 @@ def _print(doc: dict[str, Any], files: list[Path], where: str) -> None:
         )
     if doc.get("capacity"):
         say.append("predicted " + doc["capacity"]["answer"])
+    band = (doc["points"][0].get("interval") if doc["points"] else None) or {}
+    if band:
+        say.append(
+            f"intervals (90%): from {band['rows']} held-out errors of {band['sources']} "
+            f"published sources ({band['group']}), split conformal"
+        )
+    if doc.get("out_of_scope"):
+        say.append("each interval is widened (x1.5 a reason): " + "; ".join(doc["out_of_scope"]))
     say += doc["notes"]
     say += [f"approximate: {a}" for a in doc["approximate"]]
     say.append(f"stored as prediction {doc['id']} in {where}")

@@ -188,6 +188,7 @@ def predict_load(
         )
         points.append(point)
         notes += [f"{rate:g} req/s: {n}" for n in sim.notes]
+    scope = _load_intervals(points, stack, hardware, dtype, getattr(text, "model_type", None), spec)
     found = None
     if capacity is not None and spec.slos:
         found = _capacity(spec, capacity, tokenizer, limit, cost, limits)
@@ -236,8 +237,61 @@ def predict_load(
             "capacity": found,
             "notes": notes,
             "approximate": approximate,
+            "out_of_scope": scope,
         }
     )
+
+
+#: a point's figures that get an interval (latencies: a time's multipliers)
+INTERVAL_KEYS = (
+    "ttft_ms_p50",
+    "ttft_ms_p99",
+    "tpot_ms_p50",
+    "tpot_ms_p99",
+    "e2e_ms_p50",
+    "e2e_ms_p99",
+)
+QUEUEING_REASON = (
+    "requests share steps or wait: the published rows are one batch each, not a simulated queue"
+)
+
+
+def _load_intervals(
+    points: list[dict[str, Any]],
+    stack: str,
+    hardware: str,
+    dtype: str,
+    model_type: str | None,
+    spec: LoadSpec,
+) -> list[str]:
+    """Each point's latencies with their 90% interval, as `predict` gives its own; the reasons.
+
+    The band is the stack group's held-out errors (analysis/intervals.py), widened for each
+    way the point lies outside the published rows, and once more where requests shared steps
+    or queued (the rows are single batches): `load predict` printed bare numbers (issue 55).
+    """
+    from infermeter.analysis.intervals import band_for, out_of_scope, stack_group
+
+    said: list[str] = []
+    for p in points:
+        batch = max(1, math.ceil(p.get("batch_requests_mean") or 1))
+        reasons = out_of_scope(
+            stack,
+            hardware.strip().lower(),
+            dtype,
+            model_type,
+            batch,
+            spec.prompt_tokens.upper,
+            spec.new_tokens.upper,
+        )
+        if batch > 1 or (p.get("queue_ms_p50") or 0) > 0.5:
+            reasons.append(QUEUEING_REASON)
+        band = band_for(stack_group(stack), reasons)
+        p["interval"] = band.to_dict()
+        for key in INTERVAL_KEYS:
+            p[f"{key}_interval"] = band.of(p.get(key))
+        said += [r for r in band.widened if r not in said]
+    return said
 
 
 def _capacity(

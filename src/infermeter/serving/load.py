@@ -50,6 +50,15 @@ class Lengths:
     a: float = 64
     b: float = 0
 
+    @property
+    def upper(self) -> int:
+        """The longest length it gives but rarely: fixed a, uniform's top, normal's mean + 3 sd."""
+        if self.kind == "uniform":
+            return int(max(self.a, self.b))
+        if self.kind == "normal":
+            return int(self.a + 3 * self.b)
+        return int(self.a)
+
     @classmethod
     def parse(cls, text: str, option: str) -> Lengths:
         """`64`, `fixed:64`, `uniform:32-128` or `normal:64,16`; one line on anything else."""
