@@ -413,7 +413,8 @@ def test_a_deep_moe_run_and_a_load_run_show_every_figure_they_have(tmp_path):
         ],
     )
     assert r.exit_code == 0, r.output
-    load_id = json.loads(r.stdout)["meta"]["run_id"]
+    load_doc = json.loads(r.stdout)
+    load_id = load_doc["meta"]["run_id"]
     served = _serve(db)
     url, _ = next(served)
     try:
@@ -447,6 +448,10 @@ def test_a_deep_moe_run_and_a_load_run_show_every_figure_they_have(tmp_path):
 
             page.goto(url + f"/#/run/{load_id}")
             slo = _plot(page, "slo-chart")
+            # the throughput card: what the run delivered, not the median request's own rate
+            card = page.inner_text("[data-testid=card-tokens_per_s]")
+            delivered = load_doc["summary"]["output_tokens_per_s"]
+            assert "delivered" in card and f"{delivered:,.1f}" in card, (card, delivered)
             assert slo["traces"][0]["y"] == [100.0, 0.0, 0.0]  # ttft met, e2e missed, all met
             batch = _plot(page, "batch-requests")
             assert {t["name"] for t in batch["traces"]} >= {"running", "waiting"}

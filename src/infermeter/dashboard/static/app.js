@@ -252,6 +252,16 @@ function card(s, label, key, unit, d = 2) {
   return `<div class="card" data-testid="card-${key}"><b>${num(st.p50, d)}</b><span>${label} (${unit}), median${mark}</span><small>${ci(st, d)}</small></div>`;
 }
 
+// A load run's samples are requests: the card shows what the server delivered over the run (as
+// `runs list` and `runs show` do), not the median request's own rate (it read 101.5 tok/s
+// for a run that delivered far fewer: issue 59)
+function throughputCard(s, checks) {
+  const delivered = (((checks || {}).load || {}).summary || {}).output_tokens_per_s;
+  if (delivered == null) return card(s, "throughput", "tokens_per_s", "tok/s", 1);
+  const one = (s.tokens_per_s || {}).p50;
+  return `<div class="card" data-testid="card-tokens_per_s"><b>${num(delivered, 1)}</b><span>delivered (tok/s), all requests</span><small>one request's own: median ${num(one, 1)}</small></div>`;
+}
+
 function sloLine(slo) {
   if (!slo || !slo.slos) return "";
   const parts = Object.entries(slo.slos).map(([m, b]) => `${esc(m)} &le; ${esc(b)}: ${num(slo.attainment_pct[m], 1)}%`).join(", ");
@@ -285,7 +295,7 @@ async function runPage(id) {
     <p class="muted">${esc(m.device && m.device.name)} · mode ${esc(m.config && m.config.mode)}${knobs.length ? " · knobs " + esc(knobs.map(([k, v]) => k + "=" + v).join(", ")) : ""} · status <span class="status-${esc(m.status)}" data-testid="run-status">${esc(m.status)}</span> · ${esc(m.created)}
     · <a href="/api/runs/${esc(m.run_id)}/trace" download data-testid="trace-link">download the Perfetto trace</a>
     · <a href="#/history/${encodeURIComponent(m.model)}" data-testid="history-link">this model over time</a></p>
-    <div class="cards">${card(s, "TTFT", "ttft_ms", "ms")}${card(s, "TPOT", "tpot_ms", "ms")}${card(s, "throughput", "tokens_per_s", "tok/s", 1)}${card(s, "peak RSS", "rss_peak_mib", "MiB", 0)}${s.j_per_token && s.j_per_token.n ? card(s, "energy", "j_per_token", "J/tok", 3) : ""}</div>
+    <div class="cards">${card(s, "TTFT", "ttft_ms", "ms")}${card(s, "TPOT", "tpot_ms", "ms")}${throughputCard(s, m.checks)}${card(s, "peak RSS", "rss_peak_mib", "MiB", 0)}${s.j_per_token && s.j_per_token.n ? card(s, "energy", "j_per_token", "J/tok", 3) : ""}</div>
     ${sloLine(s.slo)}
     ${clientLines(m.checks)}
     <h2>Findings</h2><div id="findings-box"><p class="muted">analysing…</p></div>
