@@ -127,3 +127,17 @@ def test_the_live_line_never_shows_more_in_the_batch_than_in_flight():
     assert one_instant({"in_flight": 2, "running": 3, "waiting": 1}) == {
         "in_flight": 2, "running": 2, "waiting": 0}  # fmt: skip
     assert one_instant({"running": 3}) == {"running": 3}  # no client count: left as it is
+
+
+def test_the_prompt_token_line_names_the_extreme_on_the_medians_side():
+    """A server that counts fewer prompt tokens than meant: "median -19.5; most -13" read as
+    if -13 were the largest gap; the line names the furthest, -26."""
+    from infermeter.cli.load_cmd import endpoint_lines
+
+    fewer = {"tokens": {"prompt_extra_median": -19.5, "prompt_extra_max": -13,
+                        "prompt_extra_min": -26}}  # fmt: skip
+    (line, style), *_ = endpoint_lines(fewer)
+    assert "-19.5 prompt tokens" in line and "furthest -26" in line and style == "yellow"
+    more = {"tokens": {"prompt_extra_median": 13, "prompt_extra_max": 14, "prompt_extra_min": 12}}
+    (line, _), *_ = endpoint_lines(more)
+    assert "furthest +14" in line and "chat template" in line

@@ -1257,6 +1257,7 @@ def token_counts(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "server_counted_prompt": len(in_diff),
         "prompt_extra_median": float(np.median(in_diff)) if in_diff else None,
         "prompt_extra_max": max(in_diff) if in_diff else None,
+        "prompt_extra_min": min(in_diff) if in_diff else None,
     }
 
 
