@@ -328,3 +328,25 @@ def test_a_page_opened_mid_run_is_sent_the_samples_measured_before_it(tiny_llama
                 assert seen[0]["index"] == measured.samples[0].index, seen
     assert [x["run_id"] for x in seen] == [run_id] * 3
     assert [x["index"] for x in seen] == [s.index for s in measured.samples]
+
+
+def test_stored_predictions_are_listed_and_served_with_their_intervals(stored):
+    """Issue 55: the dashboard had no page for predictions, so their intervals were nowhere
+    there. `/api/predictions` lists them; each document carries its rows' 90% intervals."""
+    from infermeter import predict
+
+    store, _, _ = stored
+    doc = predict("tiny-llama", "h100-sxm", batches=(1, 8), store=store, stack="vllm")
+    pid = store.save_prediction(dict(doc))  # as `infermeter predict` stores it
+    c = client(store)
+    listed = c.get("/api/predictions").json()["predictions"]
+    mine = next(p for p in listed if p["id"] == pid)
+    assert (mine["model"], mine["hardware"], mine["kind"], mine["stack"]) == (
+        "tiny-llama", "h100-sxm", "forward", "vllm")  # fmt: skip
+    served = c.get(f"/api/predictions/{pid}").json()
+    assert [r["batch"] for r in served["rows"]] == [1, 8]
+    for r in served["rows"]:
+        low, high = r["tpot_ms_interval"]
+        assert low < r["tpot_ms"] < high
+    assert c.get("/api/predictions/0123456789ab").status_code == 404
+    assert c.get("/api/predictions/not-hex").status_code == 404

@@ -459,6 +459,23 @@ def test_a_deep_moe_run_and_a_load_run_show_every_figure_they_have(tmp_path):
             assert _overlapping_tick_labels(page) == []
             page.screenshot(path=str(tmp_path / "run-load.png"), full_page=True)
 
+            # a stored prediction: its page draws each figure with its 90% interval
+            r = runner.invoke(
+                app,
+                ["predict", "-m", "tiny-llama", "--hardware", "h100-sxm", "--batch", "1,8",
+                 "--db", str(db), "--json"],
+            )  # fmt: skip
+            assert r.exit_code == 0, r.output
+            pid = json.loads(r.stdout)["id"]
+            page.goto(url + "/#/predictions")
+            page.wait_for_selector("[data-testid=prediction-row]", timeout=20_000)
+            page.click(f"text={pid}")
+            drawn = _plot(page, "prediction-chart")
+            assert [t["x"] for t in drawn["traces"]] == [[1, 8], [1, 8]]
+            assert all(t["error_high"] and min(t["error_high"]) > 0 for t in drawn["traces"])
+            assert "held-out errors" in page.inner_text("[data-testid=prediction-band]")
+            page.screenshot(path=str(tmp_path / "prediction.png"), full_page=True)
+
             # the deep run's report.html, as a person opens it: the headline and findings
             # first, every table inside the page at 1280 px and on a phone
             out = tmp_path / "report"

@@ -89,6 +89,14 @@ class DashboardStore(StoredSweeps, LiveSource, Protocol):
         """A model's finished runs, oldest first, with their samples' metrics (`history`)."""
         ...
 
+    def list_predictions(self, limit: int = 100) -> list[dict[str, Any]]:
+        """The newest stored predictions (`predict`, `load predict`)."""
+        ...
+
+    def prediction(self, prediction_id: str) -> dict[str, Any]:
+        """A stored prediction document; UserError when there is none."""
+        ...
+
 
 def create_app(store: DashboardStore, guard: Guard | None = None, poll_s: float = 0.25) -> FastAPI:
     """The dashboard app over `store` (an `infermeter.Store`)."""
@@ -184,6 +192,19 @@ def _add_api(app: FastAPI, store: DashboardStore) -> None:
         doc = result.to_json()
         doc["timeline"] = result.timeline()
         return _json_doc(doc)
+
+    @app.get("/api/predictions")
+    async def predictions(limit: int = 100) -> dict[str, Any]:
+        rows = await asyncio.to_thread(store.list_predictions, max(1, min(limit, 1000)))
+        return _json_doc({"predictions": rows})
+
+    @app.get("/api/predictions/{prediction_id}")
+    async def prediction(prediction_id: str) -> dict[str, Any]:
+        pid = _id(prediction_id)
+        try:
+            return _json_doc(await asyncio.to_thread(store.prediction, pid))
+        except UserError:
+            raise HTTPException(404, "no such prediction") from None
 
     @app.get("/api/sweeps")
     async def sweeps() -> dict[str, Any]:

@@ -170,6 +170,27 @@ class StoreQueries(StoreCore):
                 q = q.where(RunRow.status != "running")
             return list(s.scalars(q).all())
 
+    def list_predictions(self, limit: int = 100) -> list[dict[str, Any]]:
+        """The newest stored predictions: id, model, hardware, kind, stack, created."""
+        with self.session("read") as s:
+            rows = s.scalars(
+                select(PredictionRow).order_by(PredictionRow.created.desc()).limit(limit)
+            ).all()
+            return [
+                {
+                    "id": r.id,
+                    "model": r.model_spec,
+                    "hardware": r.hardware,
+                    "kind": "load"
+                    if (r.doc or {}).get("kind") == "infermeter-predict-load"
+                    else "forward",
+                    "stack": _stack_key((r.doc or {}).get("stack")),
+                    "dtype": (r.doc or {}).get("dtype"),
+                    "created": r.created,
+                }
+                for r in rows
+            ]
+
     def prediction(self, prediction_id: str) -> dict[str, Any]:
         """A stored prediction document by id."""
         with self.session("read") as s:
@@ -316,3 +337,10 @@ def _listed(run: RunRow, samples: list[Any], swept: list[str]) -> dict[str, Any]
         "tokens_per_s": throughput,
         "error": run.error,
     }
+
+
+def _stack_key(stack: Any) -> str | None:
+    """A prediction's stack name (`predict` stores the profile, `load predict` the name)."""
+    if isinstance(stack, dict):
+        return str(stack.get("key")) if stack.get("key") else None
+    return str(stack) if stack else None

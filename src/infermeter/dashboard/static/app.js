@@ -525,6 +525,53 @@ async function historyPage(model, metric) {
   document.getElementById("hist-metric").onchange = (e) => { location.hash = `#/history/${encodeURIComponent(model)}/${e.target.value}`; };
 }
 
+// Stored predictions (`infermeter predict`, `load predict`): each figure with its 90% interval,
+// as the CLI prints it, and a chart with the intervals as error bars (issue 55: the dashboard
+// had no page for predictions).
+const span = (iv) => (iv ? { low: iv[0], high: iv[1] } : { low: null, high: null });
+const withBand = (v, iv) => num(v) + (iv ? ` <span class="muted">(${num(iv[0])}-${num(iv[1])})</span>` : "");
+
+async function predictionsPage() {
+  const { predictions } = await api("/api/predictions");
+  show(view, `<h1>Predictions</h1>` + (predictions.length ? scroll(table([
+    { t: "id", l: 1, f: (r) => `<a href="#/prediction/${esc(r.id)}">${esc(r.id)}</a>` },
+    { t: "created", l: 1, f: (r) => esc(String(r.created).slice(0, 16).replace("T", " ")) },
+    { t: "model", l: 1, w: 1, f: (r) => esc(r.model) },
+    { t: "hardware", l: 1, f: (r) => esc(r.hardware) },
+    { t: "stack", l: 1, f: (r) => esc(r.stack || "") },
+    { t: "dtype", l: 1, f: (r) => esc(r.dtype || "") },
+    { t: "what", l: 1, f: (r) => (r.kind === "load" ? "a load (rates)" : "one forward (batches)") },
+  ], predictions.map((r) => ({ ...r, _id: "prediction-row" })), 'data-testid="predictions"')) : `<p class="muted">no predictions yet: <code>infermeter predict</code></p>`));
+}
+
+async function predictionPage(id) {
+  const doc = await api(`/api/predictions/${id}`);
+  const load = doc.kind === "infermeter-predict-load";
+  const rows = load ? doc.points : doc.rows;
+  const x = rows.map((r) => (load ? r.rate : r.batch));
+  const xtitle = load ? "offered rate (requests/s)" : "batch";
+  const pick = load
+    ? { ttft: "ttft_ms_p50", tpot: "tpot_ms_p50", ttftIv: "ttft_ms_p50_interval", tpotIv: "tpot_ms_p50_interval" }
+    : { ttft: "ttft_ms", tpot: "tpot_ms", ttftIv: "ttft_ms_interval", tpotIv: "tpot_ms_interval" };
+  const band = (load ? (rows[0] || {}).interval : (rows[0] || {}).interval) || {};
+  const why = (doc.out_of_scope || doc.scope || []).concat(band.widened || []);
+  const hw = doc.hardware || {};
+  const series = [
+    { name: "TTFT" + (load ? " p50" : ""), color: PAL.phases.prefill, x, y: rows.map((r) => r[pick.ttft]), intervals: rows.map((r) => span(r[pick.ttftIv])) },
+    { name: "TPOT" + (load ? " p50" : ""), color: PAL.phases.decode, x, y: rows.map((r) => r[pick.tpot]), intervals: rows.map((r) => span(r[pick.tpotIv])) },
+  ];
+  const csvRows = rows.map((r, i) => ({ [load ? "rate" : "batch"]: x[i], ttft_ms: r[pick.ttft], ttft_low: span(r[pick.ttftIv]).low, ttft_high: span(r[pick.ttftIv]).high, tpot_ms: r[pick.tpot], tpot_low: span(r[pick.tpotIv]).low, tpot_high: span(r[pick.tpotIv]).high }));
+  show(view, `<h1 data-testid="prediction-title">prediction ${esc(id)} · ${esc(doc.model)} on ${esc(hw.name || hw.key)}</h1>
+    <p class="muted">${esc((doc.stack && doc.stack.key) || doc.stack || "hf")} · ${esc(doc.dtype)} · ${load ? "a simulated load (transformers' continuous batching)" : "one forward per step"}</p>
+    <p data-testid="prediction-band">90% intervals from ${esc(band.rows)} held-out errors of ${esc(band.sources)} published sources (${esc(band.group)})${why.length ? "; widened: " + esc([...new Set(why)].join("; ")) : ""}</p>` +
+    lines("prediction-chart", series, { xtitle, logX: load && x.every((v) => v > 0 && Number.isFinite(v)), rows: csvRows, csv: "prediction", note: "error bars: the 90% interval" }) +
+    scroll(table([
+      { t: load ? "rate/s" : "batch", f: (r, i) => esc(load ? r.offered : r.batch) },
+      { t: "TTFT ms (90%)", f: (r) => withBand(r[pick.ttft], r[pick.ttftIv]) },
+      { t: "TPOT ms (90%)", f: (r) => withBand(r[pick.tpot], r[pick.tpotIv]) },
+    ], rows, 'data-testid="prediction-rows"')));
+}
+
 async function route() {
   listeners.clear();
   const hash = location.hash || "#/";
@@ -539,6 +586,10 @@ async function route() {
       await comparePage(m[1].split(",").filter(Boolean).slice(0, 8));
     } else if ((m = hash.match(/^#\/history\/([^/]{1,500})(?:\/([a-z_]+))?$/))) {
       await historyPage(decodeURIComponent(m[1]), m[2] || "tpot_ms");
+    } else if (hash === "#/predictions") {
+      await predictionsPage();
+    } else if ((m = hash.match(/^#\/prediction\/([0-9a-f]{1,32})$/))) {
+      await predictionPage(m[1]);
     } else if (hash === "#/live") {
       const render = livePage();
       listeners.add(render);
