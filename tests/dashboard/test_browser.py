@@ -232,6 +232,7 @@ def test_run_list_run_page_and_a_live_sample(server, tmp_path):
         assert {"load", "prefill", "decode"} <= {t["name"] for t in timeline["traces"]}
         assert "median" in page.inner_text("[data-testid=card-ttft_ms]")
         assert "95% CI" in page.inner_text("[data-testid=card-ttft_ms]")
+        assert "peak RSS" in page.inner_text("[data-testid=card-rss_peak_mib]")  # measured here
         page.select_option("[data-testid=step-pick]", index=0)
         steps = _plot(page, "decode-steps")
         assert steps["traces"][0]["x"] == [2, 3, 4]  # 4 new tokens: 3 steps after the first

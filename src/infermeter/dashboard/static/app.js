@@ -295,7 +295,7 @@ async function runPage(id) {
     <p class="muted">${esc(m.device && m.device.name)} · mode ${esc(m.config && m.config.mode)}${knobs.length ? " · knobs " + esc(knobs.map(([k, v]) => k + "=" + v).join(", ")) : ""} · status <span class="status-${esc(m.status)}" data-testid="run-status">${esc(m.status)}</span> · ${esc(m.created)}
     · <a href="/api/runs/${esc(m.run_id)}/trace" download data-testid="trace-link">download the Perfetto trace</a>
     · <a href="#/history/${encodeURIComponent(m.model)}" data-testid="history-link">this model over time</a></p>
-    <div class="cards">${card(s, "TTFT", "ttft_ms", "ms")}${card(s, "TPOT", "tpot_ms", "ms")}${throughputCard(s, m.checks)}${card(s, "peak RSS", "rss_peak_mib", "MiB", 0)}${s.j_per_token && s.j_per_token.n ? card(s, "energy", "j_per_token", "J/tok", 3) : ""}</div>
+    <div class="cards">${card(s, "TTFT", "ttft_ms", "ms")}${card(s, "TPOT", "tpot_ms", "ms")}${throughputCard(s, m.checks)}${s.rss_peak_mib && s.rss_peak_mib.n ? card(s, "peak RSS", "rss_peak_mib", "MiB", 0) : ""}${s.j_per_token && s.j_per_token.n ? card(s, "energy", "j_per_token", "J/tok", 3) : ""}</div>
     ${sloLine(s.slo)}
     ${clientLines(m.checks)}
     <h2>Findings</h2><div id="findings-box"><p class="muted">analysing…</p></div>
