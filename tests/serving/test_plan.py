@@ -141,3 +141,21 @@ def test_the_prompt_token_line_names_the_extreme_on_the_medians_side():
     more = {"tokens": {"prompt_extra_median": 13, "prompt_extra_max": 14, "prompt_extra_min": 12}}
     (line, _), *_ = endpoint_lines(more)
     assert "furthest +14" in line and "chat template" in line
+
+
+def test_selfcheck_options_come_from_its_spec_and_are_checked_once():
+    """`load selfcheck` checked its ranges by hand in the CLI; they are a spec's fields now,
+    whose help states the range and whose check is the one every other load option uses."""
+    from typer.testing import CliRunner
+
+    from infermeter.cli.app import app
+    from infermeter.serving.selfcheck import SelfCheckSpec
+    from tests.helpers import assert_one_line_error
+
+    runner = CliRunner()
+    help_text = runner.invoke(app, ["load", "selfcheck", "--help"]).output
+    assert "(range: 1..256)" in help_text and "(range: 16..2000)" in help_text
+    r = runner.invoke(app, ["load", "selfcheck", "--requests", "5"])
+    assert_one_line_error(r, "--requests 5 is out of range; use 16..2000")
+    with pytest.raises(UserError, match="--tokens 300 is out of range"):
+        SelfCheckSpec(tokens=300).validate()

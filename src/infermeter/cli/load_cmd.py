@@ -14,10 +14,11 @@ from rich.table import Table
 from infermeter.cli import load_options as O
 from infermeter.cli.guard import guard
 from infermeter.cli.load_options import LoadArgs
-from infermeter.cli.options import DB, JSON_OUT, JUNIT, SUMMARY
+from infermeter.cli.options import DB, JSON_OUT, JUNIT, SUMMARY, spec_option
 from infermeter.cli.output import writable_dir, writable_file
 from infermeter.cli.slo_view import fail_on_miss, slo_line
 from infermeter.errors import UserError
+from infermeter.serving.selfcheck import SelfCheckSpec
 from infermeter.util import fmt
 
 if TYPE_CHECKING:
@@ -132,11 +133,9 @@ def run_load_args(a: LoadArgs) -> None:
 
 @guard
 def selfcheck_command(
-    model: str = typer.Option(
-        "tiny-llama", "--model", "-m", help="The tokenizer that counts streamed tokens."
-    ),
-    tokens: int = typer.Option(16, help="Tokens a request (1..256)."),
-    requests: int = typer.Option(64, help="Requests for the ceiling (16..2000)."),
+    model: str = spec_option(SelfCheckSpec, "model", "--model", "-m"),
+    tokens: int = spec_option(SelfCheckSpec, "tokens"),
+    requests: int = spec_option(SelfCheckSpec, "requests"),
     json_out: bool = JSON_OUT,
 ) -> None:
     """Measure the endpoint client itself against a null server on 127.0.0.1.
@@ -150,10 +149,7 @@ def selfcheck_command(
     from infermeter.serving.selfcheck import self_check
     from infermeter.util.jsonio import print_json
 
-    if not 1 <= tokens <= 256:
-        raise UserError(f"--tokens {tokens} is out of range", "use 1..256")
-    if not 16 <= requests <= 2000:
-        raise UserError(f"--requests {requests} is out of range", "use 16..2000")
+    SelfCheckSpec(model, tokens, requests).validate()  # each range once, below the CLI
     check_model_spec(model)
     check = self_check(tokenizer_of(model), tokens=tokens, requests=requests)
     if json_out:

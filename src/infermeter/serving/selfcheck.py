@@ -26,6 +26,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from infermeter.util.settings import Range, check_ranges, setting
+
 #: requests in flight while the ceiling is measured
 CONCURRENCY = 8
 #: the null server's delays while the added latency is measured
@@ -192,6 +194,26 @@ def _check(
             for sh, r in points
         )
     return SelfCheck(tokens, rps, rps * tokens, client_cores, server_cores, added)
+
+
+@dataclass(frozen=True)
+class SelfCheckSpec:
+    """`load selfcheck`'s settings; each field's help, option and range are the CLI's."""
+
+    model: str = setting(
+        "tiny-llama",
+        option="--model",
+        help="The tokenizer that counts streamed tokens.",
+    )
+    tokens: int = setting(16, option="--tokens", help="Tokens a request.", within=Range(1, 256))
+    requests: int = setting(
+        64, option="--requests", help="Requests for the ceiling.", within=Range(16, 2000)
+    )
+
+    def validate(self) -> SelfCheckSpec:
+        """Every setting in range, in one line each, before the null server starts."""
+        check_ranges(self)
+        return self
 
 
 def self_check(
