@@ -24,6 +24,9 @@ from typing import Any
 #: interleaved rounds of plain and wrapped calls, and calls a round: about 0.2 s on an idle CPU
 COST_ROUNDS = 7
 COST_CALLS = 800
+#: measurements tried before a wrapper cost no larger than this host's noise is given as 0 (a
+#: run under two test workers once read 0.0 us: the plain calls' fastest round was quieter)
+COST_ATTEMPTS = 3
 
 _CACHE: dict[str, float] = {}
 
@@ -80,7 +83,9 @@ def window_cost_us(clock: Any) -> float:
     Measured once a process per clock kind with the profiler's own `_register` wrapper around a
     tiny Linear: plain and wrapped calls alternate for `COST_ROUNDS` rounds, and the difference
     of the two fastest rounds is kept. Another process's work only ever adds time to a round;
-    the median of the rounds' differences read 0 on a host running two test workers.
+    the median of the rounds' differences read 0 on a host running two test workers. A
+    difference that is not positive (the wrapper cannot cost nothing) is measured again, up to
+    `COST_ATTEMPTS` times.
     """
     key = type(clock).__name__
     if key in _CACHE:
@@ -102,15 +107,20 @@ def window_cost_us(clock: Any) -> float:
         return (time.perf_counter() - t0) / COST_CALLS * 1e6
 
     per_call_us()  # warm
-    plain, wrapped = [], []
-    for _ in range(COST_ROUNDS):
-        plain.append(per_call_us())
-        prof._register(lin, "block", 0)  # one timing wrapper, as on every timed module
-        prof.active, prof._step = True, 0
-        wrapped.append(per_call_us())
-        prof.detach()
-    _CACHE[key] = max(0.0, min(wrapped) - min(plain))
-    return _CACHE[key]
+    found = 0.0
+    for _ in range(COST_ATTEMPTS):  # a busy spell can land in the plain calls' fastest round
+        plain, wrapped = [], []
+        for _ in range(COST_ROUNDS):
+            plain.append(per_call_us())
+            prof._register(lin, "block", 0)  # one timing wrapper, as on every timed module
+            prof.active, prof._step = True, 0
+            wrapped.append(per_call_us())
+            prof.detach()
+        found = min(wrapped) - min(plain)
+        if found > 0:
+            _CACHE[key] = found
+            return found
+    return max(0.0, found)  # not resolved on this host now: not cached, tried again next time
 
 
 def probed_step_cost_us(profiler: Any, rows: int = 1) -> float:
