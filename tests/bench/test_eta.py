@@ -26,7 +26,7 @@ def test_the_estimate_follows_a_cost_that_grows_with_the_length():
         left = sum(truth[i + 1 :])
         assert said[i].left_s == pytest.approx(left, rel=0.05), (i, said[i].left_s, left)
     assert said[-1].left_s == 0.0
-    assert 1.8 <= eta.exponent() <= 2.2  # the quadratic law, found
+    assert eta.exponent() == pytest.approx(2.0, abs=1e-9)  # the quadratic law, found exactly
 
 
 def test_counting_points_would_have_been_far_off():
