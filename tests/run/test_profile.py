@@ -137,30 +137,6 @@ def test_failure_mid_run_is_stored_as_failed_with_samples(tiny_llama, tmp_path):
 
 
 @pytest.mark.slow
-def test_compile_reports_cold_first_call_apart(tiny_llama):
-    """One compiled run (the CUDA-graphs mode: on a CPU the same compile as `True`, plus its
-    note; compiling twice cost the suite 10-60 s for the same path)."""
-    from infermeter.knobs.compile import cuda_graphs_note
-
-    cfg = RunConfig(prompt_tokens=8, new_tokens=3, samples=2, warmup=0, compile="reduce-overhead")
-    run = profile(cfg, loaded=tiny_llama)
-    assert run.samples[0].warmup  # compile forces one warm-up: the cold call
-    assert run.phases["compile_first_call_ms"] > run.summary()["total_ms"].mean
-    assert run.phases["compile_ms"] > 0
-    assert "forward" not in tiny_llama.model.__dict__  # undone after the run
-    graphs = [n for n in run.notes if "CUDA graphs" in n]
-    assert graphs == [  # the CUDA-graphs mode, on a CPU: said so
-        "torch.compile mode reduce-overhead records CUDA graphs only on CUDA devices: on "
-        "cpu it compiled without them"
-    ]
-    assert run.config["compile"] == "reduce-overhead"
-    # the other values: no such note (plain compile, any mode on CUDA, compile off)
-    assert cuda_graphs_note(True, "cpu") is None
-    assert cuda_graphs_note("default", "cpu") is None
-    assert cuda_graphs_note("reduce-overhead", "cuda") is None
-    assert cuda_graphs_note(False, "cpu") is None
-
-
 @pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune"])
 def test_cuda_graphs_over_a_growing_cache_are_refused_in_one_line(mode):
     """Recorded on an H100 (tests/bench/data/h100/compile.log): reduce-overhead over the dynamic

@@ -7,29 +7,10 @@ because the CPU method (torch.profiler's memory timeline) slows the call it watc
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-
-@contextlib.contextmanager
-def _native_stderr_silenced() -> Iterator[None]:
-    """File descriptor 2 to /dev/null for the duration of the block.
-
-    torch's profiler backend (kineto) writes "profiler_start/stop" lines there from C++, and
-    no setting (KINETO_LOG_LEVEL included) stops them.
-    """
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), 2)
-            yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+from infermeter.util.native import native_stderr_silenced
 
 
 def peak_memory_mib(call: Callable[[], Any], device: Any) -> tuple[float | None, str]:
@@ -53,7 +34,7 @@ def peak_memory_mib(call: Callable[[], Any], device: Any) -> tuple[float | None,
         from torch.profiler._memory_profiler import MemoryProfileTimeline
 
         with (
-            _native_stderr_silenced(),
+            native_stderr_silenced(),
             profile(
                 activities=[ProfilerActivity.CPU],
                 profile_memory=True,

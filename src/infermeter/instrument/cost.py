@@ -21,6 +21,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from infermeter.util.native import native_stderr_silenced
+
 #: interleaved rounds of plain and wrapped calls, and calls a round: about 0.2 s on an idle CPU
 COST_ROUNDS = 7
 COST_CALLS = 800
@@ -52,6 +54,9 @@ class InstrumentCost:
     #: decode steps probed (both 0 without them); included in `us_per_decode_step`
     us_per_probed_step: float = 0.0
     probed_decode_share: float = 0.0
+    #: what a window is: a timed module call, or (under torch.compile, whose kernels are read
+    #: from torch.profiler: instrument/compiled.py) one profiler event
+    unit: str = "timed windows"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (the store's `instrument_cost` column)."""
@@ -68,8 +73,8 @@ class InstrumentCost:
             )
         text = (
             f"instruments cost {bound}{100 * self.decode_share:.1f}% of decode "
-            f"({self.us_per_decode_step:.0f} us a step: {self.windows_per_decode_step:.0f} timed "
-            f"windows x {self.us_per_window:.2f} us{stats}) and at least "
+            f"({self.us_per_decode_step:.0f} us a step: {self.windows_per_decode_step:.0f} "
+            f"{self.unit} x {self.us_per_window:.2f} us{stats}) and at least "
             f"{100 * self.prefill_share:.1f}% of prefill"
         )
         if self.probes:
@@ -123,6 +128,49 @@ def window_cost_us(clock: Any) -> float:
     return max(0.0, found)  # not resolved on this host now: not cached, tried again next time
 
 
+def profiler_event_cost_us() -> float:
+    """Microseconds torch.profiler adds for each event it records (CPU activity), on this host.
+
+    Under torch.compile the run reads its kernels from torch.profiler instead of wrapping
+    modules: each kernel call, allocation and view it records is one event. A tiny Linear's
+    calls run plain and under a running profiler in interleaved rounds; the difference of the
+    fastest rounds over the events one call records. Measured once a process, like the wrapper.
+    """
+    key = "torch.profiler"
+    if key in _CACHE:
+        return _CACHE[key]
+    import torch
+
+    lin = torch.nn.Linear(8, 8)
+    x = torch.randn(1, 8)
+
+    def per_call_us() -> float:
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            for _ in range(COST_CALLS):
+                lin(x)
+        return (time.perf_counter() - t0) / COST_CALLS * 1e6
+
+    per_call_us()  # warm
+    found = 0.0
+    for _ in range(COST_ATTEMPTS):
+        plain, profiled, events = [], [], 1
+        for _ in range(COST_ROUNDS):
+            plain.append(per_call_us())
+            prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+            with native_stderr_silenced():  # kineto's start line
+                prof.__enter__()
+            profiled.append(per_call_us())
+            with native_stderr_silenced():
+                prof.__exit__(None, None, None)
+            events = max(1, round(len(prof.events()) / COST_CALLS))
+        found = (min(profiled) - min(plain)) / events
+        if found > 0:
+            _CACHE[key] = found
+            return found
+    return max(0.0, found)
+
+
 def probed_step_cost_us(profiler: Any, rows: int = 1) -> float:
     """Microseconds one probed decode step's block-output statistics cost (0 without them).
 
@@ -164,6 +212,7 @@ def estimate(
     probes: bool,
     us_per_probed_step: float = 0.0,
     probed_decode_share: float = 0.0,
+    unit: str = "timed windows",
 ) -> InstrumentCost:
     """The run's estimate: its windows per step times their price, plus statistics.
 
@@ -189,4 +238,5 @@ def estimate(
         probes=probes,
         us_per_probed_step=us_per_probed_step,
         probed_decode_share=probed_decode_share,
+        unit=unit,
     )

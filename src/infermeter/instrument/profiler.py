@@ -17,9 +17,18 @@ restored on exit, also when the profiled code raises.
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from typing import Any
 
 from infermeter.instrument import deep_attention
+from infermeter.instrument.compiled import (
+    STEP_RANGE,
+    CompileCapture,
+    CompiledTally,
+    StepKernels,
+    charge,
+    step_kernels,
+)
 from infermeter.instrument.config import ProfilingConfig
 from infermeter.instrument.probes import ActivationProbe, AttentionProbe, KillProbe, RoutingProbe
 from infermeter.instrument.recorder import TimingRecorder
@@ -29,6 +38,7 @@ from infermeter.measure.timer import Timer
 from infermeter.models.architecture import Architecture, discover
 from infermeter.models.forward_args import past_tokens
 from infermeter.models.forward_wrap import ForwardWrap
+from infermeter.util.native import native_stderr_silenced
 
 _PHASE_INDEX = {"prefill": 0, "decode": 1}
 
@@ -40,13 +50,26 @@ class Profiler:
         model: any transformers model (decoder-only LM or vision-language model).
         config: what to instrument; `ProfilingConfig.standard()` by default.
         clock: the clock to mark with; the right one for the model's device by default.
+        compiled: the forward is to run torch.compile'd (on a CPU): nothing is wrapped inside
+            it; blocks and parts are timed from the compiled program's kernels
+            (instrument/compiled.py), between `begin_sample` and `end_sample`.
     """
 
     def __init__(
-        self, model: Any, config: ProfilingConfig | None = None, clock: Clock | None = None
+        self,
+        model: Any,
+        config: ProfilingConfig | None = None,
+        clock: Clock | None = None,
+        *,
+        compiled: bool = False,
     ) -> None:
         self.model = model
-        self.config = (config or ProfilingConfig.standard()).validate()
+        config = (config or ProfilingConfig.standard()).validate()
+        self.compiled = compiled
+        self._dropped = compiled and (config.capture_activations or config.deep_ops)
+        if compiled:  # statistics probes and eager attention would break the compiled graph
+            config = replace(config, capture_activations=False, deep_ops=False)
+        self.config = config
         param = next(model.parameters())
         self.device = param.device
         self.clock = clock or clock_for(self.device)
@@ -107,6 +130,17 @@ class Profiler:
         self.routing = RoutingProbe(n_layers, experts, self.device) if deep and experts else None
         self._op_ids: dict[tuple[int, str], int] = {}
         self._sections: Timer | None = None  # made by the first `section` (no mark before)
+        # under torch.compile: the kernels' provenance, the running torch.profiler, each
+        # instrumented step's start mark and open range, module ids by name and their parents
+        self._capture = CompileCapture() if compiled else None
+        self._torch_profiler: Any = None
+        self._step_marks: dict[int, Any] = {}
+        self._step_range: Any = None
+        self._by_name: dict[str, int] = {}
+        self._parents: dict[int, list[int]] = {}
+        #: under torch.compile, per phase: forward, matched-kernel and cross-part-kernel time
+        #: (us), profiler events, compiled calls no program matched
+        self.compiled_us: dict[str, CompiledTally] = {}
 
     def section(self, name: str) -> AbstractContextManager[Any]:
         """Time the body as a user region called `name`, on the profiler's clock.
@@ -147,8 +181,16 @@ class Profiler:
         return mid
 
     def _register(self, module: Any, kind: str, layer: int | None, probe: Any = None) -> int:
-        """Time every call of `module` (a wrapped forward, not hooks: models/forward_wrap.py)."""
-        mid = self._module_id(self.arch.name_of(module), kind, layer)
+        """Time every call of `module` (a wrapped forward, not hooks: models/forward_wrap.py).
+
+        Under torch.compile nothing is wrapped: the module gets its id, and its time comes from
+        the kernels made from it (`end_sample`).
+        """
+        name = self.arch.name_of(module)
+        mid = self._module_id(name, kind, layer)
+        if self.compiled:
+            self._by_name[name] = mid
+            return mid
         clock, timing = self.clock, self.timing
         phase_probe = probe
 
@@ -245,6 +287,9 @@ class Profiler:
                     self._register(b.router, "router", b.index, probe=self.routing)
         if cfg.deep_ops:
             self._install_deep_attention()
+        if self._capture is not None:
+            self._parents = _parents(self._by_name)
+            self._capture.install()
         if first:
             self._origin = self.clock.mark()
 
@@ -267,10 +312,13 @@ class Profiler:
             self.notes.append(note)
 
     def detach(self) -> None:
-        """Remove every hook and restore the attention implementation."""
+        """Remove every hook and restore the attention implementation (and inductor's settings)."""
         for h in self._handles:
             h.remove()
         self._handles.clear()
+        self.end_sample()
+        if self._capture is not None:
+            self._capture.remove()
         if self._saved_attn is not None:
             text, before = self._saved_attn
             text._attn_implementation = before
@@ -294,6 +342,11 @@ class Profiler:
         steps: dict[str, int] = {}
         for info in self.steps:
             steps[info.phase] = steps.get(info.phase, 0) + 1
+        if self.compiled:  # under torch.compile: torch.profiler's events (one priced each)
+            return {
+                phase: (t.events / steps[phase] if steps.get(phase) else 0.0)
+                for phase, t in self.compiled_us.items()
+            }
         windows: dict[str, int] = {}
         for index in self.timing.steps[: self.timing.count]:
             if 0 <= index < len(self.steps):
@@ -324,8 +377,15 @@ class Profiler:
         self.probing = probing
         if probing:
             self.probed_steps[phase] = self.probed_steps.get(phase, 0) + 1
+        if active and self.compiled and self._torch_profiler is not None:
+            import torch
+
+            self._step_range = torch.autograd.profiler.record_function(f"{STEP_RANGE}{self._step}")
+            self._step_range.__enter__()
         if active:
             start = self._starts[self._root_mid] = self.clock.mark()
+            if self.compiled:
+                self._step_marks[self._step] = start
             if phase == "decode" and self._token_mark is not None and self._prepare_mid is not None:
                 self.timing.add(self._prepare_mid, self._step, self._token_mark, start)
         self._token_mark = None
@@ -345,7 +405,88 @@ class Profiler:
         if self.active:
             end = self._fwd_end = self.clock.mark()
             self.timing.add(self._root_mid, self._step, self._starts[self._root_mid], end)
+        if self._step_range is not None:
+            self._step_range.__exit__(None, None, None)
+            self._step_range = None
         self.active = self.probing = False
+
+    # -- under torch.compile ---------------------------------------------------------------
+
+    def compile_backend(self, mode: str | None) -> Any:
+        """The backend to torch.compile the forward with so its kernels can be attributed.
+
+        None when the forward is not profiled compiled (or this torch cannot): compile with
+        `mode` as usual.
+        """
+        if self._capture is None:
+            return None
+        return self._capture.backend(mode)
+
+    def begin_sample(self) -> None:
+        """Start recording the compiled program's kernels (outside the timed generation).
+
+        A no-op unless the forward runs compiled and the profiler is enabled; `end_sample`
+        stops the recording and turns each instrumented forward's kernels into records.
+        """
+        if not self.compiled or not self.enabled or self._torch_profiler is not None:
+            return
+        import torch
+
+        prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+        with native_stderr_silenced():  # kineto's "profiler_start" line
+            prof.__enter__()
+        self._torch_profiler = prof
+
+    def end_sample(self) -> None:
+        """Stop the kernel recording and charge each matched kernel to its modules."""
+        prof, self._torch_profiler = self._torch_profiler, None
+        if prof is None:
+            return
+        if self._step_range is not None:  # a generation that raised mid-forward
+            self._step_range.__exit__(None, None, None)
+            self._step_range = None
+        with native_stderr_silenced():
+            prof.__exit__(None, None, None)
+        programs = self._capture.programs if self._capture is not None else []
+        self._charge(step_kernels(prof.events(), programs))
+        self._step_marks.clear()
+
+    def _charge(self, steps: list[StepKernels]) -> None:
+        el = self.clock.elapsed_ms
+        for sk in steps:
+            mark = self._step_marks.get(sk.step)
+            if mark is None or not 0 <= sk.step < len(self.steps):
+                continue
+            phase = self.steps[sk.step].phase
+            tally = self.compiled_us.setdefault(phase, CompiledTally())
+            tally.steps += 1
+            tally.call_us += sk.call_us
+            tally.events += sk.events
+            tally.unmatched += sk.unmatched
+            per: dict[int, list[float]] = {}
+            for call, start_us, dur_us in sk.calls:
+                mids, fused = charge(call.modules, self._by_name, self._parents)
+                if not mids:
+                    continue
+                tally.kernel_us += dur_us
+                if fused:
+                    tally.fused_us += dur_us
+                for mid in mids:
+                    acc = per.setdefault(mid, [start_us, 0.0])
+                    acc[0] = min(acc[0], start_us)
+                    acc[1] += dur_us
+            for mid, (start_us, total_us) in per.items():
+                begin = mark + int(start_us * 1000)
+                self.timing.add(mid, sk.step, begin, begin + int(total_us * 1000))
+        # the forward's own time, from its root records (marks on this clock)
+        n = self.timing.count
+        for i in range(n):
+            if self.timing.mids[i] == self._root_mid:
+                step = self.timing.steps[i]
+                if step in self._step_marks and 0 <= step < len(self.steps):
+                    found = self.compiled_us.get(self.steps[step].phase)
+                    if found is not None:
+                        found.forward_us += 1e3 * el(self.timing.starts[i], self.timing.ends[i])
 
     def token_chosen(self, mark: Any) -> None:
         """The token of the forward that just ended was chosen, at `mark`.
@@ -371,6 +512,41 @@ class Profiler:
         add(ops[(layer, "av")], step, t2, t3)
         if self.attention is not None and self.probing:
             self.attention.record(self._phase, layer, weights)
+
+    def _compiled_notes(self) -> list[str]:
+        """What the compiled forward's attribution covered, or why there is none."""
+        notes = []
+        if self._dropped:
+            notes.append(
+                "under torch.compile: block output statistics and deep mode's operations are "
+                "off (reading them inside the compiled forward would break its graph)"
+            )
+        capture = self._capture
+        if capture is not None and capture.failed:
+            return [*notes, f"per-part time under torch.compile not measured: {capture.failed}"]
+        if capture is not None and not capture.programs:
+            return [
+                *notes,
+                "per-part time under torch.compile not measured: no compiled program's kernels "
+                "were captured (the forward was not compiled by inductor in this run)",
+            ]
+        for phase, t in self.compiled_us.items():
+            fwd = t.forward_us
+            if fwd <= 0:
+                continue
+            kernels, calls = t.kernel_us / fwd, t.call_us / fwd
+            line = (
+                f"under torch.compile, {phase}: {100 * kernels:.0f}% of the forward's time is "
+                f"its compiled kernels, charged to the modules they were made from "
+                f"({100 * t.fused_us / fwd:.0f}% in kernels fusing two parts' operations, "
+                "charged to the part most of them come from); 'other' holds the program's "
+                f"allocations and Python ({100 * max(0.0, calls - kernels):.0f}%) and "
+                f"torch.compile's entry: guards, cache look-up ({100 * max(0.0, 1 - calls):.0f}%)"
+            )
+            if t.unmatched:
+                line += f"; {t.unmatched} compiled calls matched no captured program"
+            notes.append(line)
+        return notes
 
     # -- results -------------------------------------------------------------------------
 
@@ -406,6 +582,8 @@ class Profiler:
                 f"{', '.join(probed)} from 1 in {p} decode steps (and every prefill); "
                 "timings and MoE routing from every instrumented step"
             )
+        if self.compiled:
+            notes.extend(self._compiled_notes())
         return LayerProfile(
             config=self.config,
             modules=list(self.modules),
@@ -420,6 +598,19 @@ class Profiler:
             num_layers=len(self.arch.blocks),
             sections=self._sections.rows(self._origin) if self._sections is not None else [],
         )
+
+
+def _parents(by_name: dict[str, int]) -> dict[int, list[int]]:
+    """Each registered module's registered ancestors (a part's block), nearest first."""
+    out: dict[int, list[int]] = {}
+    for name, mid in by_name.items():
+        chain, path = [], name.rpartition(".")[0]
+        while path:
+            if path in by_name:
+                chain.append(by_name[path])
+            path = path.rpartition(".")[0]
+        out[mid] = chain
+    return out
 
 
 def _num_experts(block: Any) -> int:

@@ -24,7 +24,12 @@ from typing import Any
 
 from infermeter.errors import GenerationFailed, Terminated, UserError
 from infermeter.instrument import Profiler, ProfilingConfig
-from infermeter.instrument.cost import estimate, probed_step_cost_us, window_cost_us
+from infermeter.instrument.cost import (
+    estimate,
+    probed_step_cost_us,
+    profiler_event_cost_us,
+    window_cost_us,
+)
 from infermeter.instrument.nvtx import NvtxRanges, cuda_nvtx
 from infermeter.knobs.compile import compile_notes, generate_compiles
 from infermeter.measure.clock import Clock, clock_for
@@ -267,7 +272,13 @@ def set_up_session(
     if speculator is not None and config.decoding.startswith("assisted"):
         result.phases["draft_load_ms"] = speculator.load_draft()  # a bad draft stops here
     prof_config = _profiler_config(config, info)
-    profiler = Profiler(model, prof_config, clock=clock) if prof_config.hooks_needed else None
+    # compiled on a CPU: blocks and parts from the compiled program's kernels, no hooks inside
+    compiled = bool(config.compile) and device.type == "cpu"
+    profiler = (
+        Profiler(model, prof_config, clock=clock, compiled=compiled)
+        if prof_config.hooks_needed
+        else None
+    )
     # An explicitly named source that is missing is a UserError here, before anything is stored.
     sources, missing = open_source(config.energy, config.power_interval_ms)
     sampler = PowerSampler(sources, config.power_interval_ms) if sources is not None else None
@@ -313,6 +324,8 @@ def _instrument_prices(profiler: Profiler | None, clock: Clock, rows: int) -> di
     """What a timed window and a probed step cost on this host (instrument/cost.py), or none."""
     if profiler is None:
         return {}
+    if profiler.compiled:  # its kernels come from torch.profiler: each event is the window
+        return {"window_us": profiler_event_cost_us(), "probed_step_us": 0.0}
     return {
         "window_us": window_cost_us(clock),
         "probed_step_us": probed_step_cost_us(profiler, rows),
@@ -344,7 +357,11 @@ def attach_instruments(session: Session) -> None:
     device_type = str(session.result.device.get("type", "cpu"))
     if config.compile and not generate_compiles(config.compile, config.cache, device_type):
         mode = None if config.compile is True else str(config.compile)
-        model.forward = torch.compile(model.forward, mode=mode)
+        backend = session.profiler.compile_backend(mode) if session.profiler else None
+        if backend is not None:  # the same inductor compile, its graphs' modules noted
+            model.forward = torch.compile(model.forward, backend=backend)
+        else:
+            model.forward = torch.compile(model.forward, mode=mode)
     if session.nvtx is not None:  # outermost, over the compiled forward
         session.nvtx.attach()
     if session.speculator is not None:
@@ -380,9 +397,11 @@ def _measure_sample(session: Session, i: int, batch: PromptBatch) -> SampleResul
     # A cyclic-GC pass over this heap takes 50-250 ms: with the collector paused during the
     # call none can land inside a measured generation; it runs between samples. (A forced
     # gc.collect() per sample did the same job at 250 ms a sample.)
-    gc.disable()
     spec = session.speculator
     inputs = batch.generate_kwargs(param.device, param.dtype)
+    if session.profiler is not None and not warm:
+        session.profiler.begin_sample()  # (compiled forwards: the kernel recording)
+    gc.disable()
     try:
         ranges = session.nvtx.sample(i, warm) if session.nvtx is not None else nullcontext()
         if spec is not None:
@@ -400,6 +419,8 @@ def _measure_sample(session: Session, i: int, batch: PromptBatch) -> SampleResul
             )
     finally:
         gc.enable()
+        if session.profiler is not None:
+            session.profiler.end_sample()
     if session.cache_probe is not None:
         session.cache_probe.sample_done()
     if spec is not None:
@@ -694,6 +715,7 @@ def _attach_layers(
             probes=cfg.deep_ops,
             us_per_probed_step=probed_step_us,
             probed_decode_share=profiler.probed_share("decode") if cfg.capture_activations else 0,
+            unit="profiler events" if profiler.compiled else "timed windows",
         )
 
 
