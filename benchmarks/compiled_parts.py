@@ -9,7 +9,8 @@ This runs one model three ways, each `profile()` as `infermeter profile` does:
 and prints, per phase, each part's share of the forward eager and compiled and their difference
 in points (fusion makes some differ: a norm fused into its neighbours' kernels costs less), the
 share of the compiled forward its kernels account for, and TPOT of each run (compiled / bare is
-what the kernel recording cost, beside the run's own estimate). The first compile of each
+what the kernel recording cost, beside the run's own estimate; then `--rounds` interleaved
+pairs of the two compiled runs for that ratio with its interval). The first compile of each
 variant is cold (minutes for smollm2-135m on 2 cores); later runs hit inductor's cache.
 The last line is one JSON object.
 
@@ -22,11 +23,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 from dataclasses import replace
 from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from infermeter.measure.stats import bootstrap_median_ci
 from infermeter.models import load_model
 from infermeter.run import RunConfig, profile
 
@@ -49,6 +52,7 @@ def main() -> None:
     ap.add_argument("--prompt-tokens", type=int, default=128)
     ap.add_argument("--new-tokens", type=int, default=32)
     ap.add_argument("--samples", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=6, help="interleaved cost rounds (0: none)")
     args = ap.parse_args()
     loaded = load_model(args.model, device="cpu")
     base = RunConfig(
@@ -81,11 +85,27 @@ def main() -> None:
     tpot = {k: r.summary()["tpot_ms"].p50 for k, r in runs.items()}
     cost = runs["compiled"].instrument_cost
     print(
-        f"\nTPOT ms: eager standard {tpot['eager']:.2f}, compiled standard "
-        f"{tpot['compiled']:.2f}, compiled bare {tpot['bare']:.2f} (compiled/bare "
-        f"{tpot['compiled'] / tpot['bare']:.3f}; the run's own estimate: "
-        f"{cost.line() if cost else 'none'})"
+        f"\nTPOT ms, one run each: eager standard {tpot['eager']:.2f}, compiled standard "
+        f"{tpot['compiled']:.2f}, compiled bare {tpot['bare']:.2f}"
     )
+    print(f"the compiled run's own estimate: {cost.line() if cost else 'none'}")
+    # the recording's cost: compiled standard against compiled bare, interleaved rounds
+    ratios = []
+    for _ in range(args.rounds):
+        pair = {
+            mode: profile(replace(base, mode=mode, compile=True), loaded=loaded)
+            for mode in ("standard", "minimal")
+        }
+        med = {m: r.summary()["tpot_ms"].p50 for m, r in pair.items()}
+        ratios.append(med["standard"] / med["minimal"])
+    if ratios:
+        lo, hi = bootstrap_median_ci(ratios)
+        print(
+            f"TPOT compiled standard / bare over {len(ratios)} interleaved rounds: median "
+            f"{statistics.median(ratios):.3f} (95% CI {lo:.3f}-{hi:.3f}); each round "
+            + " ".join(f"{r:.3f}" for r in ratios)
+        )
+        out["tpot_ratio_rounds"] = ratios
     out["tpot_ms"] = tpot
     out["attribution_notes"] = notes
     print(json.dumps(out))

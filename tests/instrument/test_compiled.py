@@ -16,6 +16,7 @@ from infermeter.instrument.compiled import (
     align,
     charge,
     event_name,
+    module_spans,
     module_path,
     profiler_name,
     program_calls,
@@ -81,6 +82,29 @@ def test_a_kernel_goes_to_the_module_most_of_its_operations_come_from_and_its_bl
     assert charge(proj, registered, parents) == ([2, 1], False)
     assert charge(("lm_head",), registered, parents) == ([6], False)
     assert charge(("model", ""), registered, parents) == ([], False)  # the model's own glue
+
+
+def test_a_modules_time_is_its_runs_of_kernels_and_parts_nest_in_their_block():
+    """Work between one module's kernels is that module's; between two modules', neither's."""
+    registered = {"b": 1, "b.attn": 2, "b.mlp": 3, "head": 4}
+    parents = {1: [], 2: [1], 3: [1], 4: []}
+    calls = [
+        (KernelCall("q", ("b.attn",)), 0.0, 2.0),
+        (KernelCall("sdpa", ("b.attn",)), 3.0, 4.0),  # 1 us of glue inside attention
+        (KernelCall("up", ("b.mlp",)), 10.0, 5.0),  # 3 us between attention and the MLP
+        (KernelCall("glue", ("",)), 15.0, 1.0),  # a kernel of no module: ends every run
+        (KernelCall("down", ("b.mlp",)), 16.0, 2.0),
+        (KernelCall("lm", ("head",)), 20.0, 3.0),
+    ]
+    spans = module_spans(calls, registered, parents)
+    assert spans.times[2] == (0.0, 7.0)
+    assert spans.times[3] == (10.0, 7.0)
+    assert spans.times[1] == (0.0, 15.0 + 2.0)  # the block: 0-15, then 16-18
+    assert spans.times[4] == (20.0, 3.0)
+    assert spans.kernel_us == 2 + 4 + 5 + 2 + 3 and spans.fused_us == 0
+    for part in (2, 3):  # a part's synthesized record ends inside its block's
+        start, total = spans.times[part]
+        assert start + total <= spans.times[1][0] + spans.times[1][1] + 1  # (block: 0 + 17)
 
 
 def _ev(name, start, end, children=()):

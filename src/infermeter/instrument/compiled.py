@@ -74,10 +74,12 @@ class CompiledTally:
     """One phase's attribution under torch.compile, summed over its instrumented forwards."""
 
     steps: int = 0
-    #: the forwards' wall time, the compiled program's calls in it, and the matched kernels
-    #: (all of them, and those fusing operations of two parts), in microseconds
+    #: the forwards' wall time, the compiled program's calls in it, the time charged to
+    #: top-level modules (their kernels and the work between a module's kernels), and the
+    #: matched kernels' own time (all, and those fusing two parts' operations), in us
     forward_us: float = 0.0
     call_us: float = 0.0
+    charged_us: float = 0.0
     kernel_us: float = 0.0
     fused_us: float = 0.0
     #: profiler events recorded (what the recording cost: instrument/cost.py prices one)
@@ -360,6 +362,55 @@ def charge(
         return [], False
     top = Counter(owners).most_common(1)[0][0]
     return [top, *parents.get(top, [])], len(set(owners)) > 1
+
+
+@dataclass
+class ModuleSpans:
+    """One forward's time per module id: (first kernel's start us, us charged to it)."""
+
+    times: dict[int, tuple[float, float]]
+    #: matched kernels' own time, and that of those fusing two parts' operations (us)
+    kernel_us: float
+    fused_us: float
+
+
+def module_spans(
+    calls: Sequence[tuple[KernelCall, float, float]],
+    registered: dict[str, int],
+    parents: dict[int, list[int]],
+) -> ModuleSpans:
+    """Each module's time in one forward: the spans of its runs of consecutive kernels.
+
+    A module's consecutive kernels (in the program's order) make one span, from the first's
+    start to the last's end: the program's work between them (their outputs' allocation, its
+    Python) is the module's, as a hooked eager module's time includes its own glue. Work
+    between two modules' kernels is neither's: it stays in "other". A part's spans lie inside
+    its block's, so the tables nest as they do for eager runs.
+    """
+    open_spans: dict[int, tuple[float, float]] = {}
+    first: dict[int, float] = {}
+    total: dict[int, float] = {}
+    kernel_us = fused_us = 0.0
+
+    def close(mid: int) -> None:
+        start, end = open_spans.pop(mid)
+        total[mid] = total.get(mid, 0.0) + (end - start)
+
+    for call, start, dur in sorted(calls, key=lambda c: c[1]):
+        mids, fused = charge(call.modules, registered, parents)
+        end = start + dur
+        if mids:
+            kernel_us += dur
+            fused_us += dur if fused else 0.0
+        for mid in [m for m in open_spans if m not in mids]:
+            close(mid)
+        for mid in mids:
+            began = open_spans[mid][0] if mid in open_spans else start
+            open_spans[mid] = (began, end)
+            first.setdefault(mid, start)
+    for mid in list(open_spans):
+        close(mid)
+    return ModuleSpans({mid: (first[mid], total[mid]) for mid in total}, kernel_us, fused_us)
 
 
 def _owner(path: str, registered: dict[str, int]) -> int | None:

@@ -26,7 +26,7 @@ from infermeter.instrument.compiled import (
     CompileCapture,
     CompiledTally,
     StepKernels,
-    charge,
+    module_spans,
     step_kernels,
 )
 from infermeter.instrument.config import ProfilingConfig
@@ -463,19 +463,12 @@ class Profiler:
             tally.call_us += sk.call_us
             tally.events += sk.events
             tally.unmatched += sk.unmatched
-            per: dict[int, list[float]] = {}
-            for call, start_us, dur_us in sk.calls:
-                mids, fused = charge(call.modules, self._by_name, self._parents)
-                if not mids:
-                    continue
-                tally.kernel_us += dur_us
-                if fused:
-                    tally.fused_us += dur_us
-                for mid in mids:
-                    acc = per.setdefault(mid, [start_us, 0.0])
-                    acc[0] = min(acc[0], start_us)
-                    acc[1] += dur_us
-            for mid, (start_us, total_us) in per.items():
+            spans = module_spans(sk.calls, self._by_name, self._parents)
+            tally.kernel_us += spans.kernel_us
+            tally.fused_us += spans.fused_us
+            for mid, (start_us, total_us) in spans.times.items():
+                if not self._parents.get(mid):
+                    tally.charged_us += total_us
                 begin = mark + int(start_us * 1000)
                 self.timing.add(mid, sk.step, begin, begin + int(total_us * 1000))
         # the forward's own time, from its root records (marks on this clock)
@@ -534,13 +527,14 @@ class Profiler:
             fwd = t.forward_us
             if fwd <= 0:
                 continue
-            kernels, calls = t.kernel_us / fwd, t.call_us / fwd
+            charged, kernels, calls = t.charged_us / fwd, t.kernel_us / fwd, t.call_us / fwd
             line = (
-                f"under torch.compile, {phase}: {100 * kernels:.0f}% of the forward's time is "
-                f"its compiled kernels, charged to the modules they were made from "
-                f"({100 * t.fused_us / fwd:.0f}% in kernels fusing two parts' operations, "
-                "charged to the part most of them come from); 'other' holds the program's "
-                f"allocations and Python ({100 * max(0.0, calls - kernels):.0f}%) and "
+                f"under torch.compile, {phase}: {100 * charged:.0f}% of the forward's time "
+                f"charged to modules from the compiled program: their kernels "
+                f"({100 * kernels:.0f}%) and the program's work between one module's kernels; "
+                f"{100 * t.fused_us / fwd:.0f}% ran in kernels fusing two parts' operations "
+                "(charged to the part most of them come from). 'other' holds the program's "
+                f"work between modules ({100 * max(0.0, calls - charged):.0f}%) and "
                 f"torch.compile's entry: guards, cache look-up ({100 * max(0.0, 1 - calls):.0f}%)"
             )
             if t.unmatched:

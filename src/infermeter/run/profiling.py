@@ -357,6 +357,11 @@ def attach_instruments(session: Session) -> None:
     device_type = str(session.result.device.get("type", "cpu"))
     if config.compile and not generate_compiles(config.compile, config.cache, device_type):
         mode = None if config.compile is True else str(config.compile)
+        # Each run compiles from a clean dynamo state: runs in one process (a sweep, the
+        # Python API) otherwise add their graphs to the last run's until dynamo's recompile
+        # limit (8) is hit and the forward silently runs eager (seen in a benchmark's rounds).
+        # Inductor's on-disk cache still spares the code generation.
+        torch._dynamo.reset()
         backend = session.profiler.compile_backend(mode) if session.profiler else None
         if backend is not None:  # the same inductor compile, its graphs' modules noted
             model.forward = torch.compile(model.forward, backend=backend)
