@@ -130,8 +130,14 @@ class Profiler:
         self.routing = RoutingProbe(n_layers, experts, self.device) if deep and experts else None
         self._op_ids: dict[tuple[int, str], int] = {}
         self._sections: Timer | None = None  # made by the first `section` (no mark before)
-        # under torch.compile: the kernels' provenance, the running torch.profiler, each
-        # instrumented step's start mark and open range, module ids by name and their parents
+        self._init_compiled(compiled)
+
+    def _init_compiled(self, compiled: bool) -> None:
+        """State used under torch.compile only.
+
+        The kernels' provenance, the running torch.profiler, each instrumented step's start
+        mark and open range, module ids by name and their parents.
+        """
         self._capture = CompileCapture() if compiled else None
         self._torch_profiler: Any = None
         self._step_marks: dict[int, Any] = {}

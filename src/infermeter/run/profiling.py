@@ -272,13 +272,7 @@ def set_up_session(
     if speculator is not None and config.decoding.startswith("assisted"):
         result.phases["draft_load_ms"] = speculator.load_draft()  # a bad draft stops here
     prof_config = _profiler_config(config, info)
-    # compiled on a CPU: blocks and parts from the compiled program's kernels, no hooks inside
-    compiled = bool(config.compile) and device.type == "cpu"
-    profiler = (
-        Profiler(model, prof_config, clock=clock, compiled=compiled)
-        if prof_config.hooks_needed
-        else None
-    )
+    profiler = _make_profiler(model, prof_config, clock, bool(config.compile), device.type)
     # An explicitly named source that is missing is a UserError here, before anything is stored.
     sources, missing = open_source(config.energy, config.power_interval_ms)
     sampler = PowerSampler(sources, config.power_interval_ms) if sources is not None else None
@@ -299,6 +293,19 @@ def set_up_session(
         cache_probe=CacheProbe(model),
         **_instrument_prices(profiler, clock, config.batch_size),
     )
+
+
+def _make_profiler(
+    model: Any, prof_config: ProfilingConfig, clock: Clock, compile_on: bool, device_type: str
+) -> Profiler | None:
+    """The run's profiler, None in minimal mode.
+
+    Compiled on a CPU, blocks and parts are timed from the compiled program's kernels, with
+    nothing hooked inside the forward.
+    """
+    if not prof_config.hooks_needed:
+        return None
+    return Profiler(model, prof_config, clock=clock, compiled=compile_on and device_type == "cpu")
 
 
 def _refuse_before_loading(config: RunConfig, loaded: LoadedModel | None) -> None:
