@@ -26,10 +26,19 @@ def test_integrated_power_matches_the_counter_when_polled_often_enough(interval_
     integrated = NvmlSource(gpus.nvml, now=lambda: gpus.t, visible="0", integrate=True)
     assert counter.method == "counter" and integrated.method == "power-integration"
 
+    power = gpus.nvml.nvmlDeviceGetPowerUsage
+
     def work() -> int:  # 1.3 s of the GPU's time, in steps a 10 ms sampler sees
         for _ in range(26):
             gpus.t += 0.05
-            time.sleep(0.012)
+            if not agrees:
+                time.sleep(0.012)
+                continue
+            # each step waits for the sampler's next reading (a fixed sleep lost readings on a
+            # loaded host and failed the 0.5% check): a count, not a clock, decides
+            seen, deadline = power.call_count, time.monotonic() + 10
+            while power.call_count <= seen and time.monotonic() < deadline:
+                time.sleep(0.001)
         return 64
 
     rows = nvml_integration.compare_windows(counter, integrated, work, 4, interval_ms)
