@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from infermeter.errors import UserError
+from infermeter.measure.device import DeviceDoc
 
 if TYPE_CHECKING:
     from infermeter.bench.eta import BenchProgress
@@ -226,7 +227,7 @@ def run_benchmark(
     validate(spec)
     eta = Eta([(name, n) for name in spec.models for n in spec.seq_lens])
     summary, samples, models = [], [], []
-    device_info: dict[str, Any] = {}
+    device_info: DeviceDoc = {}
     for name in spec.models:
         loaded = load_model(name, dtype=spec.dtype, device=spec.device, seed=spec.seed)
         device_info = describe_device(next(loaded.model.parameters()).device)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
-from typing import Any
+from typing import Any, TypedDict
 
 import psutil
 
@@ -87,20 +87,44 @@ def dtype_name(dtype: Any) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def describe_device(device: Any) -> dict[str, Any]:
+class DeviceDoc(TypedDict, total=False):
+    """The stored record of a run's device (`RunResult.device`): what `describe_device` read.
+
+    CUDA devices add name, memory, capability, multiprocessors and `identity` (which physical
+    GPU: measure/gpu_identity.py); CPUs add the page-fault cost and malloc's mmap threshold.
+    Older stored runs may lack any key but `type`, so every key is optional to a reader.
+    """
+
+    type: str
+    #: "endpoint" for a load run against a server: no local device, its URL as the name
+    kind: str
+    index: int | None
+    name: str
+    total_memory_mib: float
+    capability: str
+    multiprocessors: int
+    identity: dict[str, Any]
+    cpu_count: int | None
+    torch_threads: int
+    host_memory_mib: float
+    page_fault_us: float | None
+    mmap_threshold_bytes: int | None
+    #: what else the machine did while the samples ran (measure/host.py's watch), after a run
+    host: dict[str, Any]
+
+
+def describe_device(device: Any) -> DeviceDoc:
     """Name and size of the hardware behind a torch device, for every run's record."""
     import torch
 
     dev = torch.device(device)
-    info: dict[str, Any] = {"type": dev.type, "index": dev.index}
+    info: DeviceDoc = {"type": dev.type, "index": dev.index}
     if dev.type == "cuda":
         props = torch.cuda.get_device_properties(dev)
-        info.update(
-            name=props.name,
-            total_memory_mib=props.total_memory / 2**20,
-            capability=f"{props.major}.{props.minor}",
-            multiprocessors=props.multi_processor_count,
-        )
+        info["name"] = str(props.name)
+        info["total_memory_mib"] = props.total_memory / 2**20
+        info["capability"] = f"{props.major}.{props.minor}"
+        info["multiprocessors"] = int(props.multi_processor_count)
         from infermeter.measure.gpu_identity import cuda_identity
 
         # which physical GPU this is: nvidia-smi's number, through CUDA_VISIBLE_DEVICES

@@ -11,6 +11,7 @@ the record says which way it was found.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from infermeter.measure.energy.nvml import (
@@ -101,7 +102,7 @@ def cuda_identity(props: Any, index: int) -> dict[str, Any]:
         pynvml.nvmlShutdown()
 
 
-def identity_label(device: dict[str, Any]) -> str:
+def identity_label(device: Mapping[str, Any]) -> str:
     """'cuda:0 = GPU 3 of 8 (CUDA_VISIBLE_DEVICES=3,5)', or '' where nothing is known."""
     ident = device.get("identity") or {}
     if device.get("type") != "cuda" or not ident:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import platform
 import socket
 import sys
-from typing import Any
+from typing import Any, TypedDict
 
 
 def git_state(folder: str | None = None) -> dict[str, Any] | None:
@@ -44,7 +44,23 @@ def git_state(folder: str | None = None) -> dict[str, Any] | None:
     }
 
 
-def library_versions() -> dict[str, Any]:
+class VersionsDoc(TypedDict, total=False):
+    """The stored record of what a run ran on (`RunResult.versions`): libraries, OS, commit.
+
+    Every key optional to a reader: older stored runs lack some (the git state came later).
+    """
+
+    infermeter: str
+    python: str
+    torch: str
+    torch_cuda: str | None
+    transformers: str
+    platform: str
+    host: str
+    git: dict[str, Any] | None
+
+
+def library_versions() -> VersionsDoc:
     """Python, torch (and its CUDA), transformers, infermeter, the OS and the git state."""
     import torch
     import transformers

@@ -12,7 +12,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
 from infermeter.instrument.cost import InstrumentCost
+from infermeter.measure.device import DeviceDoc
 from infermeter.measure.stats import Summary, summarize
+from infermeter.run.environment import VersionsDoc
 
 #: Per-sample metrics summarised in every run, with their units in their names.
 METRICS = (
@@ -183,8 +185,8 @@ class RunResult:
     config: dict[str, Any]
     knobs: dict[str, Any]
     model_info: dict[str, Any]
-    device: dict[str, Any]
-    versions: dict[str, Any]
+    device: DeviceDoc
+    versions: VersionsDoc
     created: str
     phases: dict[str, float] = field(default_factory=dict)
     samples: list[SampleResult] = field(default_factory=list)

@@ -30,7 +30,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from infermeter.errors import UserError
+from infermeter.measure.device import DeviceDoc
 from infermeter.run.document import LoadResult
+from infermeter.run.environment import VersionsDoc
 from infermeter.run.progress import ProgressFn
 from infermeter.run.slo import SLO_METRICS, check_slos, parse_slos, slo_report
 from infermeter.serving.batch_state import one_instant
@@ -835,7 +837,7 @@ def run_load(
 
     live = LiveProgress(sink, lm.info.spec, on_progress) if sink or on_progress else None
     device = describe_device(next(lm.model.parameters()).device)
-    versions = {"torch": torch.__version__}
+    versions: VersionsDoc = {"torch": torch.__version__}
     keeper = _keeper(sink if keep else None, spec, reqs, lm.info.to_dict(), device, versions)
     arrivals = _Arrivals(reqs, plan.offsets_s, spec.concurrency, live, keeper)
     interrupted: KeyboardInterrupt | None = None
@@ -928,8 +930,8 @@ def _keeper(
     spec: LoadSpec,
     reqs: list[Request],
     model_info: dict[str, Any],
-    device: dict[str, Any],
-    versions: dict[str, Any],
+    device: DeviceDoc,
+    versions: VersionsDoc,
 ) -> Any:
     """A `Keeper` of the run in `sink` as requests finish (None without a store to keep it)."""
     if sink is None or not hasattr(sink, "begin_run"):
@@ -1110,7 +1112,7 @@ def _endpoint_load(
     name = endpoint.model or masked_url(endpoint.url)
     live = LiveProgress(sink, name, on_progress) if sink or on_progress else None
     url = masked_url(base_url(endpoint.url))  # shown and stored: never its credentials
-    device = {"name": f"endpoint {url}", "kind": "endpoint"}
+    device: DeviceDoc = {"name": f"endpoint {url}", "kind": "endpoint"}
     info = {"spec": f"{endpoint.model or '?'} @ {url}", "endpoint": url, "tokenizer": spec.model}
     keeper = _keeper(sink if keep else None, spec, reqs, info, device, {})
     done: list[int] = []

@@ -20,6 +20,8 @@ from infermeter.store.schema import (
 )
 
 if TYPE_CHECKING:  # annotations only: run.results imports numpy, slow for `runs list`
+    from infermeter.measure.device import DeviceDoc
+    from infermeter.run.environment import VersionsDoc
     from infermeter.run.results import RunResult, RunStatus, SampleResult
 
 
@@ -170,8 +172,8 @@ def run_from_row(row: RunRow) -> RunResult:
         config=row.config,
         knobs=row.knobs,
         model_info=mib_keys(row.model_info),
-        device=mib_keys(row.device),
-        versions=row.versions,
+        device=cast("DeviceDoc", mib_keys(row.device)),
+        versions=cast("VersionsDoc", row.versions),
         created=row.created,
         phases=row.phases or {},
         samples=[sample_from_row(r) for r in row.samples],

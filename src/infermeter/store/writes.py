@@ -183,14 +183,14 @@ class StoreWrites(StoreCore):
                 row.model_info = result.model_info
                 row.config = result.config
                 row.mode = str(result.config.get("mode", "minimal"))
-                row.device = result.device
-                row.versions = result.versions
+                row.device = dict(result.device)
+                row.versions = dict(result.versions)
                 row.samples.clear()  # delete-orphan: the kept rows go
                 s.flush()
                 self._written.pop(str(result.run_id), None)
             row.status = result.status
             row.error = result.error
-            row.device = result.device  # what the host did while it measured is known now
+            row.device = dict(result.device)  # what the host did while it measured is known now
             row.phases = dict(result.phases)
             row.notes = list(result.notes)
             row.finished = now_iso()
