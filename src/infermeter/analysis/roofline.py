@@ -13,6 +13,7 @@ fastest a prefill could be at peak FLOP/s, beside the measured TTFT.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from infermeter.analysis.costs import Cost, approximate, forward_costs, total
@@ -120,7 +121,7 @@ def _by_kind(costs: list[Cost]) -> dict[str, Cost]:
     return {k: total(v) for k, v in out.items()}
 
 
-def _quantized_note(model_info: dict[str, Any]) -> list[str]:
+def _quantized_note(model_info: Mapping[str, Any]) -> list[str]:
     """Quantized weights are stored in fewer bytes than the cost model counts them in."""
     q = model_info.get("quantization")
     if not q:

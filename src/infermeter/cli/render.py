@@ -72,12 +72,12 @@ def run_header(run: RunResult, where: str | None = None) -> Text:
     tokenizer = str(info.get("tokenizer") or "")
     if tokenizer.endswith("in the checkpoint)"):  # the built-in tokenizer stood in
         text.append(f"\ntokenizer: {tokenizer}", style="yellow")
-    quant = info.get("quantization")
-    if quant:
-        q = quant.get("quality") or {}
+    quant_doc = info.get("quantization")
+    if quant_doc:
+        q = quant_doc.get("quality") or {}
         text.append(
-            f"\nweights: {quant['converted_linear']} linear layers as {quant['scheme']} "
-            f"({quant['method']}); vs unquantized: top-1 agreement "
+            f"\nweights: {quant_doc['converted_linear']} linear layers as {quant_doc['scheme']} "
+            f"({quant_doc['method']}); vs unquantized: top-1 agreement "
             f"{100 * q.get('top1_agreement', float('nan')):.1f}%, KL "
             f"{q.get('kl_nats', float('nan')):.2g} nats",
             style="yellow",

@@ -6,8 +6,9 @@ through the names transformers uses across families (`hidden_size` or `n_embd`, 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any, TypedDict, cast
 
 from infermeter.measure.device import dtype_name
 
@@ -27,6 +28,43 @@ class VisionInfo:
     projector_params: int
     #: see workloads.prompts.VisionInput.pixel_dims
     pixel_dims: int = 4
+
+
+class ModelInfoDoc(TypedDict, total=False):
+    """The stored record of a run's model (`RunResult.model_info`): `ModelInfo`'s fields.
+
+    A profile run adds `shape` (its cost shape and census: models/shape.py); a load run against
+    an endpoint has only `spec`, `endpoint` and `tokenizer`; a Ray sweep's placeholder only
+    `spec`. Every key is optional to a reader.
+    """
+
+    spec: str
+    source: str
+    family: str
+    architecture: str
+    params: int
+    weights_mib: float
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int | None
+    vocab: int
+    max_positions: int | None
+    tie_word_embeddings: bool
+    sliding_window: int | None
+    experts: int | None
+    top_k: int | None
+    shared_experts: bool
+    vision: dict[str, Any] | None
+    dtype: str
+    device: str
+    tokenizer: str
+    quantization: dict[str, Any] | None
+    attn_implementation: str | None
+    shape: dict[str, Any]
+    endpoint: str
 
 
 @dataclass(frozen=True)
@@ -79,17 +117,18 @@ class ModelInfo:
         """True for mixture-of-experts models."""
         return bool(self.experts)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ModelInfoDoc:
         """Plain dict (vision nested) for JSON and the store."""
-        return asdict(self)
+        return cast(ModelInfoDoc, asdict(self))
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> ModelInfo:
-        """Inverse of `to_dict`."""
-        d = dict(d)
-        if d.get("vision"):
-            d["vision"] = VisionInfo(**d["vision"])
-        return cls(**d)
+    def from_dict(cls, d: Mapping[str, Any]) -> ModelInfo:
+        """Inverse of `to_dict` (keys a run adds beside the fields, such as `shape`, dropped)."""
+        known = {f.name for f in fields(cls)}
+        kept = {k: v for k, v in d.items() if k in known}
+        if kept.get("vision"):
+            kept["vision"] = VisionInfo(**kept["vision"])
+        return cls(**kept)
 
 
 def config_value(cfg: Any, *names: str, default: Any = None) -> Any:

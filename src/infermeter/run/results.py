@@ -14,6 +14,7 @@ from typing import Any, Literal, Protocol
 from infermeter.instrument.cost import InstrumentCost
 from infermeter.measure.device import DeviceDoc
 from infermeter.measure.stats import Summary, summarize
+from infermeter.models.info import ModelInfoDoc
 from infermeter.run.environment import VersionsDoc
 
 #: Per-sample metrics summarised in every run, with their units in their names.
@@ -184,7 +185,7 @@ class RunResult:
     run_id: str | None
     config: dict[str, Any]
     knobs: dict[str, Any]
-    model_info: dict[str, Any]
+    model_info: ModelInfoDoc
     device: DeviceDoc
     versions: VersionsDoc
     created: str

@@ -31,6 +31,7 @@ from typing import Any
 
 from infermeter.errors import UserError
 from infermeter.measure.device import DeviceDoc
+from infermeter.models.info import ModelInfoDoc
 from infermeter.run.document import LoadResult
 from infermeter.run.environment import VersionsDoc
 from infermeter.run.progress import ProgressFn
@@ -929,7 +930,7 @@ def _keeper(
     sink: Any,
     spec: LoadSpec,
     reqs: list[Request],
-    model_info: dict[str, Any],
+    model_info: ModelInfoDoc,
     device: DeviceDoc,
     versions: VersionsDoc,
 ) -> Any:
@@ -1113,7 +1114,11 @@ def _endpoint_load(
     live = LiveProgress(sink, name, on_progress) if sink or on_progress else None
     url = masked_url(base_url(endpoint.url))  # shown and stored: never its credentials
     device: DeviceDoc = {"name": f"endpoint {url}", "kind": "endpoint"}
-    info = {"spec": f"{endpoint.model or '?'} @ {url}", "endpoint": url, "tokenizer": spec.model}
+    info: ModelInfoDoc = {
+        "spec": f"{endpoint.model or '?'} @ {url}",
+        "endpoint": url,
+        "tokenizer": spec.model,
+    }
     keeper = _keeper(sink if keep else None, spec, reqs, info, device, {})
     done: list[int] = []
 
@@ -1441,7 +1446,7 @@ def _as_run_notes(meta: dict[str, Any], finished: int) -> list[str]:
     return notes
 
 
-def as_run(doc: dict[str, Any], model_info: dict[str, Any]) -> Any:
+def as_run(doc: dict[str, Any], model_info: ModelInfoDoc) -> Any:
     """A load run as a stored run (mode `load`): one sample per request, in arrival order.
 
     A request's sample: `start_ms` its arrival, `ttft_ms` arrival to first token (queue

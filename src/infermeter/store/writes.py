@@ -180,7 +180,7 @@ class StoreWrites(StoreCore):
                 raise UserError(f"run {result.run_id} vanished from the database", "run it again")
             if replace:
                 row.model_spec = str(result.model_info.get("spec") or result.config.get("model"))
-                row.model_info = result.model_info
+                row.model_info = dict(result.model_info)
                 row.config = result.config
                 row.mode = str(result.config.get("mode", "minimal"))
                 row.device = dict(result.device)
