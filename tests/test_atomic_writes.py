@@ -20,7 +20,7 @@ NOT_A_USERS_FILE = [
     ("util/atomic.py", 'open(tmp, "x"', "the atomic writer itself"),
     ("cli/output.py", 'probe.write_text("")', "an empty probe proving the folder is writable"),
     ("measure/memory.py", 'open(_CLEAR_REFS, "w")', "a /proc control file, not a file on disk"),
-    ("bench/timing.py", 'open(os.devnull, "w")', "the null device"),
+    ("util/native.py", 'open(os.devnull, "w")', "the null device"),
     ("report/gate_outputs.py", 'open(github, "a"', "CI's step summary: appended to, not ours"),
     ("experiments/tensor_parallel.py", "OWNER_FILE).write_text", "a private temp folder"),
     ("experiments/tensor_parallel.py", '"config.pickle").write_bytes', "a private temp folder"),
