@@ -49,7 +49,9 @@ def _load(url: str, tmp_path, *extra: str) -> tuple[dict, str]:
 
 def test_a_server_slowing_halfway_is_called_drift_and_a_steady_one_is_not(tmp_path):
     args = ("--requests", "24", "--concurrency", "1", "--no-selfcheck")
-    slow = NullSpec(ttft_ms=5, itl_ms=6, slow_after=12, slow_factor=2.5)
+    # 15 ms between tokens: a loaded host overshot 6 ms sleeps by 2 ms (8.1 ms read, then
+    # 15.6 slowed: a ratio of 1.92 for a 2.5x slowdown, in a CI run); 2 ms on 15 keeps it > 2
+    slow = NullSpec(ttft_ms=5, itl_ms=15, slow_after=12, slow_factor=2.5)
     with null_server(slow) as s:
         doc, out = _load(s.url, tmp_path, *args)
     d = doc["summary"]["drift"]
