@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -82,6 +83,26 @@ class InstrumentCost:
         return text
 
 
+def _tiny_linear() -> tuple[Any, Callable[[], float]]:
+    """A tiny Linear and a timer of its mean call (us over COST_CALLS calls).
+
+    The unit both instrument prices (the wrapper's, torch.profiler's event) are measured on.
+    """
+    import torch
+
+    lin = torch.nn.Linear(8, 8)
+    x = torch.randn(1, 8)
+
+    def per_call_us() -> float:
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            for _ in range(COST_CALLS):
+                lin(x)
+        return (time.perf_counter() - t0) / COST_CALLS * 1e6
+
+    return lin, per_call_us
+
+
 def window_cost_us(clock: Any) -> float:
     """Microseconds the profiler's timing wrapper adds to one module call, on this host.
 
@@ -100,17 +121,8 @@ def window_cost_us(clock: Any) -> float:
     from infermeter.instrument.config import ProfilingConfig
     from infermeter.instrument.profiler import Profiler
 
-    lin = torch.nn.Linear(8, 8)
-    x = torch.randn(1, 8)
+    lin, per_call_us = _tiny_linear()
     prof = Profiler(torch.nn.Sequential(lin), ProfilingConfig.custom(part_timing=False), clock)
-
-    def per_call_us() -> float:
-        t0 = time.perf_counter()
-        with torch.inference_mode():
-            for _ in range(COST_CALLS):
-                lin(x)
-        return (time.perf_counter() - t0) / COST_CALLS * 1e6
-
     per_call_us()  # warm
     found = 0.0
     for _ in range(COST_ATTEMPTS):  # a busy spell can land in the plain calls' fastest round
@@ -141,16 +153,7 @@ def profiler_event_cost_us() -> float:
         return _CACHE[key]
     import torch
 
-    lin = torch.nn.Linear(8, 8)
-    x = torch.randn(1, 8)
-
-    def per_call_us() -> float:
-        t0 = time.perf_counter()
-        with torch.inference_mode():
-            for _ in range(COST_CALLS):
-                lin(x)
-        return (time.perf_counter() - t0) / COST_CALLS * 1e6
-
+    _, per_call_us = _tiny_linear()
     per_call_us()  # warm
     found = 0.0
     for _ in range(COST_ATTEMPTS):
