@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from infermeter.paths import cache_dir
+from infermeter.util.atomic import atomic_path
 from infermeter.workloads.corpus import builtin_texts
 
 BOS, EOS, PAD, IMAGE = "<|bos|>", "<|eos|>", "<|pad|>", "<image>"
@@ -60,9 +61,10 @@ def builtin_tokenizer(vocab_size: int = VOCAB_SIZE) -> Any:
     else:
         tok = _train(texts, vocab_size)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tok.save(str(tmp))
-        tmp.replace(path)  # atomic: concurrent processes never read a half-written file
+        # a temporary name of its own: two processes training at once (pytest's two workers on a
+        # machine with no cache yet) shared one ".tmp" and the second rename found it gone
+        with atomic_path(path) as tmp:
+            tok.save(str(tmp))
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok,
         bos_token=BOS,
