@@ -1,6 +1,9 @@
-"""Timestamps as the store and every file keep them: UTC, ISO 8601, to the second.
+"""Timestamps as the store and every file keep them: UTC, ISO 8601, to the millisecond.
 
-ISO strings sort as time does, so the store can filter and order runs by comparing text.
+ISO strings sort as time does, so the store can filter and order runs by comparing text. To the
+second, a profile and the sweep point started after it in the same second tied, and "newest
+first" put them in the order of their random ids (seen as a dashboard test opening the wrong
+run). Older rows, kept to the second, still sort among these: '+' sorts before '.'.
 """
 
 from __future__ import annotations
@@ -9,8 +12,8 @@ import datetime as dt
 
 
 def now_iso() -> str:
-    """The current UTC time, e.g. '2026-11-23T15:51:00+00:00'."""
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    """The current UTC time, e.g. '2026-11-23T15:51:00.042+00:00'."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
 def age_seconds(iso: str, now: dt.datetime | None = None) -> float:
