@@ -11,12 +11,34 @@ The tag "soa-z1" names this format, so a later one can be told apart.
 from __future__ import annotations
 
 import zlib
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
 TAG = "soa-z1"
 _RECORD = np.dtype([("mid", "<u2"), ("start_us", "<f8"), ("dur_us", "<f4")])
+
+
+class PackedRecords(TypedDict):
+    """An instrumented run's per-call records as `pack` keeps them.
+
+    `modules` is the table their ids index: one [name, kind, layer] row per timed module.
+    """
+
+    dtype: str
+    records: bytes
+    count: int
+    modules: list[list[Any]]
+
+
+class TraceDoc(PackedRecords):
+    """`PackedRecords` placed on the run's timeline.
+
+    `offset_ms` is where the records' zero lies (the model load comes first), so a trace
+    export lines them up with the phases.
+    """
+
+    offset_ms: float
 
 
 def pack(mids: list[int], starts_ms: list[float], durs_ms: list[float]) -> tuple[str, bytes]:

@@ -10,10 +10,13 @@ projector): Python glue, cache updates, mask building, hooks' own cost.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from infermeter.instrument.packing import PackedRecords
 
 #: Modules called directly by the model's forward (their sum plus "other" is the forward time).
 TOP_LEVEL = (
@@ -310,7 +313,7 @@ class LayerProfile:
             )
         return pd.DataFrame(rows)
 
-    def packed_trace(self) -> dict[str, Any]:
+    def packed_trace(self) -> PackedRecords:
         """Raw records packed for storage and trace export (see `instrument.packing`)."""
         from infermeter.instrument.packing import pack
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from infermeter.measure.energy.attribution import PowerTrace, WindowEnergy
+from infermeter.measure.energy.attribution import EnergyDoc, PowerTrace, WindowEnergy
 from infermeter.measure.energy.base import Unavailable
 from infermeter.run.results import RunResult, SampleResult
 
@@ -60,7 +60,7 @@ def sample_energy(
     return out
 
 
-def unavailable_energy(missing: list[Unavailable]) -> dict[str, Any]:
+def unavailable_energy(missing: list[Unavailable]) -> EnergyDoc:
     """The run's energy block when no source measured it."""
     return {
         "available": False,
@@ -87,7 +87,7 @@ def attribute(
     uncovered = [s.index for s in result.samples if s.energy is None]
     total = trace.window(float(trace.t_ms[0]), float(trace.t_ms[-1])) if len(trace) > 1 else None
     measured = [s.energy for s in result.measured if s.energy]
-    block: dict[str, Any] = {
+    block: EnergyDoc = {
         "available": True,
         "source": trace.source,
         "method": trace.method,

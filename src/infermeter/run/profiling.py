@@ -745,12 +745,7 @@ def _attach_energy(session: Session) -> None:
         missing=session.missing,
         grid_g_per_kwh=session.config.grid_g_per_kwh,
     )
-    result.power = {
-        "source": trace.source,
-        "domains": trace.domains,
-        "t_ms": trace.t_ms.tolist(),
-        "joules": trace.joules.tolist(),
-    }
+    result.power = trace.to_doc()
 
 
 def _publish(

@@ -12,7 +12,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
 from infermeter.instrument.cost import InstrumentCost
+from infermeter.instrument.packing import TraceDoc
 from infermeter.measure.device import DeviceDoc
+from infermeter.measure.energy.attribution import EnergyDoc, PowerDoc
 from infermeter.measure.stats import Summary, summarize
 from infermeter.models.info import ModelInfoDoc
 from infermeter.run.environment import VersionsDoc
@@ -196,15 +198,15 @@ class RunResult:
     notes: list[str] = field(default_factory=list)
     layers: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     #: Packed per-call records of an instrumented run, for trace export (not in `to_json`).
-    trace: dict[str, Any] | None = None
+    trace: TraceDoc | None = None
     #: Energy of the run (see run/energy.py): sources, methods, gaps, totals, or why none.
-    energy: dict[str, Any] | None = None
+    energy: EnergyDoc | None = None
     #: The sweep this run is a point of.
     sweep_id: str | None = None
     #: Per knob: the evidence that its value took effect (see knobs/base.py).
     checks: dict[str, Any] = field(default_factory=dict)
     #: Power readings on the run's timeline: {"domains", "t_ms", "joules"} (cumulative J).
-    power: dict[str, Any] | None = None
+    power: PowerDoc | None = None
     #: What the profiler's instruments cost this run (instrument/cost.py), None without hooks.
     instrument_cost: InstrumentCost | None = None
 

@@ -20,7 +20,9 @@ from infermeter.store.schema import (
 )
 
 if TYPE_CHECKING:  # annotations only: run.results imports numpy, slow for `runs list`
+    from infermeter.instrument.packing import TraceDoc
     from infermeter.measure.device import DeviceDoc
+    from infermeter.measure.energy.attribution import EnergyDoc, PowerDoc
     from infermeter.run.environment import VersionsDoc
     from infermeter.run.results import RunResult, RunStatus, SampleResult
 
@@ -35,7 +37,7 @@ def unpack(blob: bytes, count: int) -> tuple[float, ...]:
     return struct.unpack(f"<{count}d", blob) if count else ()
 
 
-def trace_dict(t: TraceRow | None) -> dict[str, Any] | None:
+def trace_dict(t: TraceRow | None) -> TraceDoc | None:
     """A run's packed per-call records from their row (None when not instrumented)."""
     if t is None:
         return None
@@ -118,7 +120,7 @@ def _finite(value: float, instead: float) -> float:
     return instead if value != value else value
 
 
-def power_rows(power: dict[str, Any]) -> list[PowerSamplesRow]:
+def power_rows(power: PowerDoc) -> list[PowerSamplesRow]:
     """The sampler's readings in batches of POWER_CHUNK rows, packed as float64."""
     t, joules = power["t_ms"], power["joules"]
     rows = []
@@ -138,7 +140,7 @@ def power_rows(power: dict[str, Any]) -> list[PowerSamplesRow]:
     return rows
 
 
-def power_from_rows(rows: list[PowerSamplesRow]) -> dict[str, Any] | None:
+def power_from_rows(rows: list[PowerSamplesRow]) -> PowerDoc | None:
     """Readings back from their chunks (None for runs without energy)."""
     if not rows:
         return None
@@ -152,7 +154,7 @@ def power_from_rows(rows: list[PowerSamplesRow]) -> dict[str, Any] | None:
     return {"source": rows[0].source, "domains": list(rows[0].domains), "t_ms": t, "joules": joules}
 
 
-def trace_row(t: dict[str, Any]) -> TraceRow:
+def trace_row(t: TraceDoc) -> TraceRow:
     """A run's packed per-call records as their row."""
     return TraceRow(
         dtype=t["dtype"],
@@ -182,7 +184,7 @@ def run_from_row(row: RunRow) -> RunResult:
         notes=row.notes or [],
         layers={ls.table: mib_keys(ls.rows) for ls in row.layer_stats},
         trace=trace_dict(row.trace),
-        energy=row.energy,
+        energy=cast("EnergyDoc | None", row.energy),
         power=power_from_rows(row.power),
         sweep_id=row.sweep_id,
         checks=mib_keys(row.checks or {}),

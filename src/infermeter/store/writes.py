@@ -12,7 +12,7 @@ import socket
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import psutil
 from sqlalchemy import delete, select
@@ -201,7 +201,7 @@ class StoreWrites(StoreCore):
                     continue
                 row.samples.append(sample_row(smp))
             _drop_live_layers(row)
-            row.energy = result.energy
+            row.energy = cast("dict[str, Any] | None", result.energy)  # a JSON column
             row.checks = result.checks or None
             cost = result.instrument_cost
             row.instrument_cost = cost.to_dict() if cost is not None else None

@@ -13,7 +13,7 @@ A window outside the trace is None ("not covered"), never 0.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -71,6 +71,50 @@ class WindowEnergy:
         }
 
 
+class EnergyDoc(TypedDict, total=False):
+    """A run's energy block (run/energy.py), as stored with it.
+
+    Where its power came from and how it was read, the readings' gaps and errors, the
+    totals, or why nothing measured it (`available` False, with `reason` and `fix`). Units
+    are in the names.
+    """
+
+    available: bool
+    reason: str
+    fix: str
+    source: str
+    method: str
+    #: per source, the method it measured with
+    methods: dict[str, str]
+    domains: list[str]
+    interval_ms: float
+    update_period_ms: float
+    readings: int
+    gaps: list[dict[str, float]]
+    errors: list[str]
+    #: the sources that were not there, each with its reason and fix
+    unavailable: list[dict[str, str]]
+    sampled_j: float | None
+    sampled_s: float
+    sampled_mean_power_w: float | None
+    measured_samples_j: float | None
+    grid_g_per_kwh: float | None
+    co2_g: float
+
+
+class PowerDoc(TypedDict):
+    """A run's power readings as kept with it.
+
+    Cumulative joules per domain (one row per reading, in `domains` order) at `t_ms` on the
+    run's timeline.
+    """
+
+    source: str
+    domains: list[str]
+    t_ms: list[float]
+    joules: list[list[float]]
+
+
 @dataclass
 class PowerTrace:
     """Cumulative joules per domain at times `t_ms` (one row per reading)."""
@@ -86,6 +130,15 @@ class PowerTrace:
 
     def __len__(self) -> int:
         return len(self.t_ms)
+
+    def to_doc(self) -> PowerDoc:
+        """The readings as the run keeps them (plain lists, for JSON and the store)."""
+        return {
+            "source": self.source,
+            "domains": list(self.domains),
+            "t_ms": self.t_ms.astype(float).tolist(),
+            "joules": self.joules.astype(float).tolist(),
+        }
 
     @property
     def total_j(self) -> np.ndarray:
