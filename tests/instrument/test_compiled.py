@@ -182,6 +182,7 @@ def test_a_compiled_run_times_blocks_and_parts_from_its_kernels(tiny_llama):
     assert run.config["compile"] == "reduce-overhead"
     assert cuda_graphs_note(True, "cpu") is None
     assert cuda_graphs_note("reduce-overhead", "cuda") is None
+    assert not [n for n in run.notes if "split its graph" in n]  # a CPU's kernels, no hooks
 
     rows = run.layers["layers"]
     decode_steps = sum(len(s.step_ms) for s in run.measured)
@@ -206,3 +207,16 @@ def test_a_compiled_run_times_blocks_and_parts_from_its_kernels(tiny_llama):
     assert cost is not None and cost.unit == "profiler events"
     assert cost.windows_per_decode_step > 4 * 7  # at least a projection a part of every block
     assert "profiler events" in cost.line()
+
+
+def test_hooked_per_module_times_under_compile_off_the_cpu_are_said_to_be():
+    """On CUDA (and any device but the CPU) the profiler's hooks still sit inside a compiled
+    forward and split its graph: a run says so beside its per-module times (issue 57)."""
+    from infermeter.knobs.compile import hooked_compile_note
+
+    note = hooked_compile_note("reduce-overhead", True, "cuda")
+    assert note is not None and "split its graph" in note and "on cuda" in note
+    assert hooked_compile_note(True, True, "mps") is not None
+    assert hooked_compile_note(True, True, "cpu") is None  # kernels, no hooks inside
+    assert hooked_compile_note(True, False, "cuda") is None  # minimal mode: no hooks
+    assert hooked_compile_note(False, True, "cuda") is None  # eager

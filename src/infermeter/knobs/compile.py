@@ -49,6 +49,24 @@ def cuda_graphs_note(mode: bool | str, device_type: str) -> str | None:
     return None
 
 
+def hooked_compile_note(mode: bool | str, hooks: bool, device_type: str) -> str | None:
+    """What a compiled run's per-module times are worth where they come from hooks, or None.
+
+    On a CPU the blocks and parts of a compiled forward are timed from its kernels, with
+    nothing inside it (instrument/compiled.py). Elsewhere that path is not built: the
+    profiler's hooks sit inside the forward, each one splits the compiled graph, and the run
+    times many small graphs (and, in a CUDA-graphs mode, no graph replay) rather than the
+    program the user compiles. The numbers are kept, with this said beside them.
+    """
+    if not mode or not hooks or device_type == "cpu":
+        return None
+    return (
+        f"per-module times under torch.compile on {device_type} come from hooks inside the "
+        "compiled forward, which split its graph: they describe a less fused program than "
+        "the one compiled; the run's TTFT and TPOT need no hooks (--mode minimal)"
+    )
+
+
 #: the modes whose compiled forward replays CUDA graphs (on CUDA devices)
 GRAPH_MODES = ("reduce-overhead", "max-autotune")
 
