@@ -15,9 +15,14 @@ No source, or a window the trace does not cover: the fields are None with a reas
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
-from infermeter.measure.energy.attribution import EnergyDoc, PowerTrace, WindowEnergy
+from infermeter.measure.energy.attribution import (
+    EnergyDoc,
+    PowerTrace,
+    SampleEnergyDoc,
+    WindowEnergy,
+)
 from infermeter.measure.energy.base import Unavailable
 from infermeter.run.results import RunResult, SampleResult
 
@@ -30,7 +35,7 @@ def _div(a: float | None, b: float) -> float | None:
 
 def sample_energy(
     s: SampleResult, trace: PowerTrace, grid_g_per_kwh: float | None = None
-) -> dict[str, Any] | None:
+) -> SampleEnergyDoc | None:
     """The energy fields of one sample, or None when the trace does not cover it."""
     whole = trace.window(s.start_ms, s.start_ms + s.total_ms)
     if whole is None:
@@ -39,7 +44,7 @@ def sample_energy(
     decode = trace.window(s.start_ms + s.ttft_ms, s.start_ms + s.total_ms)
     windows: list[WindowEnergy] = [w for w in (whole, prefill, decode) if w is not None]
     rows = s.batch_size
-    out: dict[str, Any] = {
+    out: SampleEnergyDoc = {
         "energy_j": whole.energy_j,
         "mean_power_w": whole.mean_power_w,
         "prefill_j": prefill.energy_j if prefill else None,
@@ -129,8 +134,12 @@ def apportion_layers(
 ) -> list[dict[str, Any]]:
     """Per module and phase: phase energy x the module's share of forward time (apportioned)."""
     phase_j: dict[str, float] = {}
-    for key, phase in (("prefill_j", "prefill"), ("decode_j", "decode")):
-        values = [s.energy[key] for s in samples if s.energy and s.energy.get(key) is not None]
+    phases: tuple[tuple[Literal["prefill_j", "decode_j"], str], ...] = (
+        ("prefill_j", "prefill"),
+        ("decode_j", "decode"),
+    )
+    for key, phase in phases:
+        values = [v for s in samples if s.energy and (v := s.energy.get(key)) is not None]
         if values:
             phase_j[phase] = float(sum(values))
     out = []

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, cast
 
 from infermeter.instrument.cost import InstrumentCost
 from infermeter.instrument.packing import TraceDoc
 from infermeter.measure.device import DeviceDoc
-from infermeter.measure.energy.attribution import EnergyDoc, PowerDoc
+from infermeter.measure.energy.attribution import EnergyDoc, PowerDoc, SampleEnergyDoc
 from infermeter.measure.stats import Summary, summarize
 from infermeter.models.info import ModelInfoDoc
 from infermeter.run.environment import VersionsDoc
@@ -67,7 +67,8 @@ ENERGY_METRICS = METRICS[-7:]
 
 def _energy_metric(name: str, doc: str) -> property:
     def read(self: SampleResult) -> float | None:
-        return self.energy.get(name) if self.energy else None
+        # (a metric's name, not a literal key: what the doc holds there is a float or None)
+        return cast("float | None", self.energy.get(name)) if self.energy else None
 
     return property(read, doc=f"{doc}; None when no energy source measured the sample.")
 
@@ -106,7 +107,7 @@ class SampleResult:
     memory: dict[str, Any]
     output_text: tuple[str, ...] = ()
     prompt_text: tuple[str, ...] = ()
-    energy: dict[str, Any] | None = None
+    energy: SampleEnergyDoc | None = None
 
     energy_j = _energy_metric("energy_j", "J from the generate call to the last token")
     prefill_j = _energy_metric("prefill_j", "J during the TTFT window")

@@ -22,7 +22,7 @@ from infermeter.store.schema import (
 if TYPE_CHECKING:  # annotations only: run.results imports numpy, slow for `runs list`
     from infermeter.instrument.packing import TraceDoc
     from infermeter.measure.device import DeviceDoc
-    from infermeter.measure.energy.attribution import EnergyDoc, PowerDoc
+    from infermeter.measure.energy.attribution import EnergyDoc, PowerDoc, SampleEnergyDoc
     from infermeter.run.environment import VersionsDoc
     from infermeter.run.results import RunResult, RunStatus, SampleResult
 
@@ -85,7 +85,7 @@ def sample_from_row(r: SampleRow) -> SampleResult:
         memory=mib_keys(r.memory or {}),
         output_text=tuple(r.output_text or ()),
         prompt_text=tuple(r.prompt_text or ()),
-        energy=r.energy,
+        energy=cast("SampleEnergyDoc | None", r.energy),
     )
 
 
@@ -109,7 +109,7 @@ def sample_row(smp: SampleResult) -> SampleRow:
         memory=smp.memory,
         output_text=list(smp.output_text),
         prompt_text=list(smp.prompt_text),
-        energy=smp.energy,
+        energy=cast("dict[str, Any] | None", smp.energy),  # a JSON column
     )
     sample.steps = StepsRow(count=len(smp.step_ms), step_ms=pack(smp.step_ms))
     return sample

@@ -165,7 +165,7 @@ class StoreWrites(StoreCore):
             select(SampleRow).where(SampleRow.run_id == run_id, SampleRow.index == smp.index)
         ).first()
         if r is not None:
-            r.energy = smp.energy
+            r.energy = cast("dict[str, Any]", smp.energy)  # a JSON column
 
     def finish_run(self, result: RunResult, replace: bool = False) -> None:
         """Write final status, phases and every sample not yet kept, in one transaction.

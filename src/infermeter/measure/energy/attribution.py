@@ -71,6 +71,27 @@ class WindowEnergy:
         }
 
 
+class SampleEnergyDoc(TypedDict, total=False):
+    """One sample's energy (run/energy.py `sample_energy`), as stored with the sample.
+
+    Joules of the whole sample, its prefill and its decode, per token of each, the mean power,
+    per domain, and how each window's figure was read (`quality`: "measured", or "estimated"
+    from mean power where a window is shorter than the sensor's update period).
+    """
+
+    energy_j: float
+    mean_power_w: float
+    prefill_j: float | None
+    decode_j: float | None
+    j_per_token: float | None
+    j_per_prompt_token: float | None
+    j_per_decode_token: float | None
+    quality: dict[str, str | None]
+    domains_j: dict[str, float]
+    in_gap: bool
+    co2_g: float
+
+
 class EnergyDoc(TypedDict, total=False):
     """A run's energy block (run/energy.py), as stored with it.
 
