@@ -115,9 +115,17 @@ def compile_note(mode: bool | str, cache: str, device_type: str) -> str | None:
     return None
 
 
-def compile_notes(mode: bool | str, cache: str, device_type: str) -> list[str]:
-    """The run's notes on what compilation did (graphs absent off CUDA, generate's own)."""
-    notes = (cuda_graphs_note(mode, device_type), compile_note(mode, cache, device_type))
+def compile_notes(mode: bool | str, cache: str, device_type: str, hooks: bool = False) -> list[str]:
+    """The run's notes on what compilation did.
+
+    CUDA graphs absent off CUDA, generate's own compile, and per-module times that come from
+    hooks inside the compiled forward (`hooks`: the run's mode times modules).
+    """
+    notes = (
+        cuda_graphs_note(mode, device_type),
+        compile_note(mode, cache, device_type),
+        hooked_compile_note(mode, hooks, device_type),
+    )
     return [n for n in notes if n]
 
 

@@ -31,7 +31,7 @@ from infermeter.instrument.cost import (
     window_cost_us,
 )
 from infermeter.instrument.nvtx import NvtxRanges, cuda_nvtx
-from infermeter.knobs.compile import compile_notes, generate_compiles, hooked_compile_note
+from infermeter.knobs.compile import compile_notes, generate_compiles
 from infermeter.measure.clock import Clock, clock_for
 from infermeter.measure.device import describe_device
 from infermeter.measure.energy.base import Unavailable
@@ -266,16 +266,15 @@ def set_up_session(
         sweep_id=sweep_id,
     )
     result.notes.extend(_set_up_notes(loaded, result, batches))
-    result.notes.extend(compile_notes(config.compile, config.cache, device.type))
+    prof_config = _profiler_config(config, info)
+    result.notes.extend(
+        compile_notes(config.compile, config.cache, device.type, prof_config.hooks_needed)
+    )
     clock = clock_for(device)
     speculator = speculator_for(config.decoding, loaded, clock)
     if speculator is not None and config.decoding.startswith("assisted"):
         result.phases["draft_load_ms"] = speculator.load_draft()  # a bad draft stops here
-    prof_config = _profiler_config(config, info)
     profiler = _make_profiler(model, prof_config, clock, bool(config.compile), device.type)
-    hooked = hooked_compile_note(config.compile, profiler is not None, device.type)
-    if hooked:
-        result.notes.append(hooked)
     # An explicitly named source that is missing is a UserError here, before anything is stored.
     sources, missing = open_source(config.energy, config.power_interval_ms)
     sampler = PowerSampler(sources, config.power_interval_ms) if sources is not None else None

@@ -157,8 +157,8 @@ class PowerTrace:
         return {
             "source": self.source,
             "domains": list(self.domains),
-            "t_ms": self.t_ms.astype(float).tolist(),
-            "joules": self.joules.astype(float).tolist(),
+            "t_ms": self.t_ms.tolist(),
+            "joules": self.joules.tolist(),
         }
 
     @property
