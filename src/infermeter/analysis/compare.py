@@ -50,8 +50,8 @@ PHASES = (("prefill", "ttft_ms"), ("decode", "tpot_ms"))
 
 def interleaved_group(base: RunResult, variant: RunResult) -> str | None:
     """The interleaving group both runs were measured in, or None (not paired)."""
-    gb = (base.config.get("interleaved") or {}).get("group")
-    gv = (variant.config.get("interleaved") or {}).get("group")
+    ib, iv = base.config.get("interleaved"), variant.config.get("interleaved")
+    gb, gv = (ib["group"] if ib else None), (iv["group"] if iv else None)
     return gb if gb is not None and gb == gv and base.run_id != variant.run_id else None
 
 

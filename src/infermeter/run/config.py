@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from infermeter.errors import UserError
 from infermeter.instrument.config import MODES
@@ -19,6 +20,58 @@ ENERGY_CHOICES = ("auto", "nvml", "rapl", "powermetrics", "off")
 def field_help(name: str) -> str:
     """The help text of RunConfig field `name` (KeyError for a field that is no setting)."""
     return settings_of(RunConfig)[name].help
+
+
+class InterleavedDoc(TypedDict):
+    """An interleaved arm's place: the group its samples were paired in, and how many arms."""
+
+    group: str
+    arms: int
+
+
+class RunConfigDoc(TypedDict, total=False):
+    """A run's `config` as stored and as `RunResult.config` holds it.
+
+    RunConfig's settings as JSON keeps them (user prompts by count, SLOs as pairs), plus what
+    a run adds: `interleaved` for an arm of an interleaved run, and `load` for a load run,
+    whose config is its model, mode "load", its SLOs and the whole load spec (it has no
+    RunConfig). Not total: a run stored by an older release lacks the settings added since,
+    and readers use `.get` with the setting's default.
+    """
+
+    model: str
+    prompt_tokens: int | None
+    new_tokens: int
+    batch_size: int
+    samples: int
+    warmup: int
+    dtype: str
+    device: str
+    threads: int | None
+    compile: bool | str
+    nvtx: bool
+    attn_implementation: str | None
+    decoding: str
+    temperature: float
+    top_p: float
+    sample_top_k: int | None
+    chat: bool
+    cache: str
+    prompt_kind: str
+    prompts_file: str | None
+    prompts_count: int | None
+    prompts_source: str | None
+    seed: int
+    mode: str
+    sample_every: int
+    layers: Sequence[int] | None
+    energy: str
+    power_interval_ms: float
+    grid_g_per_kwh: float | None
+    slos: list[list[str | float]]
+    interleaved: InterleavedDoc
+    #: a load run's spec (serving/spec.py `spec_document`)
+    load: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -254,13 +307,17 @@ class RunConfig:
         """Warm-up samples actually run: compile needs one to pay its cold first call."""
         return max(self.warmup, 1) if self.compile else self.warmup
 
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict for JSON and the store (user prompts summarised by count)."""
+    def to_dict(self) -> RunConfigDoc:
+        """The run's stored `config` (user prompts summarised by count).
+
+        Every field but `prompts` under its own name (tests/run/test_config_doc.py holds the
+        document's keys to the fields).
+        """
         d = asdict(self)
         prompts = d.pop("prompts")
         d["prompts_count"] = len(prompts) if prompts else None
         d["slos"] = [list(p) for p in self.slos]  # as JSON keeps them
-        return d
+        return cast(RunConfigDoc, d)
 
     def knob_values(self) -> dict[str, Any]:
         """The values a sweep turns, as the `config` object of summary rows (docs/design.md)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Protocol, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 from infermeter.instrument.cost import InstrumentCost
 from infermeter.instrument.packing import TraceDoc
@@ -18,6 +18,9 @@ from infermeter.measure.energy.attribution import EnergyDoc, PowerDoc, SampleEne
 from infermeter.measure.stats import Summary, summarize
 from infermeter.models.info import ModelInfoDoc
 from infermeter.run.environment import VersionsDoc
+
+if TYPE_CHECKING:  # run/config.py loads the model presets; a stored run needs none of it
+    from infermeter.run.config import RunConfigDoc
 
 #: Per-sample metrics summarised in every run, with their units in their names.
 METRICS = (
@@ -186,7 +189,7 @@ class RunResult:
     """A run as measured: config, model, device, phases and every sample (warm-up included)."""
 
     run_id: str | None
-    config: dict[str, Any]
+    config: RunConfigDoc
     knobs: dict[str, Any]
     model_info: ModelInfoDoc
     device: DeviceDoc

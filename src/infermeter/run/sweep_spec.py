@@ -99,7 +99,7 @@ class SweepSpec:
         differs; a sequential one keeps the id it always had. SLOs are part of the definition
         only when given, and so is every field added to `RunConfig` after sweeps had ids.
         """
-        base = self.base.to_dict()
+        base: dict[str, Any] = dict(self.base.to_dict())
         for name, default in LATER_FIELDS.items():
             if base.get(name) == default:  # at its default: the id it had before the field
                 del base[name]

@@ -27,7 +27,7 @@ import math
 import re
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infermeter.errors import UserError
 from infermeter.measure.device import DeviceDoc
@@ -40,6 +40,9 @@ from infermeter.serving.batch_state import one_instant
 from infermeter.serving.endpoint import Endpoint, Served, ServerTiming, http_phases
 from infermeter.util.settings import Range, check_ranges, setting
 from infermeter.util.urls import masked_url
+
+if TYPE_CHECKING:  # run/config.py loads the model presets, which a load run needs not
+    from infermeter.run.config import RunConfigDoc
 
 SERVERS = ("continuous", "static")
 __all__ = ["SLO_METRICS", "Endpoint", "parse_slos", "slo_report"]  # re-exported for `load`
@@ -911,7 +914,7 @@ def spec_document(spec: LoadSpec) -> dict[str, Any]:
     }
 
 
-def _config_of(spec_doc: dict[str, Any]) -> dict[str, Any]:
+def _config_of(spec_doc: dict[str, Any]) -> RunConfigDoc:
     """A stored load run's `config`: the model, mode `load`, its SLOs and the whole spec."""
     return {
         "model": spec_doc["model"],

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # annotations only: run.results imports numpy, slow for `runs
     from infermeter.instrument.packing import TraceDoc
     from infermeter.measure.device import DeviceDoc
     from infermeter.measure.energy.attribution import EnergyDoc, PowerDoc, SampleEnergyDoc
+    from infermeter.run.config import RunConfigDoc
     from infermeter.run.environment import VersionsDoc
     from infermeter.run.results import RunResult, RunStatus, SampleResult
 
@@ -171,7 +172,7 @@ def run_from_row(row: RunRow) -> RunResult:
 
     return RunResult(
         run_id=row.id,
-        config=row.config,
+        config=cast("RunConfigDoc", row.config),
         knobs=row.knobs,
         model_info=mib_keys(row.model_info),
         device=cast("DeviceDoc", mib_keys(row.device)),

@@ -181,7 +181,7 @@ class StoreWrites(StoreCore):
             if replace:
                 row.model_spec = str(result.model_info.get("spec") or result.config.get("model"))
                 row.model_info = dict(result.model_info)
-                row.config = result.config
+                row.config = dict(result.config)
                 row.mode = str(result.config.get("mode", "minimal"))
                 row.device = dict(result.device)
                 row.versions = dict(result.versions)
