@@ -70,13 +70,14 @@ class Model:
 
     def __init__(self, hub_id: str) -> None:
         from infermeter.models.config_only import config_of
-        from infermeter.models.loader import estimate_params
-        from infermeter.models.shape import shape_of
+        from infermeter.models.info import count_params
+        from infermeter.models.shape import meta_model, shape_of
 
         path = HERE / "models" / (hub_id.replace("/", "--") + ".json")
         self.config, _ = config_of(str(path))
-        self.shape = shape_of(self.config)
-        self.params = estimate_params(self.config)
+        model = meta_model(self.config)  # one structure for the shape and the count
+        self.shape = shape_of(model)
+        self.params = count_params(model)
 
     @functools.cached_property
     def op_counts(self) -> dict[str, Any] | None:
