@@ -205,3 +205,95 @@ def test_a_stack_release_outside_the_fitted_ones_is_predicted_and_said(tmp_path)
     assert any(
         x.startswith("hf 4.34: the operations are counted with the transformers") for x in said
     )
+
+
+def _bench(name: str):
+    import importlib
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[2] / "benchmarks"
+    sys.path.insert(0, str(bench))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(bench))
+
+
+def test_the_shipped_memory_errors_are_todays_and_their_intervals_hold_out_of_sample():
+    """Predicted memory against published peak memory (benchmarks/published/memory.json):
+    every held-out figure's error is the shipped one (a memory formula changed without
+    `predict_memory.py --write-intervals` fails here), and the 90% band built without a
+    source holds at least 90% of that source's figures."""
+    pm = _bench("predict_memory")
+    held = [e for e in pm.entries() if e["split"] == "held-out"]
+    shipped = {r["id"]: r for r in calibration()["memory"]["errors"]}
+    assert shipped.keys() == {e["id"] for e in held} and len(held) >= 15
+    for r in pm.evaluate(held):
+        assert r["log_error"] == pytest.approx(shipped[r["id"]]["log_error"], abs=1e-5), r["id"]
+    inside, judged = leave_one_source_out(list(shipped.values()))
+    assert judged == len(held) and inside / judged >= 0.90
+
+
+def test_a_release_before_4_45_keeps_every_prompt_positions_logits():
+    """transformers before 4.45 computed the logits of every prompt position and copied them
+    to float32; since, generate keeps the last position's. A model whose forward takes no
+    `logits_to_keep` computes them all in any release (read from its forward)."""
+    from dataclasses import replace
+
+    from infermeter.analysis.predict import every_prompt_logit, logits_bytes, memory_fit
+    from infermeter.models.config_only import config_of
+    from infermeter.models.shape import shape_of, takes_logits_to_keep
+
+    config, _ = config_of("tiny-llama")
+    shape = shape_of(config)
+    assert shape.last_logits_only and not every_prompt_logit(shape)
+    v = shape.vocab
+    assert logits_bytes(shape, 2, 1000) == 4 * v  # the last position, in float32
+    assert logits_bytes(shape, 2, 1000, release="4.45.0") == 4 * v
+    assert logits_bytes(shape, 2, 1000, release="4.38.2") == 1000 * v * (2 + 4)
+    assert logits_bytes(shape, 2, 1000, tp=2, release="v4.44") == 1000 * v * 6 / 2
+    no_keep = replace(shape, last_logits_only=False)
+    assert logits_bytes(no_keep, 2, 1000) == 1000 * v * 2  # no float32 copy since 4.45
+    old = memory_fit(shape, 10**6, "bfloat16", 4, 1000, 10, 1, None, 0.0, release="4.37.2")
+    new = memory_fit(shape, 10**6, "bfloat16", 4, 1000, 10, 1, None, 0.0)
+    assert old.activations_bytes - new.activations_bytes == pytest.approx(4 * (6000 * v - 4 * v))
+
+    class Bare:
+        def forward(self, input_ids):
+            return input_ids
+
+    class Keeps:
+        def forward(self, input_ids, logits_to_keep=0):
+            return input_ids
+
+    assert not takes_logits_to_keep(Bare()) and takes_logits_to_keep(Keeps())
+
+
+def test_predict_gives_memory_its_interval_and_says_where_it_lies_outside(tmp_path):
+    db = str(tmp_path / "r.db")
+    base = ["predict", "-m", "tiny-llama", "--prompt-tokens", "512", "--new-tokens", "128"]
+    base += ["--batch", "1"]
+    r = runner.invoke(app, [*base, "--hardware", "a100-80gb", "--db", db, "--json"])
+    assert r.exit_code == 0, r.output
+    (row,) = json.loads(r.stdout)["rows"]
+    lo, hi = row["memory"]["total_bytes_interval"]
+    assert lo < row["memory"]["total_bytes"] < hi
+    band = row["memory_interval"]
+    assert band["group"] == "memory" and band["rows"] >= 15 and band["sources"] >= 3
+    # a serving engine preallocates its cache: no published peak, so said and wider
+    r = runner.invoke(
+        app, [*base, "--hardware", "a100-80gb", "--stack", "vllm", "--db", db, "--json"]
+    )
+    doc = json.loads(r.stdout)
+    assert "stack vllm has no published memory figure" in doc["out_of_scope"]
+    assert doc["rows"][0]["memory_interval"]["high_factor"] > band["high_factor"]
+    # an hf release before 4.45: every prompt position's logits, said beside the figure
+    r = runner.invoke(
+        app, [*base, "--hardware", "a100-80gb", "--stack", "hf@4.38", "--db", db, "--json"]
+    )
+    old = json.loads(r.stdout)
+    assert old["rows"][0]["memory"]["activations_bytes"] > row["memory"]["activations_bytes"]
+    assert any("every prompt position's logits" in a for a in old["approximate"])
+    r = runner.invoke(app, [*base, "--hardware", "a100-80gb", "--db", db], env={"COLUMNS": "200"})
+    assert "total (90%)" in r.output and "memory intervals (90%): from" in r.output

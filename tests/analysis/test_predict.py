@@ -471,6 +471,15 @@ def test_calibrated_cpu_predicts_from_curves_learns_from_runs_and_draws(tmp_path
     for stem in ("predict_latency", "predict_memory"):
         assert (out / f"{stem}.png").stat().st_size > 10_000
         assert (out / f"{stem}.csv").read_text().count("\n") >= 2
+    # the memory figure's band is the rows' memory interval, at every context length
+    import csv
+
+    band = doc["rows"][0]["memory_interval"]
+    assert "no published memory figure on a cpu" in band["widened"]
+    for p in csv.DictReader((out / "predict_memory.csv").open()):
+        total = float(p["total_bytes"]) / 1e9
+        assert float(p["total_gb_low"]) == pytest.approx(total * band["low_factor"])
+        assert float(p["total_gb_high"]) == pytest.approx(total * band["high_factor"])
     # a CPU has no 8-bit tensor rate measured: W8A8 is refused, weight-only int8 predicted
     r = runner.invoke(app, ["predict", "--hardware", "cpu-this", "--dtype", "fp8-w8a8", "--db", db])
     assert_one_line_error(r, "no fp8 peak")

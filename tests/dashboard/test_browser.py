@@ -475,6 +475,11 @@ def test_a_deep_moe_run_and_a_load_run_show_every_figure_they_have(tmp_path):
             assert [t["x"] for t in drawn["traces"]] == [[1, 8], [1, 8]]
             assert all(t["error_high"] and min(t["error_high"]) > 0 for t in drawn["traces"])
             assert "held-out errors" in page.inner_text("[data-testid=prediction-band]")
+            # each batch's memory with its interval, and where that interval comes from
+            table = page.inner_text("[data-testid=prediction-rows]")
+            assert "memory GB (90%)" in table and table.count("(") >= 2 * 3, table
+            said = page.inner_text("[data-testid=prediction-memory-band]")
+            assert "published peak-memory sources" in said
             page.screenshot(path=str(tmp_path / "prediction.png"), full_page=True)
 
             # the deep run's report.html, as a person opens it: the headline and findings

@@ -20,6 +20,9 @@ figure ran on one.
 
 The benchmark reports coverage honestly, leaving one source out at a time: each held-out
 source's rows judged by intervals built from the other sources' errors only.
+
+Memory has its own band (`memory_band`): the held-out errors of published peak-memory
+figures (`benchmarks/predict_memory.py --write-intervals`), judged by the same rule.
 """
 
 from __future__ import annotations
@@ -163,6 +166,41 @@ def band_for(group: str, reasons: list[str], data: dict[str, Any] | None = None)
         group,
         tuple(widened),
     )
+
+
+def memory_out_of_scope(
+    stack: str,
+    device_kind: str,
+    dtype: str,
+    model_type: str | None,
+    batch: int,
+    prompt_tokens: int,
+    new_tokens: int,
+    data: dict[str, Any] | None = None,
+) -> list[str]:
+    """Why a predicted memory lies outside the published memory figures' scope.
+
+    Memory does not depend on the GPU's speed, so its hardware is judged by kind only; an
+    engine that preallocates its cache (vLLM's gpu_memory_utilization) publishes no peak.
+    """
+    d = data if data is not None else calibration()
+    s = d["memory"]["scope"]
+    out = (
+        []
+        if device_kind in s["device_kinds"]
+        else [f"no published memory figure on a {device_kind}"]
+    )
+    for reason in out_of_scope(
+        stack, "", dtype, model_type, batch, prompt_tokens, new_tokens, {**s, "hardware": [""]}
+    ):
+        out.append(reason.replace("has no published figure", "has no published memory figure"))
+    return out
+
+
+def memory_band(reasons: list[str], data: dict[str, Any] | None = None) -> Band:
+    """The interval multipliers of a predicted memory: the held-out memory errors, widened."""
+    d = data if data is not None else calibration()
+    return band_for("memory", reasons, {"groups": {"memory": d["memory"]["errors"]}})
 
 
 def _num(x: float) -> str:

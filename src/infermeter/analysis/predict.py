@@ -68,6 +68,9 @@ class Workload:
     top_k: int | None = None
     #: the KV cache's form (analysis/kvcache.py): dynamic, static, quantized, offloaded, ...
     cache: str = "dynamic"
+    #: the transformers release of an HF stack (`hf@4.38`); None: the installed one. Before
+    #: 4.45 a prefill computes every prompt position's logits (`logits_bytes`).
+    transformers_release: str | None = None
 
     @property
     def replicas(self) -> int:
@@ -92,13 +95,64 @@ def sequence_kv_bytes(shape: Shape, dtype_bytes: int, tp: int = 1, length: int =
     return out
 
 
+#: the first transformers release whose generate computes only the last prompt position's
+#: logits: 4.45.0 added `num_logits_to_keep` to Llama, Mistral, Qwen2 and their kin, and
+#: removed nothing else; before it their forward also upcast every position's logits to
+#: float32 (`logits = logits.float()`, transformers issue #30860, PR #31292). Read in the 4.44.2
+#: and 4.45.0 wheels.
+LAST_LOGITS_RELEASE = (4, 45)
+
+
+def _release(version: str) -> tuple[int, int] | None:
+    """(major, minor) of a release name such as "4.38.2" or "v4.38"; None if unreadable."""
+    parts = version.strip().lstrip("v").split(".")
+    try:
+        return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+    except ValueError:
+        return None
+
+
+def logits_bytes(
+    shape: Shape, dtype_bytes: int, prompt: int, tp: int = 1, release: str | None = None
+) -> float:
+    """The prefill's logits of one sequence, in bytes.
+
+    Generate keeps the last position's, in float32. A model whose forward cannot be asked for
+    the last position only (`Shape.last_logits_only`), or any under a transformers release
+    before 4.45, computes every prompt position's in the activations' dtype; those releases
+    also copied them all to float32.
+    """
+    if not every_prompt_logit(shape, release):
+        return 4 * shape.vocab / tp
+    old = _before_last_logits(release)
+    return prompt * shape.vocab * (dtype_bytes + (4 if old else 0)) / tp
+
+
+def _before_last_logits(release: str | None) -> bool:
+    """Whether `release` (None: the installed one) is a transformers before 4.45."""
+    if release is None:
+        return False
+    return (_release(release) or LAST_LOGITS_RELEASE) < LAST_LOGITS_RELEASE
+
+
+def every_prompt_logit(shape: Shape, release: str | None = None) -> bool:
+    """Whether a prefill computes the logits of every prompt position, not the last only."""
+    return _before_last_logits(release) or not shape.last_logits_only
+
+
 def activation_bytes(
-    shape: Shape, dtype_bytes: int, prompt: int, tp: int = 1, eager: bool = False
+    shape: Shape,
+    dtype_bytes: int,
+    prompt: int,
+    tp: int = 1,
+    eager: bool = False,
+    release: str | None = None,
 ) -> float:
     """Peak transient memory of one sequence's prefill (approximate; see module docstring).
 
     Eager attention (no attention kernel) holds a block's whole score matrix, in the
-    activations' dtype and again softmaxed in float32: heads x prompt^2 x (bytes + 4).
+    activations' dtype and again softmaxed in float32: heads x prompt^2 x (bytes + 4). The
+    logits are `logits_bytes`'s (`release`: the transformers release, None the installed one).
     """
     d = shape.hidden
     f = shape.moe_intermediate * max(shape.top_k, 1) if shape.experts else shape.intermediate
@@ -106,7 +160,8 @@ def activation_bytes(
     per_token = 4 * d + (3 * f + qkv) / tp
     attends = eager and has_attention(shape)
     scores = max(shape.heads // tp, 1) * prompt * prompt * (dtype_bytes + 4) if attends else 0
-    return dtype_bytes * prompt * per_token + 4 * shape.vocab / tp + scores
+    logits = logits_bytes(shape, dtype_bytes, prompt, tp, release)
+    return dtype_bytes * prompt * per_token + logits + scores
 
 
 @dataclass
@@ -161,11 +216,13 @@ def memory_fit(
     cpu: bool = False,
     cache: str = "dynamic",
     eager: bool = False,
+    release: str | None = None,
 ) -> MemoryFit:
     """Weights, KV cache at the final length, prefill activations and runtime, per GPU.
 
     A quantized cache's one-layer full-precision copy counts with the activations, and eager
-    attention's score matrix (`eager`: no attention kernel) too.
+    attention's score matrix (`eager`: no attention kernel) too; `release` is the transformers
+    release an HF stack runs (None: the installed one), which decides the prefill's logits.
     """
     p = _precision(dtype, cpu)
     e = p.act_bytes
@@ -174,7 +231,7 @@ def memory_fit(
         weights_bytes=params * p.weight_bytes / tp,
         kv_cache_bytes=batch * kv.device_bytes,
         activations_bytes=batch
-        * (activation_bytes(shape, e, prompt, tp, eager) + kv.transient_bytes),
+        * (activation_bytes(shape, e, prompt, tp, eager, release) + kv.transient_bytes),
         runtime_bytes=runtime,
         capacity_bytes=capacity,
         kv_host_bytes=batch * kv.host_bytes,
@@ -211,6 +268,7 @@ def largest_batch(
         cpu,
         w.cache,
         eager,
+        w.transformers_release,
     )
     per_seq = one.kv_cache_bytes + one.activations_bytes
     room = capacity - one.weights_bytes - runtime
@@ -499,6 +557,7 @@ def predict(
             dev.kind == "cpu",
             w.cache,
             eager,
+            w.transformers_release,
         )
         times = phase_times(
             shape,
@@ -557,7 +616,19 @@ def memory_by_context(
     out = []
     for n in lengths:
         m = memory_fit(
-            shape, params, w.dtype, batch, n, 0, w.tp, capacity, runtime, cpu, w.cache, eager
+            shape,
+            params,
+            w.dtype,
+            batch,
+            n,
+            0,
+            w.tp,
+            capacity,
+            runtime,
+            cpu,
+            w.cache,
+            eager,
+            w.transformers_release,
         )
         out.append({"context_tokens": n, **m.to_dict()})
     return out

@@ -162,6 +162,13 @@ def _gb(nbytes: float | None) -> str:
     return "-" if nbytes is None else f"{nbytes / 1e9:.2f} GB"
 
 
+def _gb_interval(nbytes: float, interval: list[float] | tuple[float, float] | None) -> str:
+    """`15.35 GB (10.4-22.6)`: a predicted memory with its interval, in GB."""
+    if not interval:
+        return _gb(nbytes)
+    return f"{_gb(nbytes)} ({interval[0] / 1e9:.3g}-{interval[1] / 1e9:.3g})"
+
+
 def _bound(phase: dict[str, Any]) -> str:
     b = phase.get("bound")
     parts = {
@@ -183,6 +190,13 @@ def _interval_lines(doc: dict[str, Any]) -> list[str]:
         f"{band['sources']} published sources ({band['group']}), split conformal "
         "(docs/analysis.md: their coverage, one source left out at a time)"
     ]
+    mem = doc["rows"][0].get("memory_interval")
+    if mem:
+        out.append(
+            f"memory intervals ({mem['confidence']:.0%}): from {mem['rows']} held-out errors of "
+            f"{mem['sources']} published peak-memory sources (benchmarks/published/memory.json)"
+            + (f"; widened: {'; '.join(mem['widened'])}" if mem["widened"] else "")
+        )
     if doc.get("out_of_scope"):
         out.append("each interval is widened (x1.5 a reason): " + "; ".join(doc["out_of_scope"]))
     return out
@@ -207,7 +221,7 @@ def _print(doc: dict[str, Any], files: list[Path], where: str) -> None:
         "fits",
         "KV cache",
         "activations",
-        "total",
+        "total (90%)",
         "free",
         "TTFT ms (90%)",
         "prefill bound",
@@ -224,7 +238,7 @@ def _print(doc: dict[str, Any], files: list[Path], where: str) -> None:
             {True: "yes", False: "NO", None: "?"}[m["fits"]],
             _gb(m["kv_cache_bytes"]),
             _gb(m["activations_bytes"]),
-            _gb(m["total_bytes"]),
+            _gb_interval(m["total_bytes"], m.get("total_bytes_interval")),
             _gb(m["free_bytes"]),
             interval_text(r["ttft_ms"], r.get("ttft_ms_interval"), level=False),
             _bound(r["prefill"]),

@@ -11,10 +11,12 @@ from dataclasses import asdict
 from typing import Any
 
 from infermeter.analysis.costs import approximate
+from infermeter.analysis.intervals import stack_group
 from infermeter.analysis.precision import PRECISIONS, precision_of
 from infermeter.analysis.predict import (
     Learned,
     Workload,
+    every_prompt_logit,
     learn_from_stored,
     memory_by_context,
 )
@@ -178,7 +180,9 @@ def what_if(
             f"{LOCAL_HARDWARE} is one machine; --gpus {workload.gpus} needs a GPU from the table",
             "drop --gpus and --tp, or pick --hardware h100-sxm (see `infermeter predict --help`)",
         )
-    w = Workload(**{**asdict(workload), "dtype": dtype})
+    # an HF stack's release decides the prefill's logits (analysis/predict.py `logits_bytes`)
+    hf_release = (version.strip() or None) if stack_group(stack) == "hf" else None
+    w = Workload(**{**asdict(workload), "dtype": dtype, "transformers_release": hf_release})
     config, shown = config_of(model)
     shape = shape_of(config)
     _check_top_k(shape, w.top_k)
@@ -199,7 +203,7 @@ def what_if(
     release = release_reason(stack, version.strip() or None)
     also += [release] if release else []
     model_type = getattr(config, "model_type", None)
-    scope = with_intervals(pred["rows"], stack, hardware, w, model_type, also)
+    scope = with_intervals(pred["rows"], stack, hardware, w, model_type, also, ceilings.kind)
     first_batch = w.batches[0]
     return Prediction(
         {
@@ -222,7 +226,7 @@ def what_if(
                 ceilings.kind == "cpu",
                 eager_attention(op_counts, "prefill"),
             ),
-            "approximate": _approximate(shape, op_counts, dev),
+            "approximate": _approximate(shape, op_counts, dev, w),
             "out_of_scope": scope,
             "learned": {
                 **pred["learned"],
@@ -257,17 +261,31 @@ def with_intervals(
     w: Workload,
     model_type: str | None,
     also: list[str] | None = None,
+    device_kind: str = "gpu",
 ) -> list[str]:
-    """Give each row's TTFT, TPOT and rates their 90% intervals; the out-of-scope reasons.
+    """Give each row's TTFT, TPOT, rates and memory their 90% intervals; the out-of-scope reasons.
 
-    The intervals come from the held-out errors of the stack's group (analysis/intervals.py);
-    each reason the prediction lies outside the published rows (and each of `also`: an
-    unstable calibration) widens them, and is returned so the answer says it in one line.
+    The time intervals come from the held-out errors of the stack's group, the memory's from
+    the held-out peak-memory errors (analysis/intervals.py); each reason the prediction lies
+    outside the published rows (and each of `also`: an unstable calibration) widens them, and
+    is returned so the answer says it in one line.
     """
-    from infermeter.analysis.intervals import band_for, out_of_scope, stack_group
+    from infermeter.analysis.intervals import (
+        band_for,
+        memory_band,
+        memory_out_of_scope,
+        out_of_scope,
+    )
 
     said: list[str] = list(also or [])
     for r in rows:
+        memory_reasons = memory_out_of_scope(
+            stack, device_kind, w.dtype, model_type, int(r["batch"]), w.prompt_tokens, w.new_tokens
+        )
+        mband = memory_band(memory_reasons)
+        r["memory_interval"] = mband.to_dict()
+        r["memory"]["total_bytes_interval"] = mband.of(r["memory"]["total_bytes"])
+        said += [x for x in memory_reasons if x not in said]
         reasons = list(also or []) + out_of_scope(
             stack,
             hardware.strip().lower(),
@@ -414,14 +432,25 @@ def _hardware_doc(key: str, ceilings: Ceilings, dev: DeviceModel) -> dict[str, A
     }
 
 
-def _approximate(shape: Any, op_counts: dict[str, Any] | None, dev: DeviceModel) -> list[str]:
+def _approximate(
+    shape: Any, op_counts: dict[str, Any] | None, dev: DeviceModel, w: Workload
+) -> list[str]:
     notes = list(approximate(shape))
     notes = [n for n in notes if "torch's count" not in n]  # no forward was counted here
     if op_counts is None:
         notes.append("framework operations estimated per block (the model could not be run)")
     elif op_counts.get("extrapolated"):
         notes.append("framework operations counted on 1 and 2 blocks and extrapolated")
-    notes.append("activation memory approximate (one block's transients and the last logits)")
+    every = every_prompt_logit(shape, w.transformers_release)
+    notes.append(
+        "activation memory approximate (one block's transients and "
+        + (
+            "every prompt position's logits: transformers before 4.45, or a model whose "
+            "forward takes no logits_to_keep)"
+            if every
+            else "the last position's logits)"
+        )
+    )
     if not dev.measured:
         notes.append(
             f"efficiencies and host costs are the {dev.stack or 'default'} stack's, fitted to "

@@ -60,6 +60,10 @@ class Shape:
     #: torch's FlopCounterMode count of an 8-token forward ("counted_8") and the census of the
     #: model when it was counted ("census"): the check of the cost formulas on this architecture
     flop_check: dict[str, Any] | None = None
+    #: whether the model's forward takes `logits_to_keep` (transformers 4.45 on: generate's
+    #: prefill computes the last position's logits only); without it every prompt position's
+    #: logits are computed (analysis/predict.py `logits_bytes`). Read from the model's forward.
+    last_logits_only: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict for JSON and the store."""
@@ -159,4 +163,21 @@ def shape_of(model_or_config: Any, flop_check: dict[str, Any] | None = None) -> 
         vision=vision,
         census=census,
         flop_check=flop_check,
+        last_logits_only=takes_logits_to_keep(model),
     )
+
+
+def takes_logits_to_keep(model: Any) -> bool:
+    """Whether the model's forward can compute only the last positions' logits.
+
+    transformers 4.45 added `num_logits_to_keep` (later `logits_to_keep`) to Llama, Mistral,
+    Qwen2 and their kin, and generate asks for one position; a model without it (remote code,
+    an older release) computes the logits of every prompt position in its prefill.
+    """
+    import inspect
+
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return True
+    return "logits_to_keep" in params or "num_logits_to_keep" in params

@@ -91,6 +91,9 @@ def latency_figure(doc: dict[str, Any], out: Path) -> list[Path]:
             "throughput_tok_s": r["throughput_tok_s"],
             "throughput_tok_s_low": (r.get("throughput_tok_s_interval") or [None, None])[0],
             "throughput_tok_s_high": (r.get("throughput_tok_s_interval") or [None, None])[1],
+            "memory_total_bytes": r["memory"]["total_bytes"],
+            "memory_total_bytes_low": (r["memory"].get("total_bytes_interval") or [None, None])[0],
+            "memory_total_bytes_high": (r["memory"].get("total_bytes_interval") or [None, None])[1],
             "prefill_bound": r["prefill"]["bound"],
             "decode_bound": r["decode"]["bound"],
         }
@@ -116,6 +119,14 @@ def memory_figure(doc: dict[str, Any], out: Path) -> list[Path]:
         labels=[label for _, label, _ in parts],
         colors=[c for _, _, c in parts],
     )
+    band = doc["rows"][0].get("memory_interval")
+    csv = [dict(p) for p in pts]
+    if band:  # the held-out memory errors' multipliers hold at every length
+        for p in csv:
+            p["total_gb_low"] = p["total_bytes"] / GB * band["low_factor"]
+            p["total_gb_high"] = p["total_bytes"] / GB * band["high_factor"]
+        lows, highs = [p["total_gb_low"] for p in csv], [p["total_gb_high"] for p in csv]
+        ax.fill_between(xs, lows, highs, color="0.5", alpha=0.18, label="total, 90% interval")
     cap = doc["hardware"].get("memory_bytes")
     if cap:
         ax.axhline(cap / GB, color=VERMILLION, linestyle="--", label=f"capacity {cap / GB:.0f} GB")
@@ -126,7 +137,7 @@ def memory_figure(doc: dict[str, Any], out: Path) -> list[Path]:
     ax.set_title(f"{_title(doc)}, batch {batch}", fontsize=9)
     # right of the axes: inside, it covered the stack where short contexts sit
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
-    return save_figure(fig, out, "predict_memory", pts)
+    return save_figure(fig, out, "predict_memory", csv)
 
 
 def predict_figures(doc: dict[str, Any], out: Path) -> list[Path]:

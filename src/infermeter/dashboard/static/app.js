@@ -569,7 +569,9 @@ async function predictionPage(id) {
       { t: load ? "rate/s" : "batch", f: (r, i) => esc(load ? r.offered : r.batch) },
       { t: "TTFT ms (90%)", f: (r) => withBand(r[pick.ttft], r[pick.ttftIv]) },
       { t: "TPOT ms (90%)", f: (r) => withBand(r[pick.tpot], r[pick.tpotIv]) },
-    ], rows, 'data-testid="prediction-rows"')));
+      ...(load ? [] : [{ t: "memory GB (90%)", f: (r) => withBand(r.memory.total_bytes / 1e9, r.memory.total_bytes_interval ? r.memory.total_bytes_interval.map((v) => v / 1e9) : null) }]),
+    ], rows, 'data-testid="prediction-rows"')) +
+    (!load && rows[0] && rows[0].memory_interval ? `<p class="muted" data-testid="prediction-memory-band">memory intervals from ${esc(rows[0].memory_interval.rows)} held-out errors of ${esc(rows[0].memory_interval.sources)} published peak-memory sources</p>` : ""));
 }
 
 async function route() {
