@@ -728,3 +728,18 @@ def test_calibration_measures_a_page_fault_and_keeps_it(calibrated):
     assert 1e-8 < curves.page_fault_seconds < 1e-3
     assert Curves.from_dict(curves.to_dict()).page_fault_seconds == curves.page_fault_seconds
     assert not curves.growth  # no longer measured: it depended on the allocator's history
+
+
+def test_the_prediction_documents_hold_every_key_their_types_declare():
+    """ForwardTime and MemoryFit documents: their keys are their TypedDicts' (a field added to
+    either dataclass without its document type fails here)."""
+    from typing import get_type_hints
+
+    from infermeter.analysis.predict import MemoryFit, MemoryFitDoc
+    from infermeter.analysis.timemodel import ForwardTimeDoc
+
+    assert set(ForwardTime(total_s=1.0).to_dict()) == set(get_type_hints(ForwardTimeDoc))
+    mem = MemoryFit(1.0, 2.0, 3.0, 4.0, 10.0).to_dict()
+    assert set(mem) == MemoryFitDoc.__required_keys__
+    assert MemoryFitDoc.__optional_keys__ == {"total_bytes_interval"}
+    assert mem["total_bytes"] == 10.0 and mem["fits"] is True

@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, TypedDict
 
 #: the two-sided coverage the intervals aim at
 CONFIDENCE = 0.90
@@ -46,6 +46,18 @@ ENGINES = ("vllm", "sglang", "tensorrt-llm", "lmdeploy", "tgi", "llama.cpp")
 def stack_group(stack: str) -> str:
     """The group whose held-out errors judge a stack (hf-fa2 and hf-compile are HF generate)."""
     return "serving engines" if stack in ENGINES else "hf"
+
+
+class BandDoc(TypedDict):
+    """A band as a prediction document keeps it (`Band.to_dict`)."""
+
+    confidence: float
+    low_factor: float
+    high_factor: float
+    rows: int
+    sources: int
+    group: str
+    widened: list[str]
 
 
 @dataclass(frozen=True)
@@ -73,7 +85,7 @@ class Band:
             return None
         return value / self.high, value / self.low
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> BandDoc:
         """The band as stored in a prediction document."""
         return {
             "confidence": CONFIDENCE,

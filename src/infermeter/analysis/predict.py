@@ -27,16 +27,18 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from infermeter.analysis.kvcache import decode_context, decode_kv_bytes_each, kv_memory
 from infermeter.analysis.perfmodel import ModelCheck
 from infermeter.analysis.precision import PRECISIONS, Precision, precision_of
+from infermeter.analysis.intervals import BandDoc
 from infermeter.analysis.timemodel import (
     DESKTOP_SOURCE_KEY,
     GIVEN_HOST_SOURCE_KEY,
     DeviceModel,
     ForwardTime,
+    ForwardTimeDoc,
     Work,
     attention_path,
     eager_attention,
@@ -164,6 +166,74 @@ def activation_bytes(
     return dtype_bytes * prompt * per_token + logits + scores
 
 
+class _MemoryFitParts(TypedDict):
+    weights_bytes: float
+    kv_cache_bytes: float
+    kv_host_bytes: float
+    activations_bytes: float
+    runtime_bytes: float
+    total_bytes: float
+    capacity_bytes: float | None
+    free_bytes: float | None
+    fits: bool | None
+
+
+class MemoryFitDoc(_MemoryFitParts, total=False):
+    """`MemoryFit.to_dict`: bytes per GPU by part, the total, and whether it fits."""
+
+    #: the total's 90% interval (experiments/whatif.py adds it from the held-out errors)
+    total_bytes_interval: tuple[float, float] | None
+
+
+class MemoryAtContextDoc(MemoryFitDoc):
+    """One point of `memory_by_context`: the memory of a batch at a context length."""
+
+    context_tokens: int
+
+
+class LearnedDoc(TypedDict):
+    """What a prediction learnt from stored runs: how many, and the factors per phase."""
+
+    runs: int
+    factors: dict[str, dict[str, float]]
+
+
+class _PredictRowFigures(TypedDict):
+    batch: int
+    memory: MemoryFitDoc
+    prefill: ForwardTimeDoc
+    decode: ForwardTimeDoc
+    ttft_ms: float
+    tpot_ms: float
+    throughput_tok_s: float | None
+    decode_tok_s: float | None
+    notes: list[str]
+
+
+class PredictRowDoc(_PredictRowFigures, total=False):
+    """One batch size of a prediction: memory, both phases, TTFT, TPOT, rates and notes.
+
+    The intervals are added by experiments/whatif.py (`with_intervals`): a bare `predict`
+    call from analysis has none.
+    """
+
+    interval: BandDoc
+    ttft_ms_interval: tuple[float, float] | None
+    tpot_ms_interval: tuple[float, float] | None
+    throughput_tok_s_interval: tuple[float, float] | None
+    decode_tok_s_interval: tuple[float, float] | None
+    memory_interval: BandDoc
+
+
+class BatchPredictionDoc(TypedDict):
+    """`predict`'s answer: a row per batch, the largest batch that fits, what it learnt."""
+
+    rows: list[PredictRowDoc]
+    largest_batch: int | None
+    runtime_bytes: float
+    learned: LearnedDoc
+
+
 @dataclass
 class MemoryFit:
     """Memory of one batch (per GPU), in bytes."""
@@ -188,7 +258,7 @@ class MemoryFit:
         """Capacity left (negative: short by that much)."""
         return None if self.capacity_bytes is None else self.capacity_bytes - self.total_bytes
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> MemoryFitDoc:
         """Plain dict for JSON."""
         return {
             "weights_bytes": self.weights_bytes,
@@ -533,7 +603,7 @@ def predict(
     op_counts: dict[str, Any] | None = None,
     learned: Learned | None = None,
     runtime_bytes: float | None = None,
-) -> dict[str, Any]:
+) -> BatchPredictionDoc:
     """Per batch: memory fit, per-phase parts and bounds, TTFT, TPOT, throughput."""
     learned = learned or Learned()
     runtime = (
@@ -542,7 +612,7 @@ def predict(
         else (GPU_RUNTIME_BYTES if dev.kind == "gpu" else 0.0)
     )
     eager = eager_attention(op_counts, "prefill")
-    rows = []
+    rows: list[PredictRowDoc] = []
     for b in w.batches:
         mem = memory_fit(
             shape,
@@ -609,7 +679,7 @@ def memory_by_context(
     runtime: float,
     cpu: bool = False,
     eager: bool = False,
-) -> list[dict[str, Any]]:
+) -> list[MemoryAtContextDoc]:
     """Memory of `batch` sequences at context lengths up to 4x the workload's (the figure)."""
     end = max(4 * (w.prompt_tokens + w.new_tokens), 1024)
     lengths = sorted({int(end * f) for f in (1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1)})
@@ -630,7 +700,7 @@ def memory_by_context(
             eager,
             w.transformers_release,
         )
-        out.append({"context_tokens": n, **m.to_dict()})
+        out.append(MemoryAtContextDoc(context_tokens=n, **m.to_dict()))
     return out
 
 

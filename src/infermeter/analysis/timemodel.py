@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from infermeter.analysis.costs import Cost, _vision, forward_costs, total
 from infermeter.measure.ceilings import (
@@ -406,6 +406,29 @@ def _stack(stack: Stack | str) -> Stack:
     return STACKS[stack] if isinstance(stack, str) else stack
 
 
+class ForwardTimeDoc(TypedDict):
+    """`ForwardTime.to_dict`: seconds by part, work, bounds, overlap, notes and the bound."""
+
+    gemm_s: float
+    attention_s: float
+    elementwise_s: float
+    page_fault_s: float
+    op_floor_s: float
+    overhead_s: float
+    generate_s: float
+    comm_s: float
+    total_s: float
+    flop_count: float
+    bytes: float
+    comm_bytes: float
+    compute_bound_s: float | None
+    memory_bound_s: float | None
+    comm_bound_s: float | None
+    overlap: float
+    notes: list[str]
+    bound: str | None
+
+
 @dataclass
 class ForwardTime:
     """Predicted seconds of one forward by part, its work, and its bounds."""
@@ -453,11 +476,11 @@ class ForwardTime:
         known = {k: v for k, v in bounds.items() if v}
         return max(known, key=lambda k: known[k]) if known else None
 
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict for JSON."""
+    def to_dict(self) -> ForwardTimeDoc:
+        """The forward as a prediction document keeps it: every field and the bound."""
         d = asdict(self)
         d["bound"] = self.bound
-        return d
+        return cast(ForwardTimeDoc, d)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from infermeter.analysis.intervals import stack_group
 from infermeter.analysis.precision import PRECISIONS, precision_of
 from infermeter.analysis.predict import (
     Learned,
+    PredictRowDoc,
     Workload,
     every_prompt_logit,
     learn_from_stored,
@@ -255,7 +256,7 @@ def calibration_said(ceilings: Ceilings) -> list[str]:
 
 
 def with_intervals(
-    rows: list[dict[str, Any]],
+    rows: list[PredictRowDoc],
     stack: str,
     hardware: str,
     w: Workload,
