@@ -29,10 +29,10 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from infermeter.analysis.intervals import BandDoc
 from infermeter.analysis.kvcache import decode_context, decode_kv_bytes_each, kv_memory
 from infermeter.analysis.perfmodel import ModelCheck
 from infermeter.analysis.precision import PRECISIONS, Precision, precision_of
-from infermeter.analysis.intervals import BandDoc
 from infermeter.analysis.timemodel import (
     DESKTOP_SOURCE_KEY,
     GIVEN_HOST_SOURCE_KEY,
