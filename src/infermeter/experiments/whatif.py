@@ -269,7 +269,8 @@ def with_intervals(
     The time intervals come from the held-out errors of the stack's group, the memory's from
     the held-out peak-memory errors (analysis/intervals.py); each reason the prediction lies
     outside the published rows (and each of `also`: an unstable calibration) widens them, and
-    is returned so the answer says it in one line.
+    is returned so the answer says it in one line; the memory's own reasons are in its band's
+    `widened`.
     """
     from infermeter.analysis.intervals import (
         band_for,
@@ -286,7 +287,6 @@ def with_intervals(
         mband = memory_band(memory_reasons)
         r["memory_interval"] = mband.to_dict()
         r["memory"]["total_bytes_interval"] = mband.of(r["memory"]["total_bytes"])
-        said += [x for x in memory_reasons if x not in said]
         reasons = list(also or []) + out_of_scope(
             stack,
             hardware.strip().lower(),
