@@ -170,7 +170,13 @@ def test_a_compiled_run_times_blocks_and_parts_from_its_kernels(tiny_llama):
         compile="reduce-overhead",
         mode="standard",
     )
+    from torch._inductor import compile_fx
+
+    earlier = [next(compile_fx._graph_counter) for _ in range(20)]  # graphs compiled before
     run = profile(cfg, loaded=tiny_llama)
+    # numbered from 0 again, as in a fresh process: the kernels' names (graph_N_...) and so
+    # inductor's code-cache keys do not depend on what the process compiled before
+    assert next(compile_fx._graph_counter) < len(earlier)
     assert run.samples[0].warmup  # compile forces one warm-up: the cold call
     assert run.phases["compile_first_call_ms"] > run.summary()["total_ms"].mean
     assert run.phases["compile_ms"] > 0

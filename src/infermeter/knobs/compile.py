@@ -15,6 +15,7 @@ CUDA graphs.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from infermeter.errors import UserError
@@ -157,3 +158,22 @@ COMPILE = Knob(
     verify=_verify_compile,
     field="compile",
 )
+
+
+def restart_graph_numbering() -> None:
+    """Number the next compiled run's inductor graphs from 0, as a fresh process would.
+
+    Why: with kernel profiling on (a compiled run in standard or deep mode names each C++
+    kernel `graph_N_...` for its per-block attribution), inductor's process-wide graph counter
+    put N into the kernel's source. The same graph compiled after other graphs, later in a
+    sweep or in another process, then missed inductor's code cache and went through the C++
+    compiler again (37 kernels in one run of the test suite here). Call it after
+    `torch._dynamo.reset()`, when no earlier graph is in use; a torch without the counter is
+    left as it is.
+    """
+    try:
+        from torch._inductor import compile_fx
+    except ImportError:
+        return
+    if hasattr(compile_fx, "_graph_counter"):
+        compile_fx._graph_counter = itertools.count(0)

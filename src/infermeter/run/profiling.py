@@ -31,7 +31,7 @@ from infermeter.instrument.cost import (
     window_cost_us,
 )
 from infermeter.instrument.nvtx import NvtxRanges, cuda_nvtx
-from infermeter.knobs.compile import compile_notes, generate_compiles
+from infermeter.knobs.compile import compile_notes, generate_compiles, restart_graph_numbering
 from infermeter.measure.clock import Clock, clock_for
 from infermeter.measure.device import describe_device
 from infermeter.measure.energy.base import Unavailable
@@ -371,6 +371,7 @@ def attach_instruments(session: Session) -> None:
         # limit (8) is hit and the forward silently runs eager (seen in a benchmark's rounds).
         # Inductor's on-disk cache still spares the code generation.
         torch._dynamo.reset()
+        restart_graph_numbering()
         backend = session.profiler.compile_backend(mode) if session.profiler else None
         if backend is not None:  # the same inductor compile, its graphs' modules noted
             model.forward = torch.compile(model.forward, backend=backend)
