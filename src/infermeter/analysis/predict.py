@@ -17,7 +17,8 @@ Memory (per GPU with tensor parallelism `tp`):
   over tp GPUs (a KV head is never split: at least one per GPU);
 - activations of the prefill (approximate): the hidden state and its residual copies, one
   block's MLP intermediates, its query/key/value projections, and the float32 logits of the
-  last position;
+  last position (every prompt position's under transformers before 4.45, or for a model whose
+  forward takes no `logits_to_keep`: `logits_bytes`);
 - runtime: the framework's own memory (measured for this machine by `calibrate`, assumed
   0.6 GB for a CUDA context and cuBLAS workspace on a spec GPU).
 """
@@ -99,9 +100,9 @@ def sequence_kv_bytes(shape: Shape, dtype_bytes: int, tp: int = 1, length: int =
 
 #: the first transformers release whose generate computes only the last prompt position's
 #: logits: 4.45.0 added `num_logits_to_keep` to Llama, Mistral, Qwen2 and their kin, and
-#: removed nothing else; before it their forward also upcast every position's logits to
-#: float32 (`logits = logits.float()`, transformers issue #30860, PR #31292). Read in the 4.44.2
-#: and 4.45.0 wheels.
+#: generate asks for one position; before it their forward computed every position's logits
+#: and upcast them all to float32 (`logits = logits.float()`, transformers issue #30860, PR
+#: #31292). Read in the 4.43.4, 4.44.2 and 4.45.0 wheels.
 LAST_LOGITS_RELEASE = (4, 45)
 
 
