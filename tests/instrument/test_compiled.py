@@ -6,6 +6,7 @@ real compiled run of tiny-llama in standard mode, with the compile checks that n
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -203,11 +204,22 @@ def test_a_compiled_run_times_blocks_and_parts_from_its_kernels(tiny_llama):
         charged = sum(
             mine.get(k, 0.0) for k in ("embeddings", "rotary", "block", "final_norm", "lm_head")
         )
-        # the kernels lie inside the forwards and are most of them; the rest is "other"
-        assert 0.4 * mine["forward"] < charged < mine["forward"], phase
+        # the kernels lie inside the forwards; the rest is "other"
+        assert 0 < charged < mine["forward"], phase
         assert charged + mine["other"] == pytest.approx(mine["forward"], rel=1e-6)
     notes = [n for n in run.notes if n.startswith("under torch.compile, decode:")]
     assert len(notes) == 1 and "matched no captured program" not in notes[0], run.notes
+    # and they are most of the compiled program's own time, not of the whole forward: over
+    # these few steps, charged was 56-62% of decode's forwards idle but 30% once in a whole
+    # suite's run, and the forward also holds torch.compile's entry (guards, cache look-up)
+    for phase in ("prefill", "decode"):
+        (note,) = [n for n in run.notes if n.startswith(f"under torch.compile, {phase}:")]
+        shares = re.search(
+            r": (\d+)% of the forward's time charged.*between modules \((\d+)%\)", note
+        )
+        assert shares is not None, note
+        charged_pct, between_pct = (int(x) for x in shares.groups())
+        assert charged_pct >= 0.6 * (charged_pct + between_pct), note
     assert any("block output statistics" in n and "off" in n for n in run.notes)
     cost = run.instrument_cost
     assert cost is not None and cost.unit == "profiler events"
