@@ -1,6 +1,6 @@
 """How far is `infermeter predict`'s memory from published peak-memory measurements?
 
-Reads `benchmarks/published/memory.json` (55 figures from five sources that publish the peak
+Reads `benchmarks/published/memory.json` (59 figures from five sources that publish the peak
 GPU memory of transformers' generate: each with its quote, address, model, GPU count, batch,
 lengths, dtype, transformers release and what was measured) and predicts each with
 `analysis/predict.py`'s `memory_fit`, the model's shape and parameter count from its config in
