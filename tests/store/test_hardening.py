@@ -353,3 +353,39 @@ def test_delete_says_the_log_apart_from_the_data(tmp_path):
     # the data given back is what the file shed once the log's pages were in it: never more
     # than the disk got back, the log said apart (the old message gave only their sum)
     assert 0 < data * 2**20 <= held - db.stat().st_size + 0.05 * 2**20, r.output
+
+
+def test_cleanup_and_since_compare_to_the_millisecond(tmp_path, monkeypatch):
+    """`created` is kept to the millisecond; the cutoff was cut to the second, so
+    `cleanup --max-age-days 0` kept every run made in its own second (a fast profile's)."""
+    import datetime as real_dt
+
+    import numpy as np
+
+    import infermeter.cli.runs_cmd as runs_cmd
+    from infermeter import Store
+    from tests.helpers import history_run
+
+    now = real_dt.datetime(2026, 11, 29, 12, 0, 1, 900_000, tzinfo=real_dt.timezone.utc)
+
+    class FrozenDatetime(real_dt.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return now
+
+    monkeypatch.setattr(runs_cmd.dt, "datetime", FrozenDatetime)
+    db = tmp_path / "r.db"
+    store = Store(db)
+    rng = np.random.default_rng(0)
+    for i, created in enumerate(("2026-11-29T12:00:00+00:00", "2026-11-29T12:00:01.400+00:00")):
+        run = history_run(i, 10.0, rng)
+        run.created = created
+        store.save(run)
+    assert runs_cmd.parse_since("1m") == "2026-11-29T11:59:01.900+00:00"
+    for since, listed in (("2026-11-29T12:00:01.5", "0 runs"), ("2026-11-29T12:00:01.3", "1 run")):
+        r = runner.invoke(app, ["runs", "list", "--since", since, "--db", str(db)])
+        assert r.exit_code == 0 and r.output.startswith(listed + ":"), (since, r.output)
+    r = runner.invoke(app, ["runs", "cleanup", "--max-age-days", "0", "--yes", "--db", str(db)])
+    assert r.exit_code == 0, r.output
+    assert "deleted 2 runs" in r.output, r.output  # the one made in the cutoff's second too
+    assert Store(db).list_runs() == []

@@ -38,7 +38,7 @@ def parse_since(value: str | None) -> str | None:
             "h": dt.timedelta(hours=n),
             "m": dt.timedelta(minutes=n),
         }
-        return (now - delta[unit]).isoformat(timespec="seconds")
+        return (now - delta[unit]).isoformat(timespec="milliseconds")
     try:
         when = dt.datetime.fromisoformat(value.strip())
     except ValueError:
@@ -47,7 +47,7 @@ def parse_since(value: str | None) -> str | None:
         ) from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.timezone.utc)
-    return when.isoformat(timespec="seconds")
+    return when.isoformat(timespec="milliseconds")
 
 
 @runs_app.command("list")
@@ -157,9 +157,11 @@ def cleanup_runs(
             f"--max-age-days {max_age_days:g} is out of range", f"use 0..{MAX_DAYS} days"
         )
     store = Store(db, create=False)
+    # to the millisecond, as `created` is kept: cut to the second, "...:01+00:00" sorted before
+    # a run created at "...:01.400+00:00", so `--max-age-days 0` kept the runs of its own second
     cutoff = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=max_age_days)
-    ids = store.older_than(cutoff.isoformat(timespec="seconds"), running=force)
-    kept = len(store.older_than(cutoff.isoformat(timespec="seconds"), running=True)) - len(ids)
+    ids = store.older_than(cutoff.isoformat(timespec="milliseconds"), running=force)
+    kept = len(store.older_than(cutoff.isoformat(timespec="milliseconds"), running=True)) - len(ids)
     if kept:
         err_console.print(
             f"{fmt.plural(kept, 'run')} still in progress {'is' if kept == 1 else 'are'} kept "
