@@ -70,7 +70,7 @@ class RunConfigDoc(TypedDict, total=False):
     grid_g_per_kwh: float | None
     slos: list[list[str | float]]
     interleaved: InterleavedDoc
-    #: a load run's spec (serving/spec.py `spec_document`)
+    #: a load run's spec (serving/load.py `spec_document`)
     load: dict[str, Any]
 
 
