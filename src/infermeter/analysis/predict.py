@@ -309,6 +309,36 @@ def memory_fit(
     )
 
 
+def workload_memory(
+    shape: Shape,
+    params: int,
+    w: Workload,
+    batch: int,
+    prompt: int,
+    new: int,
+    capacity: float | None,
+    runtime: float,
+    cpu: bool = False,
+    eager: bool = False,
+) -> MemoryFit:
+    """`memory_fit` with the workload's dtype, parallelism, cache form and release."""
+    return memory_fit(
+        shape,
+        params,
+        w.dtype,
+        batch,
+        prompt,
+        new,
+        w.tp,
+        capacity,
+        runtime,
+        cpu,
+        w.cache,
+        eager,
+        w.transformers_release,
+    )
+
+
 def _precision(dtype: str, cpu: bool) -> Precision:
     """The precision of a dtype name; an unknown one (an old run's) as float32."""
     return precision_of(dtype if dtype in PRECISIONS else "float32", cpu)
@@ -326,20 +356,8 @@ def largest_batch(
     """The most sequences per replica that fit (0 when not even the weights do)."""
     if capacity is None:
         return None
-    one = memory_fit(
-        shape,
-        params,
-        w.dtype,
-        1,
-        w.prompt_tokens,
-        w.new_tokens,
-        w.tp,
-        capacity,
-        runtime,
-        cpu,
-        w.cache,
-        eager,
-        w.transformers_release,
+    one = workload_memory(
+        shape, params, w, 1, w.prompt_tokens, w.new_tokens, capacity, runtime, cpu, eager
     )
     per_seq = one.kv_cache_bytes + one.activations_bytes
     room = capacity - one.weights_bytes - runtime
@@ -615,20 +633,17 @@ def predict(
     eager = eager_attention(op_counts, "prefill")
     rows: list[PredictRowDoc] = []
     for b in w.batches:
-        mem = memory_fit(
+        mem = workload_memory(
             shape,
             params,
-            w.dtype,
+            w,
             b,
             w.prompt_tokens,
             w.new_tokens,
-            w.tp,
             dev.memory_bytes,
             runtime,
             dev.kind == "cpu",
-            w.cache,
             eager,
-            w.transformers_release,
         )
         times = phase_times(
             shape,
@@ -686,21 +701,7 @@ def memory_by_context(
     lengths = sorted({int(end * f) for f in (1 / 64, 1 / 32, 1 / 16, 1 / 8, 1 / 4, 1 / 2, 1)})
     out = []
     for n in lengths:
-        m = memory_fit(
-            shape,
-            params,
-            w.dtype,
-            batch,
-            n,
-            0,
-            w.tp,
-            capacity,
-            runtime,
-            cpu,
-            w.cache,
-            eager,
-            w.transformers_release,
-        )
+        m = workload_memory(shape, params, w, batch, n, 0, capacity, runtime, cpu, eager)
         out.append(MemoryAtContextDoc(context_tokens=n, **m.to_dict()))
     return out
 
