@@ -743,3 +743,26 @@ def test_the_prediction_documents_hold_every_key_their_types_declare():
     assert set(mem) == MemoryFitDoc.__required_keys__
     assert MemoryFitDoc.__optional_keys__ == {"total_bytes_interval"}
     assert mem["total_bytes"] == 10.0 and mem["fits"] is True
+
+
+def test_the_memory_figure_keeps_a_far_capacity_off_its_scale(monkeypatch, tmp_path):
+    """A 135M model on an 80 GB GPU: the capacity line 50x above the stack flattened it to
+    nothing; the capacity is named in the legend instead. Near the capacity, the line is drawn."""
+    import infermeter.report.predict_figures as pf
+    from infermeter.experiments.whatif import predict as what_if_predict
+    from infermeter.store import Store
+
+    legends: list[list[str]] = []
+
+    def keep(fig, out, stem, rows):
+        legends.append([t.get_text() for t in fig.axes[0].get_legend().get_texts()])
+        return []
+
+    monkeypatch.setattr(pf, "save_figure", keep)
+    store = Store(tmp_path / "r.db")
+    small = what_if_predict("smollm2-135m", "a100-80gb", prompt_tokens=2048, store=store)
+    full = what_if_predict("smollm2-135m", "t4", batches=(64,), prompt_tokens=8192, store=store)
+    pf.memory_figure(dict(small), tmp_path)
+    pf.memory_figure(dict(full), tmp_path)
+    assert "capacity 80 GB (off the scale)" in legends[0]
+    assert any(t.startswith("capacity ") and "off" not in t for t in legends[1]), legends[1]

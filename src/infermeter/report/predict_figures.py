@@ -128,8 +128,11 @@ def memory_figure(doc: dict[str, Any], out: Path) -> list[Path]:
         lows, highs = [p["total_gb_low"] for p in csv], [p["total_gb_high"] for p in csv]
         ax.fill_between(xs, lows, highs, color="0.5", alpha=0.18, label="total, 90% interval")
     cap = doc["hardware"].get("memory_bytes")
-    if cap:
+    tallest = max((p.get("total_gb_high", p["total_bytes"] / GB) for p in csv), default=0.0)
+    if cap and cap / GB <= 4 * tallest:
         ax.axhline(cap / GB, color=VERMILLION, linestyle="--", label=f"capacity {cap / GB:.0f} GB")
+    elif cap:  # a line far above flattened the stack it is compared with (a small model)
+        ax.plot([], [], " ", label=f"capacity {cap / GB:.0f} GB (off the scale)")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("context length (tokens)")
     ax.set_ylabel("memory per GPU (GB)")
