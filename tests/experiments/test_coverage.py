@@ -30,6 +30,22 @@ def test_architecture_builds_generates_is_found_and_costed(model_type):
     assert cov.approximate == []
 
 
+@pytest.mark.parametrize("model_type", ["xlm", "trocr", "gemma3n_text", "llama"])
+def test_a_tiny_config_is_tiny_under_the_config_s_own_names(model_type):
+    """XLM keeps its width as `emb_dim`, TrOCR as `d_model` and `decoder_ffn_dim`, Gemma 3n
+    a per-layer table of its own vocabulary: their "tiny" models held 607M, 203M and 269M
+    parameters (8 s to build XLM's), until the common names were mapped to their own."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from infermeter.experiments.coverage import tiny_config
+
+    config, _ = tiny_config(model_type)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config)
+    assert sum(p.numel() for p in model.parameters()) < 2_000_000
+
+
 def test_encoder_decoders_are_skipped_with_the_reason():
     cov = check_architecture("bart")
     assert cov.skipped == "encoder-decoder" and not cov.builds

@@ -19,10 +19,12 @@ from infermeter.models.census import census_of
 from infermeter.models.flopcount import flop_check
 
 
-def _tiny(model_type: str):
+def _tiny(model_type: str, **sizes):
     from transformers import AutoModelForCausalLM
 
     config, _ = tiny_config(model_type)
+    for name, value in sizes.items():
+        setattr(config, name, value)
     torch.manual_seed(0)
     return AutoModelForCausalLM.from_config(config).eval()
 
@@ -96,7 +98,7 @@ def test_attention_inside_a_wrapper_of_norms_is_found_and_experts_stacked_flat_a
 
 
 def test_a_per_expert_table_is_no_matmul_even_as_wide_as_the_hidden_states():
-    model = _tiny("ernie4_5_moe")
+    model = _tiny("ernie4_5_moe", moe_num_experts=64)  # the tiny config's hidden size
     config = model.config
     assert config.moe_num_experts == config.hidden_size  # the coincidence that misled it
     moe = [lay for lay in census_of(model).layers if lay.experts]

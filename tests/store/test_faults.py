@@ -15,8 +15,11 @@ def test_sigkill_at_random_moments_loses_no_committed_sample(tmp_path):
 
 @pytest.mark.slow
 def test_four_writers_and_the_dashboard_at_once(tmp_path, db_url):
-    """On SQLite and on a real PostgreSQL server: no sample lost, no failed request."""
-    report = writers_and_reader(tmp_path, writers=4, duration_s=5.0, samples=2, db=db_url)
+    """On SQLite and on a real PostgreSQL server: no sample lost, no failed request.
+
+    2.5 s of writing: alone here four writers began 273 runs in it on SQLite (581 in 5 s), far
+    past the contention the test needs; the writers' loops are CPU the suite pays for."""
+    report = writers_and_reader(tmp_path, writers=4, duration_s=2.5, samples=2, db=db_url)
     assert not report.problems, report.problems
     assert report.failed_requests == 0 and report.requests > 0
     assert report.samples_stored == report.samples_expected > 0

@@ -52,6 +52,9 @@ TINY = {
     "topk_group": 1,
     # partial rotary (GPT-J, CodeGen)
     "rotary_dim": 8,
+    # encoder-decoder-style widths some causal LMs keep (TrOCR), and Gemma 3n's per-layer table
+    "decoder_ffn_dim": 128,
+    "vocab_size_per_layer_input": 512,
     # token ids must fit the tiny vocabulary
     "pad_token_id": 0,
     "bos_token_id": 1,
@@ -225,6 +228,11 @@ def tiny_config(model_type: str) -> tuple[Any, str | None]:
     have = set(defaults.to_dict())
     wanted = {**TINY, **OVERRIDES.get(model_type, {})}
     kwargs = {k: v for k, v in wanted.items() if k in have or k in OVERRIDES.get(model_type, {})}
+    # a config that keeps a size under its own name (XLM's emb_dim, TrOCR's d_model) maps the
+    # common name to it: without this XLM's "tiny" model held 607M parameters
+    for common, own in getattr(cls, "attribute_map", {}).items():
+        if common in wanted and own in have and own not in kwargs:
+            kwargs[own] = wanted[common]
     if not set(PATTERN_FIELDS) & set(OVERRIDES.get(model_type, {})):  # a pattern given wins
         kwargs.update(_short_patterns(defaults, kwargs))
     for name in SUB_MODELS:  # a composite config's sub-models, tiny too
