@@ -359,15 +359,16 @@ def approximate(s: Shape, tolerance: float = 0.01) -> list[str]:
         reasons.append(
             f"vision tower ({s.vision.family}) and projector costed by CLIP and LLaVA formulas"
         )
-    if check.get("counted_8"):
+    counted_8, counted_16 = check.get("counted_8"), check.get("counted_16")
+    if counted_8 and "census" in check:
         at_count = replace(s, census=Census.from_dict(check["census"]))
         a8, a16 = (total(forward_costs(at_count, tokens=n)).flop_count for n in (8, 16))
-        ratio = a8 / check["counted_8"]
+        ratio = a8 / counted_8
         if abs(ratio - 1) > tolerance:
             reasons.append(f"analytic FLOPs are {ratio:.3f}x torch's count of an 8-token forward")
         # the part that grows with the square of the length (attention scores)
-        quad_a, quad_c = a16 - 2 * a8, check.get("counted_16", 0) - 2 * check["counted_8"]
-        if check.get("counted_16") and abs(quad_a - quad_c) > tolerance * max(abs(quad_c), 1):
+        quad_a, quad_c = a16 - 2 * a8, (counted_16 or 0) - 2 * counted_8
+        if counted_16 and abs(quad_a - quad_c) > tolerance * max(abs(quad_c), 1):
             reasons.append(
                 f"attention-score FLOPs (growing with length squared) are {quad_a:.3g} where "
                 f"torch counts {quad_c:.3g} (16 vs 8 tokens): long prompts are off more"

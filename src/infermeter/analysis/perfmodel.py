@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
@@ -33,6 +33,16 @@ if TYPE_CHECKING:  # annotations only: the run's module imports numpy
 def _matches(key: str, cost: str) -> bool:
     """'fast' uses 'fast_path_lookup'; 'cached' uses 'cache_lookup' (its first word)."""
     return cost.startswith(key) or key.startswith(cost.split("_")[0])
+
+
+class LatencyPredictionDoc(TypedDict):
+    """`PerformanceModel.predict_latency`'s answer: per-token and total time, per path."""
+
+    per_token_us: float
+    total_time_ms: float
+    tokens_per_second: float
+    #: microseconds per token on each path (its share times its cost) and each shared cost
+    breakdown_us: dict[str, float]
 
 
 class PerformanceModel:
@@ -109,7 +119,7 @@ class PerformanceModel:
 
     def predict_latency(
         self, distribution_pct: dict[str, float], tokens: int = 1000
-    ) -> dict[str, Any]:
+    ) -> LatencyPredictionDoc:
         """Per-token and total time, throughput and the breakdown per path."""
         share = self._normalise(distribution_pct)
         keys = list(share)

@@ -100,11 +100,10 @@ def samples_frame(run: RunResult) -> Any:
 
     rows = []
     for s in run.samples:
-        row = run.sample_row(s)
-        config = row.pop("config")
-        row.pop("memory")
-        row.pop("energy")
-        row["output_text"] = " | ".join(row["output_text"])
-        row["step_ms"] = " ".join(f"{v:.4f}" for v in row["step_ms"])
-        rows.append({"run_id": run.run_id, **{f"knob_{k}": v for k, v in config.items()}, **row})
+        doc = run.sample_row(s)
+        row = {k: v for k, v in doc.items() if k not in ("config", "memory", "energy")}
+        row["output_text"] = " | ".join(doc["output_text"])  # in its place among the columns
+        row["step_ms"] = " ".join(f"{v:.4f}" for v in doc["step_ms"])
+        knobs = {f"knob_{k}": v for k, v in doc["config"].items()}
+        rows.append({"run_id": run.run_id, **knobs, **row})
     return pd.DataFrame(rows)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from infermeter.cli.guard import fail
+from infermeter.run.slo import SLOReportDoc
 
 
-def slo_line(report: dict[str, Any]) -> str | None:
+def slo_line(report: SLOReportDoc) -> str | None:
     """'SLO attainment ttft_ms <= 500: 100.0%, ...; all met ...; goodput ...', or None."""
     if not report:
         return None
@@ -20,7 +19,7 @@ def slo_line(report: dict[str, Any]) -> str | None:
     )
 
 
-def fail_on_miss(report: dict[str, Any], where: str = "") -> None:
+def fail_on_miss(report: SLOReportDoc, where: str = "") -> None:
     """Exit 3 naming every SLO some request missed (a CI gate)."""
     if not report or not report.get("missed"):
         return

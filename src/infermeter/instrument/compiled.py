@@ -208,7 +208,7 @@ class CompileCapture:
             logger.setLevel(self._level)
             self._handler = None
 
-    def backend(self, mode: str | None) -> Any:
+    def backend(self, mode: str | None) -> RecordingBackend | None:
         """torch.compile's inductor backend for `mode`, recording each graph's node modules.
 
         None where this torch has no such wrapper: then compile with `mode` as usual and the
@@ -220,7 +220,7 @@ class CompileCapture:
         if wrapper is None:
             self.failed = "this torch does not expose inductor's compile wrapper"
             return None
-        return _RecordingBackend(wrapper(mode, None, None), self)
+        return RecordingBackend(wrapper(mode, None, None), self)
 
     def add_program(self, mapping: Any) -> None:
         """One compiled program's provenance, as inductor publishes it."""
@@ -238,7 +238,7 @@ class CompileCapture:
         self.programs.append(program_calls(kernels, nodes))
 
 
-class _RecordingBackend:
+class RecordingBackend:
     """Inductor's backend, after noting each dynamo graph node's module."""
 
     def __init__(self, inner: Any, capture: CompileCapture) -> None:
@@ -246,6 +246,7 @@ class _RecordingBackend:
         self._capture = capture
 
     def __call__(self, gm: Any, example_inputs: Any) -> Any:
+        """Note the graph's node modules, then compile it as inductor does."""
         self._capture._nodes = {
             str(n.name): module_path(n.meta.get("nn_module_stack")) for n in gm.graph.nodes
         }

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import TypedDict, cast
 
 from infermeter.errors import UserError
 
@@ -25,6 +25,24 @@ MODE_COST = {
     "standard": "TPOT +3%, TTFT +2-5%",
     "deep": "TPOT +6-7%, TTFT +30-32%",
 }
+
+
+class ProfilingConfigDoc(TypedDict):
+    """`ProfilingConfig.to_dict`: its fields, `layers` as a list."""
+
+    mode: str
+    layer_timing: bool
+    part_timing: bool
+    capture_activations: bool
+    deep_ops: bool
+    sample_every: int
+    preallocate: int
+    layers: list[int] | None
+    activation_eps: float
+    attention_threshold: float
+    kill_eps: float
+    stage_batch: int
+    probe_every: int
 
 
 @dataclass(frozen=True)
@@ -139,8 +157,8 @@ class ProfilingConfig:
             raise UserError(f"layers {list(self.layers)} has a negative index", "use 0..N-1")
         return self
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ProfilingConfigDoc:
         """Plain dict for JSON and the store."""
         d = asdict(self)
         d["layers"] = list(self.layers) if self.layers is not None else None
-        return d
+        return cast(ProfilingConfigDoc, d)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infermeter.instrument import deep_attention
 from infermeter.instrument.compiled import (
@@ -40,6 +40,13 @@ from infermeter.models.forward_args import past_tokens
 from infermeter.models.forward_wrap import ForwardWrap
 from infermeter.util.native import native_stderr_silenced
 
+if TYPE_CHECKING:
+    import torch
+
+    from infermeter.instrument.compiled import RecordingBackend
+    from infermeter.measure.clock import Mark
+    from infermeter.measure.timer import Section
+
 _PHASE_INDEX = {"prefill": 0, "decode": 1}
 
 
@@ -57,7 +64,7 @@ class Profiler:
 
     def __init__(
         self,
-        model: Any,
+        model: torch.nn.Module,
         config: ProfilingConfig | None = None,
         clock: Clock | None = None,
         *,
@@ -97,7 +104,7 @@ class Profiler:
         self._phase = 0
         self._decode_index = 0
         self._vision_step = False
-        self._origin: Any = None
+        self._origin: Mark | None = None
         self._attn_layer: dict[int, int] = {}
         n_layers = len(self.arch.blocks)
         cfg = self.config
@@ -148,7 +155,7 @@ class Profiler:
         #: (us), profiler events, compiled calls no program matched
         self.compiled_us: dict[str, CompiledTally] = {}
 
-    def section(self, name: str) -> AbstractContextManager[Any]:
+    def section(self, name: str) -> AbstractContextManager[Section]:
         """Time the body as a user region called `name`, on the profiler's clock.
 
         Regions nest and repeat (each call is a row); they are timed whether or not the hooks
@@ -361,7 +368,7 @@ class Profiler:
         return {phase: windows.get(phase, 0) / n for phase, n in steps.items()}
 
     @property
-    def origin(self) -> Any:
+    def origin(self) -> Mark | None:
         """The clock mark record start times are measured from (taken at the first attach)."""
         return self._origin
 
@@ -418,7 +425,7 @@ class Profiler:
 
     # -- under torch.compile ---------------------------------------------------------------
 
-    def compile_backend(self, mode: str | None) -> Any:
+    def compile_backend(self, mode: str | None) -> RecordingBackend | None:
         """The backend to torch.compile the forward with so its kernels can be attributed.
 
         None when the forward is not profiled compiled (or this torch cannot): compile with
@@ -487,7 +494,7 @@ class Profiler:
                     if found is not None:
                         found.forward_us += 1e3 * el(self.timing.starts[i], self.timing.ends[i])
 
-    def token_chosen(self, mark: Any) -> None:
+    def token_chosen(self, mark: Mark) -> None:
         """The token of the forward that just ended was chosen, at `mark`.
 
         Called by the run's token recorder (run/generation.py) with the mark it took, so the
@@ -500,7 +507,15 @@ class Profiler:
         self._fwd_end = None
         self._token_mark = mark if self._attached and self.enabled else None
 
-    def attention_ops(self, module: Any, weights: Any, t0: Any, t1: Any, t2: Any, t3: Any) -> None:
+    def attention_ops(
+        self,
+        module: torch.nn.Module,
+        weights: torch.Tensor | None,
+        t0: Mark,
+        t1: Mark,
+        t2: Mark,
+        t3: Mark,
+    ) -> None:
         """Called by the deep attention path with its marks and softmax output."""
         layer = self._attn_layer.get(id(module))
         if layer is None:

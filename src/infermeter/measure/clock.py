@@ -10,7 +10,13 @@ CPU, `torch.mps.synchronize` on Apple GPUs), so a mark never lands before queued
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
+
+if TYPE_CHECKING:
+    import torch
+
+#: A clock's mark: `perf_counter_ns` (int), a host clock's seconds (float) or a CUDA event.
+Mark = Union[int, float, "torch.cuda.Event"]
 
 
 @runtime_checkable

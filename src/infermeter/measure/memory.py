@@ -11,7 +11,7 @@ import os
 import resource
 import sys
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import psutil
 
@@ -22,6 +22,25 @@ MPS_PEAK_METHOD = (
 )
 _CLEAR_REFS = "/proc/self/clear_refs"
 _STATUS = "/proc/self/status"
+
+
+class SampleMemoryDoc(TypedDict, total=False):
+    """A sample's memory as stored (`MemoryReading.to_dict`, plus its page faults).
+
+    Every key is optional: a load run's request has none, and a CPU no allocator counters.
+    """
+
+    peak_allocated_mib: float | None
+    peak_reserved_mib: float | None
+    device_free_mib: float | None
+    device_total_mib: float | None
+    rss_mib: float
+    rss_peak_mib: float
+    rss_peak_method: str
+    device_peak_method: str | None
+    #: minor page faults of the process in the sample's prefill and decode (measure/faults.py)
+    page_faults_prefill: int
+    page_faults_decode: int
 
 
 @dataclass(frozen=True)
@@ -40,9 +59,9 @@ class MemoryReading:
     #: where the device has no allocator counters (CPU)
     device_peak_method: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> SampleMemoryDoc:
         """Plain dict for JSON and the store."""
-        return asdict(self)
+        return cast(SampleMemoryDoc, asdict(self))
 
 
 def _read_vm_hwm_mib() -> float | None:

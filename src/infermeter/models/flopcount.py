@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from infermeter.models.architecture import discover
 from infermeter.models.census import Census, census_of, layer_ranges, prefill_flop_count
@@ -255,7 +255,26 @@ def _check_counts(model: Any, census: Census) -> dict[str, Any]:
     return {"counted_8": counts[8][""], "counted_16": counts[16][""], "fits": fits}
 
 
-def flop_check(model: Any) -> dict[str, Any]:
+class FlopCheckDoc(TypedDict, total=False):
+    """`flop_check`'s answer, kept with a loaded model and in each run's shape.
+
+    Every key is written; a run stored by an older release may lack the later ones.
+    """
+
+    #: `Census.to_dict()`: the census the counts were made for
+    census: dict[str, Any]
+    #: torch's FLOP counts of an 8- and a 16-token forward (None: the forward could not run)
+    counted_8: float | None
+    counted_16: float | None
+    #: per block index ("outside" for the rest): the fit of what the census misses
+    fits: dict[str, dict[str, Any]]
+    #: what stays approximate once the fits are applied, in words
+    approximate: list[str]
+    #: `count_ops`: the model's own kernels by kind (None: it could not run)
+    op_counts: dict[str, Any] | None
+
+
+def flop_check(model: Any) -> FlopCheckDoc:
     """The census, torch's counts of an 8- and a 16-token forward, and fits of what it misses.
 
     The fits are block by block, and outside the blocks (see the module docstring).
@@ -274,7 +293,7 @@ def flop_check(model: Any) -> dict[str, Any]:
     check["approximate"] = fit_notes(census, check["fits"])
     # with the model's own kernels: what the time model charges as framework overhead
     check["op_counts"] = count_ops(model)
-    return check
+    return cast(FlopCheckDoc, check)
 
 
 def fit_notes(census: Census, fits: dict[str, Any]) -> list[str]:

@@ -6,7 +6,6 @@ through the names transformers uses across families (`hidden_size` or `n_embd`, 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any, TypedDict, cast
 
@@ -28,6 +27,24 @@ class VisionInfo:
     projector_params: int
     #: see workloads.prompts.VisionInput.pixel_dims
     pixel_dims: int = 4
+
+
+class QuantizationDoc(TypedDict, total=False):
+    """Weight quantization by the dtype knob (models/quantize.py).
+
+    What was converted and how, and the quality proxy against the same weights unquantized
+    (added once measured).
+    """
+
+    scheme: str
+    method: str
+    converted_linear: int
+    unconverted_params: int
+    #: parameters by the dtype their weights are stored in
+    stored_weight_dtypes: dict[str, int]
+    #: top-1 agreement and mean KL (nats) of the logits against the unquantized weights
+    quality: dict[str, float]
+    quality_reference: str
 
 
 class ModelInfoDoc(TypedDict, total=False):
@@ -61,7 +78,7 @@ class ModelInfoDoc(TypedDict, total=False):
     dtype: str
     device: str
     tokenizer: str
-    quantization: dict[str, Any] | None
+    quantization: QuantizationDoc | None
     attn_implementation: str | None
     shape: dict[str, Any]
     endpoint: str
@@ -107,7 +124,7 @@ class ModelInfo:
     tokenizer: str
     #: weight quantization by the dtype knob (int8, fp8): scheme, method, converted layers,
     #: stored weight dtypes, quality proxy against the unquantized weights; None otherwise
-    quantization: dict[str, Any] | None = None
+    quantization: QuantizationDoc | None = None
     #: the attention kernel the model runs (transformers' `_attn_implementation`: eager, sdpa,
     #: flash_attention_2, ...): what a finding may advise depends on it
     attn_implementation: str | None = None
@@ -122,10 +139,10 @@ class ModelInfo:
         return cast(ModelInfoDoc, asdict(self))
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> ModelInfo:
+    def from_dict(cls, d: ModelInfoDoc) -> ModelInfo:
         """Inverse of `to_dict` (keys a run adds beside the fields, such as `shape`, dropped)."""
         known = {f.name for f in fields(cls)}
-        kept = {k: v for k, v in d.items() if k in known}
+        kept: dict[str, Any] = {k: v for k, v in d.items() if k in known}  # read, then typed
         if kept.get("vision"):
             kept["vision"] = VisionInfo(**kept["vision"])
         return cls(**kept)

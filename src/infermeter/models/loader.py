@@ -11,12 +11,18 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infermeter.errors import UserError
 from infermeter.measure.device import dtype_name, resolve_device, resolve_dtype
 from infermeter.measure.memory import available_memory_mib
-from infermeter.models.info import ModelInfo, count_params, model_info
+from infermeter.models.info import ModelInfo, QuantizationDoc, count_params, model_info
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedTokenizerBase
+
+    from infermeter.models.flopcount import FlopCheckDoc
 from infermeter.models.presets import build_config, get_preset
 from infermeter.models.quantize import (
     INT4_GROUPS,
@@ -45,15 +51,15 @@ class LoadedModel:
     model `gguf_conversion_ms` (0 once cached).
     """
 
-    model: Any
-    tokenizer: Any
+    model: torch.nn.Module
+    tokenizer: PreTrainedTokenizerBase
     info: ModelInfo
     timings: dict[str, float] = field(default_factory=dict)
     #: torch's FLOP count of an 8-token forward and the census it was made for
     #: (run/profiling.py), made once per loaded model
-    flop_check: dict[str, Any] | None = None
+    flop_check: FlopCheckDoc | None = None
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[Any]:  # a model, a tokenizer and an info: one type each
         """`model, tokenizer, info = load_model(...)`."""
         return iter((self.model, self.tokenizer, self.info))
 
@@ -199,7 +205,7 @@ def load_model(
     return LoadedModel(model, tokenizer, info, timings)
 
 
-def _quantize(model: Any, tokenizer: Any, scheme: str) -> dict[str, Any]:
+def _quantize(model: Any, tokenizer: Any, scheme: str) -> QuantizationDoc:
     """Quantize the weights, with the quality proxy against the same weights unquantized."""
     from infermeter.models.calibration import calibration_ids, logits, quality
 

@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from infermeter.errors import UserError
+from infermeter.models.info import QuantizationDoc
 
 #: int4 dtype knob values and their group sizes (input features sharing one scale and zero)
 INT4_GROUPS = {"int4": 128, "int4-g64": 64, "int4-g32": 32}
@@ -218,7 +219,7 @@ def _quantize_int4(q: Any, model: Any, scheme: str, names: list[str]) -> tuple[s
     return f"torchao {kind} (HQQ scales; {per_group})", sorted(groups)
 
 
-def quantize_weights(model: Any, scheme: str) -> dict[str, Any]:
+def quantize_weights(model: Any, scheme: str) -> QuantizationDoc:
     """Convert the model's linear weights in place; what was done, for the run's record."""
     names, unconverted = _targets(model)
     device = next(model.parameters()).device

@@ -7,10 +7,13 @@ made, and a stored run can be analysed later without loading the model again.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infermeter.models.census import Census, census_of
 from infermeter.models.info import config_value
+
+if TYPE_CHECKING:
+    from infermeter.models.flopcount import FlopCheckDoc
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,7 @@ class Shape:
     census: Census | None = None
     #: torch's FlopCounterMode count of an 8-token forward ("counted_8") and the census of the
     #: model when it was counted ("census"): the check of the cost formulas on this architecture
-    flop_check: dict[str, Any] | None = None
+    flop_check: FlopCheckDoc | None = None
     #: whether the model's forward takes `logits_to_keep` (transformers 4.45 on: generate's
     #: prefill computes the last position's logits only); without it every prompt position's
     #: logits are computed (analysis/predict.py `logits_bytes`). Read from the model's forward.
@@ -105,7 +108,7 @@ def _widest(value: Any) -> int:
     return int(value)
 
 
-def shape_of(model_or_config: Any, flop_check: dict[str, Any] | None = None) -> Shape:
+def shape_of(model_or_config: Any, flop_check: FlopCheckDoc | None = None) -> Shape:
     """The cost shape of a transformers model, or of a config (built on the meta device)."""
     is_model = hasattr(model_or_config, "config")
     model = model_or_config if is_model else meta_model(model_or_config)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import math
 import textwrap
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +89,7 @@ def _sort_key(v: Any) -> tuple[Any, ...]:
     return (0, float(head), str(v)) if head.isdigit() else (1, 0.0, str(v))
 
 
-def save_figure(fig: Any, out: Path, stem: str, rows: list[dict[str, Any]]) -> list[Path]:
+def save_figure(fig: Any, out: Path, stem: str, rows: Sequence[Mapping[str, object]]) -> list[Path]:
     """OUT/STEM.png at 300 DPI and OUT/STEM.csv (the numbers it was drawn from); closes it."""
     out.mkdir(parents=True, exist_ok=True)
     png = out / f"{stem}.png"
@@ -162,7 +163,7 @@ def label_points(ax: Any, labels: list[tuple[float, float, str]]) -> None:
             a.remove()
 
 
-def write_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
+def write_csv(path: Path, rows: Sequence[Mapping[str, object]]) -> Path:
     """Rows as CSV with a header from the union of their keys (in first-seen order)."""
     cols: list[str] = []
     for r in rows:

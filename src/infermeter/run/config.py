@@ -319,7 +319,7 @@ class RunConfig:
         d["slos"] = [list(p) for p in self.slos]  # as JSON keeps them
         return cast(RunConfigDoc, d)
 
-    def knob_values(self) -> dict[str, Any]:
+    def knob_values(self) -> dict[str, int | str | bool | None]:
         """The values a sweep turns, as the `config` object of summary rows (docs/design.md)."""
         return {
             "prompt_tokens": self.prompt_tokens,

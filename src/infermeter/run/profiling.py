@@ -38,7 +38,7 @@ from infermeter.measure.energy.base import Unavailable
 from infermeter.measure.energy.sampler import PowerSampler
 from infermeter.measure.energy.select import CompositeSource, open_source
 from infermeter.measure.host import HostWatch
-from infermeter.measure.memory import MemoryTracker
+from infermeter.measure.memory import MemoryTracker, SampleMemoryDoc
 from infermeter.measure.timer import Timer
 from infermeter.models.flopcount import flop_check
 from infermeter.models.info import ModelInfo
@@ -461,7 +461,7 @@ def _measure_sample(session: Session, i: int, batch: PromptBatch) -> SampleResul
     )
 
 
-def _faults(timed: TimedGeneration) -> dict[str, int]:
+def _faults(timed: TimedGeneration) -> SampleMemoryDoc:
     """The sample's minor page faults by phase, for its memory record (none where uncounted)."""
     if timed.faults is None:
         return {}

@@ -9,18 +9,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, cast
 
 from infermeter.instrument.cost import InstrumentCost
 from infermeter.instrument.packing import TraceDoc
 from infermeter.measure.device import DeviceDoc
 from infermeter.measure.energy.attribution import EnergyDoc, PowerDoc, SampleEnergyDoc
+from infermeter.measure.memory import SampleMemoryDoc
 from infermeter.measure.stats import Summary, summarize
 from infermeter.models.info import ModelInfoDoc
 from infermeter.run.environment import VersionsDoc
 
 if TYPE_CHECKING:  # run/config.py loads the model presets; a stored run needs none of it
+    from collections.abc import Sequence
+
+    import pandas as pd
+
     from infermeter.run.config import RunConfigDoc
+    from infermeter.run.slo import SLOReportDoc
 
 #: Per-sample metrics summarised in every run, with their units in their names.
 METRICS = (
@@ -81,6 +87,61 @@ def _energy_metric(name: str, doc: str) -> property:
 RunStatus = Literal["running", "finished", "failed", "crashed", "terminated"]
 
 
+class MetricsDoc(TypedDict):
+    """A sample's metrics (`METRICS`), by name; None where not measured (energy, a GPU's)."""
+
+    ttft_ms: float
+    tpot_ms: float
+    decode_ms: float
+    total_ms: float
+    tokens_per_s: float
+    decode_tokens_per_s: float
+    rss_peak_mib: float | None
+    peak_allocated_mib: float | None
+    page_faults_per_step: float | None
+    energy_j: float | None
+    prefill_j: float | None
+    decode_j: float | None
+    mean_power_w: float | None
+    j_per_token: float | None
+    j_per_prompt_token: float | None
+    j_per_decode_token: float | None
+
+
+class SampleRowDoc(MetricsDoc):
+    """One `all_samples` row of a run's JSON document: the sample, its metrics, its tokens."""
+
+    sample_id: int
+    warmup: bool
+    config: dict[str, Any]
+    prefill_tokens: int
+    vision_tokens: int
+    new_tokens: int
+    batch_size: int
+    start_ms: float
+    step_ms: list[float]
+    memory: SampleMemoryDoc
+    energy: SampleEnergyDoc | None
+    output_text: list[str]
+
+
+class _SpanDoc(TypedDict):
+    name: str
+    start_ms: float
+    duration_ms: float
+
+
+class SpanDoc(_SpanDoc, total=False):
+    """A phase on a run's timeline, in ms from the run's start.
+
+    Load, to_device, or a sample's prefill or decode (then with the sample's index and whether
+    it was a warm-up).
+    """
+
+    sample: int
+    warmup: bool
+
+
 class ResultStore(Protocol):
     """Anything that keeps a finished result and gives it an id (`infermeter.Store`)."""
 
@@ -107,7 +168,7 @@ class SampleResult:
     start_ms: float
     ttft_ms: float
     step_ms: tuple[float, ...]
-    memory: dict[str, Any]
+    memory: SampleMemoryDoc
     output_text: tuple[str, ...] = ()
     prompt_text: tuple[str, ...] = ()
     energy: SampleEnergyDoc | None = None
@@ -168,11 +229,11 @@ class SampleResult:
             return None
         return float(faults) / len(self.step_ms)
 
-    def metrics(self) -> dict[str, Any]:
+    def metrics(self) -> MetricsDoc:
         """Every metric of METRICS, by name."""
-        return {m: getattr(self, m) for m in METRICS}
+        return cast(MetricsDoc, {m: getattr(self, m) for m in METRICS})
 
-    def timeline(self) -> list[dict[str, Any]]:
+    def timeline(self) -> list[SpanDoc]:
         """Phases of this sample on the run's timeline (ms)."""
         return [
             {"name": "prefill", "start_ms": self.start_ms, "duration_ms": self.ttft_ms},
@@ -225,7 +286,7 @@ class RunResult:
         out["itl_ms"] = summarize(x for s in self.measured for x in s.step_ms)
         return out
 
-    def slo_report(self, slos: Any = None) -> dict[str, Any]:
+    def slo_report(self, slos: Sequence[Sequence[str | float]] | None = None) -> SLOReportDoc:
         """SLO attainment and goodput over the measured samples ({} without SLOs).
 
         Each row of a sample is a request with the sample's TTFT, TPOT and total (`e2e_ms`);
@@ -235,7 +296,7 @@ class RunResult:
 
         load = (self.checks.get("load") or {}).get("summary")
         if load is not None and slos is None:  # a load run: goodput over its wall time
-            return dict(load.get("slo") or {})
+            return cast("SLOReportDoc", dict(load.get("slo") or {}))
         pairs = tuple((str(n), float(b)) for n, b in (slos or self.config.get("slos") or ()))
         rows = [
             {"ttft_ms": s.ttft_ms, "tpot_ms": s.tpot_ms, "e2e_ms": s.total_ms, "error": None}
@@ -253,9 +314,10 @@ class RunResult:
         """
         return [k for k, v in self.summary().items() if k != "itl_ms" and v.noisy]
 
-    def timeline(self) -> list[dict[str, Any]]:
+    def timeline(self) -> list[SpanDoc]:
         """Run-level phases then each sample's prefill and decode, in ms from the run's start."""
-        rows, t = [], 0.0
+        rows: list[SpanDoc] = []
+        t = 0.0
         for name in ("load", "to_device"):
             if f"{name}_ms" in self.phases:
                 rows.append({"name": name, "start_ms": t, "duration_ms": self.phases[f"{name}_ms"]})
@@ -265,7 +327,7 @@ class RunResult:
                 rows.append({**ph, "sample": s.index, "warmup": s.warmup})
         return rows
 
-    def sample_row(self, s: SampleResult) -> dict[str, Any]:
+    def sample_row(self, s: SampleResult) -> SampleRowDoc:
         """One `all_samples` row of the run's JSON document."""
         return {
             "sample_id": s.index,
@@ -324,7 +386,7 @@ class RunResult:
             doc["power"] = self.power
         return doc
 
-    def to_frame(self) -> Any:
+    def to_frame(self) -> pd.DataFrame:
         """One row per sample (warm-up included, flagged): tokens, latencies, rates, memory.
 
         A pandas DataFrame, for notebooks; `summary()` has the medians with their intervals.
@@ -333,7 +395,7 @@ class RunResult:
 
         rows = []
         for s in self.samples:
-            row = self.sample_row(s)
+            row: dict[str, object] = dict(self.sample_row(s))
             for key in ("config", "step_ms", "memory", "energy", "output_text"):
                 row.pop(key, None)
             rows.append(row)
@@ -364,7 +426,7 @@ class RunResult:
 
         return f"<p>{escape(repr(self))}</p>{self.to_frame()._repr_html_()}"
 
-    def layer_tables(self) -> dict[str, Any]:
+    def layer_tables(self) -> dict[str, pd.DataFrame]:
         """Per-layer tables (standard and deep modes) as pandas DataFrames."""
         import pandas as pd
 

@@ -9,11 +9,24 @@ of requests meeting it; goodput the requests per second meeting every SLO over t
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypedDict
 
 from infermeter.errors import UserError
 
 SLO_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms")
+
+
+class SLOReportDoc(TypedDict, total=False):
+    """SLO attainment and goodput ({} where no SLO was set)."""
+
+    #: each SLO's bound, by metric
+    slos: dict[str, float]
+    attainment_pct: dict[str, float]
+    all_met_pct: float
+    #: requests per second that met every SLO, over the wall time
+    goodput_rps: float
+    #: the SLOs some request missed
+    missed: list[str]
 
 
 def parse_slos(items: list[str] | None) -> tuple[tuple[str, float], ...]:
@@ -36,7 +49,7 @@ def parse_slos(items: list[str] | None) -> tuple[tuple[str, float], ...]:
 
 def slo_report(
     rows: list[dict[str, Any]], slos: tuple[tuple[str, float], ...], wall_s: float
-) -> dict[str, Any]:
+) -> SLOReportDoc:
     """Per request pass/fail (written into `rows`), attainment per SLO and of all, goodput.
 
     A request with an error, or without the measured metric, fails that SLO.

@@ -27,7 +27,7 @@ from infermeter.run.config import RunConfig
 from infermeter.run.interleave import Arm, check_interleavable, profile_interleaved
 from infermeter.run.profiling import profile
 from infermeter.run.refusals import refuse_from_config
-from infermeter.run.results import METRICS, RunResult
+from infermeter.run.results import METRICS, RunResult, SampleRowDoc
 from infermeter.run.sink import RunSink, StoredSweeps, SweepStore
 from infermeter.run.sweep_spec import SweepSpec
 
@@ -351,7 +351,7 @@ def sweep_document(sweep_id: str, spec: dict[str, Any], runs: list[RunResult]) -
     """One JSON for a sweep: meta, a summary row per configuration, every sample."""
     first = runs[0] if runs else None
     summary: list[dict[str, Any]] = []
-    samples: list[dict[str, Any]] = []
+    samples: list[SampleRowDoc] = []
     for run in runs:
         stats = run.summary()
         summary.append(

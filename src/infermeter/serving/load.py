@@ -42,7 +42,11 @@ from infermeter.util.settings import Range, check_ranges, setting
 from infermeter.util.urls import masked_url
 
 if TYPE_CHECKING:  # run/config.py loads the model presets, which a load run needs not
+    import numpy as np
+
+    from infermeter.models import LoadedModel
     from infermeter.run.config import RunConfigDoc
+    from infermeter.run.sink import RunSink
 
 SERVERS = ("continuous", "static")
 __all__ = ["SLO_METRICS", "Endpoint", "parse_slos", "slo_report"]  # re-exported for `load`
@@ -83,7 +87,7 @@ class Lengths:
             f"use e.g. {option} 64, uniform:32-128 or normal:64,16",
         )
 
-    def sample(self, n: int, rng: Any, limit: int) -> list[int]:
+    def sample(self, n: int, rng: np.random.Generator, limit: int) -> list[int]:
         """`n` lengths, each within 1..limit."""
         if self.kind == "fixed":
             raw = [self.a] * n
@@ -796,8 +800,8 @@ def summarize_load(rows: list[dict[str, Any]], wall_s: float) -> dict[str, Any]:
 
 def run_load(
     spec: LoadSpec,
-    loaded: Any = None,
-    sink: Any = None,
+    loaded: LoadedModel | None = None,
+    sink: RunSink | None = None,
     endpoint: Endpoint | None = None,
     keep: bool = False,
     on_progress: ProgressFn | None = None,
