@@ -48,7 +48,8 @@ def communication_roofline(run: RunResult) -> dict[str, Any] | None:
     calls = (run.layers or {}).get("collectives")
     if not phases or not calls:
         return None
-    n = int((run.knobs or {}).get("tp") or 2)
+    tp = (run.knobs or {}).get("tp")
+    n = int(tp) if isinstance(tp, (int, float)) and tp else 2  # processes the calls spanned
     out = []
     for ph in phases:
         forwards = ph["forwards"] or 1

@@ -189,9 +189,7 @@ def _add_api(app: FastAPI, store: DashboardStore) -> None:
             result = await asyncio.to_thread(store.get, rid)
         except UserError:
             raise HTTPException(404, "no such run") from None
-        doc = result.to_json()
-        doc["timeline"] = result.timeline()
-        return _json_doc(doc)
+        return _json_doc({**result.to_json(), "timeline": result.timeline()})
 
     @app.get("/api/predictions")
     async def predictions(limit: int = 100) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infermeter.analysis.loadsim import SchedulerLimits, SimResult, simulate
 from infermeter.analysis.stepcost import StepCost, StepFactors, learn_step_factors
@@ -30,12 +30,16 @@ from infermeter.run.slo import slo_report
 from infermeter.serving.load import LoadSpec, knee, plan_requests, summarize_load, sweep_point
 from infermeter.serving.plan import LoadPlan
 
+if TYPE_CHECKING:
+    from infermeter.serving.capacity import CapacitySpec
+    from infermeter.store import Store
+
 #: share of the memory left after weights and runtime that a GPU's paged cache takes
 #: (transformers' `max_memory_percent` default is 0.8 of free memory; 0.9 for engines)
 GPU_CACHE_SHARE = 0.9
 
 
-def stored_load_steps(store: Any, ceilings: Any, local: bool, model: str) -> dict[str, Any]:
+def stored_load_steps(store: Store, ceilings: Any, local: bool, model: str) -> dict[str, Any]:
     """Step rows of stored in-process loads on this device: of `model` when it has any, else all.
 
     Returns {"steps": rows per run, "arrivals_ms": each run's request arrivals (on the steps'
@@ -129,9 +133,9 @@ def predict_load(
     hardware: str,
     spec: LoadSpec,
     rates: list[float],
-    store: Any,
+    store: Store,
     stack: str = "hf",
-    capacity: Any = None,
+    capacity: CapacitySpec | None = None,
 ) -> LoadPrediction:
     """The whole predicted-load document: per rate the percentiles, goodput; the knee; capacity.
 
@@ -295,7 +299,12 @@ def _load_intervals(
 
 
 def _capacity(
-    spec: LoadSpec, cap: Any, tokenizer: Any, limit: int, cost: StepCost, limits: SchedulerLimits
+    spec: LoadSpec,
+    cap: CapacitySpec,
+    tokenizer: Any,
+    limit: int,
+    cost: StepCost,
+    limits: SchedulerLimits,
 ) -> dict[str, Any]:
     """`load --find-max-rate`'s search, each step a simulated run (a fresh seed per try)."""
     from infermeter.serving.capacity import answer_line, find_capacity
@@ -314,7 +323,7 @@ def _capacity(
     return result
 
 
-def predict_and_store(plan: LoadPlan, store: Any) -> LoadPrediction:
+def predict_and_store(plan: LoadPlan, store: Store) -> LoadPrediction:
     """`load predict`: the plan's load simulated, its document stored with its id."""
     from infermeter.util.jsonio import clean_json
 

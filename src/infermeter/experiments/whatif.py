@@ -8,7 +8,7 @@ prints it and report/predict_figures.py draws it.
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infermeter.analysis.costs import approximate
 from infermeter.analysis.intervals import stack_group
@@ -41,6 +41,9 @@ from infermeter.measure.ceilings import (
 )
 from infermeter.run.document import Prediction
 
+if TYPE_CHECKING:
+    from infermeter.store import Store
+
 #: stored runs read to learn from, newest first
 LEARN_LIMIT = 100
 
@@ -54,7 +57,7 @@ def local_device_name() -> str:
     return str(describe_device(torch.device("cpu")).get("name"))
 
 
-def resolve_hardware(key: str, store: Any) -> Ceilings:
+def resolve_hardware(key: str, store: Store) -> Ceilings:
     """The ceilings --hardware names: a spec row, or this machine as `calibrate` measured it."""
     k = key.strip().lower()
     if k == LOCAL_HARDWARE:
@@ -319,7 +322,7 @@ def predict(
     top_k: int | None = None,
     stack: str = "hf",
     cache: str = "dynamic",
-    store: Any = None,
+    store: Store | None = None,
     learn: bool = True,
     host_us_per_op: float | None = None,
 ) -> Prediction:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import numpy as np
 
@@ -98,6 +98,27 @@ def t95(dof: int) -> float:
     return 1.960
 
 
+class SummaryDoc(TypedDict):
+    """`Summary.to_dict`: its fields, NaN as None, the headline's name and the noise flag."""
+
+    n: int
+    mean: float | None
+    std: float | None
+    min: float | None
+    max: float | None
+    p50: float | None
+    p90: float | None
+    p99: float | None
+    ci95_low: float | None
+    ci95_high: float | None
+    median_ci95_low: float | None
+    median_ci95_high: float | None
+    outliers: list[int]
+    #: which field is the headline figure ("median")
+    statistic: str
+    noisy: bool
+
+
 @dataclass(frozen=True)
 class Summary:
     """Statistics of one metric over samples. Units are those of the samples."""
@@ -138,7 +159,7 @@ class Summary:
         """
         return self.n >= 2 and (self.cv > NOISY_CV or bool(self.outliers))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> SummaryDoc:
         """Plain dict of the summary fields (mean, std, p50, p90, p99, ...); NaN as None.
 
         `statistic` names the headline (the median) and `noisy` travels with the figures.
@@ -146,7 +167,7 @@ class Summary:
         out: dict[str, Any] = asdict(self)
         out = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
         out["outliers"] = list(self.outliers)
-        return {**out, "statistic": HEADLINE, "noisy": self.noisy}
+        return cast(SummaryDoc, {**out, "statistic": HEADLINE, "noisy": self.noisy})
 
 
 def summarize(values: Iterable[float | None]) -> Summary:

@@ -169,15 +169,13 @@ def _readable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _summary_rows(run: RunResult) -> list[dict[str, Any]]:
     """One row per metric: the median with its interval, then spread, and outlier count."""
-    return [
-        {
-            "metric": k,
-            **{c: v.to_dict()[c] for c in SUMMARY_COLUMNS},
-            "outliers": len(v.outliers),
-        }
-        for k, v in run.summary().items()
-        if v.n
-    ]
+    rows = []
+    for k, v in run.summary().items():
+        if v.n:
+            figures: dict[str, object] = dict(v.to_dict())
+            shown = {c: figures[c] for c in SUMMARY_COLUMNS}
+            rows.append({"metric": k, **shown, "outliers": len(v.outliers)})
+    return rows
 
 
 def _slo_section(doc: Any, run: RunResult, out: Path) -> list[Path]:

@@ -52,7 +52,7 @@ from infermeter.run.generation import TimedGeneration, generation_config, timed_
 from infermeter.run.live_steps import watching
 from infermeter.run.progress import LiveProgress, ProgressFn
 from infermeter.run.refusals import refuse_from_config
-from infermeter.run.results import RunResult, SampleResult
+from infermeter.run.results import KnobValue, RunResult, SampleResult
 from infermeter.run.signals import stop_on_signals
 from infermeter.run.sink import LiveSink, RunSink
 from infermeter.run.speculation import Speculator, greedy_check, speculator_for
@@ -587,7 +587,7 @@ def profile(
     loaded: LoadedModel | None = None,
     on_progress: ProgressFn | None = None,
     sweep_id: str | None = None,
-    knobs: dict[str, Any] | None = None,
+    knobs: dict[str, KnobValue] | None = None,
     before_finish: Callable[[RunResult], None] | None = None,
 ) -> RunResult:
     """Run and measure one configuration.

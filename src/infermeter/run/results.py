@@ -16,7 +16,7 @@ from infermeter.instrument.packing import TraceDoc
 from infermeter.measure.device import DeviceDoc
 from infermeter.measure.energy.attribution import EnergyDoc, PowerDoc, SampleEnergyDoc
 from infermeter.measure.memory import SampleMemoryDoc
-from infermeter.measure.stats import Summary, summarize
+from infermeter.measure.stats import Summary, SummaryDoc, summarize
 from infermeter.models.info import ModelInfoDoc
 from infermeter.run.environment import VersionsDoc
 
@@ -87,6 +87,11 @@ def _energy_metric(name: str, doc: str) -> property:
 RunStatus = Literal["running", "finished", "failed", "crashed", "terminated"]
 
 
+#: A knob's value as a run keeps it: a number, a name ("int8", "inf"), a flag, a list of layer
+#: indices, or None (not set).
+KnobValue = int | float | str | bool | None | list[int]
+
+
 class MetricsDoc(TypedDict):
     """A sample's metrics (`METRICS`), by name; None where not measured (energy, a GPU's)."""
 
@@ -113,7 +118,7 @@ class SampleRowDoc(MetricsDoc):
 
     sample_id: int
     warmup: bool
-    config: dict[str, Any]
+    config: dict[str, KnobValue]
     prefill_tokens: int
     vision_tokens: int
     new_tokens: int
@@ -140,6 +145,90 @@ class SpanDoc(_SpanDoc, total=False):
 
     sample: int
     warmup: bool
+
+
+class RunMetaDoc(TypedDict):
+    """A run document's `meta`: what ran, where, with which settings, and how it went."""
+
+    run_id: str | None
+    status: RunStatus
+    error: str | None
+    model: str | None
+    model_info: ModelInfoDoc
+    device: DeviceDoc
+    versions: VersionsDoc
+    created: str
+    config: RunConfigDoc
+    phases: dict[str, float]
+    notes: list[str]
+    energy: EnergyDoc | None
+    sweep_id: str | None
+    #: per knob, the evidence that its value took effect (knobs/base.py); a load run's `load`
+    checks: dict[str, Any]
+    instrument_cost: dict[str, Any] | None
+
+
+class RunSummaryRowDoc(TypedDict):
+    """A run document's summary row: each metric's `SummaryDoc`, the run's knobs and SLOs."""
+
+    config: dict[str, KnobValue]
+    samples: int
+    warmup_samples: int
+    #: metrics whose spread is too large to trust the mean alone
+    noisy: list[str]
+    ttft_ms: SummaryDoc
+    tpot_ms: SummaryDoc
+    itl_ms: SummaryDoc
+    decode_ms: SummaryDoc
+    total_ms: SummaryDoc
+    tokens_per_s: SummaryDoc
+    decode_tokens_per_s: SummaryDoc
+    rss_peak_mib: SummaryDoc
+    peak_allocated_mib: SummaryDoc
+    page_faults_per_step: SummaryDoc
+    energy_j: SummaryDoc
+    prefill_j: SummaryDoc
+    decode_j: SummaryDoc
+    mean_power_w: SummaryDoc
+    j_per_token: SummaryDoc
+    j_per_prompt_token: SummaryDoc
+    j_per_decode_token: SummaryDoc
+    slo: SLOReportDoc
+
+
+class _RunJsonDoc(TypedDict):
+    meta: RunMetaDoc
+    summary: list[RunSummaryRowDoc]
+    all_samples: list[SampleRowDoc]
+
+
+class RunJsonDoc(_RunJsonDoc, total=False):
+    """`RunResult.to_json`: the file shape of docs/design.md (meta, summary, all_samples).
+
+    Standard and deep runs add their per-layer tables (`layers`), runs with a power source
+    their readings (`power`).
+    """
+
+    layers: dict[str, list[dict[str, Any]]]
+    power: PowerDoc
+
+
+class SampleDoc(TypedDict):
+    """`RunResult.sample_dicts`: a sample's fields as the store keeps them."""
+
+    index: int
+    warmup: bool
+    batch_size: int
+    prompt_tokens: int
+    new_tokens: int
+    vision_tokens: int
+    start_ms: float
+    ttft_ms: float
+    step_ms: tuple[float, ...]
+    memory: SampleMemoryDoc
+    output_text: tuple[str, ...]
+    prompt_text: tuple[str, ...]
+    energy: SampleEnergyDoc | None
 
 
 class ResultStore(Protocol):
@@ -251,7 +340,7 @@ class RunResult:
 
     run_id: str | None
     config: RunConfigDoc
-    knobs: dict[str, Any]
+    knobs: dict[str, KnobValue]
     model_info: ModelInfoDoc
     device: DeviceDoc
     versions: VersionsDoc
@@ -345,10 +434,21 @@ class RunResult:
             "output_text": list(s.output_text),
         }
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> RunJsonDoc:
         """The run as its JSON document (meta, summary, all_samples)."""
         summary = {k: v.to_dict() for k, v in self.summary().items()}
-        doc: dict[str, Any] = {
+        row = cast(
+            RunSummaryRowDoc,
+            {
+                "config": self.knobs,
+                "samples": len(self.measured),
+                "warmup_samples": len(self.samples) - len(self.measured),
+                "noisy": self.noisy_metrics(),
+                **summary,
+                "slo": self.slo_report(),
+            },
+        )
+        doc: RunJsonDoc = {
             "meta": {
                 "run_id": self.run_id,
                 "status": self.status,
@@ -368,16 +468,7 @@ class RunResult:
                     self.instrument_cost.to_dict() if self.instrument_cost else None
                 ),
             },
-            "summary": [
-                {
-                    "config": self.knobs,
-                    "samples": len(self.measured),
-                    "warmup_samples": len(self.samples) - len(self.measured),
-                    "noisy": self.noisy_metrics(),
-                    **summary,
-                    "slo": self.slo_report(),
-                }
-            ],
+            "summary": [row],
             "all_samples": [self.sample_row(s) for s in self.samples],
         }
         if self.layers:
@@ -436,6 +527,6 @@ class RunResult:
         """Keep this run in `store` (an `infermeter.Store`); return its id."""
         return store.save(self)
 
-    def sample_dicts(self) -> list[dict[str, Any]]:
+    def sample_dicts(self) -> list[SampleDoc]:
         """Samples as plain dicts (for the store)."""
-        return [asdict(s) for s in self.samples]
+        return [cast(SampleDoc, asdict(s)) for s in self.samples]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from typing import TYPE_CHECKING
 
 from infermeter.models.loader import LoadedModel
 from infermeter.run.config import RunConfig
@@ -40,9 +40,15 @@ from infermeter.run.profiling import (
     tear_down,
 )
 from infermeter.run.progress import LiveProgress, ProgressFn
-from infermeter.run.results import RunResult
+from infermeter.run.results import RunResult, SampleResult
 from infermeter.run.signals import stop_on_signals
 from infermeter.run.sink import RunSink
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedTokenizerBase
+
+    from infermeter.measure.timer import Section
 
 
 class UserSession:
@@ -59,12 +65,12 @@ class UserSession:
         return self._inner.loaded
 
     @property
-    def model(self) -> Any:
+    def model(self) -> torch.nn.Module:
         """The transformers model, with the mode's hooks attached."""
         return self._inner.loaded.model
 
     @property
-    def tokenizer(self) -> Any:
+    def tokenizer(self) -> PreTrainedTokenizerBase:
         """The model's tokenizer (a processor for vision-language models)."""
         return self._inner.loaded.tokenizer
 
@@ -83,13 +89,13 @@ class UserSession:
         """The run's id in the sink (None without one)."""
         return self._inner.result.run_id
 
-    def section(self, name: str) -> AbstractContextManager[Any]:
+    def section(self, name: str) -> AbstractContextManager[Section]:
         """Time the body as the user region `name` on the run's clock (nestable, repeatable)."""
         timer = self._inner.sections
         assert timer is not None  # set when the block starts
         return timer.section(name)
 
-    def run_samples(self, count: int | None = None) -> list[Any]:
+    def run_samples(self, count: int | None = None) -> list[SampleResult]:
         """Measure the configuration's next `count` samples (all that remain by default).
 
         Warm-up samples come first, as in `profile`; each is a timed generation with TTFT,

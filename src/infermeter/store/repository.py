@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import inspect
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
@@ -26,6 +26,9 @@ from infermeter.store.queries import StoreQueries
 from infermeter.store.schema import Base
 from infermeter.store.upgrade import check_version, refuse_newer
 from infermeter.store.writes import StoreWrites
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class Store(StoreWrites, StoreQueries, StoreLiveFeed):
@@ -91,11 +94,18 @@ class Store(StoreWrites, StoreQueries, StoreLiveFeed):
                     raise
                 time.sleep(0.05 * (attempt + 1))
 
-    def runs_frame(self, **filters: Any) -> Any:
-        """`list_runs` as a pandas DataFrame."""
+    def runs_frame(
+        self,
+        *,
+        model: str | None = None,
+        status: str | None = None,
+        since: str | None = None,
+        limit: int = 50,
+    ) -> pd.DataFrame:
+        """`list_runs` as a pandas DataFrame (the same filters)."""
         import pandas as pd
 
-        return pd.DataFrame(self.list_runs(**filters))
+        return pd.DataFrame(self.list_runs(model=model, status=status, since=since, limit=limit))
 
     def delete(self, run_id: str, force: bool = False) -> str:
         """Delete a run and its samples; return the full id deleted (a running one: `force`)."""

@@ -1,0 +1,91 @@
+"""A run's documents are the types their signatures name, and the public API names no `Any`.
+
+Each typed document is held to what the code writes: a field added to `SampleResult`, a metric
+added to `METRICS` or a key added to the run's JSON fails here until its type says so.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import fields
+
+import numpy as np
+
+import infermeter
+from infermeter.instrument.config import ProfilingConfig, ProfilingConfigDoc
+from infermeter.measure.stats import Summary, SummaryDoc, summarize
+from infermeter.run.results import (
+    METRICS,
+    MetricsDoc,
+    RunJsonDoc,
+    RunMetaDoc,
+    RunSummaryRowDoc,
+    SampleDoc,
+    SampleResult,
+    SampleRowDoc,
+)
+from tests.helpers import history_run
+
+#: public signatures that still take or give `Any`, and why: the per-layer tables are pandas
+#: frames as records (one row type per table, columns from the profiler), and `checks` holds
+#: each knob's own evidence
+STILL_ANY = {"RunResult.__init__": {"layers", "checks"}}
+
+
+def _keys(doc_type: type) -> set[str]:
+    """A TypedDict's keys, its bases' included, without evaluating their types."""
+    return set(doc_type.__required_keys__ | doc_type.__optional_keys__)
+
+
+def test_the_run_document_is_its_type_key_by_key() -> None:
+    run = history_run(0, 5.0, np.random.default_rng(0))
+    doc = run.to_json()
+    assert set(doc) == {"meta", "summary", "all_samples"}  # no layers or power: a minimal run
+    assert set(doc["meta"]) == _keys(RunMetaDoc)
+    assert set(doc["summary"][0]) == _keys(RunSummaryRowDoc)
+    assert set(doc["all_samples"][0]) == _keys(SampleRowDoc)
+    assert set(run.samples[0].metrics()) == _keys(MetricsDoc) == set(METRICS)
+    assert set(doc["summary"][0]["ttft_ms"]) == _keys(SummaryDoc)
+    assert set(run.sample_dicts()[0]) == _keys(SampleDoc) == {f.name for f in fields(SampleResult)}
+    assert _keys(RunJsonDoc) == {"meta", "summary", "all_samples", "layers", "power"}
+
+
+def test_a_summary_and_a_profiling_config_are_their_documents() -> None:
+    assert set(summarize([1.0, 2.0]).to_dict()) == _keys(SummaryDoc)
+    assert {f.name for f in fields(Summary)} <= _keys(SummaryDoc)
+    doc = ProfilingConfig.standard().to_dict()
+    assert set(doc) == _keys(ProfilingConfigDoc) == {f.name for f in fields(ProfilingConfig)}
+    assert isinstance(ProfilingConfig(layers=(0, 2)).to_dict()["layers"], list)
+
+
+def _public_callables() -> dict[str, object]:
+    out: dict[str, object] = {}
+    for name in infermeter.__all__:
+        obj = getattr(infermeter, name)
+        if inspect.isfunction(obj):
+            out[name] = obj
+        elif inspect.isclass(obj):
+            for attr, value in vars(obj).items():
+                if attr.startswith("_") and attr != "__init__":
+                    continue
+                if isinstance(value, staticmethod | classmethod):
+                    value = value.__func__
+                if isinstance(value, property):
+                    value = value.fget
+                if inspect.isfunction(value):
+                    out[f"{name}.{attr}"] = value
+    return out
+
+
+def test_no_public_signature_takes_or_gives_any() -> None:
+    """The annotations as written (strings under `from __future__ import annotations`)."""
+    found: dict[str, set[str]] = {}
+    callables = _public_callables()
+    for qualname, fn in callables.items():
+        annotations = getattr(fn, "__annotations__", {})
+        anys = {k for k, v in annotations.items() if re.search(r"\bAny\b", str(v))}
+        if anys:
+            found[qualname] = anys
+    assert len(callables) > 90  # the check reads the whole API, not a corner of it
+    assert found == STILL_ANY
