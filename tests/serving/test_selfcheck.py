@@ -394,15 +394,20 @@ def test_an_endless_response_is_cut_off(null_url, tmp_path, monkeypatch):
 def test_a_capacity_bound_set_where_the_server_slowed_is_called_out(tmp_path):
     """The null server slows 3x after the first step's requests: the first failing rate ran the
     server 3x slower per token (by its own account), and the answer says to run that step
-    again; each step's server ms/token is in the table and the stored result."""
-    slow = NullSpec(ttft_ms=5, itl_ms=6, slow_after=8, slow_factor=3.0)
+    again; each step's server ms/token is in the table and the stored result.
+
+    The server's own account is its measured time: each token's sleep overran by 2.6-3 ms in a
+    loaded suite run, and at 6 ms a token that made the 3x slow-down read x2.30. At 12 ms a
+    token the same overrun reads x2.6, and "slowed" is held to over x2 (the product calls
+    out anything over x1.1)."""
+    slow = NullSpec(ttft_ms=5, itl_ms=12, slow_after=8, slow_factor=3.0)
     out = tmp_path / "o"
     with null_server(slow) as s:
         r = runner.invoke(
             app,
             [
                 "load", "capacity", "--endpoint", s.url, "-m", "tiny-llama",
-                "--slo", "tpot_ms=12", "--slo-target", "0.5", "--start-rate", "4",
+                "--slo", "tpot_ms=24", "--slo-target", "0.5", "--start-rate", "4",
                 "--requests-per-rate", "8", "--most-requests-per-rate", "8", "--bisect", "0",
                 "--prompt-tokens", "16", "--new-tokens", "8", "--no-selfcheck",
                 "--out", str(out), "--db", str(tmp_path / "r.db"),
@@ -413,10 +418,10 @@ def test_a_capacity_bound_set_where_the_server_slowed_is_called_out(tmp_path):
     result = json.loads((out / "capacity.json").read_text())
     assert result["max_rate"] == 4 and result["first_failing_rate"] == 8, result["steps"]
     own = {x["rate"]: x["server_decode_ms_p50"] for x in result["steps"]}
-    assert 2.5 < own[8] / own[4] < 3.5, own
+    assert 2.0 < own[8] / own[4] < 3.5, own
     assert "run that step again" in result["server_line"]
     assert re.search(
-        r"8 req/s, the first failing rate, it ran x(2\.[5-9]|3\.[0-4])", result["server_line"]
+        r"8 req/s, the first failing rate, it ran x(2\.[0-9]+|3\.[0-4])", result["server_line"]
     )
     assert "server ms/tok" in r.output and "run that step again" in r.output
 
