@@ -13,7 +13,7 @@ the spread of the recent runs of its configuration.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -32,11 +32,26 @@ RECENT_RUNS = 10
 METRICS = ("ttft_ms", "tpot_ms", "tokens_per_s", "total_ms")
 
 
-def history(rows: list[dict[str, Any]], metric: str = "tpot_ms") -> dict[str, Any]:
+class HistoryRowDoc(TypedDict):
+    """One `history` row: a finished run, the configuration it measured, its samples' values."""
+
+    id: str
+    created: str
+    mode: str | None
+    device: str | None
+    #: JSON of device, mode, knobs and measured settings: runs with one key measured one thing
+    key: str
+    label: str
+    versions: dict[str, Any]
+    #: per metric, each measured sample's value
+    values: dict[str, list[float]]
+
+
+def history(rows: list[HistoryRowDoc], metric: str = "tpot_ms") -> dict[str, Any]:
     """Per configuration: its points over time and its change points (see the module)."""
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {', '.join(METRICS)}")
-    groups: dict[str, list[dict[str, Any]]] = {}
+    groups: dict[str, list[HistoryRowDoc]] = {}
     for r in rows:
         if r["values"].get(metric):
             groups.setdefault(r["key"], []).append(r)
@@ -60,7 +75,7 @@ def history(rows: list[dict[str, Any]], metric: str = "tpot_ms") -> dict[str, An
     }
 
 
-def _point(run: dict[str, Any], metric: str) -> dict[str, Any]:
+def _point(run: HistoryRowDoc, metric: str) -> dict[str, Any]:
     s = summarize(run["values"][metric])
     git = (run.get("versions") or {}).get("git") or {}
     return {

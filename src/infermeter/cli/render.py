@@ -13,6 +13,7 @@ from infermeter.util import fmt
 
 if TYPE_CHECKING:
     from infermeter.run.results import RunResult
+    from infermeter.store.queries import RunRowDoc
 
 
 def run_header(run: RunResult, where: str | None = None) -> Text:
@@ -273,7 +274,7 @@ def run_card(run: RunResult, where: str | None = None, show_text: bool = False) 
     return Group(*parts)
 
 
-def runs_table(rows: list[dict[str, Any]], width: int = 80) -> Table:
+def runs_table(rows: list[RunRowDoc], width: int = 80) -> Table:
     """`infermeter runs list`, fitting `width` columns (80 by default).
 
     Ids and numbers never wrap; the model cell (model, then mode and knobs) takes what is left
@@ -289,7 +290,7 @@ def runs_table(rows: list[dict[str, Any]], width: int = 80) -> Table:
         show_edge=False,
         collapse_padding=True,
     )
-    cells = []
+    cells: list[list[Any]] = []  # strings, and the model cell's (model, what) until drawn
     for r in rows:
         knobs = " ".join(f"{k}={v}" for k, v in (r.get("label") or r.get("knobs") or {}).items())
         what = ", ".join(x for x in (str(r.get("mode") or ""), knobs) if x)

@@ -18,7 +18,7 @@ import importlib.util
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fastapi import FastAPI, HTTPException, Request, WebSocket, WebSocketDisconnect
 from fastapi.middleware.gzip import GZipMiddleware
@@ -30,6 +30,10 @@ from infermeter.errors import UserError
 from infermeter.run.sink import StoredSweeps
 from infermeter.util import palette
 from infermeter.util.jsonio import clean_json
+
+if TYPE_CHECKING:
+    from infermeter.analysis.history import HistoryRowDoc
+    from infermeter.store.queries import RunRowDoc
 
 STATIC = Path(__file__).parent / "static"
 TYPES = {
@@ -75,7 +79,7 @@ class DashboardStore(StoredSweeps, LiveSource, Protocol):
         """Every sweep, newest first."""
         ...
 
-    def list_runs(self, *, limit: int = 50) -> list[dict[str, Any]]:
+    def list_runs(self, *, limit: int = 50) -> list[RunRowDoc]:
         """Newest runs first, with per-run medians, mode and knobs."""
         ...
 
@@ -85,7 +89,7 @@ class DashboardStore(StoredSweeps, LiveSource, Protocol):
 
     def history(
         self, model: str, since: str | None = None, limit: int = 500
-    ) -> list[dict[str, Any]]:
+    ) -> list[HistoryRowDoc]:
         """A model's finished runs, oldest first, with their samples' metrics (`history`)."""
         ...
 

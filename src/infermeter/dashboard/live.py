@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from infermeter.dashboard.cursor import IdCursor
+
+if TYPE_CHECKING:
+    from infermeter.store.queries import RunStatusDoc
 
 
 class LiveSource(Protocol):
     """The store's live feed (`store/live.py`): rows stored after a cursor, and run rows."""
 
-    def run_statuses(self, limit: int = 50) -> list[dict[str, Any]]:
+    def run_statuses(self, limit: int = 50) -> list[RunStatusDoc]:
         """Newest runs' ids, models and statuses."""
         ...
 

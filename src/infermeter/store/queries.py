@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 import statistics
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from sqlalchemy import func, select
 
@@ -15,7 +15,41 @@ from infermeter.store.engine import StoreCore
 from infermeter.store.rows import run_from_row
 from infermeter.store.schema import CeilingsRow, PredictionRow, RunRow, SampleRow, SweepRow
 
-if TYPE_CHECKING:  # annotations only: run.results imports numpy, slow for `runs list`
+
+class RunRowDoc(TypedDict):
+    """One `list_runs` row: the run, what tells it apart, and its measured samples' medians."""
+
+    id: str
+    created: str
+    status: str
+    model: str | None
+    mode: str | None
+    #: knobs that are not settings of the run's config (a model knob such as top_k)
+    knobs: dict[str, Any]
+    #: swept knobs, model knobs and each setting off its default (run/config.py `run_label`)
+    label: dict[str, Any]
+    device: str | None
+    samples: int
+    #: the statistic of the figures below ("median")
+    statistic: str
+    ttft_ms: float | None
+    tpot_ms: float | None
+    #: a load run's: what the server delivered over the run, not one request's rate
+    tokens_per_s: float | None
+    error: str | None
+
+
+class RunStatusDoc(TypedDict):
+    """One `run_statuses` row, what the live feed polls."""
+
+    id: str
+    model: str | None
+    status: str
+    created: str
+
+
+if TYPE_CHECKING:  # annotations only: run.results and analysis import numpy, slow for `runs list`
+    from infermeter.analysis.history import HistoryRowDoc
     from infermeter.run.results import RunResult
 
 
@@ -98,7 +132,7 @@ class StoreQueries(StoreCore):
         status: str | None = None,
         since: str | None = None,
         limit: int = 50,
-    ) -> list[dict[str, Any]]:
+    ) -> list[RunRowDoc]:
         """Newest runs first, with per-run medians of the main metrics over measured samples.
 
         Medians, like every headline figure (measure/stats.py): computed here from the
@@ -129,7 +163,7 @@ class StoreQueries(StoreCore):
 
     def history(
         self, model: str, since: str | None = None, limit: int = 500
-    ) -> list[dict[str, Any]]:
+    ) -> list[HistoryRowDoc]:
         """Finished runs of `model`, oldest first, with their measured samples' metrics.
 
         One row per run: id, created, mode, device, the configuration `key` that groups runs
@@ -149,7 +183,7 @@ class StoreQueries(StoreCore):
             by_run = _measured_samples(s, [r.id for r in runs])
         return [_history_row(run, by_run.get(run.id, [])) for run in runs]
 
-    def run_statuses(self, limit: int = 50) -> list[dict[str, Any]]:
+    def run_statuses(self, limit: int = 50) -> list[RunStatusDoc]:
         """Newest runs' ids, models and statuses: what the live feed polls (cheap: no samples)."""
         q = select(RunRow.id, RunRow.model_spec, RunRow.status, RunRow.created)
         q = q.order_by(RunRow.created.desc(), RunRow.id).limit(limit)
@@ -276,7 +310,7 @@ _NOT_MEASURED = frozenset(
 )
 
 
-def _history_row(run: RunRow, samples: list[Any]) -> dict[str, Any]:
+def _history_row(run: RunRow, samples: list[Any]) -> HistoryRowDoc:
     """One `history` row: what the run measured, under which configuration and versions."""
     import json
 
@@ -311,7 +345,7 @@ def _history_row(run: RunRow, samples: list[Any]) -> dict[str, Any]:
     }
 
 
-def _listed(run: RunRow, samples: list[Any], swept: list[str]) -> dict[str, Any]:
+def _listed(run: RunRow, samples: list[Any], swept: list[str]) -> RunRowDoc:
     """One `runs list` row: the run, its knobs and the medians of its measured samples."""
     tpot = [d / (n - 1) if d is not None and n and n > 1 else None for _, _, d, n, _, _ in samples]
     tps = [b * n * 1000.0 / t if t else None for _, _, _, n, b, t in samples]
