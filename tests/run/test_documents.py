@@ -29,8 +29,9 @@ from tests.helpers import history_run
 
 #: public signatures that still take or give `Any`, and why: the per-layer tables are pandas
 #: frames as records (one row type per table, columns from the profiler), `checks` holds each
-#: knob's own evidence, and the store's live rows, progress, sweep and prediction documents
-#: are not typed key by key yet (its run rows and history rows are)
+#: knob's own evidence, and the store's live rows, progress, what a sweep is given and a
+#: stored prediction are not typed key by key yet (its run, history, sweep and prediction
+#: rows are)
 STILL_ANY = {
     "RunResult.__init__": {"layers", "checks"},
     "Store.samples_after": {"return"},
@@ -39,10 +40,7 @@ STILL_ANY = {
     "Store.progress": {"state"},
     "Store.live_layers_after": {"return"},
     "Store.live_layers": {"rows"},
-    "Store.sweep": {"return"},
-    "Store.list_sweeps": {"return"},
     "Store.begin_sweep": {"knobs", "spec"},
-    "Store.list_predictions": {"return"},
     "Store.prediction": {"return"},
     "Store.save_prediction": {"doc"},
 }
@@ -113,7 +111,8 @@ def test_no_public_signature_takes_or_gives_any() -> None:
 def test_the_stores_run_rows_are_their_documents(tmp_path) -> None:
     from infermeter import Store
     from infermeter.analysis.history import HistoryRowDoc
-    from infermeter.store.queries import RunRowDoc, RunStatusDoc
+    from infermeter.run.sink import SweepDoc
+    from infermeter.store.queries import PredictionRowDoc, RunRowDoc, RunStatusDoc, SweepRowDoc
 
     store = Store(tmp_path / "r.db")
     store.save(history_run(0, 5.0, np.random.default_rng(0)))
@@ -123,3 +122,10 @@ def test_the_stores_run_rows_are_their_documents(tmp_path) -> None:
     assert set(past) == _keys(HistoryRowDoc) and len(past["values"]["tpot_ms"]) == 5
     (status,) = store.run_statuses()
     assert set(status) == _keys(RunStatusDoc)
+    store.begin_sweep("ab" * 16, "a sweep", {"batch_size": [1, 2]}, {"samples": 3})
+    (swept,) = store.list_sweeps()
+    assert set(swept) == _keys(SweepRowDoc) and swept["runs"] == 0
+    assert set(store.sweep("abab")) == _keys(SweepDoc)
+    store.save_prediction({"model": "tiny-llama", "hardware": {"key": "h100-sxm"}, "stack": "hf"})
+    (predicted,) = store.list_predictions()
+    assert set(predicted) == _keys(PredictionRowDoc) and predicted["kind"] == "forward"

@@ -33,7 +33,7 @@ from infermeter.util.jsonio import clean_json
 
 if TYPE_CHECKING:
     from infermeter.analysis.history import HistoryRowDoc
-    from infermeter.store.queries import RunRowDoc
+    from infermeter.store.queries import PredictionRowDoc, RunRowDoc, SweepRowDoc
 
 STATIC = Path(__file__).parent / "static"
 TYPES = {
@@ -75,7 +75,7 @@ def _static_files() -> dict[str, Path]:
 class DashboardStore(StoredSweeps, LiveSource, Protocol):
     """What the dashboard reads (implemented by `infermeter.Store`); it never writes."""
 
-    def list_sweeps(self) -> list[dict[str, Any]]:
+    def list_sweeps(self) -> list[SweepRowDoc]:
         """Every sweep, newest first."""
         ...
 
@@ -93,7 +93,7 @@ class DashboardStore(StoredSweeps, LiveSource, Protocol):
         """A model's finished runs, oldest first, with their samples' metrics (`history`)."""
         ...
 
-    def list_predictions(self, limit: int = 100) -> list[dict[str, Any]]:
+    def list_predictions(self, limit: int = 100) -> list[PredictionRowDoc]:
         """The newest stored predictions (`predict`, `load predict`)."""
         ...
 

@@ -9,9 +9,21 @@ without them keeps everything at the end); `SweepStore` adds what a resumable sw
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypedDict, runtime_checkable
 
 from infermeter.run.results import RunResult, SampleResult
+
+
+class SweepDoc(TypedDict):
+    """A stored sweep's row: what `StoredSweeps.sweep` gives (the store implements it)."""
+
+    id: str
+    name: str
+    #: each swept knob's values, in the order they were run
+    knobs: dict[str, Any]
+    created: str
+    #: what the sweep was given beside its knobs (its settings, points, recipe)
+    spec: dict[str, Any]
 
 
 class RunSink(Protocol):
@@ -67,7 +79,7 @@ class SweepStore(RunSink, Protocol):
 class StoredSweeps(Protocol):
     """What rebuilding a stored sweep's document reads."""
 
-    def sweep(self, sweep_id: str) -> dict[str, Any]:
+    def sweep(self, sweep_id: str) -> SweepDoc:
         """A sweep's row (id, name, knobs, created, spec), by id or unique prefix."""
         ...
 

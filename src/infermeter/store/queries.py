@@ -39,6 +39,29 @@ class RunRowDoc(TypedDict):
     error: str | None
 
 
+class SweepRowDoc(TypedDict):
+    """One `list_sweeps` row: the sweep and how many of its runs finished."""
+
+    id: str
+    name: str
+    knobs: dict[str, Any]
+    created: str
+    runs: int
+
+
+class PredictionRowDoc(TypedDict):
+    """One `list_predictions` row: which prediction, of what, on what, when."""
+
+    id: str
+    model: str | None
+    hardware: str | None
+    #: "forward" (`predict`) or "load" (`load predict`)
+    kind: str
+    stack: str | None
+    dtype: str | None
+    created: str
+
+
 class RunStatusDoc(TypedDict):
     """One `run_statuses` row, what the live feed polls."""
 
@@ -51,12 +74,13 @@ class RunStatusDoc(TypedDict):
 if TYPE_CHECKING:  # annotations only: run.results and analysis import numpy, slow for `runs list`
     from infermeter.analysis.history import HistoryRowDoc
     from infermeter.run.results import RunResult
+    from infermeter.run.sink import SweepDoc
 
 
 class StoreQueries(StoreCore):
     """Every read the store answers, except the live feed."""
 
-    def sweep(self, sweep_id: str) -> dict[str, Any]:
+    def sweep(self, sweep_id: str) -> SweepDoc:
         """A sweep's row (id, name, knobs, created, spec), by id or unique prefix."""
         sid = sweep_id.strip().lower()
         with self.session("read") as s:
@@ -85,7 +109,7 @@ class StoreQueries(StoreCore):
                 q = q.where(RunRow.status == status)
             return list(s.scalars(q).all())
 
-    def list_sweeps(self) -> list[dict[str, Any]]:
+    def list_sweeps(self) -> list[SweepRowDoc]:
         """Every sweep, newest first, with its count of finished runs."""
         with self.session("read") as s:
             rows = s.execute(
@@ -204,7 +228,7 @@ class StoreQueries(StoreCore):
                 q = q.where(RunRow.status != "running")
             return list(s.scalars(q).all())
 
-    def list_predictions(self, limit: int = 100) -> list[dict[str, Any]]:
+    def list_predictions(self, limit: int = 100) -> list[PredictionRowDoc]:
         """The newest stored predictions: id, model, hardware, kind, stack, created."""
         with self.session("read") as s:
             rows = s.scalars(
