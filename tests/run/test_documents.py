@@ -29,15 +29,13 @@ from tests.helpers import history_run
 
 #: public signatures that still take or give `Any`, and why: the per-layer tables are pandas
 #: frames as records (one row type per table, columns from the profiler), `checks` holds each
-#: knob's own evidence, and the store's live rows, progress, what a sweep is given and a
-#: stored prediction are not typed key by key yet (its run, history, sweep and prediction
-#: rows are)
+#: knob's own evidence, and the store's live sample and layer rows, what a sweep is given
+#: and a stored prediction are not typed key by key yet (its run, history, sweep, prediction
+#: and progress rows are)
 STILL_ANY = {
     "RunResult.__init__": {"layers", "checks"},
     "Store.samples_after": {"return"},
     "Store.running_samples": {"return"},
-    "Store.progress_rows": {"return"},
-    "Store.progress": {"state"},
     "Store.live_layers_after": {"return"},
     "Store.live_layers": {"rows"},
     "Store.begin_sweep": {"knobs", "spec"},
@@ -111,7 +109,9 @@ def test_no_public_signature_takes_or_gives_any() -> None:
 def test_the_stores_run_rows_are_their_documents(tmp_path) -> None:
     from infermeter import Store
     from infermeter.analysis.history import HistoryRowDoc
+    from infermeter.run.progress import LiveProgress
     from infermeter.run.sink import SweepDoc
+    from infermeter.store.live import ProgressRowDoc
     from infermeter.store.queries import PredictionRowDoc, RunRowDoc, RunStatusDoc, SweepRowDoc
 
     store = Store(tmp_path / "r.db")
@@ -129,3 +129,7 @@ def test_the_stores_run_rows_are_their_documents(tmp_path) -> None:
     store.save_prediction({"model": "tiny-llama", "hardware": {"key": "h100-sxm"}, "stack": "hf"})
     (predicted,) = store.list_predictions()
     assert set(predicted) == _keys(PredictionRowDoc) and predicted["kind"] == "forward"
+    live = LiveProgress(store, "tiny-llama")
+    live("sample", 1, 3)
+    (where,) = store.progress_rows()
+    assert set(where) == _keys(ProgressRowDoc) and (where["done"], where["total"]) == (1, 3)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from infermeter.dashboard.cursor import IdCursor
 
 if TYPE_CHECKING:
+    from infermeter.store.live import ProgressRowDoc
     from infermeter.store.queries import RunStatusDoc
 
 
@@ -44,7 +45,7 @@ class LiveSource(Protocol):
         """Per-layer tables (in progress or final) stored after a cursor."""
         ...
 
-    def progress_rows(self) -> list[dict[str, Any]]:
+    def progress_rows(self) -> list[ProgressRowDoc]:
         """Every profile in progress and where it is."""
         ...
 
@@ -58,7 +59,7 @@ class LiveFeed:
         self._queues: set[asyncio.Queue[Any]] = set()
         self._task: asyncio.Task[None] | None = None
         self._statuses: dict[str, str] = {}
-        self._progress: list[dict[str, Any]] | None = None
+        self._progress: list[ProgressRowDoc] | None = None
         self._starting = asyncio.Lock()
 
     async def subscribe(self) -> asyncio.Queue[Any]:

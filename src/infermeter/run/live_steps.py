@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from infermeter.measure.clock import Clock
-from infermeter.run.progress import LiveProgress
+from infermeter.run.progress import LiveProgress, StepsDoc
 
 #: seconds between two looks at the marks
 INTERVAL_S = 0.5
@@ -28,12 +28,12 @@ def _host_clock(clock: Clock) -> bool:
     return str(getattr(clock, "name", "")).startswith("perf_counter")
 
 
-def snapshot(recorder: Any, clock: Clock) -> dict[str, Any]:
+def snapshot(recorder: Any, clock: Clock) -> StepsDoc:
     """The sample so far: tokens, TTFT and the latest steps (ms; host clocks only)."""
     start, of = recorder.start, len(recorder.marks)
     count = min(recorder.count, len(recorder.marks))  # marks[:count] are all written
     marks = recorder.marks[:count]
-    out: dict[str, Any] = {"tokens": count, "of": of, "ttft_ms": None, "step_ms": []}
+    out: StepsDoc = {"tokens": count, "of": of, "ttft_ms": None, "step_ms": []}
     if marks and start is not None and _host_clock(clock):
         out["ttft_ms"] = clock.elapsed_ms(start, marks[0])
         tail = marks[-(MAX_STEPS + 1) :]

@@ -16,17 +16,50 @@ import contextlib
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypedDict, runtime_checkable
 
 #: on_progress(stage, done, total): stage is "load", "compile", "warmup" or "sample".
 ProgressFn = Callable[[str, int, int], None]
+
+
+class _StepsDoc(TypedDict):
+    tokens: int
+    of: int
+    ttft_ms: float | None
+    step_ms: list[float]
+
+
+class StepsDoc(_StepsDoc, total=False):
+    """The sample in progress so far (run/live_steps.py).
+
+    Its tokens of how many, its TTFT and latest steps (ms; host clocks only), and the index of
+    the first step listed.
+    """
+
+    first_step: int
+
+
+class ProgressDoc(TypedDict):
+    """Where a profile is, as its progress row keeps it for the live page."""
+
+    run_id: str | None
+    model: str
+    #: "load", "compile", "warmup" or "sample"
+    stage: str
+    done: int
+    total: int
+    #: tokens generated so far, every row of every finished sample
+    tokens: int
+    #: the sample being generated (None between samples); a load run's batch now, its
+    #: requests in flight (serving/batch_state.py)
+    steps: StepsDoc | dict[str, Any] | None
 
 
 @runtime_checkable
 class ProgressSink(Protocol):
     """A sink that keeps one progress row per profile (implemented by `infermeter.Store`)."""
 
-    def progress(self, key: str, state: dict[str, Any] | None) -> None:
+    def progress(self, key: str, state: ProgressDoc | None) -> None:
         """Replace profile `key`'s row with `state`, or delete it (None)."""
         ...
 
@@ -48,7 +81,7 @@ class LiveProgress:
         self.sink = sink if isinstance(sink, ProgressSink) else None
         self.on_progress = on_progress
         self._last_write = float("-inf")
-        self.state: dict[str, Any] = {
+        self.state: ProgressDoc = {
             "run_id": None,
             "model": model,
             "stage": "load",
@@ -62,7 +95,7 @@ class LiveProgress:
         """A stage advanced: tell the caller's progress bar and the live page."""
         if self.on_progress is not None:
             self.on_progress(stage, done, total)
-        self.state.update(stage=stage, done=done, total=total)
+        self.state["stage"], self.state["done"], self.state["total"] = stage, done, total
         self._write()
 
     def registered(self, run_id: str | None) -> None:
@@ -81,7 +114,7 @@ class LiveProgress:
         """Whether anyone can see decode steps as they happen (a sink that keeps progress)."""
         return self.sink is not None
 
-    def decoding(self, steps: dict[str, Any]) -> None:
+    def decoding(self, steps: StepsDoc) -> None:
         """The sample in progress so far: {"tokens", "of", "ttft_ms", "step_ms"} (throttled)."""
         self.state["steps"] = steps
         self._write()
@@ -90,7 +123,7 @@ class LiveProgress:
         """The profile ended (finished, failed or interrupted): its line goes away."""
         self._write(None, force=True)
 
-    def _write(self, state: dict[str, Any] | None | str = "current", force: bool = False) -> None:
+    def _write(self, state: str | None = "current", force: bool = False) -> None:
         if self.sink is None:
             return
         now = time.monotonic()
@@ -98,4 +131,4 @@ class LiveProgress:
             return
         self._last_write = now
         with contextlib.suppress(Exception):  # best effort: see the class docstring
-            self.sink.progress(self.key, dict(self.state) if state == "current" else None)
+            self.sink.progress(self.key, self.state.copy() if state == "current" else None)

@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from infermeter.run.progress import ProgressDoc
 from infermeter.store.engine import StoreCore
 from infermeter.store.rows import unpack
 from infermeter.store.schema import LayerStatsRow, ProgressRow, RunRow, SampleRow, StepsRow
@@ -42,6 +43,13 @@ def _stale(row: ProgressRow, status: str | None) -> bool:
 
 #: The per-layer table a finished run keeps (instrument/tables.py names it so).
 FINAL_LAYERS = "layers"
+
+
+class ProgressRowDoc(ProgressDoc):
+    """A profile in progress as the live page reads it: its row's key and last update too."""
+
+    key: str
+    updated: str
 
 
 class StoreLiveFeed(StoreCore):
@@ -101,7 +109,7 @@ class StoreLiveFeed(StoreCore):
                 for r, model, status, steps in rows
             ]
 
-    def progress_rows(self) -> list[dict[str, Any]]:
+    def progress_rows(self) -> list[ProgressRowDoc]:
         """Every profile in progress, where it is (stage, done of total, tokens so far).
 
         Lines whose profile cannot be in progress are left out (`_stale`): a reader does not

@@ -34,6 +34,7 @@ from infermeter.store.schema import (
 from infermeter.util.timestamps import now_iso
 
 if TYPE_CHECKING:  # annotations only: run.results imports numpy, slow for `runs list`
+    from infermeter.run.progress import ProgressDoc
     from infermeter.run.results import RunResult, SampleResult
 
 #: The in-progress per-layer table of a running run (for live views), replaced by the final ones.
@@ -134,7 +135,7 @@ class StoreWrites(StoreCore):
             _drop_live_layers(row)
             row.layer_stats.append(LayerStatsRow(table=LIVE_LAYERS, rows=rows))
 
-    def progress(self, key: str, state: dict[str, Any] | None) -> None:
+    def progress(self, key: str, state: ProgressDoc | None) -> None:
         """Replace profile `key`'s progress row with `state`, or delete it (None: it ended).
 
         `state` holds run_id, model, stage, done, total, tokens and steps (the sample being
