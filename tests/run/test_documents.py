@@ -29,13 +29,11 @@ from tests.helpers import history_run
 
 #: public signatures that still take or give `Any`, and why: the per-layer tables are pandas
 #: frames as records (one row type per table, columns from the profiler), `checks` holds each
-#: knob's own evidence, and the store's live sample and layer rows, what a sweep is given
-#: and a stored prediction are not typed key by key yet (its run, history, sweep, prediction
-#: and progress rows are)
+#: knob's own evidence, and the store's live layer rows, what a sweep is given and a stored
+#: prediction are not typed key by key yet (its run, history, sweep, prediction, progress
+#: and live sample rows are)
 STILL_ANY = {
     "RunResult.__init__": {"layers", "checks"},
-    "Store.samples_after": {"return"},
-    "Store.running_samples": {"return"},
     "Store.live_layers_after": {"return"},
     "Store.live_layers": {"rows"},
     "Store.begin_sweep": {"knobs", "spec"},
@@ -111,7 +109,7 @@ def test_the_stores_run_rows_are_their_documents(tmp_path) -> None:
     from infermeter.analysis.history import HistoryRowDoc
     from infermeter.run.progress import LiveProgress
     from infermeter.run.sink import SweepDoc
-    from infermeter.store.live import ProgressRowDoc
+    from infermeter.store.live import LiveSampleDoc, ProgressRowDoc
     from infermeter.store.queries import PredictionRowDoc, RunRowDoc, RunStatusDoc, SweepRowDoc
 
     store = Store(tmp_path / "r.db")
@@ -122,6 +120,8 @@ def test_the_stores_run_rows_are_their_documents(tmp_path) -> None:
     assert set(past) == _keys(HistoryRowDoc) and len(past["values"]["tpot_ms"]) == 5
     (status,) = store.run_statuses()
     assert set(status) == _keys(RunStatusDoc)
+    live = store.samples_after(0)
+    assert len(live) == 5 and set(live[0]) == _keys(LiveSampleDoc)
     store.begin_sweep("ab" * 16, "a sweep", {"batch_size": [1, 2]}, {"samples": 3})
     (swept,) = store.list_sweeps()
     assert set(swept) == _keys(SweepRowDoc) and swept["runs"] == 0
@@ -129,7 +129,7 @@ def test_the_stores_run_rows_are_their_documents(tmp_path) -> None:
     store.save_prediction({"model": "tiny-llama", "hardware": {"key": "h100-sxm"}, "stack": "hf"})
     (predicted,) = store.list_predictions()
     assert set(predicted) == _keys(PredictionRowDoc) and predicted["kind"] == "forward"
-    live = LiveProgress(store, "tiny-llama")
-    live("sample", 1, 3)
+    progress = LiveProgress(store, "tiny-llama")
+    progress("sample", 1, 3)
     (where,) = store.progress_rows()
     assert set(where) == _keys(ProgressRowDoc) and (where["done"], where["total"]) == (1, 3)

@@ -12,8 +12,11 @@ what the next poll re-reads.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+#: a row with an integer `id` (a live sample, a live layer table's row)
+Row = TypeVar("Row", bound=Mapping[str, Any])
 
 
 class IdCursor:
@@ -31,7 +34,7 @@ class IdCursor:
         self._sent_above: set[int] = set()
         self._stuck_since: float | None = None
 
-    def fresh(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def fresh(self, rows: list[Row]) -> list[Row]:
         """The rows (read with id > floor) not sent before, in their order; moves the floor."""
         new = [r for r in rows if int(r["id"]) > self.floor]
         new = [r for r in new if int(r["id"]) not in self._sent_above]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from infermeter.dashboard.cursor import IdCursor
 
 if TYPE_CHECKING:
-    from infermeter.store.live import ProgressRowDoc
+    from infermeter.store.live import LiveSampleDoc, ProgressRowDoc
     from infermeter.store.queries import RunStatusDoc
 
 
@@ -33,11 +33,11 @@ class LiveSource(Protocol):
         """Where a live view starts."""
         ...
 
-    def samples_after(self, last_id: int, limit: int = 500) -> list[dict[str, Any]]:
+    def samples_after(self, last_id: int, limit: int = 500) -> list[LiveSampleDoc]:
         """Samples stored after a cursor."""
         ...
 
-    def running_samples(self, limit: int = 200) -> list[dict[str, Any]]:
+    def running_samples(self, limit: int = 200) -> list[LiveSampleDoc]:
         """The latest samples of the runs still running (a page opened mid-run)."""
         ...
 

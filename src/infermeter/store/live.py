@@ -8,7 +8,7 @@ not seen yet and drops rows it already sent.
 from __future__ import annotations
 
 import socket
-from typing import Any
+from typing import Any, TypedDict
 
 from sqlalchemy import func, select
 
@@ -45,6 +45,26 @@ def _stale(row: ProgressRow, status: str | None) -> bool:
 FINAL_LAYERS = "layers"
 
 
+class LiveSampleDoc(TypedDict):
+    """A stored sample as the live page draws it: its run, its times and its steps."""
+
+    #: the sample's row id: the live feed's cursor
+    id: int
+    run_id: str
+    model: str | None
+    run_status: str
+    index: int
+    warmup: bool
+    ttft_ms: float
+    decode_ms: float
+    total_ms: float
+    tpot_ms: float | None
+    tokens_per_s: float | None
+    new_tokens: int
+    rss_peak_mib: float | None
+    step_ms: list[float]
+
+
 class ProgressRowDoc(ProgressDoc):
     """A profile in progress as the live page reads it: its row's key and last update too."""
 
@@ -62,11 +82,11 @@ class StoreLiveFeed(StoreCore):
             b = s.scalar(select(func.max(LayerStatsRow.id))) or 0
             return int(a), int(b)
 
-    def samples_after(self, last_id: int, limit: int = 500) -> list[dict[str, Any]]:
+    def samples_after(self, last_id: int, limit: int = 500) -> list[LiveSampleDoc]:
         """Samples stored after `last_id`, oldest first, with their run's model and status."""
         return self._live_samples(SampleRow.id > last_id, limit, newest=False)
 
-    def running_samples(self, limit: int = 200) -> list[dict[str, Any]]:
+    def running_samples(self, limit: int = 200) -> list[LiveSampleDoc]:
         """The latest `limit` samples of the runs still running, oldest first.
 
         A page opened mid-run said "waiting for samples..." at sample 6 of 12: the feed starts
@@ -74,7 +94,7 @@ class StoreLiveFeed(StoreCore):
         """
         return self._live_samples(RunRow.status == "running", limit, newest=True)
 
-    def _live_samples(self, where: Any, limit: int, newest: bool) -> list[dict[str, Any]]:
+    def _live_samples(self, where: Any, limit: int, newest: bool) -> list[LiveSampleDoc]:
         order = SampleRow.id.desc() if newest else SampleRow.id
         with self.session("read") as s:
             rows = s.execute(
