@@ -66,6 +66,11 @@ def test_a_summary_and_a_profiling_config_are_their_documents() -> None:
     doc = ProfilingConfig.standard().to_dict()
     assert set(doc) == _keys(ProfilingConfigDoc) == {f.name for f in fields(ProfilingConfig)}
     assert isinstance(ProfilingConfig(layers=(0, 2)).to_dict()["layers"], list)
+    # a sample's memory document names every field a reading writes (and the page faults)
+    from infermeter.measure.memory import MemoryReading, SampleMemoryDoc
+
+    reading = {f.name for f in fields(MemoryReading)}
+    assert _keys(SampleMemoryDoc) == reading | {"page_faults_prefill", "page_faults_decode"}
 
 
 def _public_callables() -> dict[str, object]:
