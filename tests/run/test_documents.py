@@ -29,16 +29,12 @@ from tests.helpers import history_run
 
 #: public signatures that still take or give `Any`, and why: the per-layer tables are pandas
 #: frames as records (one row type per table, columns from the profiler), `checks` holds each
-#: knob's own evidence, and the store's live layer rows, what a sweep is given and a stored
-#: prediction are not typed key by key yet (its run, history, sweep, prediction, progress
-#: and live sample rows are)
+#: knob's own evidence, and the store's live layer rows are not typed key by key yet (its run,
+#: history, sweep, prediction, progress and live sample rows are)
 STILL_ANY = {
     "RunResult.__init__": {"layers", "checks"},
     "Store.live_layers_after": {"return"},
     "Store.live_layers": {"rows"},
-    "Store.begin_sweep": {"knobs", "spec"},
-    "Store.prediction": {"return"},
-    "Store.save_prediction": {"doc"},
 }
 
 
@@ -113,7 +109,10 @@ def test_the_stores_run_rows_are_their_documents(tmp_path) -> None:
     from infermeter import Store
     from infermeter.analysis.history import HistoryRowDoc
     from infermeter.run.progress import LiveProgress
+    from infermeter.run.config import RunConfig
+    from infermeter.run.document import LoadPrediction, Prediction
     from infermeter.run.sink import SweepDoc
+    from infermeter.run.sweep_spec import SweepSpec, SweepSpecDoc
     from infermeter.store.live import LiveSampleDoc, ProgressRowDoc
     from infermeter.store.queries import PredictionRowDoc, RunRowDoc, RunStatusDoc, SweepRowDoc
 
@@ -127,13 +126,23 @@ def test_the_stores_run_rows_are_their_documents(tmp_path) -> None:
     assert set(status) == _keys(RunStatusDoc)
     live = store.samples_after(0)
     assert len(live) == 5 and set(live[0]) == _keys(LiveSampleDoc)
-    store.begin_sweep("ab" * 16, "a sweep", {"batch_size": [1, 2]}, {"samples": 3})
+    spec = SweepSpec(RunConfig(model="tiny-llama"), {"batch_size": ["1", "2"]}, interleave=True)
+    store.begin_sweep(spec.sweep_id, spec.name, spec.knobs, spec.to_dict())
     (swept,) = store.list_sweeps()
     assert set(swept) == _keys(SweepRowDoc) and swept["runs"] == 0
-    assert set(store.sweep("abab")) == _keys(SweepDoc)
-    store.save_prediction({"model": "tiny-llama", "hardware": {"key": "h100-sxm"}, "stack": "hf"})
+    assert set(store.sweep(spec.sweep_id)) == _keys(SweepDoc)
+    assert set(store.sweep(spec.sweep_id)["spec"]) == _keys(SweepSpecDoc)
+    pid = store.save_prediction(
+        Prediction({"model": "tiny-llama", "hardware": {"key": "h100-sxm"}, "stack": "hf"})
+    )
     (predicted,) = store.list_predictions()
     assert set(predicted) == _keys(PredictionRowDoc) and predicted["kind"] == "forward"
+    # a stored prediction comes back as the document it was, by its kind, with its table
+    assert type(store.prediction(pid)) is Prediction
+    load_pid = store.save_prediction(
+        LoadPrediction({"kind": "infermeter-predict-load", "model": "m", "points": [{"rate": 1}]})
+    )
+    assert store.prediction(load_pid).to_frame()["rate"].tolist() == [1]
     progress = LiveProgress(store, "tiny-llama")
     progress("sample", 1, 3)
     (where,) = store.progress_rows()

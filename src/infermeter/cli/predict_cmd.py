@@ -124,6 +124,7 @@ def predict_command(
     check_model_spec(model)  # a typo is answered before the heavy imports below
     from infermeter.analysis.predict import Workload
     from infermeter.experiments.whatif import what_if
+    from infermeter.run.document import Prediction
     from infermeter.store import Store
 
     if out is not None:
@@ -134,15 +135,17 @@ def predict_command(
     w = Workload(
         batches, prompt_tokens, new_tokens, dtype.strip().lower(), gpus, tp, top_k, cache.strip()
     )
-    doc = clean_json(
-        what_if(
-            model,
-            hardware,
-            w,
-            store,
-            learn=learn,
-            stack=stack.strip().lower(),
-            host_op_seconds=host_us_per_op * 1e-6 if host_us_per_op else None,
+    doc = Prediction(  # clean_json gives plain dicts: the document's class is put back
+        clean_json(
+            what_if(
+                model,
+                hardware,
+                w,
+                store,
+                learn=learn,
+                stack=stack.strip().lower(),
+                host_op_seconds=host_us_per_op * 1e-6 if host_us_per_op else None,
+            )
         )
     )
     doc["id"] = store.save_prediction(doc)

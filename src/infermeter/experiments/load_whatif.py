@@ -330,15 +330,17 @@ def predict_and_store(plan: LoadPlan, store: Store) -> LoadPrediction:
     spec, rates = plan.spec, plan.rates
     if spec.concurrency is not None:
         rates = [math.inf]  # a closed loop: one run, arrivals set by completions
-    doc: LoadPrediction = clean_json(
-        predict_load(
-            spec.model,
-            plan.hardware,
-            spec,
-            rates,
-            store,
-            stack=plan.stack.strip().lower(),
-            capacity=plan.capacity,
+    doc = LoadPrediction(  # clean_json gives plain dicts: the document's class is put back
+        clean_json(
+            predict_load(
+                spec.model,
+                plan.hardware,
+                spec,
+                rates,
+                store,
+                stack=plan.stack.strip().lower(),
+                capacity=plan.capacity,
+            )
         )
     )
     doc["id"] = store.save_prediction(doc)

@@ -9,9 +9,12 @@ without them keeps everything at the end); `SweepStore` adds what a resumable sw
 
 from __future__ import annotations
 
-from typing import Any, Protocol, TypedDict, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, runtime_checkable
 
 from infermeter.run.results import RunResult, SampleResult
+
+if TYPE_CHECKING:  # the spec's module parses knobs; a sink needs only its shape
+    from infermeter.run.sweep_spec import SweepSpecDoc
 
 
 class SweepDoc(TypedDict):
@@ -19,11 +22,11 @@ class SweepDoc(TypedDict):
 
     id: str
     name: str
-    #: each swept knob's values, in the order they were run
-    knobs: dict[str, Any]
+    #: each swept knob's values as given (text), in the order they were run
+    knobs: dict[str, list[str]]
     created: str
-    #: what the sweep was given beside its knobs (its settings, points, recipe)
-    spec: dict[str, Any]
+    #: what defines the sweep: its name, base configuration and knobs
+    spec: SweepSpecDoc
 
 
 class RunSink(Protocol):
@@ -62,7 +65,7 @@ class SweepStore(RunSink, Protocol):
     """A sink that keeps sweeps: what `run_sweep` needs to register, resume and reread."""
 
     def begin_sweep(
-        self, sweep_id: str, name: str, knobs: dict[str, Any], spec: dict[str, Any]
+        self, sweep_id: str, name: str, knobs: dict[str, list[str]], spec: SweepSpecDoc
     ) -> bool:
         """Register a sweep; False when it exists already."""
         ...

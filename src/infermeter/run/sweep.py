@@ -29,7 +29,7 @@ from infermeter.run.profiling import profile
 from infermeter.run.refusals import refuse_from_config
 from infermeter.run.results import METRICS, RunResult, SampleRowDoc
 from infermeter.run.sink import RunSink, StoredSweeps, SweepStore
-from infermeter.run.sweep_spec import SweepSpec
+from infermeter.run.sweep_spec import SweepSpec, SweepSpecDoc
 
 #: on_progress(done, total, label, skipped): after each point.
 SweepProgress = Callable[[int, int, str, bool], None]
@@ -347,7 +347,7 @@ def _sweep_interleaved(
         progress(n, n, "all points already done", True)
 
 
-def sweep_document(sweep_id: str, spec: dict[str, Any], runs: list[RunResult]) -> dict[str, Any]:
+def sweep_document(sweep_id: str, spec: SweepSpecDoc, runs: list[RunResult]) -> dict[str, Any]:
     """One JSON for a sweep: meta, a summary row per configuration, every sample."""
     first = runs[0] if runs else None
     summary: list[dict[str, Any]] = []

@@ -11,11 +11,11 @@ import itertools
 import json
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from infermeter.errors import UserError
 from infermeter.knobs import Knob, get_knob
-from infermeter.run.config import RunConfig
+from infermeter.run.config import RunConfig, RunConfigDoc
 from infermeter.util.settings import setting
 
 #: the most points a sweep may have: 10,000 points of a second each is three hours; an 8 KB file
@@ -33,6 +33,23 @@ LATER_FIELDS: dict[str, Any] = {
     "cache": "dynamic",
     "threads": None,
 }
+
+
+class _SweepSpecDoc(TypedDict):
+    name: str
+    base: RunConfigDoc
+    #: per knob, its values as given (text), in the given order
+    knobs: dict[str, list[str]]
+
+
+class SweepSpecDoc(_SweepSpecDoc, total=False):
+    """`SweepSpec.to_dict`: what defines a sweep, as its store row and its JSON keep it.
+
+    `interleave` is there (True) only for an interleaved sweep, so a sequential one keeps the
+    form it always had.
+    """
+
+    interleave: bool
 
 
 @dataclass(frozen=True)
@@ -86,10 +103,12 @@ class SweepSpec:
             for combo in itertools.product(*(vals for _, vals in grid))
         ]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> SweepSpecDoc:
         """What defines the sweep (for its id and its JSON)."""
-        doc = {"name": self.name, "base": self.base.to_dict(), "knobs": self.knobs}
-        return {**doc, "interleave": True} if self.interleave else doc
+        doc: SweepSpecDoc = {"name": self.name, "base": self.base.to_dict(), "knobs": self.knobs}
+        if self.interleave:
+            doc["interleave"] = True
+        return doc
 
     @property
     def sweep_id(self) -> str:

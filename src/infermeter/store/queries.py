@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 import statistics
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from sqlalchemy import func, select
 
@@ -73,8 +73,14 @@ class RunStatusDoc(TypedDict):
 
 if TYPE_CHECKING:  # annotations only: run.results and analysis import numpy, slow for `runs list`
     from infermeter.analysis.history import HistoryRowDoc
+    from infermeter.run.document import LoadPrediction, Prediction
     from infermeter.run.results import RunResult
     from infermeter.run.sink import SweepDoc
+    from infermeter.run.sweep_spec import SweepSpecDoc
+
+
+#: the `kind` of a stored `load predict` document (the rest are `predict`'s)
+_LOAD_KIND = "infermeter-predict-load"
 
 
 class StoreQueries(StoreCore):
@@ -98,7 +104,7 @@ class StoreQueries(StoreCore):
                 "name": r.name,
                 "knobs": r.knobs,
                 "created": r.created,
-                "spec": r.spec or {},
+                "spec": cast("SweepSpecDoc", r.spec or {}),
             }
 
     def sweep_run_ids(self, sweep_id: str, status: str | None = "finished") -> list[str]:
@@ -249,8 +255,10 @@ class StoreQueries(StoreCore):
                 for r in rows
             ]
 
-    def prediction(self, prediction_id: str) -> dict[str, Any]:
-        """A stored prediction document by id."""
+    def prediction(self, prediction_id: str) -> Prediction | LoadPrediction:
+        """A stored prediction document by id: `predict`'s or `load predict`'s, by its kind."""
+        from infermeter.run.document import LoadPrediction, Prediction
+
         with self.session("read") as s:
             row = s.get(PredictionRow, prediction_id)
             if row is None:
@@ -258,7 +266,8 @@ class StoreQueries(StoreCore):
                     f"no prediction {prediction_id!r} in {self.where}",
                     "`infermeter predict` prints the id of each one it stores",
                 )
-            return dict(row.doc)
+            doc = dict(row.doc)
+            return LoadPrediction(doc) if doc.get("kind") == _LOAD_KIND else Prediction(doc)
 
     def measured_ceilings(self, device: str, stable_only: bool = True) -> Ceilings | None:
         """The newest stable ceilings measured on this host for `device`, or None.

@@ -34,8 +34,10 @@ from infermeter.store.schema import (
 from infermeter.util.timestamps import now_iso
 
 if TYPE_CHECKING:  # annotations only: run.results imports numpy, slow for `runs list`
+    from infermeter.run.document import LoadPrediction, Prediction
     from infermeter.run.progress import ProgressDoc
     from infermeter.run.results import RunResult, SampleResult
+    from infermeter.run.sweep_spec import SweepSpecDoc
 
 #: The in-progress per-layer table of a running run (for live views), replaced by the final ones.
 LIVE_LAYERS = "live_layers"
@@ -222,7 +224,7 @@ class StoreWrites(StoreCore):
         return run_id
 
     def begin_sweep(
-        self, sweep_id: str, name: str, knobs: dict[str, Any], spec: dict[str, Any]
+        self, sweep_id: str, name: str, knobs: dict[str, list[str]], spec: SweepSpecDoc
     ) -> bool:
         """Register a sweep; False when it already exists (a rerun that resumes it)."""
         with self.session("write to") as s:
@@ -250,8 +252,8 @@ class StoreWrites(StoreCore):
                 )
             )
 
-    def save_prediction(self, doc: dict[str, Any]) -> str:
-        """Keep a prediction document; returns its id."""
+    def save_prediction(self, doc: Prediction | LoadPrediction) -> str:
+        """Keep a prediction document (`predict`'s or `load predict`'s); returns its id."""
         pid = uuid.uuid4().hex[:12]
         with self.session("write to") as s:
             s.add(
