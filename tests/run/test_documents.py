@@ -108,9 +108,9 @@ def test_no_public_signature_takes_or_gives_any() -> None:
 def test_the_stores_run_rows_are_their_documents(tmp_path) -> None:
     from infermeter import Store
     from infermeter.analysis.history import HistoryRowDoc
-    from infermeter.run.progress import LiveProgress
     from infermeter.run.config import RunConfig
     from infermeter.run.document import LoadPrediction, Prediction
+    from infermeter.run.progress import LiveProgress
     from infermeter.run.sink import SweepDoc
     from infermeter.run.sweep_spec import SweepSpec, SweepSpecDoc
     from infermeter.store.live import LiveSampleDoc, ProgressRowDoc
