@@ -107,3 +107,8 @@ def interruptible() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def doc_keys(doc_type: type) -> set[str]:
+    """A TypedDict's keys, its bases' included, without evaluating their types."""
+    return set(doc_type.__required_keys__ | doc_type.__optional_keys__)  # type: ignore[attr-defined]

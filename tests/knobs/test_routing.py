@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from infermeter.errors import UserError
 from infermeter.knobs import KNOBS
+from infermeter.knobs.evidence import KnobCheckDoc, RoutingObservedDoc, RoutingSplitDoc
 from infermeter.knobs.routing import (
     LayerRouting,
     RoutingShortcuts,
@@ -18,6 +19,7 @@ from infermeter.knobs.routing import (
     shortcut_config,
 )
 from infermeter.models import load_model
+from tests.helpers import doc_keys
 
 ALL_LEARNED = RoutingShortcuts(
     frequency_threshold=1.0, entropy_threshold=0.0, min_count=10**6, cache_size=0
@@ -172,6 +174,9 @@ def test_sweep_over_routing_from_the_cli(tmp_path):
     assert shortcut.checks["routing"]["config"]["cache_size"] == 16  # the evidence is stored
     assert set(shortcut.checks["routing"]["split"]["percent"]) == {"fast", "cached", "learned"}
     during = shortcut.checks["routing"]["during_run"]  # what the run itself routed
+    assert set(shortcut.checks["routing"]) <= doc_keys(KnobCheckDoc)
+    assert set(shortcut.checks["routing"]["split"]) == doc_keys(RoutingSplitDoc)
+    assert set(during) <= doc_keys(RoutingObservedDoc) and "tokens" in during
     assert sum(during["tokens"].values()) > 0 and 0 <= during["cache_utilization"] <= 1
 
 

@@ -7,8 +7,9 @@ from typer.testing import CliRunner
 
 from infermeter import RunConfig, UserError, load_model, profile
 from infermeter.cli.app import app
+from infermeter.knobs.evidence import KnobCheckDoc
 from infermeter.knobs.registry import get_knob
-from tests.helpers import assert_one_line_error
+from tests.helpers import assert_one_line_error, doc_keys
 
 
 def _run(loaded, cache, prompt_tokens=400, **kw):
@@ -22,6 +23,8 @@ def _run(loaded, cache, prompt_tokens=400, **kw):
 def test_dynamic_static_and_quantized_caches_are_what_the_model_was_given(tiny_llama):
     runs = {c: _run(tiny_llama, c) for c in ("dynamic", "static", "quantized")}
     seen = {c: r.checks["cache"] for c, r in runs.items()}
+    assert set(seen["dynamic"]) == {"form", "class", "layer_classes", "kv_bytes", "kv_mib"}
+    assert set(seen["dynamic"]) <= doc_keys(KnobCheckDoc)
     assert seen["dynamic"]["class"] == "DynamicCache"
     assert seen["static"]["class"] == "StaticCache"
     assert seen["quantized"]["layer_classes"] == ["QuantoQuantizedLayer"]

@@ -28,11 +28,11 @@ from infermeter.run.results import (
 from tests.helpers import history_run
 
 #: public signatures that still take or give `Any`, and why: the per-layer tables are pandas
-#: frames as records (one row type per table, columns from the profiler), `checks` holds each
-#: knob's own evidence, and the store's live layer rows are not typed key by key yet (its run,
-#: history, sweep, prediction, progress and live sample rows are)
+#: frames as records (one row type per table, columns from the profiler), and so are the
+#: store's live layer rows: not typed key by key yet (its run, history, sweep, prediction,
+#: progress and live sample rows are)
 STILL_ANY = {
-    "RunResult.__init__": {"layers", "checks"},
+    "RunResult.__init__": {"layers"},
     "Store.live_layers_after": {"return"},
     "Store.live_layers": {"rows"},
 }
@@ -54,6 +54,14 @@ def test_the_run_document_is_its_type_key_by_key() -> None:
     assert set(doc["summary"][0]["ttft_ms"]) == _keys(SummaryDoc)
     assert set(run.sample_dicts()[0]) == _keys(SampleDoc) == {f.name for f in fields(SampleResult)}
     assert _keys(RunJsonDoc) == {"meta", "summary", "all_samples", "layers", "power"}
+
+
+def test_a_runs_checks_name_every_knob() -> None:
+    """A sweep files each knob's evidence under the knob's name: ChecksDoc names them all."""
+    from infermeter.knobs.registry import KNOBS
+    from infermeter.run.results import ChecksDoc
+
+    assert _keys(ChecksDoc) == set(KNOBS) | {"load", "speculation"}
 
 
 def test_a_summary_and_a_profiling_config_are_their_documents() -> None:

@@ -7,8 +7,9 @@ from infermeter import RunConfig, UserError, profile
 from infermeter.analysis.analyze import speculation_findings
 from infermeter.cli.app import app
 from infermeter.knobs.registry import get_knob
+from infermeter.run.speculation import SpeculationDoc, SpeculationSampleDoc
 from infermeter.workloads.decoding import parse_decoding
-from tests.helpers import assert_one_line_error
+from tests.helpers import assert_one_line_error, doc_keys
 
 REPEAT = ("the cat sat on the mat and the dog sat on the log. " * 6).strip()
 
@@ -25,6 +26,9 @@ def test_prompt_lookup_accepts_tokens_and_keeps_the_greedy_output(tiny_llama):
     greedy = _run(tiny_llama, "greedy")
     run = _run(tiny_llama, "prompt_lookup:4")
     spec = run.checks["speculation"]
+    assert set(spec) == doc_keys(SpeculationDoc) and set(spec["per_sample"][0]) == doc_keys(
+        SpeculationSampleDoc
+    )
     assert spec["kind"] == "prompt_lookup" and spec["matches_greedy"] is True
     assert [s.output_text for s in run.measured] == [s.output_text for s in greedy.measured]
     assert spec["tokens"] == 2 * 24 and spec["draft_forwards"] == 0

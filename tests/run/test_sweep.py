@@ -4,8 +4,10 @@ import pytest
 
 from infermeter import RunConfig, Store
 from infermeter.errors import UserError
+from infermeter.knobs.evidence import KnobCheckDoc
 from infermeter.run.sweep import SweepSpec, run_sweep, stored_sweep
 from infermeter.run.sweep_file import parse_knob_option, read_sweep_file
+from tests.helpers import doc_keys
 
 BASE = RunConfig(model="tiny-qwen3-moe", new_tokens=3, samples=2, warmup=0, energy="off")
 
@@ -27,6 +29,7 @@ def test_sweep_stores_every_point_with_evidence_and_writes_design_json(tiny_moe,
         assert set(row["ttft_ms"]) >= {"mean", "std", "p50", "p90", "p99"}
         assert row["checks"]["top_k"] == {"experts_per_token": row["config"]["top_k"]}
         assert row["checks"]["prompt_tokens"]["prompt_tokens"] == row["config"]["prompt_tokens"]
+        assert all(set(check) <= doc_keys(KnobCheckDoc) for check in row["checks"].values())
     assert len(doc["all_samples"]) == 8
     assert all("config" in s and "ttft_ms" in s for s in doc["all_samples"])
     again = stored_sweep(store, result.sweep_id[:6])  # rebuilt from the store, no rerun

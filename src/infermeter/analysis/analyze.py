@@ -14,7 +14,7 @@ from infermeter.measure.curves import curves_of
 from infermeter.run.document import Analysis
 
 if TYPE_CHECKING:  # annotations only: the run's module imports numpy
-    from infermeter.run.results import RunResult
+    from infermeter.run.results import LoadCheckDoc, RunResult
 
 
 def time_model(
@@ -137,8 +137,10 @@ LOW_ACCEPTANCE = 0.3
 
 def speculation_findings(run: RunResult) -> list[Finding]:
     """A speculative run that changed the greedy output, or whose proposals were mostly refused."""
-    spec = (run.checks or {}).get("speculation") or {}
-    out = []
+    spec = run.checks.get("speculation")
+    out: list[Finding] = []
+    if spec is None:
+        return out
     if spec.get("matches_greedy") is False:
         at = spec.get("first_difference_at_token")
         out.append(
@@ -183,7 +185,7 @@ def load_findings(run: RunResult) -> list[Finding]:
     """A load run's bottlenecks: its KV cache full, and its requests' time spent waiting."""
     import statistics
 
-    load = (run.checks or {}).get("load") or {}
+    load = run.checks.get("load", {})
     queue = [q for q in load.get("queue_ms") or [] if q is not None]
     ttft = [s.ttft_ms for s in run.samples if s.ttft_ms is not None]
     if (run.config or {}).get("mode") != "load" or not queue or not ttft:
@@ -207,7 +209,7 @@ def load_findings(run: RunResult) -> list[Finding]:
     ]
 
 
-def _kv_findings(load: dict[str, Any], queue_ms: float) -> list[Finding]:
+def _kv_findings(load: LoadCheckDoc, queue_ms: float) -> list[Finding]:
     """The continuous batch's KV cache full for a share of the run (serving/batch_state.py)."""
     batch = (load.get("summary") or {}).get("batch") or {}
     full = batch.get("kv_full_time_pct")

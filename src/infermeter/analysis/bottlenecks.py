@@ -9,12 +9,12 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from infermeter.measure.faults import ALLOCATOR_FIX
 
 if TYPE_CHECKING:  # annotations only: the run's module imports numpy
-    from infermeter.run.results import RunResult
+    from infermeter.run.results import ChecksDoc, RunResult
 
 Severity = Literal["high", "medium", "low"]
 
@@ -62,7 +62,7 @@ class Evidence:
     memory_used_mib: float | None = None
     memory_total_mib: float | None = None
     variant_slowdown: float | None = None
-    knob_checks: dict[str, Any] = field(default_factory=dict)
+    knob_checks: ChecksDoc = field(default_factory=lambda: cast("ChecksDoc", {}))
     prefill_pct_attainable: float | None = None
     routing_learned_pct: float | None = None
     cache_utilization: float | None = None
@@ -406,7 +406,7 @@ def evidence_of(run: RunResult, roof: dict[str, Any] | None) -> Evidence:
         total_mib = (run.device or {}).get("host_memory_mib")  # absent in runs stored before it
     if peak and total_mib:
         e.memory_used_mib, e.memory_total_mib = peak, total_mib
-    e.knob_checks = run.checks or {}
+    e.knob_checks = run.checks
     e.tpot_ms = s["tpot_ms"].median if s["tpot_ms"].n else None
     if s["page_faults_per_step"].n:
         e.page_faults_per_step = s["page_faults_per_step"].median

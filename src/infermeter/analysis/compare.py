@@ -43,7 +43,7 @@ from infermeter.measure.stats import compare_paired_samples, compare_samples
 from infermeter.run.document import Comparison
 
 if TYPE_CHECKING:  # annotations only: the run's module imports numpy
-    from infermeter.run.results import RunResult
+    from infermeter.run.results import RunResult, ServerTimingDoc
 
 PHASES = (("prefill", "ttft_ms"), ("decode", "tpot_ms"))
 
@@ -312,8 +312,8 @@ def slower_rows(
     ]
 
 
-def _server_rows(run: RunResult) -> dict[int, dict[str, Any]]:
-    rows = ((run.checks or {}).get("load") or {}).get("server_timing") or []
+def _server_rows(run: RunResult) -> dict[int, ServerTimingDoc]:
+    rows = run.checks.get("load", {}).get("server_timing") or []
     return {int(r["sample_id"]): r for r in rows if r.get("decode_ms_per_token")}
 
 
@@ -329,14 +329,15 @@ def server_normalised(base: RunResult, variant: RunResult) -> dict[str, Any] | N
     if not sb or not sv:
         return None
 
-    def own(run: RunResult, rows: dict[int, dict[str, Any]]) -> tuple[list[float], list[float]]:
+    def own(run: RunResult, rows: dict[int, ServerTimingDoc]) -> tuple[list[float], list[float]]:
         ratio, server = [], []
         for s in run.measured:
             r = rows.get(s.index)
-            if r is None or len(s.step_ms) < 1:
+            per_token = r["decode_ms_per_token"] if r is not None else None
+            if per_token is None or len(s.step_ms) < 1:
                 continue
-            server.append(float(r["decode_ms_per_token"]))
-            ratio.append(s.tpot_ms / float(r["decode_ms_per_token"]))
+            server.append(float(per_token))
+            ratio.append(s.tpot_ms / float(per_token))
         return ratio, server
 
     (rb, db), (rv, dv) = own(base, sb), own(variant, sv)

@@ -75,12 +75,12 @@ def run_header(run: RunResult, where: str | None = None) -> Text:
         text.append(f"\ntokenizer: {tokenizer}", style="yellow")
     quant_doc = info.get("quantization")
     if quant_doc:
-        q = quant_doc.get("quality") or {}
+        q = quant_doc.get("quality")
+        agree, kl = (q["top1_agreement"], q["kl_nats"]) if q else (float("nan"), float("nan"))
         text.append(
             f"\nweights: {quant_doc['converted_linear']} linear layers as {quant_doc['scheme']} "
             f"({quant_doc['method']}); vs unquantized: top-1 agreement "
-            f"{100 * q.get('top1_agreement', float('nan')):.1f}%, KL "
-            f"{q.get('kl_nats', float('nan')):.2g} nats",
+            f"{100 * agree:.1f}%, KL {kl:.2g} nats",
             style="yellow",
         )
     if where:

@@ -23,6 +23,7 @@ from typing import Any
 from infermeter.errors import UserError
 from infermeter.knobs.base import Knob, KnobNotApplied
 from infermeter.knobs.calibration import calibration_ids, logits, quality
+from infermeter.knobs.evidence import KnobCheckDoc, with_quality
 from infermeter.models.architecture import _blocks_holder, discover
 from infermeter.models.loader import LoadedModel
 
@@ -127,7 +128,7 @@ def _apply(loaded: LoadedModel, value: tuple[int, str]) -> Iterator[dict[str, An
 
 def _verify(
     loaded: LoadedModel, value: tuple[int, str], result: Any, applied: Any = None
-) -> dict[str, Any]:
+) -> KnobCheckDoc:
     if not applied:
         raise KnobNotApplied("active_layers verification needs the applied state")
     ran: list[int] = []
@@ -142,11 +143,8 @@ def _verify(
             h.remove()
     if ran != applied["kept"]:
         raise KnobNotApplied(f"active_layers={value[0]} but blocks {ran} ran")
-    return {
-        "blocks_run": ran,
-        "order": applied["order"],
-        **quality(applied["full_logits"], reduced),
-    }
+    evidence: KnobCheckDoc = {"blocks_run": ran, "order": applied["order"]}
+    return with_quality(evidence, quality(applied["full_logits"], reduced))
 
 
 ACTIVE_LAYERS = Knob(

@@ -14,6 +14,7 @@ from typing import Any
 from infermeter.errors import UserError
 from infermeter.knobs.base import Knob, KnobNotApplied, parse_choice
 from infermeter.knobs.calibration import calibration_ids, executed_ops
+from infermeter.knobs.evidence import KnobCheckDoc
 from infermeter.models.loader import LoadedModel
 
 ATTENTION = ("eager", "sdpa", "flash_attention_2")
@@ -43,7 +44,7 @@ def _apply_attention(loaded: LoadedModel, value: str) -> Iterator[dict[str, Any]
 
 def _verify_attention(
     loaded: LoadedModel, value: str, result: Any, applied: Any = None
-) -> dict[str, Any]:
+) -> KnobCheckDoc:
     ops = executed_ops(loaded.model, calibration_ids(loaded))
     sdpa = ops.get("scaled_dot_product_attention", 0) + sum(
         n for k, n in ops.items() if k.startswith("_scaled_dot_product")

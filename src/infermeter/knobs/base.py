@@ -15,9 +15,10 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from infermeter.errors import UserError
+from infermeter.knobs.evidence import KnobCheckDoc, RoutingObservedDoc
 from infermeter.models.loader import LoadedModel
 
 #: Where a knob's value goes (see the module docstring).
@@ -55,11 +56,11 @@ class Knob:
     ) = None
     #: (loaded, value, result, applied): `result` is the run (None before it) and `applied`
     #: what `apply` yielded (None after the run); typed loosely because run/ is a higher layer.
-    verify: Callable[[LoadedModel, Any, Any, Any], dict[str, Any]] | None = None
+    verify: Callable[[LoadedModel, Any, Any, Any], KnobCheckDoc] | None = None
     field: str | None = None
     #: what `apply` yielded -> what the knob saw during the run (e.g. tokens per routing path),
     #: filed with its evidence as `checks[name]["during_run"]`; for "model" knobs only
-    observed: Callable[[Any], dict[str, Any]] | None = None
+    observed: Callable[[Any], RoutingObservedDoc] | None = None
 
 
 @contextlib.contextmanager
@@ -117,11 +118,12 @@ def parse_bool(name: str) -> Callable[[str], bool]:
 def verify_samples(attr: str) -> Any:
     """A verifier: every sample had exactly the knob's value of `attr`."""
 
-    def verify(loaded: LoadedModel, value: int, result: Any, applied: Any = None) -> dict[str, Any]:
+    def verify(loaded: LoadedModel, value: int, result: Any, applied: Any = None) -> KnobCheckDoc:
         seen = sorted({getattr(s, attr) for s in result.samples})
         if seen != [value]:
             raise KnobNotApplied(f"{attr}={value} but the samples had {seen}")
-        return {attr: value, "samples": len(result.samples)}
+        # the key is the knob's own name (batch_size, new_tokens, prompt_tokens)
+        return cast(KnobCheckDoc, {attr: value, "samples": len(result.samples)})
 
     return verify
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from infermeter.knobs.base import Knob, KnobNotApplied, parse_choice
+from infermeter.knobs.evidence import KnobCheckDoc
 from infermeter.models.loader import LoadedModel
 from infermeter.workloads.decoding import CACHE_FORMS, EXPECTED_CACHE
 
 
-def _verify(loaded: LoadedModel, value: str, result: Any, applied: Any = None) -> dict[str, Any]:
+def _verify(loaded: LoadedModel, value: str, result: Any, applied: Any = None) -> KnobCheckDoc:
     seen = (result.checks or {}).get("cache") or {}
     classes, layer_word = EXPECTED_CACHE[value]
     if seen.get("class") not in classes:
@@ -17,7 +18,11 @@ def _verify(loaded: LoadedModel, value: str, result: Any, applied: Any = None) -
     layers = seen.get("layer_classes") or []
     if layer_word and not any(layer_word in c for c in layers):
         raise KnobNotApplied(f"cache={value} but the cache's layers are {layers}")
-    return {k: seen.get(k) for k in ("class", "layer_classes", "kv_bytes")}
+    return {
+        "class": seen.get("class"),
+        "layer_classes": seen.get("layer_classes"),
+        "kv_bytes": seen.get("kv_bytes"),
+    }
 
 
 CACHE = Knob(

@@ -20,6 +20,7 @@ from typing import Any
 
 from infermeter.errors import UserError
 from infermeter.knobs.base import Knob, KnobNotApplied, parse_bool
+from infermeter.knobs.evidence import KnobCheckDoc
 from infermeter.models.loader import LoadedModel
 
 #: torch.compile's modes ("reduce-overhead" records CUDA graphs; on a CPU it runs without them)
@@ -132,7 +133,7 @@ def compile_notes(mode: bool | str, cache: str, device_type: str, hooks: bool = 
 
 def _verify_compile(
     loaded: LoadedModel, value: bool | str, result: Any, applied: Any = None
-) -> dict[str, Any]:
+) -> KnobCheckDoc:
     if not value:
         return {"compiled": False}
     cold = result.phases.get("compile_first_call_ms")

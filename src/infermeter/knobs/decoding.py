@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from infermeter.knobs.base import Knob, KnobNotApplied
+from infermeter.knobs.evidence import KnobCheckDoc
 from infermeter.models.loader import LoadedModel
 from infermeter.workloads.decoding import parse_decoding
 
@@ -21,7 +22,7 @@ def _parse(text: str) -> str:
 
 def _verify_decoding(
     loaded: LoadedModel, value: str, result: Any, applied: Any = None
-) -> dict[str, Any]:
+) -> KnobCheckDoc:
     used = result.config.get("decoding")
     if used != value:
         raise KnobNotApplied(f"decoding={value} but the run used {used}")

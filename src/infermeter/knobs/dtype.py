@@ -11,11 +11,15 @@ only when it fits in memory), and float32 is the reference itself.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from infermeter.errors import UserError
 from infermeter.knobs.base import Knob, KnobNotApplied, parse_choice
+from infermeter.knobs.evidence import KnobCheckDoc, with_quality
 from infermeter.models.loader import LoadedModel
+
+if TYPE_CHECKING:
+    from infermeter.models.info import QualityDoc
 
 DTYPES = ("float32", "bfloat16", "float16", "int8", "int4", "int4-g64", "int4-g32", "fp8")
 #: what a quantized weight is stored as, per scheme
@@ -47,7 +51,12 @@ def weight_mib(stored: dict[str, int]) -> float:
     return sum(n * sizes.get(d, 1) for d, n in stored.items()) / 2**20
 
 
-def _quality_vs_float32(loaded: LoadedModel) -> dict[str, Any]:
+class _Quality(TypedDict):
+    quality: QualityDoc | None
+    quality_reference: str
+
+
+def _quality_vs_float32(loaded: LoadedModel) -> _Quality:
     """The same weights computed in float32 vs as loaded; skipped (with why) if it won't fit."""
     import copy
 
@@ -73,32 +82,29 @@ def _quality_vs_float32(loaded: LoadedModel) -> dict[str, Any]:
 
 def _verify_dtype(
     loaded: LoadedModel, value: str, result: Any, applied: Any = None
-) -> dict[str, Any]:
+) -> KnobCheckDoc:
     from infermeter.models.quantize import stored_weight_dtypes
 
     stored = stored_weight_dtypes(loaded.model)
-    evidence: dict[str, Any] = {"stored_weight_dtypes": stored, "weight_mib": weight_mib(stored)}
+    evidence: KnobCheckDoc = {"stored_weight_dtypes": stored, "weight_mib": weight_mib(stored)}
     if value in STORED:
         if not set(STORED[value]) & set(stored):
             raise KnobNotApplied(f"dtype={value} but the weights are stored as {sorted(stored)}")
         record = loaded.info.quantization or {}
-        evidence.update(
-            method=record.get("method"),
-            quality_reference=record.get("quality_reference"),
-            **(record.get("quality") or {}),
-        )
-        return evidence
+        evidence["method"] = record.get("method")
+        evidence["quality_reference"] = record.get("quality_reference")
+        return with_quality(evidence, record["quality"]) if "quality" in record else evidence
     dtypes = sorted({str(p.dtype).removeprefix("torch.") for p in loaded.model.parameters()})
     if value not in dtypes:
         raise KnobNotApplied(f"dtype={value} but the parameters are {dtypes}")
     evidence["parameter_dtypes"] = dtypes
     if value == "float32":
-        evidence.update(top1_agreement=1.0, kl_nats=0.0, quality_reference="itself")
-    else:
-        measured = _quality_vs_float32(loaded)
-        evidence.update(
-            quality_reference=measured["quality_reference"], **(measured["quality"] or {})
-        )
+        evidence["quality_reference"] = "itself"
+        return with_quality(evidence, {"top1_agreement": 1.0, "kl_nats": 0.0})
+    measured = _quality_vs_float32(loaded)
+    evidence["quality_reference"] = measured["quality_reference"]
+    if measured["quality"] is not None:
+        return with_quality(evidence, measured["quality"])
     return evidence
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from infermeter.errors import UserError
 from infermeter.knobs.base import Knob, KnobNotApplied, parse_choice
 from infermeter.knobs.calibration import calibration_ids, executed_ops
+from infermeter.knobs.evidence import KnobCheckDoc
 from infermeter.models.loader import LoadedModel
 
 EXPERTS = ("eager", "grouped_mm", "batched_mm")
@@ -40,7 +41,7 @@ def _apply_experts(loaded: LoadedModel, value: str) -> Iterator[dict[str, Any]]:
 
 def _verify_experts(
     loaded: LoadedModel, value: str, result: Any, applied: Any = None
-) -> dict[str, Any]:
+) -> KnobCheckDoc:
     ops = executed_ops(loaded.model, calibration_ids(loaded))
     grouped, bmm = ops.get("_grouped_mm", 0), ops.get("bmm", 0)
     ok = {"eager": grouped == 0 and bmm == 0, "grouped_mm": grouped > 0, "batched_mm": bmm > 0}

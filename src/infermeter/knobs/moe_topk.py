@@ -16,6 +16,7 @@ from typing import Any
 from infermeter.errors import UserError
 from infermeter.knobs.base import Knob, KnobNotApplied, parse_int
 from infermeter.knobs.calibration import calibration_ids
+from infermeter.knobs.evidence import KnobCheckDoc
 from infermeter.models.architecture import discover
 from infermeter.models.loader import LoadedModel
 
@@ -88,7 +89,7 @@ def experts_per_token(loaded: LoadedModel) -> list[int]:
     return sorted({n for counts in experts_per_token_by_router(loaded).values() for n in counts})
 
 
-def _verify(loaded: LoadedModel, value: int, result: Any, applied: Any = None) -> dict[str, Any]:
+def _verify(loaded: LoadedModel, value: int, result: Any, applied: Any = None) -> KnobCheckDoc:
     counts = sorted(set(experts_per_token(loaded)))
     if counts != [value]:
         raise KnobNotApplied(f"top_k={value} but tokens were routed to {counts} experts")

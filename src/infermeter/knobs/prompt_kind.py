@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from infermeter.knobs.base import Knob, KnobNotApplied, parse_choice
+from infermeter.knobs.evidence import KnobCheckDoc
 from infermeter.models.loader import LoadedModel
 from infermeter.workloads.corpus import PROMPT_KINDS, REPEATS
 
 
-def _verify(loaded: LoadedModel, value: str, result: Any, applied: Any = None) -> dict[str, Any]:
+def _verify(loaded: LoadedModel, value: str, result: Any, applied: Any = None) -> KnobCheckDoc:
     used = result.config.get("prompt_kind")
     if used != value:
         raise KnobNotApplied(f"prompt_kind={value} but the run used {used}")

@@ -33,6 +33,12 @@ from typing import Any
 
 from infermeter.errors import UserError
 from infermeter.knobs.base import Knob, KnobNotApplied
+from infermeter.knobs.evidence import (
+    KnobCheckDoc,
+    RoutingObservedDoc,
+    RoutingSplitDoc,
+    with_quality,
+)
 from infermeter.models.architecture import discover
 from infermeter.models.loader import LoadedModel
 
@@ -388,7 +394,7 @@ class ShortcutRouting:
             while len(state.cache) > self.cfg.cache_size:
                 state.cache.popitem(last=False)
 
-    def distribution(self) -> dict[str, Any]:
+    def distribution(self) -> RoutingSplitDoc:
         """Tokens per path over every layer (counts and percent), per layer, cache use."""
         total: Counter[str] = Counter()
         for s in self.layers:
@@ -439,7 +445,7 @@ def _apply(loaded: LoadedModel, value: str) -> Iterator[dict[str, Any]]:
         yield {"routing": "shortcuts", "config": cfg.to_dict(), "state": routing}
 
 
-def _verify(loaded: LoadedModel, value: str, result: Any, applied: Any = None) -> dict[str, Any]:
+def _verify(loaded: LoadedModel, value: str, result: Any, applied: Any = None) -> KnobCheckDoc:
     """One forward of the calibration prompt with shortcuts, and one with the learned router.
 
     Evidence: the split of tokens over the paths, the top-k overlap with the learned router on
@@ -466,13 +472,13 @@ def _verify(loaded: LoadedModel, value: str, result: Any, applied: Any = None) -
     routing.reset_counts()
     if sum(split["tokens"].values()) == 0:
         raise KnobNotApplied("routing=shortcuts but no router call went through the wrappers")
-    return {
+    evidence: KnobCheckDoc = {
         "routing": "shortcuts",
         "config": applied["config"],
         "split": split,
         "topk_overlap_on_shortcut_tokens": agreement,
-        **quality(learned_logits, shortcut_logits),
     }
+    return with_quality(evidence, quality(learned_logits, shortcut_logits))
 
 
 def _agreement(routing: ShortcutRouting, ids: Any, learned: list[list[tuple[Any, Any]]]) -> Any:
@@ -492,7 +498,7 @@ def _agreement(routing: ShortcutRouting, ids: Any, learned: list[list[tuple[Any,
     return sum(overlaps) / len(overlaps) if overlaps else None
 
 
-def _observed(applied: dict[str, Any]) -> dict[str, Any]:
+def _observed(applied: dict[str, Any]) -> RoutingObservedDoc:
     """Tokens per path over every generate call of the run (warm-up included)."""
     state = applied.get("state")
     return state.distribution() if state is not None else {"routing": "learned"}

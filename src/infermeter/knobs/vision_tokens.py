@@ -21,6 +21,7 @@ from typing import Any
 
 from infermeter.errors import UserError
 from infermeter.knobs.base import Knob, KnobNotApplied, parse_int
+from infermeter.knobs.evidence import KnobCheckDoc
 from infermeter.models.architecture import discover
 from infermeter.models.info import VisionInfo
 from infermeter.models.loader import LoadedModel
@@ -93,7 +94,7 @@ def _apply(loaded: LoadedModel, value: int) -> Iterator[dict[str, Any]]:
         loaded.info = saved_info
 
 
-def _verify(loaded: LoadedModel, value: int, result: Any, applied: Any = None) -> dict[str, Any]:
+def _verify(loaded: LoadedModel, value: int, result: Any, applied: Any = None) -> KnobCheckDoc:
     import torch
 
     model = loaded.model

@@ -7,9 +7,12 @@ predictions and the mean KL divergence per position.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infermeter.workloads.prompts import WorkloadSpec, build_batches
+
+if TYPE_CHECKING:
+    from infermeter.models.info import QualityDoc
 
 
 def calibration_ids(model: Any, tokenizer: Any, rows: int = 2, tokens: int = 24) -> Any:
@@ -28,7 +31,7 @@ def logits(model: Any, ids: Any) -> Any:
         return model(input_ids=ids, use_cache=False).logits.float()
 
 
-def quality(full_logits: Any, reduced_logits: Any) -> dict[str, float]:
+def quality(full_logits: Any, reduced_logits: Any) -> QualityDoc:
     """Top-1 agreement and mean KL(full || reduced) over every position."""
     import torch
 

@@ -29,6 +29,13 @@ class VisionInfo:
     pixel_dims: int = 4
 
 
+class QualityDoc(TypedDict):
+    """A quality proxy: top-1 agreement and mean KL (nats) of logits against a reference."""
+
+    top1_agreement: float
+    kl_nats: float
+
+
 class QuantizationDoc(TypedDict, total=False):
     """Weight quantization by the dtype knob (models/quantize.py).
 
@@ -43,7 +50,7 @@ class QuantizationDoc(TypedDict, total=False):
     #: parameters by the dtype their weights are stored in
     stored_weight_dtypes: dict[str, int]
     #: top-1 agreement and mean KL (nats) of the logits against the unquantized weights
-    quality: dict[str, float]
+    quality: QualityDoc
     quality_reference: str
 
 

@@ -505,7 +505,9 @@ def samples_done(session: Session) -> None:
         seen = session.cache_probe.seen
         result.checks["cache"] = {
             "form": session.config.cache,
-            **seen,
+            "class": seen["class"],
+            "layer_classes": seen["layer_classes"],
+            "kv_bytes": seen["kv_bytes"],
             "kv_mib": seen["kv_bytes"] / 2**20,
         }
     if session.speculator is not None:

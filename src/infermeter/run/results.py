@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, cast
 
 from infermeter.instrument.cost import InstrumentCost
 from infermeter.instrument.packing import TraceDoc
+from infermeter.knobs.evidence import KnobCheckDoc
 from infermeter.measure.device import DeviceDoc
 from infermeter.measure.energy.attribution import EnergyDoc, PowerDoc, SampleEnergyDoc
 from infermeter.measure.memory import SampleMemoryDoc
@@ -27,6 +28,7 @@ if TYPE_CHECKING:  # run/config.py loads the model presets; a stored run needs n
 
     from infermeter.run.config import RunConfigDoc
     from infermeter.run.slo import SLOReportDoc
+    from infermeter.run.speculation import SpeculationDoc
 
 #: Per-sample metrics summarised in every run, with their units in their names.
 METRICS = (
@@ -147,6 +149,70 @@ class SpanDoc(_SpanDoc, total=False):
     warmup: bool
 
 
+class RequestEnergyDoc(TypedDict):
+    """A load request's energy (J; None where no source measured it)."""
+
+    sample_id: int
+    energy_j: float | None
+    prefill_j: float | None
+    decode_j: float | None
+
+
+class ServerTimingDoc(TypedDict):
+    """A load request as the server timed it (llama.cpp's `timings`); None where not given."""
+
+    sample_id: int
+    prefill_ms: float | None
+    decode_ms_per_token: float | None
+
+
+class LoadCheckDoc(TypedDict, total=False):
+    """What a load run keeps beside its samples (`checks["load"]`, serving/load.py).
+
+    The summary, timeline, failures, workload, steps, server metrics and batch state are the
+    load document's own parts (docs/serving.md), kept as it wrote them: their rows are
+    serving's and not typed key by key here.
+    """
+
+    summary: dict[str, Any]
+    timeline: list[dict[str, Any]]
+    queue_ms: list[float]
+    failed: list[dict[str, Any]]
+    workload: dict[str, Any] | None
+    steps: list[dict[str, Any]] | None
+    request_energy: list[RequestEnergyDoc]
+    server_metrics: dict[str, Any] | None
+    step_state: dict[str, Any] | None
+    server_timing: list[ServerTimingDoc] | None
+
+
+class ChecksDoc(TypedDict, total=False):
+    """`RunResult.checks`: per knob, the evidence that its value took effect; a load's record.
+
+    Keyed by the knob's name (knobs/registry.py), as a sweep files them, so each knob's key is
+    here (a test holds the two together); `speculation` is what a speculative run recorded,
+    `cache` the KV cache a profile used (the cache knob's evidence when swept), `load` a load
+    run's record.
+    """
+
+    load: LoadCheckDoc
+    speculation: SpeculationDoc
+    cache: KnobCheckDoc
+    active_layers: KnobCheckDoc
+    attn_implementation: KnobCheckDoc
+    batch_size: KnobCheckDoc
+    compile: KnobCheckDoc
+    decoding: KnobCheckDoc
+    dtype: KnobCheckDoc
+    experts_implementation: KnobCheckDoc
+    new_tokens: KnobCheckDoc
+    prompt_kind: KnobCheckDoc
+    prompt_tokens: KnobCheckDoc
+    routing: KnobCheckDoc
+    top_k: KnobCheckDoc
+    vision_tokens: KnobCheckDoc
+
+
 class RunMetaDoc(TypedDict):
     """A run document's `meta`: what ran, where, with which settings, and how it went."""
 
@@ -164,7 +230,7 @@ class RunMetaDoc(TypedDict):
     energy: EnergyDoc | None
     sweep_id: str | None
     #: per knob, the evidence that its value took effect (knobs/base.py); a load run's `load`
-    checks: dict[str, Any]
+    checks: ChecksDoc
     instrument_cost: dict[str, Any] | None
 
 
@@ -358,7 +424,7 @@ class RunResult:
     #: The sweep this run is a point of.
     sweep_id: str | None = None
     #: Per knob: the evidence that its value took effect (see knobs/base.py).
-    checks: dict[str, Any] = field(default_factory=dict)
+    checks: ChecksDoc = field(default_factory=lambda: ChecksDoc())
     #: Power readings on the run's timeline: {"domains", "t_ms", "joules"} (cumulative J).
     power: PowerDoc | None = None
     #: What the profiler's instruments cost this run (instrument/cost.py), None without hooks.

@@ -14,12 +14,62 @@ two outputs compared token by token; a difference is stored, noted and reported 
 from __future__ import annotations
 
 import statistics
-from typing import Any
+from typing import Any, TypedDict
 
 from infermeter.errors import UserError
 from infermeter.measure.clock import Clock
 from infermeter.models.loader import LoadedModel, load_model
 from infermeter.workloads.decoding import Decoding, parse_decoding
+
+
+class SpeculationSampleDoc(TypedDict):
+    """One measured sample's speculation: forwards, tokens proposed and accepted, their ms."""
+
+    target_forwards: int
+    draft_forwards: int
+    tokens: int
+    proposed: int
+    accepted: int
+    prefill_ms: float | None
+    verify_ms: float
+    draft_ms: float
+
+
+class _SpeculationDoc(TypedDict):
+    kind: str
+    #: tokens proposed per step (prompt lookup, early exit) or the draft model's name
+    value: int | str | None
+    target_forwards: int
+    draft_forwards: int
+    tokens: int
+    proposed: int
+    accepted: int
+    acceptance_rate: float | None
+    tokens_per_target_forward: float
+    mean_accepted_per_step: float
+    draft_ms_per_step: float
+    verify_ms_per_step: float
+    prefill_ms_median: float
+    per_sample: list[SpeculationSampleDoc]
+
+
+class SpeculationDoc(_SpeculationDoc, total=False):
+    """A speculative run's `checks["speculation"]`: `Speculator.summary` and `greedy_check`.
+
+    `matches_greedy`: the first measured sample generated again greedily gives the same output
+    (None: no sample to check); `first_difference_at_token`: where they differ (None: they
+    match).
+    """
+
+    matches_greedy: bool | None
+    first_difference_at_token: int | None
+
+
+class GreedyCheckDoc(TypedDict, total=False):
+    """`greedy_check`: does greedy decoding give the speculative run's first output?"""
+
+    matches_greedy: bool | None
+    first_difference_at_token: int | None
 
 
 def _fed(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
@@ -42,7 +92,7 @@ class Speculator:
         self._hooks: list[Any] = []
         self._calls: list[tuple[str, Any, Any, int]] = []  # (who, start, end, positions fed)
         self._open: dict[str, tuple[Any, int]] = {}
-        self.samples: list[dict[str, Any]] = []
+        self.samples: list[SpeculationSampleDoc] = []
         self.first_output: tuple[Any, Any] | None = None  # (inputs, new token ids)
         layers = int(getattr(loaded.model.config.get_text_config(), "num_hidden_layers", 0))
         if decoding.kind == "early_exit" and not 0 < (decoding.tokens or 0) < layers:
@@ -122,7 +172,7 @@ class Speculator:
         if target:
             proposed += max(0, target[0][3] - input_length)  # proposals fed with the prompt
         accepted = max(0, produced - len(target))
-        row = {
+        row: SpeculationSampleDoc = {
             "target_forwards": len(target),
             "draft_forwards": len(draft),
             "tokens": produced,
@@ -137,19 +187,25 @@ class Speculator:
             if self.first_output is None:
                 self.first_output = (inputs, output)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> SpeculationDoc:
         """The run's speculation: totals over measured samples and the per-step figures."""
         rows = self.samples
-        keys = ("target_forwards", "draft_forwards", "tokens", "proposed", "accepted")
-        total = {k: sum(r[k] for r in rows) for k in keys}
-        steps = max(1, total["target_forwards"] - len(rows))  # forwards after each prefill
+        forwards = sum(r["target_forwards"] for r in rows)
+        tokens = sum(r["tokens"] for r in rows)
+        proposed = sum(r["proposed"] for r in rows)
+        accepted = sum(r["accepted"] for r in rows)
+        steps = max(1, forwards - len(rows))  # forwards after each prefill
         return {
             "kind": self.decoding.kind,
             "value": self.decoding.tokens if self.decoding.draft is None else self.decoding.draft,
-            **total,
-            "acceptance_rate": total["accepted"] / total["proposed"] if total["proposed"] else None,
-            "tokens_per_target_forward": total["tokens"] / max(1, total["target_forwards"]),
-            "mean_accepted_per_step": total["accepted"] / steps,
+            "target_forwards": forwards,
+            "draft_forwards": sum(r["draft_forwards"] for r in rows),
+            "tokens": tokens,
+            "proposed": proposed,
+            "accepted": accepted,
+            "acceptance_rate": accepted / proposed if proposed else None,
+            "tokens_per_target_forward": tokens / max(1, forwards),
+            "mean_accepted_per_step": accepted / steps,
             "draft_ms_per_step": sum(r["draft_ms"] for r in rows) / steps,
             "verify_ms_per_step": sum(r["verify_ms"] for r in rows) / steps,
             "prefill_ms_median": statistics.median(
@@ -165,7 +221,7 @@ def speculator_for(decoding: str, loaded: LoadedModel, clock: Clock) -> Speculat
     return Speculator(parsed, loaded, clock) if parsed.speculative else None
 
 
-def greedy_check(spec: Speculator, new_tokens: int) -> dict[str, Any]:
+def greedy_check(spec: Speculator, new_tokens: int) -> GreedyCheckDoc:
     """The first measured sample's prompt generated again greedily: does the output match?"""
     import torch
 

@@ -18,16 +18,17 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from infermeter.knobs import Knob, KnobNotApplied
+from infermeter.knobs.evidence import KnobCheckDoc
 from infermeter.models.loader import LoadedModel, load_model
 from infermeter.run.components import phase_components
 from infermeter.run.config import RunConfig
 from infermeter.run.interleave import Arm, check_interleavable, profile_interleaved
 from infermeter.run.profiling import profile
 from infermeter.run.refusals import refuse_from_config
-from infermeter.run.results import METRICS, RunResult, SampleRowDoc
+from infermeter.run.results import METRICS, ChecksDoc, RunResult, SampleRowDoc
 from infermeter.run.sink import RunSink, StoredSweeps, SweepStore
 from infermeter.run.sweep_spec import SweepSpec, SweepSpecDoc
 
@@ -180,7 +181,7 @@ def _verify_after(
     grid: dict[str, Knob],
     point: dict[str, Any],
     loaded: LoadedModel,
-    checks: dict[str, Any],
+    checks: dict[str, KnobCheckDoc],
     failures: list[KnobNotApplied],
     applied: dict[str, Any] | None = None,
 ) -> Callable[[RunResult], None]:
@@ -194,7 +195,7 @@ def _verify_after(
         for name, value in point.items():
             knob = grid[name]
             if knob.observed is not None and applied and name in applied:
-                checks[name] = {**checks.get(name, {}), "during_run": knob.observed(applied[name])}
+                checks.setdefault(name, {})["during_run"] = knob.observed(applied[name])
             if knob.scope == "model" or knob.verify is None:
                 continue
             try:
@@ -203,8 +204,9 @@ def _verify_after(
                 checks[name] = {"error": str(exc)}
                 run.status, run.error = "failed", f"knob not applied: {exc}"
                 failures.append(exc)
-        # beside what the run recorded itself (a speculative run's `speculation`)
-        run.checks = {**run.checks, **checks}
+        # beside what the run recorded itself (a speculative run's `speculation`); each key is
+        # a knob's name, which ChecksDoc names (tests/run/test_documents.py holds the two)
+        run.checks.update(cast("ChecksDoc", checks))
 
     return verify_after
 
@@ -235,7 +237,7 @@ def run_point(
     config = _point_config(base, grid, point)
     model_knobs = {k: v for k, v in point.items() if grid[k].scope == "model"}
     shown = {k: show(grid[k], v) for k, v in point.items()}
-    checks: dict[str, Any] = {}
+    checks: dict[str, KnobCheckDoc] = {}
     failures: list[KnobNotApplied] = []
     applied: dict[str, Any] = {}
     with contextlib.ExitStack() as stack:
@@ -272,7 +274,7 @@ def _arm(
     time), its config knobs verified after its run.
     """
     model_knobs = {k: v for k, v in point.items() if grid[k].scope == "model"}
-    checks: dict[str, Any] = {}
+    checks: dict[str, KnobCheckDoc] = {}
 
     @contextlib.contextmanager
     def apply() -> Iterator[None]:

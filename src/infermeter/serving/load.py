@@ -46,6 +46,7 @@ if TYPE_CHECKING:  # run/config.py loads the model presets, which a load run nee
 
     from infermeter.models import LoadedModel
     from infermeter.run.config import RunConfigDoc
+    from infermeter.run.results import LoadCheckDoc
     from infermeter.run.sink import RunSink
 
 SERVERS = ("continuous", "static")
@@ -1495,7 +1496,7 @@ def as_run(doc: dict[str, Any], model_info: ModelInfoDoc) -> Any:
 
 def _load_checks(
     doc: dict[str, Any], rows: list[dict[str, Any]], failed: list[dict[str, Any]]
-) -> dict[str, Any]:
+) -> LoadCheckDoc:
     """What a stored load run keeps beside its samples (`checks["load"]`)."""
     meta = doc["meta"]
     return {
@@ -1506,7 +1507,13 @@ def _load_checks(
         "workload": meta.get("workload"),
         "steps": doc.get("steps"),
         "request_energy": [
-            {k: r.get(k) for k in ("sample_id", "energy_j", "prefill_j", "decode_j")} for r in rows
+            {
+                "sample_id": r["sample_id"],
+                "energy_j": r.get("energy_j"),
+                "prefill_j": r.get("prefill_j"),
+                "decode_j": r.get("decode_j"),
+            }
+            for r in rows
         ],
         "server_metrics": doc.get("server_metrics"),
         "step_state": meta.get("step_state"),

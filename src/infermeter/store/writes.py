@@ -205,7 +205,7 @@ class StoreWrites(StoreCore):
                 row.samples.append(sample_row(smp))
             _drop_live_layers(row)
             row.energy = cast("dict[str, Any] | None", result.energy)  # a JSON column
-            row.checks = result.checks or None
+            row.checks = cast("dict[str, Any] | None", result.checks or None)  # a JSON column
             cost = result.instrument_cost
             row.instrument_cost = cost.to_dict() if cost is not None else None
             row.knobs = result.knobs
