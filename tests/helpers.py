@@ -112,3 +112,10 @@ def interruptible() -> None:
 def doc_keys(doc_type: type) -> set[str]:
     """A TypedDict's keys, its bases' included, without evaluating their types."""
     return set(doc_type.__required_keys__ | doc_type.__optional_keys__)  # type: ignore[attr-defined]
+
+
+def assert_rows_are(rows, doc_type: type) -> None:
+    """Every row holds its document's required keys and no key the document does not name."""
+    required = set(doc_type.__required_keys__)  # type: ignore[attr-defined]
+    for row in rows:
+        assert required <= set(row) <= doc_keys(doc_type), (doc_type.__name__, sorted(row))

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from infermeter import RunConfig, Store, profile
 from infermeter.dashboard.cursor import IdCursor
+from infermeter.instrument.tables import LayerRowDoc
+from infermeter.store.live import LiveLayersDoc
 from infermeter.store.rows import sample_row
 from infermeter.store.schema import SampleRow
+from tests.helpers import assert_rows_are, doc_keys
 
 
 class Clock:
@@ -80,5 +83,7 @@ def test_a_finished_runs_final_layers_reach_the_feed(tmp_path, tiny_llama):
         sink=store,
     )
     tables = store.live_layers_after(start)
+    assert set(tables[0]) == doc_keys(LiveLayersDoc)
+    assert_rows_are(tables[0]["rows"], LayerRowDoc)
     assert [t["run_id"] for t in tables] == [run.run_id]
     assert {r["kind"] for r in tables[0]["rows"]} >= {"block"}

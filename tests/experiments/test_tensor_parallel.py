@@ -9,7 +9,8 @@ from typer.testing import CliRunner
 from infermeter import Store
 from infermeter.analysis.communication import ring_seconds
 from infermeter.cli.app import app
-from tests.helpers import assert_one_line_error, interruptible
+from infermeter.instrument.collectives import CollectiveRowDoc, CommunicationRowDoc
+from tests.helpers import assert_one_line_error, assert_rows_are, interruptible
 
 runner = CliRunner()
 ARGS = [
@@ -54,6 +55,8 @@ def test_two_processes_give_the_same_greedy_tokens_as_one(runs):
 def test_two_all_reduces_per_block_per_forward_with_the_exact_bytes(runs):
     _, _, two = runs
     rows = two.layers["collectives"]
+    assert_rows_are(rows, CollectiveRowDoc)
+    assert_rows_are(two.layers["communication"], CommunicationRowDoc)
     assert {r["op"] for r in rows} == {"all_reduce"}  # the plan keeps the LM head whole
     assert sorted({r["layer"] for r in rows}) == list(range(LAYERS))
     for r in rows:

@@ -4,7 +4,8 @@ import pytest
 
 from infermeter.measure import clock as clock_mod
 from infermeter.measure.clock import CudaEventClock, MockClock, PerfCounterClock, clock_for
-from infermeter.measure.timer import Timer, measure_repeated
+from infermeter.measure.timer import SectionRowDoc, SectionSummaryDoc, Timer, measure_repeated
+from tests.helpers import assert_rows_are, doc_keys
 
 
 def test_perf_counter_clock_measures_a_sleep():
@@ -173,9 +174,11 @@ def test_timer_rows_land_on_a_given_timeline_and_summarise_per_name():
         with t.section("step"):
             c.advance(ms)
     rows = t.rows(origin, offset_ms=1000.0)
+    assert_rows_are(rows, SectionRowDoc)
     assert [r["ms"] for r in rows] == [2.0, 3.0, 2.0, 40.0]
     assert rows[0]["start_ms"] == 1100.0 and rows[1]["start_ms"] == 1102.0
     assert t.rows()[0]["start_ms"] == 0.0  # the timer's own origin by default
     (summary,) = section_summary(rows)
+    assert set(summary) == doc_keys(SectionSummaryDoc)
     assert summary["name"] == "step" and summary["calls"] == 4 and summary["total_ms"] == 47.0
     assert summary["median_ms"] == 2.5 and summary["max_ms"] == 40.0 and summary["outliers"] == 1

@@ -7,8 +7,28 @@ from typer.testing import CliRunner
 
 from infermeter import RunConfig, Store, profile
 from infermeter.cli.app import app
+from infermeter.instrument.probes import (
+    ActivationRowDoc,
+    AttentionHeadRowDoc,
+    AttentionRowDoc,
+    KillRowDoc,
+    RoutingRowDoc,
+)
+from infermeter.instrument.tables import LayerRowDoc, MoeLoadRowDoc, PartRowDoc
 from infermeter.run.sweep import SweepSpec, run_sweep
-from tests.helpers import assert_one_line_error
+from tests.helpers import assert_one_line_error, assert_rows_are
+
+#: the tables of a deep run of a MoE model (energy off), and their row documents
+DEEP_MOE_TABLES = {
+    "layers": LayerRowDoc,
+    "parts": PartRowDoc,
+    "activations": ActivationRowDoc,
+    "attention": AttentionRowDoc,
+    "attention_heads": AttentionHeadRowDoc,
+    "mlp_kill": KillRowDoc,
+    "moe_routing": RoutingRowDoc,
+    "moe_load": MoeLoadRowDoc,
+}
 
 runner = CliRunner()
 
@@ -106,6 +126,11 @@ def test_a_deep_moe_runs_report_draws_its_block_statistics_and_experts(tiny_moe,
         loaded=tiny_moe,
         sink=Store(db),
     )  # fmt: skip
+    # every table is its row document, as measured and as stored
+    for kept in (run, Store(db).get(run.run_id)):
+        assert set(kept.layers) == set(DEEP_MOE_TABLES)
+        for name, doc in DEEP_MOE_TABLES.items():
+            assert_rows_are(kept.layers[name], doc)
     found: dict[str, list[str]] = {}
     hooks = [lambda fig, stem: found.update({stem: figure_problems(fig)})]
     saved, figure_check.FIGURE_HOOKS[:] = list(figure_check.FIGURE_HOOKS), hooks

@@ -14,8 +14,9 @@ from typer.testing import CliRunner
 from infermeter import RunConfig, Store, profile
 from infermeter.cli.app import app
 from infermeter.errors import UserError
+from infermeter.run.results import LayerEnergyRowDoc
 from infermeter.store import SCHEMA_VERSION
-from tests.helpers import assert_one_line_error
+from tests.helpers import assert_one_line_error, assert_rows_are
 
 WATTS = 22.0  # 20 W package + 2 W DRAM
 
@@ -77,6 +78,7 @@ def test_layer_energy_is_apportioned_by_forward_time(live_rapl, tiny_llama):
     )
     result = profile(config, loaded=tiny_llama)
     rows = result.layers["layer_energy"]
+    assert_rows_are(rows, LayerEnergyRowDoc)
     assert rows and all(r["basis"] == "apportioned" for r in rows)
     for phase, key in (("prefill", "prefill_j"), ("decode", "decode_j")):
         phase_j = sum(getattr(s, key) for s in result.measured)

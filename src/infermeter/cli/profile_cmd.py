@@ -25,6 +25,7 @@ from infermeter.models.spec import check_model_spec
 from infermeter.util.jsonio import clean_json, print_json, write_json
 
 if TYPE_CHECKING:
+    from infermeter.instrument.collectives import CommunicationRowDoc
     from infermeter.run import RunConfig
 
 
@@ -200,7 +201,7 @@ def _run_tp(config: RunConfig, tp: int, db: str | None, out: Path | None, json_o
     return _emit(result, out_dir, json_out, [run_card(result, where=store.where), comm])
 
 
-def communication_table(rows: list[dict[str, Any]]) -> Any:
+def communication_table(rows: list[CommunicationRowDoc]) -> Any:
     """Per phase: forwards, collectives per forward, bytes, ms communicating vs computing."""
     from rich import box
     from rich.table import Table

@@ -11,6 +11,8 @@ from rich.text import Text
 from infermeter.util import fmt
 
 if TYPE_CHECKING:
+    from infermeter.instrument.tables import LayerRowDoc, PartRowDoc
+    from infermeter.measure.timer import SectionRowDoc
     from infermeter.run.results import RunResult
 
 
@@ -67,7 +69,7 @@ _EXPLAIN = {
 }
 
 
-def _parts_table(parts: list[dict[str, Any]]) -> list[Any]:
+def _parts_table(parts: list[PartRowDoc]) -> list[Any]:
     """Where the time goes, as a tree: each part indented under the part it runs inside.
 
     Each row has its share of that parent (shares add to 100% at each level) and of the
@@ -96,10 +98,10 @@ def _parts_table(parts: list[dict[str, Any]]) -> list[Any]:
     return [t, *notes]
 
 
-def _block_times(rows: list[dict[str, Any]]) -> Table | None:
+def _block_times(rows: list[LayerRowDoc]) -> Table | None:
     times: dict[int, dict[str, Any]] = {}
     for r in rows:
-        if r["kind"] == "block":
+        if r["kind"] == "block" and r["layer"] is not None:
             row = times.setdefault(int(r["layer"]), {})
             row[f"{r['phase']}_ms"] = r["mean_ms"]
             row[f"{r['phase']}_pct"] = r["pct_forward"]
@@ -122,12 +124,16 @@ def _block_times(rows: list[dict[str, Any]]) -> Table | None:
 
 
 def _stat_table(run: RunResult, title: str, fields: list[tuple[str, str, str]]) -> Table | None:
-    present = [f for f in fields if any(r["phase"] == "decode" for r in run.layers.get(f[0], []))]
+    from infermeter.run.results import layer_table
+
+    present = [
+        f for f in fields if any(r["phase"] == "decode" for r in layer_table(run.layers, f[0]))
+    ]
     if not present:
         return None
     by_layer: dict[int, dict[tuple[str, str], Any]] = {}
     for table, field, _ in present:
-        for r in run.layers[table]:
+        for r in layer_table(run.layers, table):
             if r["phase"] == "decode":
                 by_layer.setdefault(int(r["layer"]), {})[(table, field)] = r.get(field)
     t = _compact(title, ["block"] + [label for _, _, label in present])
@@ -136,7 +142,7 @@ def _stat_table(run: RunResult, title: str, fields: list[tuple[str, str, str]]) 
     return t
 
 
-def _sections_table(rows: list[dict[str, Any]]) -> Table | None:
+def _sections_table(rows: list[SectionRowDoc]) -> Table | None:
     """A session's user regions: calls, median with its 95% interval, spread, total."""
     from infermeter.measure.timer import section_summary
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from infermeter.dashboard.cursor import IdCursor
 
 if TYPE_CHECKING:
-    from infermeter.store.live import LiveSampleDoc, ProgressRowDoc
+    from infermeter.store.live import LiveLayersDoc, LiveSampleDoc, ProgressRowDoc
     from infermeter.store.queries import RunStatusDoc
 
 
@@ -41,7 +41,7 @@ class LiveSource(Protocol):
         """The latest samples of the runs still running (a page opened mid-run)."""
         ...
 
-    def live_layers_after(self, last_id: int) -> list[dict[str, Any]]:
+    def live_layers_after(self, last_id: int) -> list[LiveLayersDoc]:
         """Per-layer tables (in progress or final) stored after a cursor."""
         ...
 

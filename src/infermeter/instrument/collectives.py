@@ -16,12 +16,42 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from infermeter.models.forward_args import forward_phase
 
 #: torch.distributed functions wrapped, by the name the tables show
 WRAPPED = {"all_reduce": "all_reduce", "all_gather_into_tensor": "all_gather"}
+
+
+class CollectiveRowDoc(TypedDict):
+    """One phase, layer and collective operation of a tensor-parallel run (`collectives`)."""
+
+    phase: str
+    #: the decoder block (-1: outside every block)
+    layer: int
+    op: str
+    count: int
+    bytes: int
+    ms: float
+    count_per_forward: float
+    bytes_per_call: float
+    #: per position (batch x tokens) of the forwards: hidden size x dtype size for an all-reduce
+    bytes_per_position: float | None
+
+
+class CommunicationRowDoc(TypedDict):
+    """One phase of a tensor-parallel run (`communication`): collectives against the forward."""
+
+    phase: str
+    forwards: int
+    positions: int
+    collectives: int
+    bytes: int
+    comm_ms: float
+    forward_ms: float
+    compute_ms: float
+    comm_share: float | None
 
 
 @dataclass
@@ -108,9 +138,9 @@ class CollectiveRecorder:
         self.calls.clear()
         self.forwards.clear()
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[CollectiveRowDoc]:
         """One row per phase, layer and operation: count, bytes, ms, and per forward."""
-        out = []
+        out: list[CollectiveRowDoc] = []
         for (phase, layer, op), (count, nbytes, secs, positions) in sorted(self.calls.items()):
             forwards = self.forwards[phase][0] or 1
             out.append(
@@ -129,9 +159,9 @@ class CollectiveRecorder:
             )
         return out
 
-    def phases(self) -> list[dict[str, Any]]:
+    def phases(self) -> list[CommunicationRowDoc]:
         """Per phase: forwards, collectives, bytes, communication and forward ms, the share."""
-        out = []
+        out: list[CommunicationRowDoc] = []
         for phase, (forwards, fwd_s, positions) in sorted(self.forwards.items()):
             calls = [v for (p, _, _), v in self.calls.items() if p == phase]
             comm_s = sum(v[2] for v in calls)

@@ -17,9 +17,69 @@ mean |x| = sum|x| / n, std from sum x and sum x^2, max |x| from min and max.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypedDict
 
 PHASES = ("prefill", "decode")
+
+
+class ActivationRowDoc(TypedDict):
+    """A block's output statistics over a phase's probed calls (`activations`)."""
+
+    phase: str
+    layer: int
+    mean_abs: float
+    std: float
+    max_abs: float
+    #: share of values at or below the probe's epsilon
+    sparsity: float
+    calls: int
+
+
+class KillRowDoc(TypedDict):
+    """The MLP activation's values at or below kill_eps in a phase (`mlp_kill`)."""
+
+    phase: str
+    layer: int
+    kill_ratio: float
+    values: int
+
+
+class RoutingRowDoc(TypedDict):
+    """Tokens a layer's router sent to one expert in a phase (`moe_routing`)."""
+
+    phase: str
+    layer: int
+    expert: int
+    tokens: int
+    share: float
+
+
+class _AttentionRowDoc(TypedDict):
+    phase: str
+    layer: int
+    #: mean entropy of a softmax row (nats)
+    entropy: float
+    #: share of live (unmasked) weights below the threshold; None (NaN) where none was live
+    sparsity: float | None
+
+
+class AttentionRowDoc(_AttentionRowDoc, total=False):
+    """A layer's attention weights in a phase (`attention`).
+
+    Deep mode adds each timed operation's mean ms per call (`qk_ms`, `softmax_ms`, `av_ms`,
+    `o_proj_ms`) where it timed them.
+    """
+
+    qk_ms: float | None
+    softmax_ms: float | None
+    av_ms: float | None
+    o_proj_ms: float | None
+
+
+class AttentionHeadRowDoc(_AttentionRowDoc):
+    """One head's attention weights in a phase (`attention_heads`)."""
+
+    head: int
 
 
 def _tensor_of(out: Any) -> Any:
@@ -155,7 +215,7 @@ class ActivationProbe(_RowProbe):
         squares = t.linalg.vector_norm(s, 2, dim=1).square()
         return (s.abs().sum(1), s.sum(1), squares, lo, hi, big)
 
-    def collect(self) -> list[dict[str, Any]]:
+    def collect(self) -> list[ActivationRowDoc]:
         """Rows (phase, layer, mean_abs, std, max_abs, sparsity, calls) after one host copy."""
         acc: dict[tuple[int, int], list[Any]] = {}  # float sums, then int counts
         for (phase, layer, n), (s_abs, s, s2, lo, hi, big) in zip(
@@ -169,7 +229,7 @@ class ActivationProbe(_RowProbe):
             a[4] += n - big
             a[5] += n
             a[6] += 1
-        rows = []
+        rows: list[ActivationRowDoc] = []
         for (phase, layer), (s_abs, s, s2, mx, small, n, calls) in sorted(acc.items()):
             mean = s / n
             var = max(s2 / n - mean * mean, 0.0) * (n / (n - 1) if n > 1 else 1.0)
@@ -205,7 +265,7 @@ class KillProbe(_RowProbe):
     def _columns(self, s: Any) -> tuple[Any, ...]:
         return (self._torch.count_nonzero(s.abs() <= self.eps, dim=1),)
 
-    def collect(self) -> list[dict[str, Any]]:
+    def collect(self) -> list[KillRowDoc]:
         """Rows (phase, layer, kill_ratio, values)."""
         acc: dict[tuple[int, int], list[Any]] = {}  # float sums, then int counts
         for (phase, layer, n), (killed,) in zip(self.rows.meta, self.rows.host(), strict=True):
@@ -243,10 +303,10 @@ class RoutingProbe:
         self.buf[phase, layer].index_add_(0, flat, self._ones[: flat.numel()])
         self.assignments[phase][layer] += flat.numel()
 
-    def collect(self) -> list[dict[str, Any]]:
+    def collect(self) -> list[RoutingRowDoc]:
         """Rows (phase, layer, expert, tokens, share)."""
         host = self.buf.cpu().tolist()
-        rows = []
+        rows: list[RoutingRowDoc] = []
         for p, ph in enumerate(PHASES):
             for layer, counts in enumerate(host[p]):
                 total = self.assignments[p][layer]
@@ -331,25 +391,38 @@ class AttentionProbe(_RowProbe):
         return acc
 
     @staticmethod
-    def _row(ent: float, below: float, masked: float, rows: float, n: float) -> dict[str, float]:
+    def _row(
+        phase: int, layer: int, ent: float, below: float, masked: float, rows: float, n: float
+    ) -> AttentionRowDoc:
         live = n - masked
-        return {"entropy": ent / rows, "sparsity": (below - masked) / live if live else math.nan}
+        return {
+            "phase": PHASES[phase],
+            "layer": layer,
+            "entropy": ent / rows,
+            "sparsity": (below - masked) / live if live else math.nan,
+        }
 
-    def collect(self) -> list[dict[str, Any]]:
+    def collect(self) -> list[AttentionRowDoc]:
         """Rows (phase, layer, entropy, sparsity): every head of the layer together."""
         by_layer: dict[tuple[int, int], list[float]] = {}
         for (p, layer, _), sums in self._sums().items():
             a = by_layer.setdefault((p, layer), [0.0, 0.0, 0.0, 0, 0])
             for k, v in enumerate(sums):
                 a[k] += v
-        return [
-            {"phase": PHASES[p], "layer": layer, **self._row(*sums)}
-            for (p, layer), sums in sorted(by_layer.items())
-        ]
+        return [self._row(p, layer, *sums) for (p, layer), sums in sorted(by_layer.items())]
 
-    def collect_heads(self) -> list[dict[str, Any]]:
+    def collect_heads(self) -> list[AttentionHeadRowDoc]:
         """Rows (phase, layer, head, entropy, sparsity): each head apart."""
-        return [
-            {"phase": PHASES[p], "layer": layer, "head": head, **self._row(*sums)}
-            for (p, layer, head), sums in sorted(self._sums().items())
-        ]
+        out: list[AttentionHeadRowDoc] = []
+        for (p, layer, head), sums in sorted(self._sums().items()):
+            row = self._row(p, layer, *sums)
+            out.append(
+                {
+                    "phase": row["phase"],
+                    "layer": layer,
+                    "head": head,
+                    "entropy": row["entropy"],
+                    "sparsity": row["sparsity"],
+                }
+            )
+        return out

@@ -10,13 +10,21 @@ projector): Python glue, cache updates, mask building, hooks' own cost.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:
     from infermeter.instrument.packing import PackedRecords
+    from infermeter.instrument.probes import (
+        ActivationRowDoc,
+        AttentionHeadRowDoc,
+        AttentionRowDoc,
+        KillRowDoc,
+        RoutingRowDoc,
+    )
+    from infermeter.measure.timer import SectionRowDoc
 
 #: Modules called directly by the model's forward (their sum plus "other" is the forward time).
 TOP_LEVEL = (
@@ -62,6 +70,57 @@ REST = {
 }
 
 
+class LayerRowDoc(TypedDict):
+    """A timed module in a phase (`layers`): its calls, time, and share of the forward.
+
+    Stored rows hold None where the frame held NaN (a phase whose forward was not timed).
+    """
+
+    name: str
+    #: the module's part kind: block, attention, mlp, ..., or a top-level part (TOP_LEVEL)
+    kind: str
+    #: the decoder block; None outside the blocks
+    layer: int | None
+    phase: str
+    calls: int
+    total_ms: float
+    mean_ms: float
+    pct_forward: float | None
+    #: each generate call's total in this module and phase: the distribution `compare` judges
+    sample_ms: list[float]
+
+
+class PartRowDoc(TypedDict):
+    """A part type in a phase (`parts`), with its share of the forward and of its parent.
+
+    "rest of ..." rows (a parent's time outside its timed children) and "other" have no calls.
+    """
+
+    phase: str
+    part: str
+    parent: str | None
+    calls: int | None
+    total_ms: float
+    mean_ms: float | None
+    pct_forward: float | None
+    pct_parent: float | None
+
+
+class MoeLoadRowDoc(TypedDict):
+    """A MoE layer's balance over its experts in a phase (`moe_load`)."""
+
+    phase: str
+    layer: int
+    assignments: int
+    max_share: float
+    min_share: float
+    #: busiest share / mean share: 1.0 is perfectly even
+    imbalance: float
+    #: nats, beside its maximum log(experts)
+    load_entropy: float
+    max_entropy: float
+
+
 _PART_COLUMNS = [
     "phase",
     "part",
@@ -76,13 +135,20 @@ _PART_COLUMNS = [
 
 def _row(
     phase: str, part: str, calls: int | None, total: float, mean: float | None, fwd: float | None
-) -> dict[str, Any]:
-    pct = 100.0 * total / fwd if fwd else float("nan")
-    values = (phase, part, PARENT.get(part), calls, total, mean, pct, float("nan"))
-    return dict(zip(_PART_COLUMNS, values, strict=True))
+) -> PartRowDoc:
+    return {
+        "phase": phase,
+        "part": part,
+        "parent": PARENT.get(part),
+        "calls": calls,
+        "total_ms": total,
+        "mean_ms": mean,
+        "pct_forward": 100.0 * total / fwd if fwd else float("nan"),
+        "pct_parent": float("nan"),
+    }
 
 
-def nest_parts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def nest_parts(rows: list[PartRowDoc]) -> list[PartRowDoc]:
     """Each part's share of its parent, and a "rest of" row per parent with timed children.
 
     So the shares add to 100% at every level: forward = top-level parts + other; block =
@@ -90,7 +156,7 @@ def nest_parts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """
     out = []
     for phase in dict.fromkeys(r["phase"] for r in rows):
-        mine = [dict(r) for r in rows if r["phase"] == phase]
+        mine = [r.copy() for r in rows if r["phase"] == phase]
         total = {r["part"]: r["total_ms"] for r in mine}
         forward = total.get("forward")
         for parent, why in REST.items():
@@ -101,7 +167,8 @@ def nest_parts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 row["parent"] = parent
                 mine.append(row)
         for r in mine:
-            base = total.get(r["parent"]) if r["parent"] else r["total_ms"]
+            above = r["parent"]
+            base = total.get(above) if above else r["total_ms"]
             r["pct_parent"] = 100.0 * r["total_ms"] / base if base else float("nan")
         out += mine
     return out
@@ -135,16 +202,16 @@ class LayerProfile:
     modules: list[ModuleInfo]
     steps: list[StepInfo]
     records: tuple[list[int], list[int], list[float], list[float]]
-    activations: list[dict[str, Any]] = field(default_factory=list)
-    attention: list[dict[str, Any]] = field(default_factory=list)
+    activations: list[ActivationRowDoc] = field(default_factory=list)
+    attention: list[AttentionRowDoc] = field(default_factory=list)
     #: the same statistics for each head of each layer
-    attention_heads: list[dict[str, Any]] = field(default_factory=list)
-    kill: list[dict[str, Any]] = field(default_factory=list)
-    routing: list[dict[str, Any]] = field(default_factory=list)
+    attention_heads: list[AttentionHeadRowDoc] = field(default_factory=list)
+    kill: list[KillRowDoc] = field(default_factory=list)
+    routing: list[RoutingRowDoc] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     num_layers: int = 0
     #: user regions (`Profiler.section`), one row per call: name, depth, thread, start_ms, ms
-    sections: list[dict[str, Any]] = field(default_factory=list)
+    sections: list[SectionRowDoc] = field(default_factory=list)
 
     def __repr__(self) -> str:
         """One line: what was measured, not every raw record."""
@@ -257,7 +324,7 @@ class LayerProfile:
         return pd.DataFrame(nest_parts(rows), columns=_PART_COLUMNS)
 
     @staticmethod
-    def _part_row(phase: str, kind: str, ms: pd.Series, forward: float | None) -> dict[str, Any]:
+    def _part_row(phase: str, kind: str, ms: pd.Series, forward: float | None) -> PartRowDoc:
         """One part's row (before `_nest` adds the shares of its parent)."""
         return _row(phase, kind, int(ms.size), float(ms.sum()), float(ms.mean()), forward)
 

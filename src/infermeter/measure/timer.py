@@ -10,10 +10,21 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from infermeter.measure.clock import Clock
 from infermeter.measure.stats import Summary, summarize
+
+
+class SectionRowDoc(TypedDict):
+    """A user region's call (`Profiler.section`) as a run keeps it: ms on the run's timeline."""
+
+    name: str
+    depth: int
+    #: the thread's name
+    thread: str
+    start_ms: float
+    ms: float
 
 
 @dataclass
@@ -103,7 +114,7 @@ class Timer:
             if s.end is not None
         ]
 
-    def rows(self, origin: Any = None, offset_ms: float = 0.0) -> list[dict[str, Any]]:
+    def rows(self, origin: Any = None, offset_ms: float = 0.0) -> list[SectionRowDoc]:
         """Finished sections as stored rows: name, depth, thread, start_ms, ms.
 
         Args:
@@ -125,7 +136,24 @@ class Timer:
         ]
 
 
-def section_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+class SectionSummaryDoc(TypedDict):
+    """A user region's calls summarised: total, median with its 95% interval, spread."""
+
+    name: str
+    calls: int
+    total_ms: float
+    median_ms: float
+    median_ci95_low_ms: float
+    median_ci95_high_ms: float
+    mean_ms: float
+    std_ms: float
+    min_ms: float
+    max_ms: float
+    #: calls marked out of line with the rest (a shared machine's stalls)
+    outliers: int
+
+
+def section_summary(rows: list[SectionRowDoc]) -> list[SectionSummaryDoc]:
     """Per section name, in first-seen order: calls, total and the distribution of one call.
 
     The median (with its 95% interval) is the headline; `outliers` counts calls marked as
@@ -134,7 +162,7 @@ def section_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     by_name: dict[str, list[float]] = {}
     for r in rows:
         by_name.setdefault(r["name"], []).append(float(r["ms"]))
-    out = []
+    out: list[SectionSummaryDoc] = []
     for name, ms in by_name.items():
         s = summarize(ms)
         out.append(

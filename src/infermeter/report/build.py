@@ -320,7 +320,10 @@ def run_report(run: RunResult, out: Path, analysis: dict[str, Any] | None = None
     doc.heading("Samples")
     doc.table(samples)
     files.append(write_csv(out / "samples.csv", samples))
-    for name, rows in run.layers.items():
+    from infermeter.run.results import layer_table
+
+    for name in run.layers:
+        rows = layer_table(run.layers, name)
         if rows:
             files.append(write_csv(out / f"layers_{name}.csv", rows))
     files.append(write_json(out / "run.json", run.to_json()))

@@ -11,8 +11,9 @@ Each function writes a PNG (300 DPI) and the CSV it was drawn from, and returns 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import matplotlib
 import numpy as np
@@ -29,6 +30,9 @@ from infermeter.util.palette import BLUE, GREEN, GREY, ORANGE, PHASES, VERMILLIO
 
 if TYPE_CHECKING:  # annotations only: the run's module imports numpy
     from infermeter.run.results import RunResult
+
+#: a per-layer table's row: every row document has a phase and a layer
+_Row = TypeVar("_Row", bound="Mapping[str, Any]")
 
 #: a run's phases in the colours the dashboard draws them in
 PHASE_COLORS = dict(PHASES)
@@ -84,8 +88,8 @@ def layer_figure(run: RunResult, out: Path) -> list[Path]:
     for ax, phase, color in zip(
         axes, ("prefill", "decode"), (PHASE_COLORS["prefill"], PHASE_COLORS["decode"]), strict=True
     ):
-        sub = sorted((r for r in rows if r["phase"] == phase), key=lambda r: r["layer"])
-        ax.bar([int(r["layer"]) for r in sub], [r["mean_ms"] for r in sub], color=color)
+        sub = sorted((r for r in rows if r["phase"] == phase), key=lambda r: r["layer"] or 0)
+        ax.bar([r["layer"] or 0 for r in sub], [r["mean_ms"] for r in sub], color=color)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_title(f"{phase}: ms per call per block", fontsize=9)
         ax.set_xlabel("decoder block")
@@ -256,10 +260,12 @@ _BLOCK_STATS = (
 
 def block_stats_figure(run: RunResult, out: Path) -> list[Path]:
     """Deep mode's statistics per decoder block, prefill and decode as two lines a panel."""
+    from infermeter.run.results import layer_table
+
     panels = [
         (table, col, title)
         for table, col, title in _BLOCK_STATS
-        if any(r.get(col) is not None for r in run.layers.get(table, []))
+        if any(r.get(col) is not None for r in layer_table(run.layers, table))
     ]
     if not panels:
         return []
@@ -268,7 +274,11 @@ def block_stats_figure(run: RunResult, out: Path) -> list[Path]:
     for ax, (table, col, title) in zip(axes[:, 0], panels, strict=True):
         for phase in ("prefill", "decode"):
             sub = sorted(
-                (r for r in run.layers[table] if r["phase"] == phase and r.get(col) is not None),
+                (
+                    r
+                    for r in layer_table(run.layers, table)
+                    if r["phase"] == phase and r.get(col) is not None
+                ),
                 key=lambda r: r["layer"],
             )
             if sub:
@@ -294,14 +304,14 @@ def block_stats_figure(run: RunResult, out: Path) -> list[Path]:
     return save_figure(fig, out, "block_statistics", rows)
 
 
-def _one_phase(rows: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+def _one_phase(rows: list[_Row]) -> tuple[str, list[_Row]]:
     """Decode's rows where the run has them (what a long generation is made of), else prefill's."""
     phase = "decode" if any(r["phase"] == "decode" for r in rows) else "prefill"
     return phase, [r for r in rows if r["phase"] == phase]
 
 
 def _grid(
-    rows: list[dict[str, Any]], x: str, value: str, fill: float
+    rows: Sequence[Mapping[str, Any]], x: str, value: str, fill: float
 ) -> tuple[list[int], list[int], list[list[float]]]:
     """(blocks, x values, blocks x values grid) of `value`; `fill` where a cell has none."""
     layers = sorted({int(r["layer"]) for r in rows})

@@ -11,9 +11,9 @@ processing, sampling, cache bookkeeping). They sum to the phase's measured time 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
-from infermeter.instrument.tables import GENERATE_PARTS, PARENT, nest_parts
+from infermeter.instrument.tables import GENERATE_PARTS, PARENT, PartRowDoc, nest_parts
 
 #: Display order of components.
 COMPONENTS = (
@@ -73,7 +73,7 @@ def phase_components(run: Any, phase: str = "prefill") -> dict[str, float] | Non
     return {k: v for k, v in out.items() if v > 0 or k in ("attention", "mlp")}
 
 
-def with_generate_calls(run: Any, parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def with_generate_calls(run: Any, parts: list[PartRowDoc]) -> list[PartRowDoc]:
     """The part rows under one more level: the generate call's time in each phase.
 
     The generate call's time (TTFT; the decode time) = the model's forward + generate's own
@@ -82,9 +82,9 @@ def with_generate_calls(run: Any, parts: list[dict[str, Any]]) -> list[dict[str,
     are the samples' own (one prefill each: not a session whose code ran generate too) and the
     phase's wall time covers its forward time; otherwise the rows are returned as they are.
     """
-    rows = [dict(r) for r in parts]
+    rows = [r.copy() for r in parts]
     if any("parent" not in r for r in rows):  # stored before parts were nested
-        rows = nest_parts([{**r, "parent": PARENT.get(r["part"])} for r in rows])
+        rows = nest_parts([cast(PartRowDoc, {**r, "parent": PARENT.get(r["part"])}) for r in rows])
     samples = run.measured
     if not samples or (run.config.get("sample_every") or 1) > 1:
         return rows
@@ -133,7 +133,7 @@ def with_generate_calls(run: Any, parts: list[dict[str, Any]]) -> list[dict[str,
     return rows
 
 
-def _split_outside(rows: list[dict[str, Any]], phase: str, outside: float) -> None:
+def _split_outside(rows: list[PartRowDoc], phase: str, outside: float) -> None:
     """Generate's timed parts (token choice, step preparation) as shares of "outside forward".
 
     What is left of it is generate's set-up before the first forward (prefill) and its own
@@ -162,16 +162,16 @@ def _split_outside(rows: list[dict[str, Any]], phase: str, outside: float) -> No
     )
 
 
-def part_tree(parts: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+def part_tree(parts: list[PartRowDoc]) -> list[tuple[int, PartRowDoc]]:
     """(depth, row) in tree order: each part followed by the parts timed inside it."""
-    out: list[tuple[int, dict[str, Any]]] = []
+    out: list[tuple[int, PartRowDoc]] = []
     for phase in dict.fromkeys(r["phase"] for r in parts):
         rows = [r for r in parts if r["phase"] == phase]
         roots = [
             r for r in rows if not r.get("parent") or r["parent"] not in {x["part"] for x in rows}
         ]
 
-        def walk(row: dict[str, Any], depth: int, rows: list[dict[str, Any]] = rows) -> None:
+        def walk(row: PartRowDoc, depth: int, rows: list[PartRowDoc] = rows) -> None:
             out.append((depth, row))
             for child in rows:
                 if child.get("parent") == row["part"] and child is not row:

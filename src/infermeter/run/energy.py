@@ -15,7 +15,7 @@ No source, or a window the trace does not cover: the fields are None with a reas
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from infermeter.measure.energy.attribution import (
     EnergyDoc,
@@ -24,7 +24,10 @@ from infermeter.measure.energy.attribution import (
     WindowEnergy,
 )
 from infermeter.measure.energy.base import Unavailable
-from infermeter.run.results import RunResult, SampleResult
+from infermeter.run.results import LayerEnergyRowDoc, RunResult, SampleResult
+
+if TYPE_CHECKING:
+    from infermeter.instrument.tables import LayerRowDoc
 
 J_PER_KWH = 3.6e6
 
@@ -130,8 +133,8 @@ def attribute(
 
 
 def apportion_layers(
-    layer_rows: list[dict[str, Any]], samples: list[SampleResult]
-) -> list[dict[str, Any]]:
+    layer_rows: list[LayerRowDoc], samples: list[SampleResult]
+) -> list[LayerEnergyRowDoc]:
     """Per module and phase: phase energy x the module's share of forward time (apportioned)."""
     phase_j: dict[str, float] = {}
     phases: tuple[tuple[Literal["prefill_j", "decode_j"], str], ...] = (
@@ -142,7 +145,7 @@ def apportion_layers(
         values = [v for s in samples if s.energy and (v := s.energy.get(key)) is not None]
         if values:
             phase_j[phase] = float(sum(values))
-    out = []
+    out: list[LayerEnergyRowDoc] = []
     for r in layer_rows:
         pct = r.get("pct_forward")
         if r.get("phase") not in phase_j or pct is None or pct != pct:

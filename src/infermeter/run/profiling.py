@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 from infermeter.errors import GenerationFailed, Terminated, UserError
 from infermeter.instrument import Profiler, ProfilingConfig
@@ -31,6 +31,7 @@ from infermeter.instrument.cost import (
     window_cost_us,
 )
 from infermeter.instrument.nvtx import NvtxRanges, cuda_nvtx
+from infermeter.instrument.tables import LayerRowDoc
 from infermeter.knobs.compile import compile_notes, generate_compiles, restart_graph_numbering
 from infermeter.measure.clock import Clock, clock_for
 from infermeter.measure.device import describe_device
@@ -52,7 +53,7 @@ from infermeter.run.generation import TimedGeneration, generation_config, timed_
 from infermeter.run.live_steps import watching
 from infermeter.run.progress import LiveProgress, ProgressFn
 from infermeter.run.refusals import refuse_from_config
-from infermeter.run.results import KnobValue, RunResult, SampleResult
+from infermeter.run.results import KnobValue, LayersDoc, RunResult, SampleResult
 from infermeter.run.signals import stop_on_signals
 from infermeter.run.sink import LiveSink, RunSink
 from infermeter.run.speculation import Speculator, greedy_check, speculator_for
@@ -719,7 +720,8 @@ def _attach_layers(
     """Per-layer tables, packed records, notes and the timed windows' cost (after a failure too)."""
     layer_profile = profiler.result()
     result.trace = {**layer_profile.packed_trace(), "offset_ms": offset_ms}
-    result.layers = {name: _records(df) for name, df in layer_profile.tables().items()}
+    # the frames' columns are the row documents' keys (tests/run/test_documents.py holds them)
+    result.layers = cast("LayersDoc", {n: _records(df) for n, df in layer_profile.tables().items()})
     result.notes.extend(layer_profile.notes)
     if window_us is not None and result.measured:
         summary = result.summary()
@@ -767,7 +769,8 @@ def _publish(
         sink.add_sample(result.run_id, result.samples[-1])
         if profiler is not None and not warm:
             table = profiler.result().layers()
-            sink.live_layers(result.run_id, _records(table[table["kind"] == "block"]))
+            blocks = _records(table[table["kind"] == "block"])  # the `layers` frame's columns
+            sink.live_layers(result.run_id, cast("list[LayerRowDoc]", blocks))
     except UserError as exc:  # a busy database must not cost the measurement: all is kept at
         note = f"live updates paused: {exc.problem}"  # the end in one transaction anyway
         if note not in result.notes:

@@ -22,10 +22,20 @@ from infermeter.models.info import ModelInfoDoc
 from infermeter.run.environment import VersionsDoc
 
 if TYPE_CHECKING:  # run/config.py loads the model presets; a stored run needs none of it
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     import pandas as pd
 
+    from infermeter.instrument.collectives import CollectiveRowDoc, CommunicationRowDoc
+    from infermeter.instrument.probes import (
+        ActivationRowDoc,
+        AttentionHeadRowDoc,
+        AttentionRowDoc,
+        KillRowDoc,
+        RoutingRowDoc,
+    )
+    from infermeter.instrument.tables import LayerRowDoc, MoeLoadRowDoc, PartRowDoc
+    from infermeter.measure.timer import SectionRowDoc
     from infermeter.run.config import RunConfigDoc
     from infermeter.run.slo import SLOReportDoc
     from infermeter.run.speculation import SpeculationDoc
@@ -213,6 +223,51 @@ class ChecksDoc(TypedDict, total=False):
     vision_tokens: KnobCheckDoc
 
 
+class LayerEnergyRowDoc(TypedDict):
+    """A timed module's share of its phase's energy (`layer_energy`, run/energy.py)."""
+
+    name: str
+    kind: str
+    layer: int | None
+    phase: str
+    pct_forward: float
+    energy_j: float
+    #: "apportioned": the phase's energy times the module's share of forward time
+    basis: str
+
+
+class LayersDoc(TypedDict, total=False):
+    """`RunResult.layers`: a standard or deep run's per-layer tables, by name.
+
+    Each a list of rows as the profiler's frames give them (None where a frame held NaN);
+    only the tables a run measured are there. `live_layers` is the block rows of a run still
+    running (the store drops it when the run finishes).
+    """
+
+    layers: list[LayerRowDoc]
+    parts: list[PartRowDoc]
+    activations: list[ActivationRowDoc]
+    attention: list[AttentionRowDoc]
+    attention_heads: list[AttentionHeadRowDoc]
+    mlp_kill: list[KillRowDoc]
+    moe_routing: list[RoutingRowDoc]
+    moe_load: list[MoeLoadRowDoc]
+    sections: list[SectionRowDoc]
+    layer_energy: list[LayerEnergyRowDoc]
+    collectives: list[CollectiveRowDoc]
+    communication: list[CommunicationRowDoc]
+    live_layers: list[LayerRowDoc]
+
+
+def layer_table(layers: LayersDoc, name: str) -> list[Mapping[str, Any]]:
+    """A per-layer table's rows by a name known only at run time ([] where not measured).
+
+    For readers that walk tables and columns by name (a figure's panels, the CSV files); a
+    reader of one table names it (`layers.get("parts")`) and gets its row type.
+    """
+    return cast("list[Mapping[str, Any]]", layers.get(name, []))
+
+
 class RunMetaDoc(TypedDict):
     """A run document's `meta`: what ran, where, with which settings, and how it went."""
 
@@ -275,7 +330,7 @@ class RunJsonDoc(_RunJsonDoc, total=False):
     their readings (`power`).
     """
 
-    layers: dict[str, list[dict[str, Any]]]
+    layers: LayersDoc
     power: PowerDoc
 
 
@@ -416,7 +471,7 @@ class RunResult:
     status: RunStatus = "running"
     error: str | None = None
     notes: list[str] = field(default_factory=list)
-    layers: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    layers: LayersDoc = field(default_factory=lambda: LayersDoc())
     #: Packed per-call records of an instrumented run, for trace export (not in `to_json`).
     trace: TraceDoc | None = None
     #: Energy of the run (see run/energy.py): sources, methods, gaps, totals, or why none.

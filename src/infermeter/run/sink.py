@@ -9,11 +9,12 @@ without them keeps everything at the end); `SweepStore` adds what a resumable sw
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypedDict, runtime_checkable
 
 from infermeter.run.results import RunResult, SampleResult
 
 if TYPE_CHECKING:  # the spec's module parses knobs; a sink needs only its shape
+    from infermeter.instrument.tables import LayerRowDoc
     from infermeter.run.sweep_spec import SweepSpecDoc
 
 
@@ -56,7 +57,7 @@ class LiveSink(RunSink, Protocol):
         """Keep one sample now."""
         ...
 
-    def live_layers(self, run_id: str, rows: list[dict[str, Any]]) -> None:
+    def live_layers(self, run_id: str, rows: list[LayerRowDoc]) -> None:
         """Replace the run's in-progress per-layer table."""
         ...
 

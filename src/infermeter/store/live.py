@@ -8,7 +8,7 @@ not seen yet and drops rows it already sent.
 from __future__ import annotations
 
 import socket
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from sqlalchemy import func, select
 
@@ -18,6 +18,9 @@ from infermeter.store.rows import unpack
 from infermeter.store.schema import LayerStatsRow, ProgressRow, RunRow, SampleRow, StepsRow
 from infermeter.store.writes import LIVE_LAYERS, _alive
 from infermeter.util.timestamps import age_seconds
+
+if TYPE_CHECKING:
+    from infermeter.instrument.tables import LayerRowDoc
 
 #: a progress line from another host (whose process cannot be checked) not updated for this
 #: long is taken as gone; a profile writes at least at each sample and its model's load
@@ -43,6 +46,15 @@ def _stale(row: ProgressRow, status: str | None) -> bool:
 
 #: The per-layer table a finished run keeps (instrument/tables.py names it so).
 FINAL_LAYERS = "layers"
+
+
+class LiveLayersDoc(TypedDict):
+    """A run's per-layer table as the live page draws it: in progress (blocks) or final."""
+
+    #: the table's row id: the live feed's cursor
+    id: int
+    run_id: str
+    rows: list[LayerRowDoc]
 
 
 class LiveSampleDoc(TypedDict):
@@ -157,7 +169,7 @@ class StoreLiveFeed(StoreCore):
                 for r in rows
             ]
 
-    def live_layers_after(self, last_id: int) -> list[dict[str, Any]]:
+    def live_layers_after(self, last_id: int) -> list[LiveLayersDoc]:
         """Per-layer tables stored after `last_id`, oldest first: in progress, and final ones.
 
         The in-progress table is dropped when its run finishes, so a run shorter than one poll

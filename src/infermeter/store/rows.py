@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # annotations only: run.results imports numpy, slow for `runs
     from infermeter.measure.energy.attribution import EnergyDoc, PowerDoc, SampleEnergyDoc
     from infermeter.run.config import RunConfigDoc
     from infermeter.run.environment import VersionsDoc
-    from infermeter.run.results import RunResult, RunStatus, SampleResult
+    from infermeter.run.results import LayersDoc, RunResult, RunStatus, SampleResult
 
 
 def pack(values: tuple[float, ...] | list[float]) -> bytes:
@@ -183,7 +183,7 @@ def run_from_row(row: RunRow) -> RunResult:
         status=cast("RunStatus", row.status),
         error=row.error,
         notes=row.notes or [],
-        layers={ls.table: mib_keys(ls.rows) for ls in row.layer_stats},
+        layers=cast("LayersDoc", {ls.table: mib_keys(ls.rows) for ls in row.layer_stats}),
         trace=trace_dict(row.trace),
         energy=cast("EnergyDoc | None", row.energy),
         power=power_from_rows(row.power),

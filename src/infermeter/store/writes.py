@@ -34,6 +34,7 @@ from infermeter.store.schema import (
 from infermeter.util.timestamps import now_iso
 
 if TYPE_CHECKING:  # annotations only: run.results imports numpy, slow for `runs list`
+    from infermeter.instrument.tables import LayerRowDoc
     from infermeter.run.document import LoadPrediction, Prediction
     from infermeter.run.progress import ProgressDoc
     from infermeter.run.results import RunResult, SampleResult
@@ -128,7 +129,7 @@ class StoreWrites(StoreCore):
             s.add(sample)
         self._written.setdefault(run_id, set()).add(smp.index)
 
-    def live_layers(self, run_id: str, rows: list[dict[str, Any]]) -> None:
+    def live_layers(self, run_id: str, rows: list[LayerRowDoc]) -> None:
         """Replace the run's in-progress per-layer table (dropped when the run finishes)."""
         with self._writing(run_id) as s:
             row = s.get(RunRow, run_id)
