@@ -21,7 +21,8 @@ from infermeter.serving.load import (
     run_load,
     slo_report,
 )
-from tests.helpers import assert_one_line_error, doc_keys, interruptible
+from infermeter.serving.rows import RequestRowDoc
+from tests.helpers import assert_one_line_error, assert_rows_are, doc_keys, interruptible
 
 runner = CliRunner()
 
@@ -83,6 +84,7 @@ def test_each_server_serves_every_request_in_order_of_events(server, tiny_llama)
     )
     doc = run_load(spec, loaded=tiny_llama)
     rows = doc["all_samples"]
+    assert_rows_are(rows, RequestRowDoc)
     assert len(rows) == 6 and all(r["error"] is None for r in rows)
     for row in rows:
         assert row["queue_ms"] >= -1.0  # left the queue after arriving (1 ms of clock slack)

@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 
 from infermeter.cli.app import app
 from infermeter.serving.nullserver import NullSpec, null_server
-from tests.helpers import assert_one_line_error
+from infermeter.serving.rows import RequestRowDoc
+from tests.helpers import assert_one_line_error, assert_rows_are
 
 pytest.importorskip("openai", reason="--endpoint needs the openai client: infermeter[endpoint]")
 runner = CliRunner()
@@ -87,6 +88,8 @@ def test_every_endpoint_run_states_what_its_client_cost(null_url, tmp_path):
     assert 0 < c["cores"] < 2 and c["verdict"]["delivered_share_of_ceiling"] > 0
     assert c["verdict"]["itl_share"] < 0.05  # an unhurried client keeps up with 8 ms tokens
     assert "client:" in out and "self-check: client ceiling" in out
+    assert_rows_are(doc["all_samples"], RequestRowDoc)
+    assert {"http_wait_ms", "ttft_from_send_ms"} <= set(doc["all_samples"][0])
     # latency from the scheduled time and from the send are both kept (coordinated omission)
     for r in doc["all_samples"]:
         assert r["ttft_ms"] == pytest.approx(r["queue_ms"] + r["ttft_from_send_ms"], abs=1e-6)
@@ -326,6 +329,10 @@ def test_peers_own_files_import_with_the_peers_own_figures(tmp_path):
         "profile_export.jsonl",
     )
     guidellm = Path(__file__).parent / "data" / "guidellm-0.8.1-null-server.json"
+    from infermeter.serving.formats import read_peer_file
+
+    for imported in read_peer_file(guidellm, None):  # a peer's rows have the keys every row has
+        assert_rows_are(imported["all_samples"], RequestRowDoc)
     r = runner.invoke(app, ["load", "import", str(guidellm), "--db", db])
     assert r.exit_code == 0, r.output
     assert "6 requests from guidellm" in r.output

@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # run/config.py loads the model presets; a stored run needs n
     from infermeter.instrument.tables import LayerRowDoc, MoeLoadRowDoc, PartRowDoc
     from infermeter.measure.timer import SectionRowDoc
     from infermeter.run.config import RunConfigDoc
-    from infermeter.run.slo import SLOReportDoc
+    from infermeter.run.slo import SLOReportDoc, SLORowDoc
     from infermeter.run.speculation import SpeculationDoc
 
 #: Per-sample metrics summarised in every run, with their units in their names.
@@ -508,7 +508,7 @@ class RunResult:
         if load is not None and slos is None:  # a load run: goodput over its wall time
             return cast("SLOReportDoc", dict(load.get("slo") or {}))
         pairs = tuple((str(n), float(b)) for n, b in (slos or self.config.get("slos") or ()))
-        rows = [
+        rows: list[SLORowDoc] = [
             {"ttft_ms": s.ttft_ms, "tpot_ms": s.tpot_ms, "e2e_ms": s.total_ms, "error": None}
             for s in self.measured
             for _ in range(s.batch_size)

@@ -9,11 +9,29 @@ of requests meeting it; goodput the requests per second meeting every SLO over t
 from __future__ import annotations
 
 import math
-from typing import Any, TypedDict
+from collections.abc import Mapping, Sequence
+from typing import Any, TypedDict, cast
 
 from infermeter.errors import UserError
 
 SLO_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms")
+
+
+class _SLORowDoc(TypedDict):
+    ttft_ms: float
+    tpot_ms: float
+    e2e_ms: float
+    error: str | None
+
+
+class SLORowDoc(_SLORowDoc, total=False):
+    """A request as an SLO judges it: its latencies (NaN: not measured) and its error.
+
+    `slo_report` writes each SLO's pass or fail into it (`slo_pass`). A load's request rows
+    (serving/load.py: `RequestRowDoc`) are these and more.
+    """
+
+    slo_pass: dict[str, bool]
 
 
 class SLOReportDoc(TypedDict, total=False):
@@ -48,7 +66,7 @@ def parse_slos(items: list[str] | None) -> tuple[tuple[str, float], ...]:
 
 
 def slo_report(
-    rows: list[dict[str, Any]], slos: tuple[tuple[str, float], ...], wall_s: float
+    rows: Sequence[SLORowDoc], slos: tuple[tuple[str, float], ...], wall_s: float
 ) -> SLOReportDoc:
     """Per request pass/fail (written into `rows`), attainment per SLO and of all, goodput.
 
@@ -61,7 +79,7 @@ def slo_report(
     for row in rows:
         passed = {}
         for name, bound in slos:
-            v = row.get(name)
+            v = cast("Mapping[str, Any]", row).get(name)  # one of SLO_METRICS, checked on parse
             ok = row.get("error") is None and v is not None and not math.isnan(v) and v <= bound
             passed[name] = ok
             attained[name] += ok

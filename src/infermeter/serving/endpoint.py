@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infermeter.errors import UserError
+from infermeter.serving.rows import HttpPhasesDoc, RequestRowDoc
 from infermeter.util.settings import Range, check_ranges, setting
 from infermeter.util.urls import masked_text, masked_url
 
@@ -433,7 +434,7 @@ async def _traced(request: Any) -> None:
     request.extensions["trace"] = _trace
 
 
-def http_phases(events: list[tuple[str, float]], sent_s: float) -> dict[str, float]:
+def http_phases(events: list[tuple[str, float]], sent_s: float) -> HttpPhasesDoc:
     """A request's HTTP phases in ms from its traced events.
 
     `http_build_ms` (the client's own work from the send to its first header write: the
@@ -605,8 +606,11 @@ def serve_endpoint(
     return asyncio.run(main())
 
 
-def failed_latencies(row: dict[str, Any]) -> dict[str, Any]:
+def failed_latencies(row: RequestRowDoc) -> RequestRowDoc:
     """A failed request's row: no latency figures (they would mix into the percentiles)."""
     if row.get("error") is None:
         return row
-    return {**row, **{k: math.nan for k in ("ttft_ms", "tpot_ms", "e2e_ms")}, "itl_ms": []}
+    out = row.copy()
+    out["ttft_ms"] = out["tpot_ms"] = out["e2e_ms"] = math.nan
+    out["itl_ms"] = []
+    return out

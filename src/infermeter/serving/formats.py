@@ -35,6 +35,7 @@ from typing import Any
 
 from infermeter.errors import UserError
 from infermeter.run.document import LoadResult
+from infermeter.serving.rows import RequestRowDoc
 
 FORMATS = ("vllm", "guidellm", "aiperf")
 
@@ -49,7 +50,7 @@ def _row(
     output: int,
     error: str | None,
     queue_ms: float = 0.0,
-) -> dict[str, Any]:
+) -> RequestRowDoc:
     ok = error is None and math.isfinite(ttft_ms)
     return {
         "sample_id": i,
@@ -70,9 +71,7 @@ def _row(
     }
 
 
-def _document(
-    rows: list[dict[str, Any]], tool: str, model: str, spec: dict[str, Any]
-) -> LoadResult:
+def _document(rows: list[RequestRowDoc], tool: str, model: str, spec: dict[str, Any]) -> LoadResult:
     from infermeter.run.slo import slo_report
     from infermeter.serving.load import summarize_load
 
@@ -166,7 +165,7 @@ def from_guidellm(data: Any) -> list[LoadResult]:
     out = []
     for b in benches:
         reqs = b.get("requests") or {}
-        rows: list[dict[str, Any]] = []
+        rows: list[RequestRowDoc] = []
         for kind in ("successful", "errored", "incomplete"):
             for r in reqs.get(kind) or []:
                 n_out = int(r.get("output_tokens") or 0)
@@ -233,7 +232,7 @@ def from_aiperf(records: list[Any]) -> list[LoadResult]:
             "this is AIPerf's summary (profile_export_aiperf.json): percentiles, no requests",
             "import profile_export.jsonl from the same artifact folder",
         )
-    rows: list[dict[str, Any]] = []
+    rows: list[RequestRowDoc] = []
     model = "?"
     for rec in records:
         if not isinstance(rec, dict) or not isinstance(rec.get("metadata"), dict):

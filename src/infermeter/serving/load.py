@@ -38,6 +38,7 @@ from infermeter.run.progress import ProgressFn
 from infermeter.run.slo import SLO_METRICS, check_slos, parse_slos, slo_report
 from infermeter.serving.batch_state import one_instant
 from infermeter.serving.endpoint import Endpoint, Served, ServerTiming, http_phases
+from infermeter.serving.rows import RequestRowDoc
 from infermeter.util.settings import Range, check_ranges, setting
 from infermeter.util.urls import masked_url
 
@@ -377,7 +378,7 @@ class Request:
     #: a session's messages up to this turn (sent as they are to a chat endpoint)
     messages: list[dict[str, str]] | None = None
 
-    def row(self, origin: float) -> dict[str, Any]:
+    def row(self, origin: float) -> RequestRowDoc:
         """The request's sample row: latencies in ms, times from the run's start.
 
         Latencies run from the request's arrival (its scheduled send time in an open loop),
@@ -389,7 +390,7 @@ class Request:
         ttft = (first - self.arrival_s) * 1e3
         itl = [(b - a) * 1e3 for a, b in zip(self.token_s, self.token_s[1:], strict=False)]
         timing = self.server_timing
-        return {
+        row: RequestRowDoc = {
             "sample_id": self.index,
             "arrival_ms": (self.arrival_s - origin) * 1e3,
             "queue_ms": (self.start_s - self.arrival_s) * 1e3,
@@ -399,7 +400,6 @@ class Request:
             "ttft_from_send_ms": (first - self.sent_s) * 1e3,
             "e2e_from_send_ms": (self.end_s - self.sent_s) * 1e3,
             "ttst_ms": itl[0] if itl else math.nan,
-            **(http_phases(self.http_events, self.sent_s) if self.http_events else {}),
             "itl_ms": itl,
             "prompt_tokens": len(self.prompt_ids),
             "new_tokens_asked": self.new_tokens,
@@ -413,6 +413,13 @@ class Request:
             "session": self.session,
             "turn": self.turn,
         }
+        if self.http_events:
+            phases = http_phases(self.http_events, self.sent_s)
+            row["http_build_ms"] = phases["http_build_ms"]
+            row["http_connect_ms"] = phases["http_connect_ms"]
+            row["http_send_ms"] = phases["http_send_ms"]
+            row["http_wait_ms"] = phases["http_wait_ms"]
+        return row
 
 
 @dataclass
@@ -768,7 +775,7 @@ def serve_static(loaded: Any, arrivals: _Arrivals, batch: int) -> None:
         served += len(take)
 
 
-def _timeline(rows: list[dict[str, Any]]) -> list[dict[str, float]]:
+def _timeline(rows: list[RequestRowDoc]) -> list[dict[str, float]]:
     """Requests in flight over time: +1 at each arrival, -1 at each end (ms from the start)."""
     events = [(r["arrival_ms"], 1) for r in rows] + [
         (r["arrival_ms"] + r["e2e_ms"], -1) for r in rows if not math.isnan(r["e2e_ms"])
@@ -780,7 +787,7 @@ def _timeline(rows: list[dict[str, Any]]) -> list[dict[str, float]]:
     return out
 
 
-def summarize_load(rows: list[dict[str, Any]], wall_s: float) -> dict[str, Any]:
+def summarize_load(rows: list[RequestRowDoc], wall_s: float) -> dict[str, Any]:
     """Throughput and the median, p90 and p99 of every latency (with the median's interval)."""
     from infermeter.measure.stats import summarize
 
@@ -794,7 +801,7 @@ def summarize_load(rows: list[dict[str, Any]], wall_s: float) -> dict[str, Any]:
         else math.nan,
     }
     for m in ("queue_ms", "ttft_ms", "ttst_ms", "tpot_ms", "e2e_ms"):
-        out[m] = summarize(r.get(m, math.nan) for r in rows).to_dict()
+        out[m] = summarize(r[m] for r in rows).to_dict()
     out["itl_ms"] = summarize(x for r in rows for x in r["itl_ms"]).to_dict()
     return out
 
@@ -1245,7 +1252,7 @@ def _add_client(doc: dict[str, Any], served: Served | None, check: Any, spec: Lo
     }
 
 
-def token_counts(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def token_counts(rows: list[RequestRowDoc]) -> dict[str, Any]:
     """Streamed tokens against the server's own counts, and prompt tokens meant against sent.
 
     A chat template adds tokens to every prompt (about 13 in one server's case), and a server
@@ -1255,14 +1262,14 @@ def token_counts(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
     done = [r for r in rows if r["error"] is None]
     out_diff = [
-        r["server_output_tokens"] - r["output_tokens"]
+        counted - r["output_tokens"]
         for r in done
-        if r.get("server_output_tokens") is not None
+        if (counted := r.get("server_output_tokens")) is not None
     ]
     in_diff = [
-        r["server_prompt_tokens"] - r["prompt_tokens"]
+        counted - r["prompt_tokens"]
         for r in done
-        if r.get("server_prompt_tokens") is not None
+        if (counted := r.get("server_prompt_tokens")) is not None
     ]
     return {
         "eos_only": sum(r["output_tokens"] == 0 for r in done),
@@ -1495,7 +1502,7 @@ def as_run(doc: dict[str, Any], model_info: ModelInfoDoc) -> Any:
 
 
 def _load_checks(
-    doc: dict[str, Any], rows: list[dict[str, Any]], failed: list[dict[str, Any]]
+    doc: dict[str, Any], rows: list[RequestRowDoc], failed: list[dict[str, Any]]
 ) -> LoadCheckDoc:
     """What a stored load run keeps beside its samples (`checks["load"]`)."""
     meta = doc["meta"]
