@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from infermeter.cli.app import app
 from infermeter.errors import UserError
-from infermeter.run.results import LoadCheckDoc, RequestEnergyDoc
+from infermeter.run.results import LoadCheckDoc, LoadSummaryDoc, RequestEnergyDoc
 from infermeter.serving.load import (
     Lengths,
     LoadSpec,
@@ -242,7 +242,8 @@ def test_a_load_run_is_stored_as_a_run_of_requests(tmp_path):
         s.new_tokens == 3 and len(s.step_ms) == 2 for s in run.samples
     )
     load = run.checks["load"]
-    assert set(load) == doc_keys(LoadCheckDoc)
+    assert set(load) == doc_keys(LoadCheckDoc) and run.load_summary() == load["summary"]
+    assert_rows_are([load["summary"]], LoadSummaryDoc)
     assert set(load["request_energy"][0]) == doc_keys(RequestEnergyDoc)
     assert len(load["queue_ms"]) == 5 and load["summary"]["requests"] == 5
     assert run.slo_report() == load["summary"]["slo"]  # goodput over the load's wall time

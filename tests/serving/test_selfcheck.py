@@ -14,9 +14,10 @@ import pytest
 from typer.testing import CliRunner
 
 from infermeter.cli.app import app
+from infermeter.run.results import LoadSummaryDoc, TokenCountsDoc
 from infermeter.serving.nullserver import NullSpec, null_server
 from infermeter.serving.rows import RequestRowDoc
-from tests.helpers import assert_one_line_error, assert_rows_are
+from tests.helpers import assert_one_line_error, assert_rows_are, doc_keys
 
 pytest.importorskip("openai", reason="--endpoint needs the openai client: infermeter[endpoint]")
 runner = CliRunner()
@@ -89,6 +90,8 @@ def test_every_endpoint_run_states_what_its_client_cost(null_url, tmp_path):
     assert c["verdict"]["itl_share"] < 0.05  # an unhurried client keeps up with 8 ms tokens
     assert "client:" in out and "self-check: client ceiling" in out
     assert_rows_are(doc["all_samples"], RequestRowDoc)
+    assert_rows_are([doc["summary"]], LoadSummaryDoc)
+    assert set(doc["summary"]["tokens"]) == doc_keys(TokenCountsDoc)
     assert {"http_wait_ms", "ttft_from_send_ms"} <= set(doc["all_samples"][0])
     # latency from the scheduled time and from the send are both kept (coordinated omission)
     for r in doc["all_samples"]:

@@ -211,7 +211,8 @@ def load_findings(run: RunResult) -> list[Finding]:
 
 def _kv_findings(load: LoadCheckDoc, queue_ms: float) -> list[Finding]:
     """The continuous batch's KV cache full for a share of the run (serving/batch_state.py)."""
-    batch = (load.get("summary") or {}).get("batch") or {}
+    summary = load.get("summary")
+    batch = (summary.get("batch") if summary is not None else None) or {}
     full = batch.get("kv_full_time_pct")
     if full is None or full < KV_FULL_MEDIUM:
         return []

@@ -115,9 +115,8 @@ def summary_table(run: RunResult) -> Table:
 
     rows = [(key, label, unit) for key, (label, unit) in METRIC_LABELS.items()]
     # a load run's samples are requests: a request's own rate is not what the server delivered
-    delivered = (((run.checks or {}).get("load") or {}).get("summary") or {}).get(
-        "output_tokens_per_s"
-    )
+    load = run.load_summary()
+    delivered = load["output_tokens_per_s"] if load is not None else None
     for key, label, unit in rows:
         st = s[key]
         if st.n == 0:

@@ -198,12 +198,11 @@ def _slo_section(doc: Any, run: RunResult, out: Path) -> list[Path]:
 
 def _load_client_section(doc: Any, run: RunResult) -> None:
     """An endpoint load's own error: the client's cost, its self-check, the server's drift."""
-    s = (run.checks.get("load") or {}).get("summary") or {}
-    lines = [
-        (s.get("client") or {}).get("line"),
-        (s.get("client") or {}).get("selfcheck_line"),
-        (s.get("drift") or {}).get("line"),
-    ]
+    s = run.load_summary()
+    if s is None:
+        return
+    client, drift = s.get("client") or {}, s.get("drift") or {}
+    lines = [client.get("line"), client.get("selfcheck_line"), drift.get("line")]
     if any(lines):
         doc.heading("The load client and the server")
         for line in lines:

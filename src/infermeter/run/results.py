@@ -176,6 +176,62 @@ class ServerTimingDoc(TypedDict):
     decode_ms_per_token: float | None
 
 
+class _LoadSummaryDoc(TypedDict):
+    requests: int
+    failed: int
+    wall_s: float
+    throughput_rps: float
+    output_tokens_per_s: float
+    queue_ms: SummaryDoc
+    ttft_ms: SummaryDoc
+    ttst_ms: SummaryDoc
+    tpot_ms: SummaryDoc
+    e2e_ms: SummaryDoc
+    itl_ms: SummaryDoc
+
+
+class LoadSummaryDoc(_LoadSummaryDoc, total=False):
+    """A load's summary (serving/load.py: `summarize_load` and what a run adds to it).
+
+    Throughput and each latency's `SummaryDoc` are always there; a run adds its SLOs, warm-up,
+    client, drift, latencies from the send, token counts and the server's timings; a
+    continuous-batching run its batch state, a run with a power source its energy, a scraped
+    server its metrics; a simulated one (`load predict`) what it could not simulate. The
+    client's, drift's, batch's, energy's and metrics' documents are serving's own, kept as
+    written (docs/serving.md).
+    """
+
+    slo: SLOReportDoc
+    warmup_requests: int
+    warmup_note: str | None
+    client: dict[str, Any]
+    drift: dict[str, Any] | None
+    #: latencies from the send (`send_lag_ms`: the client's lateness) and the HTTP phases
+    from_send: dict[str, SummaryDoc]
+    tokens: TokenCountsDoc
+    #: the server's own prefill and decode per token (llama.cpp's `timings`)
+    server_timing: dict[str, SummaryDoc]
+    batch: dict[str, Any]
+    energy: dict[str, Any]
+    server_metrics: dict[str, Any]
+    not_simulated: int
+
+
+class TokenCountsDoc(TypedDict):
+    """Streamed tokens against the server's own counts, prompt tokens meant against sent."""
+
+    #: completions whose only token was the EOS (no text streamed)
+    eos_only: int
+    server_counted_output: int
+    output_differs: int
+    output_extra_median: float | None
+    server_counted_prompt: int
+    #: a chat template's tokens on each prompt
+    prompt_extra_median: float | None
+    prompt_extra_max: int | None
+    prompt_extra_min: int | None
+
+
 class LoadCheckDoc(TypedDict, total=False):
     """What a load run keeps beside its samples (`checks["load"]`, serving/load.py).
 
@@ -184,7 +240,7 @@ class LoadCheckDoc(TypedDict, total=False):
     serving's and not typed key by key here.
     """
 
-    summary: dict[str, Any]
+    summary: LoadSummaryDoc
     timeline: list[dict[str, Any]]
     queue_ms: list[float]
     failed: list[dict[str, Any]]
@@ -496,6 +552,11 @@ class RunResult:
         out["itl_ms"] = summarize(x for s in self.measured for x in s.step_ms)
         return out
 
+    def load_summary(self) -> LoadSummaryDoc | None:
+        """A load run's summary (throughput, latencies, SLOs, client, ...); None for a profile."""
+        load = self.checks.get("load")
+        return load.get("summary") if load is not None else None
+
     def slo_report(self, slos: Sequence[Sequence[str | float]] | None = None) -> SLOReportDoc:
         """SLO attainment and goodput over the measured samples ({} without SLOs).
 
@@ -504,9 +565,10 @@ class RunResult:
         """
         from infermeter.run.slo import slo_report
 
-        load = (self.checks.get("load") or {}).get("summary")
+        load = self.load_summary()
         if load is not None and slos is None:  # a load run: goodput over its wall time
-            return cast("SLOReportDoc", dict(load.get("slo") or {}))
+            slo = load.get("slo")  # absent in a summary stored before SLOs were kept
+            return slo.copy() if slo else {}
         pairs = tuple((str(n), float(b)) for n, b in (slos or self.config.get("slos") or ()))
         rows: list[SLORowDoc] = [
             {"ttft_ms": s.ttft_ms, "tpot_ms": s.tpot_ms, "e2e_ms": s.total_ms, "error": None}

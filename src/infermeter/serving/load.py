@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # run/config.py loads the model presets, which a load run nee
 
     from infermeter.models import LoadedModel
     from infermeter.run.config import RunConfigDoc
-    from infermeter.run.results import LoadCheckDoc
+    from infermeter.run.results import LoadCheckDoc, LoadSummaryDoc, TokenCountsDoc
     from infermeter.run.sink import RunSink
 
 SERVERS = ("continuous", "static")
@@ -787,23 +787,24 @@ def _timeline(rows: list[RequestRowDoc]) -> list[dict[str, float]]:
     return out
 
 
-def summarize_load(rows: list[RequestRowDoc], wall_s: float) -> dict[str, Any]:
+def summarize_load(rows: list[RequestRowDoc], wall_s: float) -> LoadSummaryDoc:
     """Throughput and the median, p90 and p99 of every latency (with the median's interval)."""
     from infermeter.measure.stats import summarize
 
-    out: dict[str, Any] = {
+    rate = wall_s > 0
+    return {
         "requests": len(rows),
         "failed": sum(r["error"] is not None for r in rows),
         "wall_s": wall_s,
-        "throughput_rps": len(rows) / wall_s if wall_s > 0 else math.nan,
-        "output_tokens_per_s": sum(r["output_tokens"] for r in rows) / wall_s
-        if wall_s > 0
-        else math.nan,
+        "throughput_rps": len(rows) / wall_s if rate else math.nan,
+        "output_tokens_per_s": sum(r["output_tokens"] for r in rows) / wall_s if rate else math.nan,
+        "queue_ms": summarize(r["queue_ms"] for r in rows).to_dict(),
+        "ttft_ms": summarize(r["ttft_ms"] for r in rows).to_dict(),
+        "ttst_ms": summarize(r["ttst_ms"] for r in rows).to_dict(),
+        "tpot_ms": summarize(r["tpot_ms"] for r in rows).to_dict(),
+        "e2e_ms": summarize(r["e2e_ms"] for r in rows).to_dict(),
+        "itl_ms": summarize(x for r in rows for x in r["itl_ms"]).to_dict(),
     }
-    for m in ("queue_ms", "ttft_ms", "ttst_ms", "tpot_ms", "e2e_ms"):
-        out[m] = summarize(r[m] for r in rows).to_dict()
-    out["itl_ms"] = summarize(x for r in rows for x in r["itl_ms"]).to_dict()
-    return out
 
 
 def run_load(
@@ -1252,7 +1253,7 @@ def _add_client(doc: dict[str, Any], served: Served | None, check: Any, spec: Lo
     }
 
 
-def token_counts(rows: list[RequestRowDoc]) -> dict[str, Any]:
+def token_counts(rows: list[RequestRowDoc]) -> TokenCountsDoc:
     """Streamed tokens against the server's own counts, and prompt tokens meant against sent.
 
     A chat template adds tokens to every prompt (about 13 in one server's case), and a server
