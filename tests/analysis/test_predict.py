@@ -468,6 +468,24 @@ def test_calibrated_cpu_predicts_from_curves_learns_from_runs_and_draws(tmp_path
     doc = json.loads((out / "predict.json").read_text())
     assert doc["hardware"]["measured"] is True and doc["hardware"]["kind"] == "cpu"
     assert doc["learned"]["runs"] == 2 and doc["learned"]["from"] == "runs of this model"
+    # the document is its type, key by key (the stored id beside it)
+    from infermeter.experiments.whatif import (
+        HardwareDoc,
+        PredictionDoc,
+        PredictionLearnedDoc,
+        StackDoc,
+        WorkloadDoc,
+    )
+    from tests.helpers import doc_keys
+
+    assert set(doc) == doc_keys(PredictionDoc) | {"id"}
+    for key, part in (
+        ("hardware", HardwareDoc),
+        ("stack", StackDoc),
+        ("workload", WorkloadDoc),
+        ("learned", PredictionLearnedDoc),
+    ):
+        assert set(doc[key]) == doc_keys(part), key
     for stem in ("predict_latency", "predict_memory"):
         assert (out / f"{stem}.png").stat().st_size > 10_000
         assert (out / f"{stem}.csv").read_text().count("\n") >= 2

@@ -88,6 +88,14 @@ SUSTAINED_SOURCE_NAME = "sustained bandwidth"
 DEFAULT_OPS_PER_BLOCK = 70
 
 
+class DeviceStepDoc(TypedDict):
+    """A device model's step as a prediction lists it: what it set, and on what authority."""
+
+    name: str
+    sets: dict[str, float | int | str | None]
+    notes: dict[str, str]
+
+
 @dataclass(frozen=True)
 class Step:
     """One adjustment of a device model: the figures it sets and on what authority.
@@ -106,7 +114,7 @@ class Step:
     #: source key -> the words saying where the figures come from (into `sources`)
     notes: tuple[tuple[str, str], ...]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> DeviceStepDoc:
         """The step as a prediction document lists it."""
         return {
             "name": self.name,

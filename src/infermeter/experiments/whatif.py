@@ -8,13 +8,15 @@ prints it and report/predict_figures.py draws it.
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from infermeter.analysis.costs import approximate
 from infermeter.analysis.intervals import stack_group
 from infermeter.analysis.precision import PRECISIONS, precision_of
 from infermeter.analysis.predict import (
     Learned,
+    LearnedDoc,
+    MemoryAtContextDoc,
     PredictRowDoc,
     Workload,
     every_prompt_logit,
@@ -27,6 +29,7 @@ from infermeter.analysis.timemodel import (
     DESKTOP_SOURCE_KEY,
     SUSTAINED_SOURCE_NAME,
     DeviceModel,
+    DeviceStepDoc,
     device_model,
     eager_attention,
     with_host,
@@ -43,6 +46,85 @@ from infermeter.run.document import Prediction
 
 if TYPE_CHECKING:
     from infermeter.store import Store
+
+
+class HardwareDoc(TypedDict):
+    """The device predicted for: its figures, whether measured, the steps that made them."""
+
+    key: str
+    name: str
+    kind: str
+    peak_flop_per_s: float | None
+    bandwidth_bytes_per_s: float | None
+    memory_bytes: float | None
+    interconnect_bytes_per_s: float | None
+    measured: bool
+    sources: dict[str, str]
+    steps: list[DeviceStepDoc]
+    efficiency: str
+    #: host time per launched operation (us)
+    op_us: float
+
+
+class StackDoc(TypedDict):
+    """The serving stack predicted for: what it does, its constants, the release assumed."""
+
+    key: str
+    title: str
+    what: str
+    summary: str
+    sources: dict[str, str]
+    release_assumed: str
+    #: the release the user named (`--stack NAME@VERSION`); None: the assumed one
+    release_asked: str | None
+
+
+class WorkloadDoc(TypedDict):
+    """The workload predicted (analysis/predict.py: `Workload`), with its replicas."""
+
+    batches: list[int]
+    prompt_tokens: int
+    new_tokens: int
+    dtype: str
+    gpus: int
+    tp: int
+    top_k: int | None
+    cache: str
+    transformers_release: str | None
+    replicas: int
+
+
+# `from` is a Python keyword: the learnt factors' origin is declared by name
+PredictionLearnedDoc = TypedDict(
+    "PredictionLearnedDoc",
+    {"runs": int, "factors": dict[str, dict[str, float]], "from": str},
+)
+
+
+class PredictionDoc(TypedDict):
+    """`predict`'s document (`what_if`): the inputs as understood, a row per batch, and scope.
+
+    `Prediction` (run/document.py) is this document with a table and a notebook view.
+    """
+
+    kind: str
+    model: str
+    params: int
+    hardware: HardwareDoc
+    workload: WorkloadDoc
+    dtype: str
+    precision: str
+    stack: StackDoc
+    rows: list[PredictRowDoc]
+    largest_batch: int | None
+    runtime_bytes: float
+    memory_by_context: list[MemoryAtContextDoc]
+    #: what is approximate in the answer, a line each
+    approximate: list[str]
+    #: why the prediction lies outside the data its constants were fitted on, a line each
+    out_of_scope: list[str]
+    learned: PredictionLearnedDoc
+
 
 #: stored runs read to learn from, newest first
 LEARN_LIMIT = 100
@@ -208,36 +290,52 @@ def what_if(
     also += [release] if release else []
     model_type = getattr(config, "model_type", None)
     scope = with_intervals(pred["rows"], stack, hardware, w, model_type, also, ceilings.kind)
-    first_batch = w.batches[0]
-    return Prediction(
-        {
-            "kind": "infermeter-predict",
-            "model": shown,
-            "params": params,
-            "hardware": _hardware_doc(hardware, ceilings, dev),
-            "workload": asdict(w) | {"replicas": w.replicas},
-            "dtype": dtype,
-            "precision": precision.what,
-            "stack": _stack_doc(stack) | {"release_asked": version.strip() or None},
-            **pred,
-            "memory_by_context": memory_by_context(
-                shape,
-                params,
-                w,
-                first_batch,
-                dev.memory_bytes,
-                pred["runtime_bytes"],
-                ceilings.kind == "cpu",
-                eager_attention(op_counts, "prefill"),
-            ),
-            "approximate": _approximate(shape, op_counts, dev, w),
-            "out_of_scope": scope,
-            "learned": {
-                **pred["learned"],
-                "from": _learnt_from(runs, shown),
-            },
-        }
-    )
+    doc: PredictionDoc = {
+        "kind": "infermeter-predict",
+        "model": shown,
+        "params": params,
+        "hardware": _hardware_doc(hardware, ceilings, dev),
+        "workload": _workload_doc(w),
+        "dtype": dtype,
+        "precision": precision.what,
+        "stack": _stack_doc(stack, version.strip() or None),
+        "rows": pred["rows"],
+        "largest_batch": pred["largest_batch"],
+        "runtime_bytes": pred["runtime_bytes"],
+        "memory_by_context": memory_by_context(
+            shape,
+            params,
+            w,
+            w.batches[0],
+            dev.memory_bytes,
+            pred["runtime_bytes"],
+            ceilings.kind == "cpu",
+            eager_attention(op_counts, "prefill"),
+        ),
+        "approximate": _approximate(shape, op_counts, dev, w),
+        "out_of_scope": scope,
+        "learned": _learned_doc(pred["learned"], _learnt_from(runs, shown)),
+    }
+    return Prediction(doc)
+
+
+def _workload_doc(w: Workload) -> WorkloadDoc:
+    return {
+        "batches": list(w.batches),
+        "prompt_tokens": w.prompt_tokens,
+        "new_tokens": w.new_tokens,
+        "dtype": w.dtype,
+        "gpus": w.gpus,
+        "tp": w.tp,
+        "top_k": w.top_k,
+        "cache": w.cache,
+        "transformers_release": w.transformers_release,
+        "replicas": w.replicas,
+    }
+
+
+def _learned_doc(learned: LearnedDoc, origin: str) -> PredictionLearnedDoc:
+    return {"runs": learned["runs"], "factors": learned["factors"], "from": origin}
 
 
 def calibration_said(ceilings: Ceilings) -> list[str]:
@@ -381,7 +479,7 @@ def _check_cache_layers(form: str, shape: Any) -> None:
         )
 
 
-def _stack_doc(key: str) -> dict[str, Any]:
+def _stack_doc(key: str, release_asked: str | None) -> StackDoc:
     """The stack predicted for: its name, what it does, its constants and their sources."""
     s = STACKS[key]
     return {
@@ -391,6 +489,7 @@ def _stack_doc(key: str) -> dict[str, Any]:
         "summary": s.summary(),
         "sources": dict(s.sources),
         "release_assumed": STACK_RELEASES[key][0],
+        "release_asked": release_asked,
     }
 
 
@@ -417,7 +516,7 @@ def _check_top_k(shape: Any, top_k: int | None) -> None:
         )
 
 
-def _hardware_doc(key: str, ceilings: Ceilings, dev: DeviceModel) -> dict[str, Any]:
+def _hardware_doc(key: str, ceilings: Ceilings, dev: DeviceModel) -> HardwareDoc:
     return {
         "key": key.strip().lower(),
         "name": ceilings.device,
