@@ -616,6 +616,12 @@ def test_load_predict_learns_from_a_stored_load_and_simulates_rates(tmp_path, ca
     assert sm["fit_error_pct_p50"] is not None and doc["approximate"] == []
     (p,) = doc["points"]
     assert doc["workload"]["requests"] == 8 and p["throughput_rps"] > 0
+    from infermeter.experiments.load_whatif import LoadPredictionDoc, PredictedPointDoc
+    from tests.helpers import assert_rows_are, doc_keys
+
+    assert set(doc) == doc_keys(LoadPredictionDoc) | {"id"}
+    assert_rows_are(doc["points"], PredictedPointDoc)
+    assert {"steps", "interval", "tpot_ms_p50_interval"} <= set(p)
     # the loop it learnt from, predicted: a units or wiring slip would be 1000x, not 2x
     for m in ("tpot_ms_p50", "e2e_ms_p50"):
         ratio = p[m] / measured[m.rsplit("_", 1)[0]]["p50"]

@@ -177,6 +177,9 @@ def test_knee_is_the_last_rate_before_latency_climbs():
     assert knee(pts) == 4
     assert knee(pts[:1]) is None
     assert knee([{"rate": 1, "e2e_ms_p99": 100.0}, {"rate": 2, "e2e_ms_p99": 300.0}]) == 1
+    # a rate none of whose requests finished has no p99 (None): past the knee, not a crash
+    assert knee([*pts[:2], {"rate": 3, "e2e_ms_p99": None}, *pts[2:]]) == 2
+    assert knee([{"rate": 1, "e2e_ms_p99": None}, *pts[1:]]) is None
 
 
 def test_a_rate_sweep_of_two_points_writes_its_files(tmp_path):

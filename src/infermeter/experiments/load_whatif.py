@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from infermeter.analysis.loadsim import SchedulerLimits, SimResult, simulate
 from infermeter.analysis.stepcost import StepCost, StepFactors, learn_step_factors
@@ -29,10 +29,67 @@ from infermeter.run.document import LoadPrediction
 from infermeter.run.slo import slo_report
 from infermeter.serving.load import LoadSpec, knee, plan_requests, summarize_load, sweep_point
 from infermeter.serving.plan import LoadPlan
+from infermeter.serving.rows import SweepPointDoc
 
 if TYPE_CHECKING:
+    from infermeter.analysis.intervals import BandDoc
     from infermeter.serving.capacity import CapacitySpec
     from infermeter.store import Store
+
+
+class LoadHardwareDoc(TypedDict):
+    """The device a load was simulated on: its name, whether measured, its figures' sources."""
+
+    key: str
+    name: str
+    kind: str
+    measured: bool
+    sources: dict[str, str]
+
+
+class LoadPredictionDoc(TypedDict):
+    """`load predict`'s document (`predict_load`): a simulated point per offered rate.
+
+    Its points have a measured sweep's figures (`load run --rate A,B`), so the two compare
+    row by row. The workload, the scheduler's limits and the learnt step model are the load
+    spec's, `SchedulerLimits`' and `StepFactors`' own fields. `LoadPrediction`
+    (run/document.py) is this document with a table and a notebook view.
+    """
+
+    kind: str
+    model: str
+    hardware: LoadHardwareDoc
+    stack: str
+    dtype: str
+    workload: dict[str, Any]
+    scheduler: dict[str, Any]
+    step_model: dict[str, Any]
+    points: list[PredictedPointDoc]
+    knee_rate: float | None
+    #: the capacity search over the simulation (with SLOs and --capacity), else None
+    capacity: dict[str, Any] | None
+    notes: list[str]
+    approximate: list[str]
+    out_of_scope: list[str]
+
+
+class PredictedPointDoc(SweepPointDoc, total=False):
+    """A simulated rate of `load predict`: a measured point's figures, its steps, its interval.
+
+    `*_interval` (each of INTERVAL_KEYS): the figure's 90% interval (low, high), None where
+    the figure is.
+    """
+
+    steps: int
+    batch_requests_mean: float | None
+    interval: BandDoc
+    ttft_ms_p50_interval: tuple[float, float] | None
+    ttft_ms_p99_interval: tuple[float, float] | None
+    tpot_ms_p50_interval: tuple[float, float] | None
+    tpot_ms_p99_interval: tuple[float, float] | None
+    e2e_ms_p50_interval: tuple[float, float] | None
+    e2e_ms_p99_interval: tuple[float, float] | None
+
 
 #: share of the memory left after weights and runtime that a GPU's paged cache takes
 #: (transformers' `max_memory_percent` default is 0.8 of free memory; 0.9 for engines)
@@ -182,10 +239,11 @@ def predict_load(
         spec.kv_page_tokens or SchedulerLimits().page_tokens,
     )
     limits = _limits(spec, cache, gpu_blocks)
-    points, notes = [], []
+    points: list[PredictedPointDoc] = []
+    notes: list[str] = []
     for rate in rates:
-        doc, sim = simulate_rate(spec, rate, tokenizer, limit, cost, limits)
-        point = sweep_point(rate, doc["summary"])
+        simulated, sim = simulate_rate(spec, rate, tokenizer, limit, cost, limits)
+        point = cast("PredictedPointDoc", sweep_point(rate, simulated["summary"]))
         point["steps"] = len(sim.steps)
         point["batch_requests_mean"] = (
             (sum(s["batch_requests"] for s in sim.steps) / len(sim.steps)) if sim.steps else None
@@ -215,35 +273,34 @@ def predict_load(
             "the device is a spec row, not measured: its step costs are the "
             f"{stack} stack's published-fit constants"
         )
-    return LoadPrediction(
-        {
-            "kind": "infermeter-predict-load",
-            "model": shown,
-            "hardware": {
-                "key": hardware.strip().lower(),
-                "name": ceilings.device,
-                "kind": ceilings.kind,
-                "measured": dev.measured,
-                "sources": dev.sources,
-            },
-            "stack": stack,
-            "dtype": dtype,
-            "workload": {
-                **asdict(spec),
-                "prompt_tokens": asdict(spec.prompt_tokens),
-                "new_tokens": asdict(spec.new_tokens),
-                "slos": dict(spec.slos),
-            },
-            "scheduler": {**asdict(limits), "kind": "transformers' FIFO continuous batching"},
-            "step_model": cost.factors.to_dict(),
-            "points": points,
-            "knee_rate": knee(points),
-            "capacity": found,
-            "notes": notes,
-            "approximate": approximate,
-            "out_of_scope": scope,
-        }
-    )
+    doc: LoadPredictionDoc = {
+        "kind": "infermeter-predict-load",
+        "model": shown,
+        "hardware": {
+            "key": hardware.strip().lower(),
+            "name": ceilings.device,
+            "kind": ceilings.kind,
+            "measured": dev.measured,
+            "sources": dev.sources,
+        },
+        "stack": stack,
+        "dtype": dtype,
+        "workload": {
+            **asdict(spec),
+            "prompt_tokens": asdict(spec.prompt_tokens),
+            "new_tokens": asdict(spec.new_tokens),
+            "slos": dict(spec.slos),
+        },
+        "scheduler": {**asdict(limits), "kind": "transformers' FIFO continuous batching"},
+        "step_model": cost.factors.to_dict(),
+        "points": points,
+        "knee_rate": knee(points),
+        "capacity": found,
+        "notes": notes,
+        "approximate": approximate,
+        "out_of_scope": scope,
+    }
+    return LoadPrediction(doc)
 
 
 #: a point's figures that get an interval (latencies: a time's multipliers)
@@ -261,7 +318,7 @@ QUEUEING_REASON = (
 
 
 def _load_intervals(
-    points: list[dict[str, Any]],
+    points: list[PredictedPointDoc],
     stack: str,
     hardware: str,
     dtype: str,
@@ -292,8 +349,9 @@ def _load_intervals(
             reasons.append(QUEUEING_REASON)
         band = band_for(stack_group(stack), reasons)
         p["interval"] = band.to_dict()
+        row = cast("dict[str, Any]", p)  # each key and its interval named in PredictedPointDoc
         for key in INTERVAL_KEYS:
-            p[f"{key}_interval"] = band.of(p.get(key))
+            row[f"{key}_interval"] = band.of(row[key])
         said += [r for r in band.widened if r not in said]
     return said
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +39,7 @@ from infermeter.run.progress import ProgressFn
 from infermeter.run.slo import SLO_METRICS, check_slos, parse_slos, slo_report
 from infermeter.serving.batch_state import one_instant
 from infermeter.serving.endpoint import Endpoint, Served, ServerTiming, http_phases
-from infermeter.serving.rows import RequestRowDoc
+from infermeter.serving.rows import RequestRowDoc, SweepPointDoc
 from infermeter.util.settings import Range, check_ranges, setting
 from infermeter.util.urls import masked_url
 
@@ -1309,34 +1310,38 @@ def stack_cost(endpoint: dict[str, Any], in_process: dict[str, Any]) -> list[dic
     return out
 
 
-def knee(points: list[dict[str, Any]], factor: float = 2.0) -> float | None:
+def knee(points: Sequence[SweepPointDoc], factor: float = 2.0) -> float | None:
     """The highest offered rate whose p99 end-to-end latency stays within `factor` of the lowest.
 
-    Past the knee requests queue and latency climbs; None with fewer than two rates.
+    Past the knee requests queue and latency climbs; None with fewer than two rates, or when
+    no request of the lowest rate finished. A rate none of whose requests finished (its p99
+    None: it crashed the search before) is past the knee.
 
     Latency, not throughput: over a finite run throughput trails the offered rate even when
     the server keeps up (the last requests' service time is in the denominator).
     """
     ordered = sorted((p for p in points if math.isfinite(p["rate"])), key=lambda p: p["rate"])
-    if len(ordered) < 2 or math.isnan(ordered[0]["e2e_ms_p99"]):
+    floor = ordered[0]["e2e_ms_p99"] if len(ordered) >= 2 else None
+    if floor is None or math.isnan(floor):
         return None
-    floor = ordered[0]["e2e_ms_p99"]
     best = None
     for p in ordered:
-        if p["e2e_ms_p99"] > factor * floor:
+        p99 = p["e2e_ms_p99"]
+        if p99 is None or p99 > factor * floor:
             break
         best = p["rate"]
     return best
 
 
-def _server_p50(s: dict[str, Any], key: str) -> float | None:
-    got = ((s.get("server_timing") or {}).get(key) or {}).get("p50")
+def _server_p50(s: LoadSummaryDoc, key: str) -> float | None:
+    timing = s.get("server_timing")
+    got = timing[key]["p50"] if timing is not None and key in timing else None
     return float(got) if got is not None and math.isfinite(got) else None
 
 
-def server_across(points: list[dict[str, Any]]) -> str | None:
+def server_across(points: Sequence[SweepPointDoc]) -> str | None:
     """One line on the server's own decode time across a sweep's rates (None without it)."""
-    own = [(p["rate"], p["server_decode_ms_p50"]) for p in points if p["server_decode_ms_p50"]]
+    own = [(p["rate"], v) for p in points if (v := p["server_decode_ms_p50"])]
     if len(own) < 2:
         return None
     lo, hi = min(v for _, v in own), max(v for _, v in own)
@@ -1354,34 +1359,34 @@ def server_across(points: list[dict[str, Any]]) -> str | None:
     )
 
 
-def sweep_point(rate: float, s: dict[str, Any]) -> dict[str, Any]:
+def sweep_point(rate: float, s: LoadSummaryDoc) -> SweepPointDoc:
     """One offered rate's row of a sweep from its run's summary (measured or simulated)."""
+    slo = s.get("slo") or {}
+    energy = s.get("energy") or {}
     return {
         "rate": rate,
         "offered": f"{rate:g}/s" if math.isfinite(rate) else "all at once",
         "throughput_rps": s["throughput_rps"],
         "output_tokens_per_s": s["output_tokens_per_s"],
-        **{
-            f"{m}_{q}": s[m][q]
-            for m in ("queue_ms", "ttft_ms", "tpot_ms", "e2e_ms")
-            for q in ("p50", "p99")
-        },
-        "goodput_rps": (s["slo"] or {}).get("goodput_rps"),
+        "queue_ms_p50": s["queue_ms"]["p50"],
+        "queue_ms_p99": s["queue_ms"]["p99"],
+        "ttft_ms_p50": s["ttft_ms"]["p50"],
+        "ttft_ms_p99": s["ttft_ms"]["p99"],
+        "tpot_ms_p50": s["tpot_ms"]["p50"],
+        "tpot_ms_p99": s["tpot_ms"]["p99"],
+        "e2e_ms_p50": s["e2e_ms"]["p50"],
+        "e2e_ms_p99": s["e2e_ms"]["p99"],
+        "goodput_rps": slo.get("goodput_rps"),
         # the server's own service time (llama.cpp's timings), where it reports one: steps
         # compared by TPOT over it are not misled by a server that changed speed between them
         "server_decode_ms_p50": _server_p50(s, "decode_ms_per_token"),
         "server_prefill_ms_p50": _server_p50(s, "prefill_ms"),
         "drift_moved": bool((s.get("drift") or {}).get("moved")),
-        "slo_all_met_pct": (s["slo"] or {}).get("all_met_pct"),
-        **{
-            k: (s.get("energy") or {}).get(k)
-            for k in (
-                "j_per_request_p50",
-                "j_per_output_token",
-                "j_per_goodput_request",
-                "mean_power_w",
-            )
-        },
+        "slo_all_met_pct": slo.get("all_met_pct"),
+        "j_per_request_p50": energy.get("j_per_request_p50"),
+        "j_per_output_token": energy.get("j_per_output_token"),
+        "j_per_goodput_request": energy.get("j_per_goodput_request"),
+        "mean_power_w": energy.get("mean_power_w"),
     }
 
 

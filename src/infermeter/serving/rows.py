@@ -1,4 +1,4 @@
-"""A load's request row (`RequestRowDoc`) and its HTTP phases: what every part of a load reads.
+"""A load's request row (`RequestRowDoc`), its HTTP phases, and a rate sweep's point.
 
 Apart from load.py so that the endpoint client, the peers' file readers and the load itself
 name one row type without importing each other.
@@ -66,3 +66,34 @@ class RequestRowDoc(_RequestRowDoc, total=False):
     energy_j: float | None
     prefill_j: float | None
     decode_j: float | None
+
+
+class SweepPointDoc(TypedDict):
+    """One offered rate of a rate sweep, measured or simulated (load.py: `sweep_point`).
+
+    Percentiles in ms; None where the run had no such figure (no SLO, no server timings, no
+    power source).
+    """
+
+    rate: float
+    offered: str
+    throughput_rps: float
+    output_tokens_per_s: float
+    queue_ms_p50: float | None
+    queue_ms_p99: float | None
+    ttft_ms_p50: float | None
+    ttft_ms_p99: float | None
+    tpot_ms_p50: float | None
+    tpot_ms_p99: float | None
+    e2e_ms_p50: float | None
+    e2e_ms_p99: float | None
+    goodput_rps: float | None
+    #: the server's own service time (llama.cpp's timings), where it reports one
+    server_decode_ms_p50: float | None
+    server_prefill_ms_p50: float | None
+    drift_moved: bool
+    slo_all_met_pct: float | None
+    j_per_request_p50: float | None
+    j_per_output_token: float | None
+    j_per_goodput_request: float | None
+    mean_power_w: float | None
