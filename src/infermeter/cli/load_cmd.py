@@ -23,6 +23,7 @@ from infermeter.util import fmt
 
 if TYPE_CHECKING:
     from infermeter.serving.plan import LoadPlan
+    from infermeter.serving.rows import SweepPointDoc
     from infermeter.store import Store
 
 
@@ -373,16 +374,15 @@ def _sweep(
             "e2e p99",
             "goodput",
         )
-        own = any(p.get("server_decode_ms_p50") for p in doc["summary"])
+        points: list[SweepPointDoc] = doc["summary"]
+        own = any(p["server_decode_ms_p50"] for p in points)
         for c in cols + (("server ms/tok", "TPOT/server") if own else ()):
             t.add_column(c, justify="right")
-        for p in doc["summary"]:
-            server = p.get("server_decode_ms_p50")
-            extra = (
-                (fmt.fixed(server), fmt.fixed(p["tpot_ms_p50"] / server) if server else "-")
-                if own
-                else ()
-            )
+        for p in points:
+            server, tpot = p["server_decode_ms_p50"], p["tpot_ms_p50"]
+            # no TPOT (one-token outputs, or none finished): no ratio
+            ratio = fmt.fixed(tpot / server) if server and tpot is not None else "-"
+            extra = (fmt.fixed(server), ratio) if own else ()
             t.add_row(
                 f"{p['rate']:g}",
                 fmt.fixed(p["throughput_rps"]),
