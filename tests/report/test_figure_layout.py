@@ -183,3 +183,29 @@ def test_memory_and_load_sweep_figures_are_readable(tmp_path, problems):
     assert load_sweep_figures(doc, tmp_path)
     assert {"memory", "latency_vs_throughput", "energy_vs_latency"} <= set(problems)
     assert all(v == [] for v in problems.values()), problems
+
+
+def test_a_rate_none_of_whose_requests_finished_is_drawn_without_it(tmp_path, problems):
+    """Its percentiles are None: the curve's label at (throughput, None) raised a TypeError and
+    the sweep lost its figures; the knee stops before it."""
+    import math
+
+    from infermeter.report.load_figures import load_sweep_figures
+    from infermeter.serving.load import knee, summarize_load, sweep_point
+
+    def rows(ms: float, failed: bool) -> list:
+        return [
+            {"sample_id": i, "arrival_ms": 0.0, "queue_ms": 1.0, "ttft_ms": math.nan if failed
+             else ms, "tpot_ms": math.nan if failed else 5.0, "e2e_ms": math.nan if failed
+             else 4 * ms, "ttst_ms": 5.0, "itl_ms": [] if failed else [5.0], "prompt_tokens": 8,
+             "new_tokens_asked": 2, "output_tokens": 0 if failed else 2, "server_output_tokens":
+             None, "error": "HTTP 500" if failed else None, "session": None, "turn": 0}
+            for i in range(4)
+        ]  # fmt: skip
+
+    runs = [(1.0, rows(10.0, False)), (2.0, rows(12.0, False)), (4.0, rows(0.0, True))]
+    points = [sweep_point(rate, summarize_load(r, 2.0)) for rate, r in runs]
+    assert points[-1]["e2e_ms_p99"] is None and knee(points) == 2.0
+    doc = {"summary": points, "knee_rate": 2.0, "meta": {"model": "m", "spec": {"server": "x"}}}
+    assert load_sweep_figures(doc, tmp_path)
+    assert problems["latency_vs_throughput"] == []

@@ -135,7 +135,7 @@ def _mantissa(v: float) -> int:
     return int(round(v / 10 ** math.floor(math.log10(v) + 1e-9)))
 
 
-def label_points(ax: Any, labels: list[tuple[float, float, str]]) -> None:
+def label_points(ax: Any, labels: list[tuple[float | None, float | None, str]]) -> None:
     """Each (x, y, text) written beside its point, where it fits.
 
     Tried above right, above left, below right and below left of the point; a label that
@@ -151,6 +151,8 @@ def label_points(ax: Any, labels: list[tuple[float, float, str]]) -> None:
     spots = (((4, 4), "left", "bottom"), ((-4, 4), "right", "bottom"),
              ((4, -4), "left", "top"), ((-4, -4), "right", "top"))  # fmt: skip
     for x, y, text in labels:
+        if x is None or y is None or not (math.isfinite(x) and math.isfinite(y)):
+            continue  # no point drawn there (a rate none of whose requests finished)
         for offset, ha, va in spots:
             a = ax.annotate(
                 text, (x, y), fontsize=7, textcoords="offset points", xytext=offset, ha=ha, va=va
