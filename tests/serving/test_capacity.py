@@ -13,13 +13,15 @@ from typer.testing import CliRunner
 from infermeter.cli.app import app
 from infermeter.run.slo import slo_report
 from infermeter.serving.capacity import (
+    CapacityDoc,
     CapacitySpec,
+    CapacityStepDoc,
     answer_line,
     attainment_interval,
     find_capacity,
     saturated,
 )
-from tests.helpers import assert_one_line_error
+from tests.helpers import assert_one_line_error, assert_rows_are
 
 runner = CliRunner()
 SERVICE_S = 0.1  # one request at a time, 100 ms each: 10 requests/s at most
@@ -59,6 +61,8 @@ def test_the_search_lands_below_the_queues_capacity_and_within_its_bisection():
 
     spec = CapacitySpec(target=0.9, start_rate=1.0, requests=200, max_requests=800, bisect=4)
     result = find_capacity(spec, measure)
+    assert set(result) == set(CapacityDoc.__required_keys__) | {"runs"}
+    assert_rows_are(result["steps"], CapacityStepDoc)
     best, worst = result["max_rate"], result["first_failing_rate"]
     assert result["found"] and best < worst <= best * 2 ** (1 / 2**4) * 1.0001
     assert best < 1 / SERVICE_S  # above it the queue grows without bound (rho >= 1)
@@ -148,6 +152,8 @@ def test_the_command_on_a_real_model(tmp_path):
     )
     assert r.exit_code == 0, r.output
     result = json.loads((tmp_path / "o" / "capacity.json").read_text())
+    # as `load capacity` keeps it: the runs' ids for the runs, with the search's meta
+    assert set(result) == set(CapacityDoc.__required_keys__) | {"run_ids", "meta", "server_line"}
     assert result["steps"][0]["rate"] == 64 and "capacity:" in r.output
     assert (tmp_path / "o" / "capacity.png").stat().st_size > 10_000
     assert len(Store(db).list_runs()) == len(result["run_ids"]) >= len(result["steps"])

@@ -16,7 +16,7 @@ from rich.table import Table
 from infermeter.util import fmt
 
 if TYPE_CHECKING:
-    from infermeter.serving.capacity import Step
+    from infermeter.serving.capacity import CapacityDoc, Step
     from infermeter.serving.plan import LoadPlan
     from infermeter.store import Store
 
@@ -55,7 +55,7 @@ def run_capacity(plan: LoadPlan, store: Store, folder: Path | None, json_out: bo
         console.print(result["server_line"], markup=False)
 
 
-def _steps_table(result: dict[str, Any], title: str) -> Table:
+def _steps_table(result: CapacityDoc, title: str) -> Table:
     """Each step: rate, requests, attainment with its interval, verdict, server ms/token."""
     t = Table(title=title, title_justify="left")
     own = [r["server_decode_ms_p50"] for r in result["steps"]]

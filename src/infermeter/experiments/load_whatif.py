@@ -33,7 +33,7 @@ from infermeter.serving.rows import SweepPointDoc
 
 if TYPE_CHECKING:
     from infermeter.analysis.intervals import BandDoc
-    from infermeter.serving.capacity import CapacitySpec
+    from infermeter.serving.capacity import CapacityDoc, CapacitySpec
     from infermeter.store import Store
 
 
@@ -67,7 +67,7 @@ class LoadPredictionDoc(TypedDict):
     points: list[PredictedPointDoc]
     knee_rate: float | None
     #: the capacity search over the simulation (with SLOs and --capacity), else None
-    capacity: dict[str, Any] | None
+    capacity: CapacityDoc | None
     notes: list[str]
     approximate: list[str]
     out_of_scope: list[str]
@@ -363,7 +363,7 @@ def _capacity(
     limit: int,
     cost: StepCost,
     limits: SchedulerLimits,
-) -> dict[str, Any]:
+) -> CapacityDoc:
     """`load --find-max-rate`'s search, each step a simulated run (a fresh seed per try)."""
     from infermeter.serving.capacity import answer_line, find_capacity
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
@@ -20,6 +20,9 @@ import matplotlib.pyplot as plt
 
 from infermeter.report.figures import label_points, plain_log_ticks, save_figure
 from infermeter.util.palette import BLUE, GREEN, GREY, ORANGE, PURPLE, VERMILLION
+
+if TYPE_CHECKING:
+    from infermeter.serving.capacity import CapacityDoc, CapacityStepDoc
 
 
 def _legend_outside(ax: Any) -> None:
@@ -101,7 +104,7 @@ def energy_latency_figure(points: list[dict[str, Any]], out: Path) -> list[Path]
     return save_figure(fig, out, "energy_vs_latency", pts)
 
 
-def capacity_figure(result: dict[str, Any], out: Path, title: str) -> list[Path]:
+def capacity_figure(result: CapacityDoc, out: Path, title: str) -> list[Path]:
     """SLO attainment (with its interval) and goodput against the offered rate.
 
     The answer marked: the target as a line, each step's verdict as its marker.
@@ -124,7 +127,7 @@ def capacity_figure(result: dict[str, Any], out: Path, title: str) -> list[Path]
         zorder=1,
         label=f"attainment ({result['confidence']:.0%} interval)",
     )
-    kinds: tuple[tuple[str, str, str, Callable[[dict[str, Any]], bool]], ...] = (
+    kinds: tuple[tuple[str, str, str, Callable[[CapacityStepDoc], bool]], ...] = (
         ("pass", "o", GREEN, lambda r: r["verdict"] == "pass"),
         ("fail", "X", VERMILLION, lambda r: r["verdict"] == "fail" and not r["saturated"]),
         ("fail: queue growing", "P", ORANGE, lambda r: r["saturated"]),

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from infermeter.errors import UserError
 from infermeter.util.settings import Range, check_ranges, setting
@@ -99,6 +99,55 @@ class CapacitySpec:
         return self
 
 
+class CapacityStepDoc(TypedDict):
+    """One step of a capacity search as its table and figure keep it (`Step.row`)."""
+
+    rate: float
+    requests: int
+    met: int
+    #: share of requests meeting every SLO, with its exact interval
+    attainment: float
+    ci_low: float
+    ci_high: float
+    goodput_rps: float
+    throughput_rps: float
+    saturated: bool
+    in_flight_mean: float
+    verdict: str
+    decided: bool
+    #: the server's own median decode time per token (NaN where it reports none)
+    server_decode_ms_p50: float
+
+
+class _CapacityDoc(TypedDict):
+    target: float
+    confidence: float
+    #: the highest rate that passed; the lowest that failed
+    max_rate: float | None
+    first_failing_rate: float | None
+    #: the lowest rate whose queue grew without bound
+    saturation_rate: float | None
+    #: even requests served alone missed the SLOs: no rate can meet them
+    missed_alone: bool
+    found: bool
+    steps: list[CapacityStepDoc]
+
+
+class CapacityDoc(_CapacityDoc, total=False):
+    """A capacity search (`find_capacity`): its answer, bounds and every step.
+
+    `runs` (each step's load documents) is there as the search returns; `load capacity` keeps
+    their ids instead (`run_ids`) with the search's `meta` and `server_line`, and `load predict`
+    its `answer` line.
+    """
+
+    runs: list[dict[str, Any]]
+    run_ids: list[str | None]
+    meta: dict[str, Any]
+    server_line: str | None
+    answer: str
+
+
 @dataclass
 class Step:
     """One offered rate: its requests' SLO outcomes and the verdict."""
@@ -120,7 +169,7 @@ class Step:
     #: `timings`), NaN where the server reports none
     server_decode_ms_p50: float = math.nan
 
-    def row(self) -> dict[str, Any]:
+    def row(self) -> CapacityStepDoc:
         """The step as a table row (the figure's CSV)."""
         return {
             "rate": self.rate,
@@ -232,7 +281,7 @@ def run_step(
 SERVER_MOVE = 0.10
 
 
-def server_line(result: dict[str, Any]) -> str | None:
+def server_line(result: CapacityDoc) -> str | None:
     """The server's own decode time per token across the steps; None where it reports none.
 
     Why: two capacity searches on one llama.cpp server disagreed because the server was 1.6x
@@ -268,7 +317,7 @@ def find_capacity(
     spec: CapacitySpec,
     measure: Callable[[float, int], dict[str, Any]],
     on_step: Callable[[Step], None] | None = None,
-) -> dict[str, Any]:
+) -> CapacityDoc:
     """Ramp, then bisect: the highest passing rate, the lowest failing one, every step."""
     steps: list[Step] = []
 
@@ -320,7 +369,7 @@ def find_capacity(
     }
 
 
-def answer_line(result: dict[str, Any]) -> str:
+def answer_line(result: CapacityDoc) -> str:
     """One line: the capacity found, how sure, and the bound it was found within."""
     target = f"{result['target']:.3g}".rstrip("0")
     rows = {r["rate"]: r for r in result["steps"]}

@@ -17,11 +17,11 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from infermeter.errors import UserError
 from infermeter.run.progress import ProgressFn
-from infermeter.serving.capacity import CapacitySpec, Step
+from infermeter.serving.capacity import CapacityDoc, CapacitySpec, Step
 from infermeter.serving.endpoint import Endpoint
 from infermeter.serving.load import Lengths, LoadSpec, parse_slos
 
@@ -100,11 +100,15 @@ class LoadPlan:
     stack: str = "hf"
 
 
+#: what an outcome holds: a load's document, or a capacity search's
+_Doc = TypeVar("_Doc", LoadDoc, CapacityDoc)
+
+
 @dataclass
-class Outcome:
+class Outcome(Generic[_Doc]):
     """Runs carried out and stored; an interrupt to re-raise once the caller has said so."""
 
-    doc: LoadDoc
+    doc: _Doc
     stored: list[str] = field(default_factory=list)
     interrupted: BaseException | None = None
 
@@ -364,7 +368,7 @@ def _headers(given: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def run_once(plan: LoadPlan, store: Any, on_progress: ProgressFn | None = None) -> Outcome:
+def run_once(plan: LoadPlan, store: Any, on_progress: ProgressFn | None = None) -> Outcome[LoadDoc]:
     """One load run: measured, (with --reference) held against the model here, stored."""
     from infermeter.serving.load import run_load, store_load
 
@@ -378,7 +382,9 @@ def run_once(plan: LoadPlan, store: Any, on_progress: ProgressFn | None = None) 
     return Outcome(doc, [store_load(doc, store, interrupted)], interrupted)
 
 
-def sweep_rates(plan: LoadPlan, store: Any, on_progress: ProgressFn | None = None) -> Outcome:
+def sweep_rates(
+    plan: LoadPlan, store: Any, on_progress: ProgressFn | None = None
+) -> Outcome[LoadDoc]:
     """The same requests at every rate, each rate's run stored as it ends."""
     from infermeter.serving.load import run_rate_sweep, store_load
 
@@ -397,7 +403,7 @@ def sweep_rates(plan: LoadPlan, store: Any, on_progress: ProgressFn | None = Non
 
 def search_capacity(
     plan: LoadPlan, store: Any, on_step: Callable[[Step], None] | None = None
-) -> Outcome:
+) -> Outcome[CapacityDoc]:
     """The capacity search with `load` runs as its steps, each stored as it ends."""
     from infermeter.models.loader import load_model
     from infermeter.serving.capacity import find_capacity, server_line
