@@ -229,8 +229,9 @@ def routing_analysis(
     cfg = shortcut_config(config_text)
     if cfg is None:
         raise UserError("--routing learned is the baseline itself", "give shortcuts or a file")
-    observed = (v.checks.get("routing") or {}).get("during_run") or {}
-    dist = observed.get("percent") or {"fast": 0.0, "cached": 0.0, "learned": 100.0}
+    seen = v.checks.get("routing", {}).get("during_run")
+    observed = seen if seen is not None and "percent" in seen else None  # learned: no split
+    dist = observed["percent"] if observed else {"fast": 0.0, "cached": 0.0, "learned": 100.0}
     tokens = _phase_tokens(b)
     base_ms = {"prefill": b.summary()["ttft_ms"].median, "decode": b.summary()["decode_ms"].median}
     phases: dict[str, Any] = {}
@@ -270,8 +271,8 @@ def routing_analysis(
     return {
         "config": cfg.to_dict(),
         "routing_distribution": dist,
-        "cache_utilization": observed.get("cache_utilization"),
-        "var_stats": observed,
+        "cache_utilization": observed["cache_utilization"] if observed else None,
+        "var_stats": observed or {},
         "phases": phases,
         "target_speedup": target_speedup,
         "actual_speedup": actual,

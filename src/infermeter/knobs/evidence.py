@@ -9,12 +9,13 @@ without importing the model loader.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, TypedDict, final
 
 if TYPE_CHECKING:
     from infermeter.models.info import QualityDoc
 
 
+@final  # so a reader tells the two apart by a key (`"tokens" in observed`)
 class RoutingSplitDoc(TypedDict):
     """Tokens per routing path (fast, cached, learned) over every layer: knobs/routing.py."""
 
@@ -26,16 +27,15 @@ class RoutingSplitDoc(TypedDict):
     cache_utilization: float
 
 
-class RoutingObservedDoc(TypedDict, total=False):
-    """What the routing knob saw during the run: the split, or only `routing: learned`."""
+@final
+class LearnedRoutingDoc(TypedDict):
+    """Routing left to the learned router: nothing was split (`routing: learned`)."""
 
     routing: str
-    tokens: dict[str, int]
-    percent: dict[str, float]
-    per_layer: list[dict[str, int]]
-    learned_router_calls: int
-    table_entries: list[int]
-    cache_utilization: float
+
+
+#: what the routing knob saw during the run: the split over its paths, or learned routing
+RoutingObservedDoc = RoutingSplitDoc | LearnedRoutingDoc
 
 
 # `class` is a Python keyword: the cache's keys are declared by name
