@@ -119,3 +119,110 @@ def assert_rows_are(rows, doc_type: type) -> None:
     required = set(doc_type.__required_keys__)  # type: ignore[attr-defined]
     for row in rows:
         assert required <= set(row) <= doc_keys(doc_type), (doc_type.__name__, sorted(row))
+
+
+def assert_load_doc(doc) -> None:
+    """A load's document (`run_load`'s, or `load --json`'s) and each part it has, key by key."""
+    from infermeter.run.load_docs import (
+        SeriesDoc,
+        ServerMetricsDoc,
+        StepCacheDoc,
+        StepRowDoc,
+        StepStateDoc,
+        TimelineRowDoc,
+    )
+    from infermeter.serving.rows import (
+        EndpointMetaDoc,
+        LoadDoc,
+        LoadMetaDoc,
+        ReferenceDoc,
+        RequestRowDoc,
+        StackCostRowDoc,
+    )
+
+    assert_rows_are([doc], LoadDoc)
+    meta = doc["meta"]
+    assert_rows_are([meta], LoadMetaDoc)
+    assert_load_summary(doc["summary"])
+    assert_rows_are(doc["timeline"], TimelineRowDoc)
+    assert_rows_are(doc["all_samples"] + doc.get("warmup_samples", []), RequestRowDoc)
+    assert_rows_are(doc.get("steps", []), StepRowDoc)
+    if meta.get("workload") is not None:
+        _assert_workload(meta["workload"])
+    if "step_state" in meta:
+        assert_rows_are([meta["step_state"]], StepStateDoc)
+        assert_rows_are([meta["step_state"]["cache"]], StepCacheDoc)
+    if "endpoint" in meta:
+        assert_rows_are([meta["endpoint"]], EndpointMetaDoc)
+    if "server_metrics" in doc:
+        assert_rows_are([doc["server_metrics"]], ServerMetricsDoc)
+        assert_rows_are(doc["server_metrics"]["series"].values(), SeriesDoc)
+    if "reference" in doc:
+        assert_rows_are([doc["reference"]], ReferenceDoc)
+        assert_load_summary(doc["reference"]["summary"])
+        assert_rows_are(doc["reference"]["stack_cost"], StackCostRowDoc)
+
+
+def assert_load_summary(s) -> None:
+    """A load's summary and its client, drift, batch, energy, metrics and token parts."""
+    from infermeter.run.load_docs import (
+        AddedDoc,
+        BatchDoc,
+        ClientDoc,
+        ClientVerdictDoc,
+        DriftDoc,
+        LoadEnergyDoc,
+        SelfCheckDoc,
+        ServerMetricsSummaryDoc,
+        StateMetricDoc,
+    )
+    from infermeter.run.results import LoadSummaryDoc, TokenCountsDoc
+
+    assert_rows_are([s], LoadSummaryDoc)
+    if "client" in s:
+        assert_rows_are([s["client"]], ClientDoc)
+        if s["client"]["selfcheck"] is not None:
+            assert_rows_are([s["client"]["selfcheck"]], SelfCheckDoc)
+            assert_rows_are(s["client"]["selfcheck"]["added"], AddedDoc)
+            assert set(s["client"]["verdict"]) == doc_keys(ClientVerdictDoc)
+    if s.get("drift") is not None:
+        assert set(s["drift"]) == doc_keys(DriftDoc)
+    for key, doc_type in (("batch", BatchDoc), ("energy", LoadEnergyDoc)):
+        if key in s:
+            assert_rows_are([s[key]], doc_type)
+    if "server_metrics" in s:
+        assert_rows_are([s["server_metrics"]], ServerMetricsSummaryDoc)
+        assert_rows_are(s["server_metrics"]["state"], StateMetricDoc)
+    if "tokens" in s:
+        assert set(s["tokens"]) == doc_keys(TokenCountsDoc)
+
+
+def assert_load_check(load) -> None:
+    """A stored load run's `checks["load"]`: every key, and each part as its writer typed it."""
+    from infermeter.run.load_docs import (
+        FailedRequestDoc,
+        ServerMetricsDoc,
+        StepRowDoc,
+        StepStateDoc,
+        TimelineRowDoc,
+    )
+    from infermeter.run.results import LoadCheckDoc
+
+    assert set(load) == doc_keys(LoadCheckDoc)
+    assert_load_summary(load["summary"])
+    assert_rows_are(load["timeline"], TimelineRowDoc)
+    assert_rows_are(load["failed"], FailedRequestDoc)
+    assert_rows_are(load["steps"] or [], StepRowDoc)
+    if load["workload"] is not None:
+        _assert_workload(load["workload"])
+    if load["step_state"] is not None:
+        assert_rows_are([load["step_state"]], StepStateDoc)
+    if load["server_metrics"] is not None:
+        assert_rows_are([load["server_metrics"]], ServerMetricsDoc)
+
+
+def _assert_workload(w) -> None:
+    from infermeter.workloads.traffic import LengthsDoc, TrafficDoc
+
+    assert_rows_are([w], TrafficDoc)
+    assert_rows_are([w["prompt_tokens"], w["output_tokens"]], LengthsDoc)

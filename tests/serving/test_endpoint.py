@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 
 from infermeter import Store
 from infermeter.cli.app import app
-from tests.helpers import assert_one_line_error
+from infermeter.run.load_docs import FailedRequestDoc
+from tests.helpers import assert_load_doc, assert_one_line_error, assert_rows_are
 
 pytest.importorskip("openai", reason="--endpoint needs the openai client: infermeter[endpoint]")
 runner = CliRunner()
@@ -238,6 +239,7 @@ def test_reference_sets_the_endpoint_beside_the_same_requests_in_process(server,
     )
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
+    assert_load_doc(doc)  # the reference's summary and the stack's cost among the rest
     rows = doc["reference"]["stack_cost"]
     assert [(x["metric"], x["percentile"]) for x in rows][:3] == [
         ("ttft_ms", "p50"),
@@ -448,13 +450,14 @@ def test_a_failed_request_is_stored_beside_the_served_ones():
     }
     spec = {"model": "m", "rate": 1.0, "server": "continuous", "slos": {}, "requests": 2}
     doc = {
-        "meta": {"spec": spec, "device": {}, "versions": {}},
+        "meta": {"spec": spec, "device": {}, "versions": {}, "model_info": {"spec": "m"}},
         "summary": {},
         "timeline": [],
         "all_samples": [ok, bad],
     }
-    run = as_run(doc, {"spec": "m"})
+    run = as_run(doc)
     assert [s.index for s in run.samples] == [0]
+    assert_rows_are(run.checks["load"]["failed"], FailedRequestDoc)
     assert run.checks["load"]["failed"] == [
         {"sample_id": 1, "error": "the server returned no token"}
     ]

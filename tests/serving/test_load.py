@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from infermeter.cli.app import app
 from infermeter.errors import UserError
-from infermeter.run.results import LoadCheckDoc, LoadSummaryDoc, RequestEnergyDoc
+from infermeter.run.results import RequestEnergyDoc
 from infermeter.serving.load import (
     Lengths,
     LoadSpec,
@@ -21,8 +21,15 @@ from infermeter.serving.load import (
     run_load,
     slo_report,
 )
-from infermeter.serving.rows import RequestRowDoc
-from tests.helpers import assert_one_line_error, assert_rows_are, doc_keys, interruptible
+from infermeter.serving.rows import RateSweepDoc, RateSweepMetaDoc, RequestRowDoc, SweepPointDoc
+from tests.helpers import (
+    assert_load_check,
+    assert_load_doc,
+    assert_one_line_error,
+    assert_rows_are,
+    doc_keys,
+    interruptible,
+)
 
 runner = CliRunner()
 
@@ -206,6 +213,11 @@ def test_a_rate_sweep_of_two_points_writes_its_files(tmp_path):
     )
     assert r.exit_code == 0, r.output
     doc = json.loads((tmp_path / "load_sweep.json").read_text())
+    assert set(doc) == doc_keys(RateSweepDoc) - {"interrupted"}
+    assert_rows_are([doc["meta"]], RateSweepMetaDoc)
+    assert_rows_are(doc["summary"], SweepPointDoc)
+    for run in doc["runs"]:
+        assert_load_doc(run)
     assert [p["rate"] for p in doc["summary"]] == [20.0, 200.0]
     assert all(p["goodput_rps"] > 0 for p in doc["summary"])
     for name in ("latency_vs_throughput.png", "latency_vs_throughput.csv", "goodput_vs_rate.png"):
@@ -245,8 +257,11 @@ def test_a_load_run_is_stored_as_a_run_of_requests(tmp_path):
         s.new_tokens == 3 and len(s.step_ms) == 2 for s in run.samples
     )
     load = run.checks["load"]
-    assert set(load) == doc_keys(LoadCheckDoc) and run.load_summary() == load["summary"]
-    assert_rows_are([load["summary"]], LoadSummaryDoc)
+    assert_load_check(load)
+    assert run.load_summary() == load["summary"] and load["summary"]["energy"] == {
+        "available": False,
+        "reason": load["summary"]["energy"]["reason"],
+    }
     assert set(load["request_energy"][0]) == doc_keys(RequestEnergyDoc)
     assert len(load["queue_ms"]) == 5 and load["summary"]["requests"] == 5
     assert run.slo_report() == load["summary"]["slo"]  # goodput over the load's wall time
@@ -356,6 +371,7 @@ def test_the_batch_over_time_adds_up_to_the_requests(tiny_llama):
     assert batch["steps"] == len(steps) and all(s["t_ms"] >= 0 for s in steps)
     assert max(s["batch_requests"] for s in steps) <= 6 and batch["offloads"] == 0
     assert all(0 <= s["kv_used_pct"] <= 100 for s in steps)
+    assert_load_doc(doc)  # the steps, step state and batch summary as their documents say
 
 
 def test_a_small_kv_cache_is_full_and_found(tmp_path):

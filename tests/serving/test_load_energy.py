@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from infermeter.cli.app import app
 from infermeter.serving.energy import attribute
 from infermeter.serving.load import Lengths, LoadSpec, run_load
-from tests.helpers import assert_one_line_error
+from tests.helpers import assert_load_check, assert_load_doc, assert_one_line_error
 
 WATTS = 22.0  # 20 W package + 2 W DRAM
 runner = CliRunner()
@@ -65,6 +65,7 @@ def test_a_load_shares_a_real_power_trace_among_its_requests(live_rapl, tiny_lla
         ),
         loaded=tiny_llama,
     )
+    assert_load_doc(doc)  # the energy block and the steps' joules as their documents say
     e, rows, steps = doc["summary"]["energy"], doc["all_samples"], doc["steps"]
     assert e["available"] and e["source"] == "rapl"
     # the requests' shares are the steps' energy, and the steps' energy their length at 22 W
@@ -128,6 +129,7 @@ def test_cli_prints_stores_and_draws_energy_across_rates(live_rapl, tmp_path):
     stored = Store(db).get(row["id"]).checks["load"]
     assert len(stored["request_energy"]) == 4
     assert stored["summary"]["energy"]["available"]
+    assert_load_check(stored)
 
 
 def test_a_rate_sweep_draws_energy_against_latency(live_rapl, tiny_llama, tmp_path):

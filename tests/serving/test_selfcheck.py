@@ -14,10 +14,8 @@ import pytest
 from typer.testing import CliRunner
 
 from infermeter.cli.app import app
-from infermeter.run.results import LoadSummaryDoc, TokenCountsDoc
 from infermeter.serving.nullserver import NullSpec, null_server
-from infermeter.serving.rows import RequestRowDoc
-from tests.helpers import assert_one_line_error, assert_rows_are, doc_keys
+from tests.helpers import assert_load_doc, assert_one_line_error
 
 pytest.importorskip("openai", reason="--endpoint needs the openai client: infermeter[endpoint]")
 runner = CliRunner()
@@ -56,6 +54,7 @@ def test_a_server_slowing_halfway_is_called_drift_and_a_steady_one_is_not(tmp_pa
     slow = NullSpec(ttft_ms=5, itl_ms=15, slow_after=12, slow_factor=2.5)
     with null_server(slow) as s:
         doc, out = _load(s.url, tmp_path, *args)
+    assert_load_doc(doc)  # as `load --out` wrote it: the drift's document among the rest
     d = doc["summary"]["drift"]
     assert d["source"] == "server" and d["requests"] == 24
     assert d["moved"] and 2.0 < d["ratio"] < 3.0, d
@@ -89,9 +88,7 @@ def test_every_endpoint_run_states_what_its_client_cost(null_url, tmp_path):
     assert 0 < c["cores"] < 2 and c["verdict"]["delivered_share_of_ceiling"] > 0
     assert c["verdict"]["itl_share"] < 0.05  # an unhurried client keeps up with 8 ms tokens
     assert "client:" in out and "self-check: client ceiling" in out
-    assert_rows_are(doc["all_samples"], RequestRowDoc)
-    assert_rows_are([doc["summary"]], LoadSummaryDoc)
-    assert set(doc["summary"]["tokens"]) == doc_keys(TokenCountsDoc)
+    assert_load_doc(doc)  # the client's self-check and verdict, the rows, the endpoint
     assert {"http_wait_ms", "ttft_from_send_ms"} <= set(doc["all_samples"][0])
     # latency from the scheduled time and from the send are both kept (coordinated omission)
     for r in doc["all_samples"]:
@@ -335,7 +332,7 @@ def test_peers_own_files_import_with_the_peers_own_figures(tmp_path):
     from infermeter.serving.formats import read_peer_file
 
     for imported in read_peer_file(guidellm, None):  # a peer's rows have the keys every row has
-        assert_rows_are(imported["all_samples"], RequestRowDoc)
+        assert_load_doc(imported)
     r = runner.invoke(app, ["load", "import", str(guidellm), "--db", db])
     assert r.exit_code == 0, r.output
     assert "6 requests from guidellm" in r.output

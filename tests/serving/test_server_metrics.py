@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from infermeter.cli.app import app
 from infermeter.serving.load import Lengths, LoadSpec, run_load
 from infermeter.serving.server_metrics import parse
-from tests.helpers import assert_one_line_error
+from tests.helpers import assert_load_doc, assert_one_line_error
 
 pytest.importorskip("prometheus_client", reason="--metrics-url needs infermeter[endpoint]")
 runner = CliRunner()
@@ -94,6 +94,7 @@ def test_a_load_scrapes_the_engines_metrics_as_it_runs(exporter, tiny_llama):
     state = {r["name"]: r for r in doc["summary"]["server_metrics"]["state"]}
     assert state["vllm:num_requests_running"]["max"] <= 3
     assert 0 <= state["vllm:kv_cache_usage_perc"]["max"] <= 0.75
+    assert_load_doc(doc)
 
 
 def test_cli_prints_the_state_and_a_dead_url_fails_no_run(exporter, tmp_path):

@@ -20,7 +20,7 @@ from infermeter.workloads.traffic import (
     prefix_reuse,
     resolve,
 )
-from tests.helpers import assert_one_line_error
+from tests.helpers import assert_load_check, assert_load_doc, assert_one_line_error
 
 runner = CliRunner()
 
@@ -165,6 +165,7 @@ def test_a_multi_turn_load_sends_each_turn_after_the_one_before(
         ),
         loaded=tiny_llama,
     )
+    assert_load_doc(doc)
     rows = {r["sample_id"]: r for r in doc["all_samples"]}
     assert len(rows) == requests and doc["meta"]["workload"]["multi_turn_sessions"] >= 1
     later = [r for r in rows.values() if r["turn"] > 0]
@@ -218,8 +219,10 @@ def test_cli_prints_the_workload_and_stores_it(tmp_path):
     assert r.exit_code == 0, r.output
     assert "workload mooncake" in r.output and "prefix reuse" in r.output
     (run,) = Store(db).list_runs()
-    stored = Store(db).get(run["id"]).checks["load"]["workload"]
-    assert stored["kind"] == "mooncake" and stored["requests"] == 4
+    load = Store(db).get(run["id"]).checks["load"]
+    assert_load_check(load)
+    stored = load["workload"]
+    assert stored["kind"] == "mooncake" and stored["requests"] == 4 and "mean_rate_rps" in stored
 
 
 @pytest.mark.parametrize(

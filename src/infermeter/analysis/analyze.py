@@ -212,9 +212,9 @@ def load_findings(run: RunResult) -> list[Finding]:
 def _kv_findings(load: LoadCheckDoc, queue_ms: float) -> list[Finding]:
     """The continuous batch's KV cache full for a share of the run (serving/batch_state.py)."""
     summary = load.get("summary")
-    batch = (summary.get("batch") if summary is not None else None) or {}
-    full = batch.get("kv_full_time_pct")
-    if full is None or full < KV_FULL_MEDIUM:
+    batch = summary.get("batch") if summary is not None else None
+    full = batch.get("kv_full_time_pct") if batch is not None else None
+    if batch is None or full is None or full < KV_FULL_MEDIUM:
         return []
     return [
         Finding(

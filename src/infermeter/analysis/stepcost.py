@@ -36,10 +36,15 @@ the same device.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infermeter.analysis.timemodel import DeviceModel, Work, forward_time
 from infermeter.models.shape import Shape
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from infermeter.run.load_docs import StepRowDoc
 
 #: the parts a step's seconds are the sum of (with `between_s`), in the order factors are fitted
 PARTS = ("linear", "attention", "kv_copy", "host", "requests", "after_idle")
@@ -222,7 +227,7 @@ class StepCost:
         return max(step, self.bound(s))
 
 
-def step_load_of_row(row: dict[str, Any], after_idle: bool = False) -> StepLoad | None:
+def step_load_of_row(row: StepRowDoc, after_idle: bool = False) -> StepLoad | None:
     """A stored step row (serving/batch_state.py) as a StepLoad; None without the figures."""
     try:
         pre, dec = int(row["prefill_tokens"]), int(row["decode_tokens"])
@@ -233,7 +238,7 @@ def step_load_of_row(row: dict[str, Any], after_idle: bool = False) -> StepLoad 
         return None
 
 
-def idle_before(rows: list[dict[str, Any]]) -> list[bool]:
+def idle_before(rows: Sequence[StepRowDoc]) -> list[bool]:
     """Per step row: True when the server sat idle before it (the first, or after a pause)."""
     out = [True]
     for a, b in zip(rows, rows[1:], strict=False):
@@ -241,7 +246,7 @@ def idle_before(rows: list[dict[str, Any]]) -> list[bool]:
     return out[: len(rows)]
 
 
-def between_steps_s(rows: list[dict[str, Any]]) -> float:
+def between_steps_s(rows: Sequence[StepRowDoc]) -> float:
     """Median time from one step's end to the next step's start while the server is busy."""
     import statistics
 
@@ -253,7 +258,7 @@ def between_steps_s(rows: list[dict[str, Any]]) -> float:
     return statistics.median(gaps) if gaps else 0.0
 
 
-def admission_delays_s(rows: list[dict[str, Any]], arrivals_ms: list[float]) -> list[float]:
+def admission_delays_s(rows: Sequence[StepRowDoc], arrivals_ms: list[float]) -> list[float]:
     """Per request that arrived at an idle server: seconds until the next step started.
 
     Idle as `idle_before` reads it: the next step came after a pause. A closed loop's next
@@ -280,7 +285,7 @@ def admission_delays_s(rows: list[dict[str, Any]], arrivals_ms: list[float]) -> 
 
 def learn_step_factors(
     cost: StepCost,
-    runs: list[list[dict[str, Any]]],
+    runs: Sequence[Sequence[StepRowDoc]],
     source: str,
     arrivals_ms: list[list[float]] | None = None,
 ) -> StepFactors:

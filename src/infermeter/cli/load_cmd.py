@@ -22,6 +22,9 @@ from infermeter.serving.selfcheck import SelfCheckSpec
 from infermeter.util import fmt
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from infermeter.run.document import LoadResult
     from infermeter.serving.plan import LoadPlan
     from infermeter.serving.rows import SweepPointDoc
     from infermeter.store import Store
@@ -234,7 +237,7 @@ class LoadGate:
     junit: Path | None = None
     summary: Path | None = None
 
-    def close(self, runs: list[dict[str, Any]]) -> None:
+    def close(self, runs: Sequence[LoadResult]) -> None:
         """Write the CI outputs of these runs, then exit 3 on a missed SLO when gated."""
         from infermeter.report.gate_outputs import write_gate_outputs
 
@@ -254,7 +257,7 @@ class LoadGate:
                 fail_on_miss(run["summary"]["slo"], at)
 
 
-def load_cases(runs: list[dict[str, Any]], where: list[str], gated: bool) -> list[Any]:
+def load_cases(runs: Sequence[LoadResult], where: list[str], gated: bool) -> list[Any]:
     """One check per SLO and run: every request met it (what --fail-if-slo-missed judges)."""
     from infermeter.report.gate_outputs import GateCase
 

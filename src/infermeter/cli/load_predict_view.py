@@ -28,24 +28,16 @@ def run_prediction(plan: LoadPlan, store: Store, folder: Path | None, json_out: 
     doc = predict_and_store(plan, store)
     files: list[Path] = []
     if folder is not None:
-        from infermeter.report.load_figures import load_sweep_figures
+        from infermeter.report.load_figures import sweep_figures
 
         files.append(write_json(folder / "load_prediction.json", doc))
         if len(doc["points"]) > 1:
-            files += load_sweep_figures(_as_sweep(doc), folder)
+            model = f"{doc['model']} (predicted)"
+            files += sweep_figures(doc["points"], doc["knee_rate"], model, "continuous", folder)
     if json_out:
         print_json(doc)
     else:
         _print(doc, files, store.where)
-
-
-def _as_sweep(doc: dict[str, Any]) -> dict[str, Any]:
-    """The prediction in the shape `load --rate A,B`'s figures draw."""
-    return {
-        "summary": doc["points"],
-        "knee_rate": doc["knee_rate"],
-        "meta": {"model": f"{doc['model']} (predicted)", "spec": {"server": "continuous"}},
-    }
 
 
 def _ms(v: float | None) -> str:

@@ -33,6 +33,7 @@ from infermeter.serving.rows import SweepPointDoc
 
 if TYPE_CHECKING:
     from infermeter.analysis.intervals import BandDoc
+    from infermeter.run.load_docs import StepCacheDoc, StepRowDoc
     from infermeter.serving.capacity import CapacityDoc, CapacitySpec
     from infermeter.store import Store
 
@@ -96,27 +97,37 @@ class PredictedPointDoc(SweepPointDoc, total=False):
 GPU_CACHE_SHARE = 0.9
 
 
-def stored_load_steps(store: Store, ceilings: Any, local: bool, model: str) -> dict[str, Any]:
-    """Step rows of stored in-process loads on this device: of `model` when it has any, else all.
+class StoredStepsDoc(TypedDict):
+    """Step rows of stored loads, what the step model learns from (`stored_load_steps`)."""
 
-    Returns {"steps": rows per run, "arrivals_ms": each run's request arrivals (on the steps'
-    clock), "source": where they came from, "cache": the newest run's scheduler limits}.
-    """
+    #: each run's step rows
+    steps: list[list[StepRowDoc]]
+    #: each run's request arrivals, on its steps' clock
+    arrivals_ms: list[list[float]]
+    #: where they came from
+    source: str
+    #: the newest run's scheduler limits
+    cache: StepCacheDoc
+
+
+def stored_load_steps(store: Store, ceilings: Any, local: bool, model: str) -> StoredStepsDoc:
+    """Step rows of stored in-process loads on this device: of `model` when it has any, else all."""
     rows = [
         r
         for r in store.list_runs(status="finished", limit=LEARN_LIMIT)
         if r["mode"] == "load" and same_device(r["device"], ceilings, local)
     ]
-    runs = []
+    runs: list[tuple[str, list[StepRowDoc], list[float], StepCacheDoc]] = []
     for r in rows:
         run = store.get(r["id"])
-        load = (run.checks or {}).get("load") or {}
+        load = run.checks.get("load") if run.checks else None
+        if load is None:
+            continue
         steps = [s for s in load.get("steps") or [] if "context_tokens" in s]
+        state = load.get("step_state")
         if steps:
             arrivals = sorted(x.start_ms for x in run.samples if not x.warmup)
-            runs.append(
-                (r["model"], steps, arrivals, (load.get("step_state") or {}).get("cache") or {})
-            )
+            runs.append((str(r["model"]), steps, arrivals, state["cache"] if state else {}))
     mine = [x for x in runs if x[0] == model]
     chosen = mine or runs
     if not chosen:
@@ -135,7 +146,7 @@ def stored_load_steps(store: Store, ceilings: Any, local: bool, model: str) -> d
     }
 
 
-def _limits(spec: LoadSpec, cache: dict[str, Any], gpu_blocks: int | None) -> SchedulerLimits:
+def _limits(spec: LoadSpec, cache: StepCacheDoc, gpu_blocks: int | None) -> SchedulerLimits:
     base = SchedulerLimits()
     page = spec.kv_page_tokens or cache.get("page_tokens") or base.page_tokens
     return SchedulerLimits(
@@ -143,7 +154,9 @@ def _limits(spec: LoadSpec, cache: dict[str, Any], gpu_blocks: int | None) -> Sc
         max_requests_per_step=int(cache.get("max_requests_per_step") or base.max_requests_per_step),
         blocks=spec.kv_blocks or gpu_blocks,
         page_tokens=int(page),
-        safety_margin=float(cache.get("safety_margin", base.safety_margin)),
+        safety_margin=float(
+            margin if (margin := cache.get("safety_margin")) is not None else base.safety_margin
+        ),
     )
 
 

@@ -151,6 +151,7 @@ def _run_serving(
     """
     from infermeter.report.load_figures import load_sweep_figures
     from infermeter.serving.load import Lengths, LoadSpec, as_run, run_rate_sweep
+    from infermeter.serving.rows import as_load_doc
 
     settings = {**exp.base, **(exp.quick_base if quick else {})}
     spec = LoadSpec(
@@ -163,7 +164,7 @@ def _run_serving(
     rates = [float(r) for r in exp.grid(loaded.info, quick, False)["rate"]]
     doc = run_rate_sweep(spec, rates, loaded=loaded)
     for run in doc["runs"]:
-        run["meta"]["run_id"] = store.save(as_run(run, loaded.info.to_dict()))
+        run["meta"]["run_id"] = store.save(as_run(as_load_doc(run)))
     folder = out / exp.name
     folder.mkdir(parents=True, exist_ok=True)
     files = [write_json(folder / "load_sweep.json", doc), *load_sweep_figures(doc, folder)]

@@ -58,7 +58,7 @@ class ModelInfoDoc(TypedDict, total=False):
     """The stored record of a run's model (`RunResult.model_info`): `ModelInfo`'s fields.
 
     A profile run adds `shape` (its cost shape and census: models/shape.py); a load run against
-    an endpoint has only `spec`, `endpoint` and `tokenizer`; a Ray sweep's placeholder only
+    an endpoint has only `spec`, `name`, `endpoint` and `tokenizer`; a Ray sweep's placeholder only
     `spec`. Every key is optional to a reader.
     """
 
@@ -89,6 +89,8 @@ class ModelInfoDoc(TypedDict, total=False):
     attn_implementation: str | None
     shape: dict[str, Any]
     endpoint: str
+    #: the model as an endpoint or a peer's file named it
+    name: str
 
 
 @dataclass(frozen=True)

@@ -201,8 +201,12 @@ def _load_client_section(doc: Any, run: RunResult) -> None:
     s = run.load_summary()
     if s is None:
         return
-    client, drift = s.get("client") or {}, s.get("drift") or {}
-    lines = [client.get("line"), client.get("selfcheck_line"), drift.get("line")]
+    client, drift = s.get("client"), s.get("drift")
+    lines = [
+        client.get("line") if client else None,
+        client.get("selfcheck_line") if client else None,
+        drift["line"] if drift else None,
+    ]
     if any(lines):
         doc.heading("The load client and the server")
         for line in lines:

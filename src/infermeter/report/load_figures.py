@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import matplotlib
 
@@ -22,7 +22,18 @@ from infermeter.report.figures import label_points, plain_log_ticks, save_figure
 from infermeter.util.palette import BLUE, GREEN, GREY, ORANGE, PURPLE, VERMILLION
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from infermeter.serving.capacity import CapacityDoc, CapacityStepDoc
+    from infermeter.serving.rows import RateSweepDoc, SweepPointDoc
+
+
+_LatencyKey = Literal["ttft_ms_p99", "ttft_ms_p50", "e2e_ms_p99", "e2e_ms_p50"]
+
+
+def _nan(value: float | None) -> float:
+    """A missing figure as a gap in its line."""
+    return math.nan if value is None else value
 
 
 def _legend_outside(ax: Any) -> None:
@@ -30,19 +41,36 @@ def _legend_outside(ax: Any) -> None:
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
 
 
-def load_sweep_figures(doc: dict[str, Any], out: Path) -> list[Path]:
-    """The throughput-latency curve with its knee, and goodput vs offered rate."""
-    points = [p for p in doc["summary"] if not math.isinf(p["rate"])] or doc["summary"]
-    knee_rate = doc.get("knee_rate")
+def load_sweep_figures(doc: RateSweepDoc, out: Path) -> list[Path]:
+    """A measured rate sweep's figures (`sweep_figures`)."""
+    meta = doc["meta"]
+    return sweep_figures(
+        doc["summary"], doc["knee_rate"], meta["model"], meta["spec"]["server"], out
+    )
+
+
+def sweep_figures(
+    all_points: Sequence[SweepPointDoc],
+    knee_rate: float | None,
+    model: str,
+    server: str,
+    out: Path,
+) -> list[Path]:
+    """The throughput-latency curve with its knee, and goodput vs offered rate.
+
+    Measured (`load --rate A,B`) or predicted (`load predict`) points alike.
+    """
+    points = [p for p in all_points if not math.isinf(p["rate"])] or list(all_points)
     fig, ax = plt.subplots(figsize=(7, 4.2))
     xs = [p["throughput_rps"] for p in points]
-    for key, label, style in (
+    curves: tuple[tuple[_LatencyKey, str, str], ...] = (
         ("ttft_ms_p99", "TTFT p99", "o-"),
         ("ttft_ms_p50", "TTFT p50", "o--"),
         ("e2e_ms_p99", "end-to-end p99", "s-"),
         ("e2e_ms_p50", "end-to-end p50", "s--"),
-    ):
-        ax.plot(xs, [p[key] for p in points], style, label=label)
+    )
+    for key, label, style in curves:
+        ax.plot(xs, [_nan(p[key]) for p in points], style, label=label)
     k = next((p for p in points if p["rate"] == knee_rate), None)
     if k is not None:
         ax.axvline(
@@ -55,10 +83,7 @@ def load_sweep_figures(doc: dict[str, Any], out: Path) -> list[Path]:
     plain_log_ticks(ax, "y")
     ax.set_xlabel("throughput (requests/s)")
     ax.set_ylabel("latency (ms)")
-    ax.set_title(
-        f"{doc['meta']['model']}: latency vs throughput ({doc['meta']['spec']['server']} batching)",
-        fontsize=10,
-    )
+    ax.set_title(f"{model}: latency vs throughput ({server} batching)", fontsize=10)
     ax.grid(True, alpha=0.3)
     _legend_outside(ax)
     label_points(ax, [(p["throughput_rps"], p["e2e_ms_p99"], f"{p['rate']:g}/s") for p in points])
@@ -68,7 +93,9 @@ def load_sweep_figures(doc: dict[str, Any], out: Path) -> list[Path]:
     ax.plot(rates, rates, ":", color=GREY, label="offered")
     ax.plot(rates, xs, "o-", label="throughput")
     if any(p["goodput_rps"] is not None for p in points):
-        ax.plot(rates, [p["goodput_rps"] for p in points], "s-", label="goodput (every SLO met)")
+        ax.plot(
+            rates, [_nan(p["goodput_rps"]) for p in points], "s-", label="goodput (every SLO met)"
+        )
     ax.set_xlabel("offered rate (requests/s)")
     ax.set_ylabel("requests/s")
     ax.set_title("throughput and goodput vs offered rate", fontsize=10)
@@ -78,19 +105,19 @@ def load_sweep_figures(doc: dict[str, Any], out: Path) -> list[Path]:
     return files + energy_latency_figure(points, out)
 
 
-def energy_latency_figure(points: list[dict[str, Any]], out: Path) -> list[Path]:
+def energy_latency_figure(points: Sequence[SweepPointDoc], out: Path) -> list[Path]:
     """Joules per request against p99 end-to-end latency, one point per offered rate.
 
     The trade a rate makes: more requests per step share each step's energy (fewer J each),
     at the price of waiting. Drawn only when the sweep measured energy.
     """
-    pts = [p for p in points if p.get("j_per_request_p50") is not None]
+    pts = [p for p in points if p["j_per_request_p50"] is not None]
     if not pts:
         return []
     fig, ax = plt.subplots(figsize=(7, 4.2))
     ax.plot(
-        [p["e2e_ms_p99"] for p in pts],
-        [p["j_per_request_p50"] for p in pts],
+        [_nan(p["e2e_ms_p99"]) for p in pts],
+        [_nan(p["j_per_request_p50"]) for p in pts],
         "o-",
         color=GREEN,
         label="J per request (median)",

@@ -20,6 +20,18 @@ from infermeter.measure.memory import SampleMemoryDoc
 from infermeter.measure.stats import Summary, SummaryDoc, summarize
 from infermeter.models.info import ModelInfoDoc
 from infermeter.run.environment import VersionsDoc
+from infermeter.run.load_docs import (
+    BatchDoc,
+    ClientDoc,
+    DriftDoc,
+    FailedRequestDoc,
+    LoadEnergyDoc,
+    ServerMetricsDoc,
+    ServerMetricsSummaryDoc,
+    StepRowDoc,
+    StepStateDoc,
+    TimelineRowDoc,
+)
 
 if TYPE_CHECKING:  # run/config.py loads the model presets; a stored run needs none of it
     from collections.abc import Mapping, Sequence
@@ -39,6 +51,7 @@ if TYPE_CHECKING:  # run/config.py loads the model presets; a stored run needs n
     from infermeter.run.config import RunConfigDoc
     from infermeter.run.slo import SLOReportDoc, SLORowDoc
     from infermeter.run.speculation import SpeculationDoc
+    from infermeter.workloads.traffic import TrafficDoc
 
 #: Per-sample metrics summarised in every run, with their units in their names.
 METRICS = (
@@ -204,16 +217,16 @@ class LoadSummaryDoc(_LoadSummaryDoc, total=False):
     slo: SLOReportDoc
     warmup_requests: int
     warmup_note: str | None
-    client: dict[str, Any]
-    drift: dict[str, Any] | None
+    client: ClientDoc
+    drift: DriftDoc | None
     #: latencies from the send (`send_lag_ms`: the client's lateness) and the HTTP phases
     from_send: dict[str, SummaryDoc]
     tokens: TokenCountsDoc
     #: the server's own prefill and decode per token (llama.cpp's `timings`)
     server_timing: dict[str, SummaryDoc]
-    batch: dict[str, Any]
-    energy: dict[str, Any]
-    server_metrics: dict[str, Any]
+    batch: BatchDoc
+    energy: LoadEnergyDoc
+    server_metrics: ServerMetricsSummaryDoc
     not_simulated: int
 
 
@@ -235,20 +248,21 @@ class TokenCountsDoc(TypedDict):
 class LoadCheckDoc(TypedDict, total=False):
     """What a load run keeps beside its samples (`checks["load"]`, serving/load.py).
 
-    The summary, timeline, failures, workload, steps, server metrics and batch state are the
-    load document's own parts (docs/serving.md), kept as it wrote them: their rows are
-    serving's and not typed key by key here.
+    The summary, timeline, failures, workload, steps, server metrics and step state are the
+    load document's own parts (docs/serving.md), declared in run/load_docs.py (the workload's
+    in workloads/traffic.py); None where the run had none (no workload file, no scheduler
+    steps, no `--metrics-url`).
     """
 
     summary: LoadSummaryDoc
-    timeline: list[dict[str, Any]]
+    timeline: list[TimelineRowDoc]
     queue_ms: list[float]
-    failed: list[dict[str, Any]]
-    workload: dict[str, Any] | None
-    steps: list[dict[str, Any]] | None
+    failed: list[FailedRequestDoc]
+    workload: TrafficDoc | None
+    steps: list[StepRowDoc] | None
     request_energy: list[RequestEnergyDoc]
-    server_metrics: dict[str, Any] | None
-    step_state: dict[str, Any] | None
+    server_metrics: ServerMetricsDoc | None
+    step_state: StepStateDoc | None
     server_timing: list[ServerTimingDoc] | None
 
 

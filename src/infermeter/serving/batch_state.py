@@ -22,7 +22,12 @@ worked within (blocks, tokens per block, tokens and requests per step, its safet
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    from infermeter.run.load_docs import BatchDoc, StepCacheDoc, StepRowDoc
 
 #: most step rows kept: beyond it every other row is dropped (and the run says so)
 MAX_STEPS = 20_000
@@ -38,7 +43,7 @@ class StepRecorder:
         self.thinned = 1
         self.live = live
         self._pending: dict[str, Any] = {}
-        self.cache: dict[str, Any] = {}
+        self.cache: StepCacheDoc = {}
         create = getattr(manager, "_create_batch_processor", None)
         if create is None:
             self.missing.add("every step figure (no _create_batch_processor in this transformers)")
@@ -71,14 +76,16 @@ class StepRecorder:
         cb_config = getattr(processor, "cb_config", None)
         scheduler_type = getattr(cb_config, "scheduler_type", None)
         # what the scheduler worked within: `load --predict` simulates the same limits
-        self.cache |= {
-            "blocks": getattr(cache, "num_blocks", None),
-            "page_tokens": getattr(cb_config, "page_size", None),
-            "max_batch_tokens": getattr(processor, "max_batch_tokens", None),
-            "max_requests_per_step": getattr(scheduler, "max_requests_per_batch", None),
-            "safety_margin": getattr(scheduler, "safety_margin", None),
-            "scheduler": scheduler_type,
-        }
+        self.cache.update(  # beside what the caller set (who sized it)
+            {
+                "blocks": getattr(cache, "num_blocks", None),
+                "page_tokens": getattr(cb_config, "page_size", None),
+                "max_batch_tokens": getattr(processor, "max_batch_tokens", None),
+                "max_requests_per_step": getattr(scheduler, "max_requests_per_batch", None),
+                "safety_margin": getattr(scheduler, "safety_margin", None),
+                "scheduler": scheduler_type,
+            }
+        )
         step = processor._generation_step
 
         def observed_step(*args: Any, **kwargs: Any) -> Any:
@@ -149,16 +156,20 @@ class StepRecorder:
             }
             self.live.state["steps"] = one_instant({**(self.live.state.get("steps") or {}), **now})
 
-    def rows(self, origin_s: float) -> list[dict[str, Any]]:
-        """The steps with `t_ms` from the run's origin (the first arrival)."""
+    def rows(self, origin_s: float) -> list[StepRowDoc]:
+        """The steps with `t_ms` from the run's origin (the first arrival).
+
+        A row still holds `_members` (who was in the step) for the caller to pop: energy
+        shares need them, the stored row does not.
+        """
         out = []
         for r in self.steps:
             row = {k: v for k, v in r.items() if k != "t_s"}
-            out.append({"t_ms": (r["t_s"] - origin_s) * 1e3, **row})
+            out.append(cast("StepRowDoc", {"t_ms": (r["t_s"] - origin_s) * 1e3, **row}))
         return out
 
 
-def summarize_steps(steps: list[dict[str, Any]], wall_ms: float) -> dict[str, Any]:
+def summarize_steps(steps: Sequence[StepRowDoc], wall_ms: float) -> BatchDoc:
     """What the batch did over the run: steps, batch sizes, queue, cache fullness, offloads.
 
     Time shares weight each step by the time until the next one (the state held that long).
@@ -171,7 +182,7 @@ def summarize_steps(steps: list[dict[str, Any]], wall_ms: float) -> dict[str, An
     held = np.diff(t).clip(min=0)
     span = float(held.sum()) or 1.0
 
-    def share(pred: Any) -> float | None:
+    def share(pred: Callable[[StepRowDoc], bool | None]) -> float | None:
         known = [(h, s) for h, s in zip(held, steps, strict=True) if pred(s) is not None]
         if not known:
             return None

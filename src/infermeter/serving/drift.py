@@ -20,7 +20,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from infermeter.run.load_docs import DriftDoc
+    from infermeter.serving.rows import RequestRowDoc
 
 #: a move smaller than this share is never called drift
 MIN_RELATIVE_MOVE = 0.10
@@ -69,8 +73,23 @@ class Drift:
             )
         return head + ": steady"
 
+    def to_doc(self) -> DriftDoc:
+        """As stored in a load's summary (`drift`): the fields, the ratio and the line."""
+        return {
+            "source": self.source,
+            "requests": self.requests,
+            "first_ms": self.first_ms,
+            "last_ms": self.last_ms,
+            "first_ci_ms": self.first_ci_ms,
+            "last_ci_ms": self.last_ci_ms,
+            "p_value": self.p_value,
+            "moved": self.moved,
+            "ratio": self.ratio,
+            "line": self.line(),
+        }
 
-def _values(rows: list[dict[str, Any]]) -> tuple[str, list[float]]:
+
+def _values(rows: list[RequestRowDoc]) -> tuple[str, list[float]]:
     served = sorted((r for r in rows if r.get("error") is None), key=lambda r: r["arrival_ms"])
     server = [r.get("server_decode_ms_per_token") for r in served]
     own = [float(v) for v in server if v is not None and math.isfinite(v) and v > 0]
@@ -80,7 +99,7 @@ def _values(rows: list[dict[str, Any]]) -> tuple[str, list[float]]:
     return "client", client
 
 
-def drift_verdict(rows: list[dict[str, Any]]) -> Drift | None:
+def drift_verdict(rows: list[RequestRowDoc]) -> Drift | None:
     """The run's drift verdict; None with fewer than `MIN_REQUESTS` requests timed."""
     import numpy as np
     from scipy.stats import mannwhitneyu

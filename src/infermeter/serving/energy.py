@@ -17,21 +17,47 @@ share. No power source, or a trace that does not cover a step: None with the rea
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TypedDict
+
+if TYPE_CHECKING:
+    from infermeter.run.load_docs import LoadEnergyDoc, StepRowDoc
+    from infermeter.serving.rows import RequestRowDoc
+
+
+class RequestJoulesDoc(TypedDict):
+    """One request's shares of the steps it was in."""
+
+    energy_j: float
+    prefill_j: float
+    decode_j: float
+
+
+class EnergyTotalsDoc(TypedDict):
+    """The run's trace over its wall time and over its steps (`attribute`)."""
+
+    source: str
+    method: str
+    total_j: float | None
+    in_steps_j: float
+    between_steps_j: float | None
+    mean_power_w: float | None
+    steps_uncovered: int
+    readings: int
 
 
 def attribute(
-    steps: list[dict[str, Any]],
-    members: list[list[tuple[str, int, bool]]],
+    steps: Sequence[StepRowDoc],
+    members: Sequence[Sequence[tuple[str, int, bool]]],
     trace: Any,
     wall_ms: float,
-) -> tuple[dict[str, dict[str, float]], dict[str, Any]]:
+) -> tuple[dict[str, RequestJoulesDoc], EnergyTotalsDoc]:
     """Per request id {energy_j, prefill_j, decode_j}, and the run's totals.
 
     `steps` have `t_ms` and `step_ms` on the trace's time base; `members[i]` is step i's
     (request id, tokens in the step, whether those are prefill tokens).
     """
-    per: dict[str, dict[str, float]] = {}
+    per: dict[str, RequestJoulesDoc] = {}
     in_steps = 0.0
     uncovered = 0
     for step, who in zip(steps, members, strict=True):
@@ -50,7 +76,7 @@ def attribute(
             got["energy_j"] += share
             got["prefill_j" if prefill else "decode_j"] += share
     whole = trace.window(0.0, wall_ms) if wall_ms > 0 else None
-    totals = {
+    totals: EnergyTotalsDoc = {
         "source": trace.source,
         "method": trace.method,
         "total_j": whole.energy_j if whole is not None else None,
@@ -63,19 +89,32 @@ def attribute(
     return per, totals
 
 
-def energy_summary(rows: list[dict[str, Any]], totals: dict[str, Any]) -> dict[str, Any]:
+def energy_summary(rows: Sequence[RequestRowDoc], totals: EnergyTotalsDoc) -> LoadEnergyDoc:
     """The run's energy figures from the requests' shares (rows carry `energy_j` etc.)."""
     import numpy as np
 
-    served = [r for r in rows if r.get("energy_j") is not None]
-    out_tokens = sum(r["output_tokens"] for r in served)
+    # (request, its joules, prefill's, decode's) for each request with a share
+    served = [
+        (r, e, r.get("prefill_j") or 0.0, r.get("decode_j") or 0.0)
+        for r in rows
+        if (e := r.get("energy_j")) is not None
+    ]
+    out_tokens = sum(r["output_tokens"] for r, *_ in served)
     met = [r for r in rows if r.get("slo_pass") and all(r["slo_pass"].values())]
-    shares = [r["energy_j"] for r in served]
+    shares = [e for _, e, _, _ in served]
     total = totals["total_j"]
     return {
-        **totals,
-        "prefill_j": sum(r["prefill_j"] for r in served) if served else None,
-        "decode_j": sum(r["decode_j"] for r in served) if served else None,
+        "available": True,
+        "source": totals["source"],
+        "method": totals["method"],
+        "total_j": total,
+        "in_steps_j": totals["in_steps_j"],
+        "between_steps_j": totals["between_steps_j"],
+        "mean_power_w": totals["mean_power_w"],
+        "steps_uncovered": totals["steps_uncovered"],
+        "readings": totals["readings"],
+        "prefill_j": sum(p for *_, p, _ in served) if served else None,
+        "decode_j": sum(d for *_, d in served) if served else None,
         "j_per_request_p50": float(np.median(shares)) if shares else None,
         "j_per_output_token": totals["in_steps_j"] / out_tokens if out_tokens else None,
         "j_per_output_token_all": total / out_tokens if out_tokens and total is not None else None,
@@ -83,6 +122,6 @@ def energy_summary(rows: list[dict[str, Any]], totals: dict[str, Any]) -> dict[s
     }
 
 
-def no_energy(reason: str) -> dict[str, Any]:
+def no_energy(reason: str) -> LoadEnergyDoc:
     """The energy block of a run measured without a power source."""
     return {"available": False, "reason": reason}

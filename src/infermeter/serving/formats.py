@@ -528,10 +528,11 @@ def to_guidellm(doc: dict[str, Any]) -> dict[str, Any]:
 def import_peer_file(path: Path, fmt: str | None, store: Any) -> list[tuple[str, LoadResult]]:
     """A peer's result file stored as load runs: (run id, its document) for each."""
     from infermeter.serving.load import as_run
+    from infermeter.serving.rows import as_load_doc
 
     out = []
     for doc in read_peer_file(path, fmt):
-        run = as_run(doc, doc["meta"]["model_info"])
+        run = as_run(as_load_doc(doc))
         run.notes.extend(doc["meta"].get("notes") or [])
         run.notes.append(f"imported from {doc['meta']['imported_from']} ({path.name})")
         out.append((str(store.save(run)), doc))

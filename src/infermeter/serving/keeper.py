@@ -17,13 +17,16 @@ from __future__ import annotations
 import math
 import queue
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infermeter.errors import UserError
 from infermeter.run.results import RunResult, SampleResult
 
+if TYPE_CHECKING:
+    from infermeter.serving.rows import RequestRowDoc
 
-def sample_of(row: dict[str, Any], warmup: bool = False) -> SampleResult:
+
+def sample_of(row: RequestRowDoc, warmup: bool = False) -> SampleResult:
     """A request's row (`Request.row`) as a stored sample: arrival, TTFT, its token gaps."""
     return SampleResult(
         index=row["sample_id"],

@@ -28,7 +28,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from infermeter.errors import UserError
 from infermeter.measure.device import DeviceDoc
@@ -39,7 +39,17 @@ from infermeter.run.progress import ProgressFn
 from infermeter.run.slo import SLO_METRICS, check_slos, parse_slos, slo_report
 from infermeter.serving.batch_state import one_instant
 from infermeter.serving.endpoint import Endpoint, Served, ServerTiming, http_phases
-from infermeter.serving.rows import RequestRowDoc, SweepPointDoc
+from infermeter.serving.rows import (
+    EndpointMetaDoc,
+    LoadDoc,
+    LoadMetaDoc,
+    RateSweepDoc,
+    RateSweepMetaDoc,
+    RequestRowDoc,
+    StackCostRowDoc,
+    SweepPointDoc,
+    as_load_doc,
+)
 from infermeter.util.settings import Range, check_ranges, setting
 from infermeter.util.urls import masked_url
 
@@ -48,8 +58,16 @@ if TYPE_CHECKING:  # run/config.py loads the model presets, which a load run nee
 
     from infermeter.models import LoadedModel
     from infermeter.run.config import RunConfigDoc
+    from infermeter.run.load_docs import (
+        ClientDoc,
+        FailedRequestDoc,
+        LoadEnergyDoc,
+        StepRowDoc,
+        TimelineRowDoc,
+    )
     from infermeter.run.results import LoadCheckDoc, LoadSummaryDoc, TokenCountsDoc
     from infermeter.run.sink import RunSink
+    from infermeter.workloads.traffic import TrafficDoc
 
 SERVERS = ("continuous", "static")
 __all__ = ["SLO_METRICS", "Endpoint", "parse_slos", "slo_report"]  # re-exported for `load`
@@ -431,7 +449,7 @@ class Plan:
     #: arrival from the start (s) of each request; NaN for a turn sent after the one before
     offsets_s: list[float]
     #: the workload's description (workloads/traffic.py), None for the length distributions
-    workload: dict[str, Any] | None = None
+    workload: TrafficDoc | None = None
 
 
 def plan_requests(spec: LoadSpec, tokenizer: Any, limit: int) -> Plan:
@@ -776,12 +794,13 @@ def serve_static(loaded: Any, arrivals: _Arrivals, batch: int) -> None:
         served += len(take)
 
 
-def _timeline(rows: list[RequestRowDoc]) -> list[dict[str, float]]:
+def _timeline(rows: list[RequestRowDoc]) -> list[TimelineRowDoc]:
     """Requests in flight over time: +1 at each arrival, -1 at each end (ms from the start)."""
     events = [(r["arrival_ms"], 1) for r in rows] + [
         (r["arrival_ms"] + r["e2e_ms"], -1) for r in rows if not math.isnan(r["e2e_ms"])
     ]
-    level, out = 0, []
+    level = 0
+    out: list[TimelineRowDoc] = []
     for t, step in sorted(events):
         level += step
         out.append({"t_ms": t, "in_flight": level})
@@ -879,12 +898,13 @@ def run_load(
             stops += [sampler.stop, sampler.source.close]
         kept, late = _tear_down([*stops, *([scraper.stop] if scraper else [])], keeper)
         interrupted = interrupted or late
-    meta = {
+    meta: LoadMetaDoc = {
         "kind": "load",
         "model": lm.info.spec,
         "model_info": lm.info.to_dict(),
         "device": device,
         "versions": versions,
+        "spec": spec_document(spec),
         "workload": plan.workload,
     }
     if kept is not None:
@@ -894,7 +914,7 @@ def run_load(
     members = _add_steps(doc, recorder, origin) if recorder is not None else []
     doc["summary"]["energy"] = _energy(doc, sampler, energy_off, members, origin)
     _add_metrics(doc, scraper, origin)
-    return doc
+    return LoadResult(doc)
 
 
 def _tear_down(stops: list[Any], keeper: Any) -> tuple[str | None, KeyboardInterrupt | None]:
@@ -972,21 +992,20 @@ def _keeper(
     return Keeper(sink, skeleton, reqs)
 
 
-def store_load(doc: dict[str, Any], store: Any, interrupted: Any = None) -> str:
+def store_load(result: LoadResult, store: Any, interrupted: Any = None) -> str:
     """Keep a load run's document in `store` (one sample per request); its run id.
 
     A run kept as it went (`run_load(keep=True)`) is finished in place, its samples replaced
     by the document's; any other is added.
     """
+    doc = as_load_doc(result)
     kept = doc["meta"].pop("kept_run_id", None)
-    result = as_run(
-        {**doc, "meta": {**doc["meta"], "interrupted": interrupted}}, doc["meta"]["model_info"]
-    )
+    run = as_run({**doc, "meta": {**doc["meta"], "interrupted": interrupted}})
     if kept is not None:
-        result.run_id = kept
-        store.finish_run(result, replace=True)
+        run.run_id = kept
+        store.finish_run(run, replace=True)
     else:
-        kept = store.save(result)
+        kept = store.save(run)
     doc["meta"]["run_id"] = kept
     return str(kept)
 
@@ -1000,18 +1019,20 @@ def _scraper(spec: LoadSpec) -> Any:
     return Scraper(spec.metrics_url, spec.metrics_interval_ms / 1e3).start()
 
 
-def _add_metrics(doc: dict[str, Any], scraper: Any, origin: float) -> None:
+def _add_metrics(doc: LoadDoc, scraper: Any, origin: float) -> None:
     """The scraped series on the run's clock, and the engine's state metrics summarised."""
     if scraper is None:
         return
     from infermeter.serving.server_metrics import state_summary
 
-    doc["server_metrics"] = scraper.series(origin)
+    scraped = doc["server_metrics"] = scraper.series(origin)
     doc["summary"]["server_metrics"] = {
-        k: doc["server_metrics"][k] for k in ("url", "scrapes", "failures", "first_failure")
-    } | {
-        "series": len(doc["server_metrics"]["series"]),
-        "state": state_summary(doc["server_metrics"]),
+        "url": scraped["url"],
+        "scrapes": scraped["scrapes"],
+        "failures": scraped["failures"],
+        "first_failure": scraped["first_failure"],
+        "series": len(scraped["series"]),
+        "state": state_summary(scraped),
     }
 
 
@@ -1027,8 +1048,12 @@ def _power_sampler(spec: LoadSpec) -> tuple[Any, str | None]:
 
 
 def _energy(
-    doc: dict[str, Any], sampler: Any, why_not: str | None, members: list[Any], origin: float
-) -> dict[str, Any]:
+    doc: LoadDoc,
+    sampler: Any,
+    why_not: str | None,
+    members: list[list[tuple[str, int, bool]]],
+    origin: float,
+) -> LoadEnergyDoc:
     """Per request joules (written into the rows) and the run's energy figures."""
     from infermeter.serving.energy import attribute, energy_summary, no_energy
 
@@ -1038,23 +1063,26 @@ def _energy(
     steps = doc.get("steps") or []
     per, totals = attribute(steps, members, trace, doc["summary"]["wall_s"] * 1e3)
     for row in doc["all_samples"]:
-        got: dict[str, Any] = dict(per.get(f"r{row['sample_id']}") or {})
-        row.update({k: got.get(k) for k in ("energy_j", "prefill_j", "decode_j")})
-    out = {"available": True, **energy_summary(doc["all_samples"], totals)}
+        got = per.get(f"r{row['sample_id']}")
+        row["energy_j"] = got["energy_j"] if got else None
+        row["prefill_j"] = got["prefill_j"] if got else None
+        row["decode_j"] = got["decode_j"] if got else None
+    out = energy_summary(doc["all_samples"], totals)
     if not steps:
         out["note"] = "no scheduler steps (static batching): the run's energy only, not per request"
     return out
 
 
-def _add_steps(doc: dict[str, Any], recorder: Any, origin: float) -> list[Any]:
+def _add_steps(doc: LoadDoc, recorder: Any, origin: float) -> list[list[tuple[str, int, bool]]]:
     """The batch's state per step (serving/batch_state.py), from the run's first arrival on.
 
     Returns who was in each step (request id, tokens, prefill or not), for energy shares.
     """
     from infermeter.serving.batch_state import summarize_steps
 
-    steps = [s for s in recorder.rows(origin) if s["t_ms"] >= 0]  # not the warm-up's
-    members = [s.pop("_members", []) for s in steps]
+    steps: list[StepRowDoc] = [s for s in recorder.rows(origin) if s["t_ms"] >= 0]
+    # who was in each step: energy shares need them, the stored row does not
+    members = [cast("dict[str, Any]", s).pop("_members", []) for s in steps]
     doc["steps"] = steps
     doc["summary"]["batch"] = summarize_steps(steps, doc["summary"]["wall_s"] * 1e3)
     doc["meta"]["step_state"] = {
@@ -1065,9 +1093,7 @@ def _add_steps(doc: dict[str, Any], recorder: Any, origin: float) -> list[Any]:
     return members
 
 
-def _document(
-    spec: LoadSpec, reqs: list[Request], meta: dict[str, Any], interrupted: Any
-) -> LoadResult:
+def _document(spec: LoadSpec, reqs: list[Request], meta: LoadMetaDoc, interrupted: Any) -> LoadDoc:
     """A load run's document from its requests (only the finished ones when interrupted)."""
     from infermeter.serving.endpoint import failed_latencies
 
@@ -1096,13 +1122,17 @@ def _document(
     summary["warmup_requests"] = len(warmup_rows)
     summary["warmup_note"] = covered
     summary["slo"] = slo_report(rows, spec.slos, wall_s)
-    meta = {**meta, "spec": spec_document(spec)}
     if interrupted is not None:
         meta["interrupted"] = interrupted
-    doc = {"meta": meta, "summary": summary, "timeline": _timeline(rows), "all_samples": rows}
+    doc: LoadDoc = {
+        "meta": meta,
+        "summary": summary,
+        "timeline": _timeline(rows),
+        "all_samples": rows,
+    }
     if warmup_rows:  # kept beside, never in a statistic (their arrival_ms is negative)
         doc["warmup_samples"] = warmup_rows
-    return LoadResult(doc)
+    return doc
 
 
 def _endpoint_load(
@@ -1171,7 +1201,18 @@ def _endpoint_load(
         kept, late = _tear_down([*stops, *([scraper.stop] if scraper else [])], keeper)
         interrupted = interrupted or late
     name = served.model if served is not None else (endpoint.model or "?")
-    meta = {
+    endpoint_meta: EndpointMetaDoc = {
+        "url": url,
+        "model": name,
+        "api": endpoint.api,
+        "multi_token_chunks": served.multi_token_chunks if served is not None else 0,
+        "urls": [masked_url(base_url(u)) for u in endpoint.urls],
+        "aborted": served.aborted if served is not None else None,
+        # names only: a header's value may be a credential
+        "headers": sorted(endpoint.headers),
+        "extra_body": dict(endpoint.extra_body),
+    }
+    meta: LoadMetaDoc = {
         "kind": "load",
         "model": name,
         "model_info": {
@@ -1182,17 +1223,8 @@ def _endpoint_load(
         },
         "device": device,
         "versions": {},
-        "endpoint": {
-            "url": url,
-            "model": name,
-            "api": endpoint.api,
-            "multi_token_chunks": served.multi_token_chunks if served is not None else 0,
-            "urls": [masked_url(base_url(u)) for u in endpoint.urls],
-            "aborted": served.aborted if served is not None else None,
-            # names only: a header's value may be a credential
-            "headers": sorted(endpoint.headers),
-            "extra_body": dict(endpoint.extra_body),
-        },
+        "spec": spec_document(spec),
+        "endpoint": endpoint_meta,
         "workload": plan.workload,
     }
     if kept is not None:
@@ -1201,7 +1233,7 @@ def _endpoint_load(
     _add_client(doc, served, check, spec)
     if any(math.isfinite(r.arrival_s) for r in reqs):
         _add_metrics(doc, scraper, min(r.arrival_s for r in reqs if math.isfinite(r.arrival_s)))
-    return doc
+    return LoadResult(doc)
 
 
 def _probe(endpoint: Endpoint, tokenizer: Any, reqs: list[Request], spec: LoadSpec) -> Any:
@@ -1216,7 +1248,7 @@ def _probe(endpoint: Endpoint, tokenizer: Any, reqs: list[Request], spec: LoadSp
     return probe(tokenizer, tokens, spec.rate if spec.concurrency is None else math.inf)
 
 
-def _add_client(doc: dict[str, Any], served: Served | None, check: Any, spec: LoadSpec) -> None:
+def _add_client(doc: LoadDoc, served: Served | None, check: Any, spec: LoadSpec) -> None:
     """What the client cost, the server's drift, latency from the send, and token counts."""
     from infermeter.measure.stats import summarize
     from infermeter.serving.drift import drift_verdict
@@ -1224,26 +1256,22 @@ def _add_client(doc: dict[str, Any], served: Served | None, check: Any, spec: Lo
 
     s, rows = doc["summary"], doc["all_samples"]
     cores = served.client_cores if served is not None else math.nan
-    client: dict[str, Any] = {"cores": cores, "selfcheck": None, "verdict": None}
+    client: ClientDoc = {"cores": cores, "selfcheck": None, "verdict": None}
     if check is not None:
         v = verdict(check, s, cores, spec.rate if spec.concurrency is None else math.inf)
-        client |= {
-            "selfcheck": asdict(check),
-            "selfcheck_line": check.line(),
-            "verdict": asdict(v),
-            "line": v.line(),
-        }
+        client["selfcheck"], client["selfcheck_line"] = check.to_doc(), check.line()
+        client["verdict"], client["line"] = v.to_doc(), v.line()
     s["client"] = client
     d = drift_verdict(rows)
-    s["drift"] = None if d is None else {**asdict(d), "ratio": d.ratio, "line": d.line()}
+    s["drift"] = None if d is None else d.to_doc()
     s["from_send"] = {
         "send_lag_ms": summarize(r["queue_ms"] for r in rows).to_dict(),
         "ttft_ms": summarize(r["ttft_from_send_ms"] for r in rows).to_dict(),
         "e2e_ms": summarize(r["e2e_from_send_ms"] for r in rows).to_dict(),
-        **{
-            k: summarize(r.get(k, math.nan) for r in rows).to_dict()
-            for k in ("http_build_ms", "http_connect_ms", "http_send_ms", "http_wait_ms")
-        },
+        "http_build_ms": summarize(r.get("http_build_ms", math.nan) for r in rows).to_dict(),
+        "http_connect_ms": summarize(r.get("http_connect_ms", math.nan) for r in rows).to_dict(),
+        "http_send_ms": summarize(r.get("http_send_ms", math.nan) for r in rows).to_dict(),
+        "http_wait_ms": summarize(r.get("http_wait_ms", math.nan) for r in rows).to_dict(),
     }
     s["tokens"] = token_counts(rows)
     s["server_timing"] = {
@@ -1285,7 +1313,7 @@ def token_counts(rows: list[RequestRowDoc]) -> TokenCountsDoc:
     }
 
 
-def stack_cost(endpoint: dict[str, Any], in_process: dict[str, Any]) -> list[dict[str, Any]]:
+def stack_cost(endpoint: LoadSummaryDoc, in_process: LoadSummaryDoc) -> list[StackCostRowDoc]:
     """Per metric and percentile: the endpoint's latency less the in-process one's.
 
     What the serving stack (HTTP, tokenisation, its scheduler, streaming) adds to what the
@@ -1293,10 +1321,12 @@ def stack_cost(endpoint: dict[str, Any], in_process: dict[str, Any]) -> list[dic
     endpoint's figure. Percentiles of two runs, not request by request: each run's own
     distribution, so a difference is the stack's at that percentile.
     """
-    out = []
-    for metric in ("ttft_ms", "tpot_ms", "e2e_ms"):
-        for q in ("p50", "p90", "p99"):
-            e, i = endpoint[metric].get(q, math.nan), in_process[metric].get(q, math.nan)
+    out: list[StackCostRowDoc] = []
+    metrics: tuple[Literal["ttft_ms", "tpot_ms", "e2e_ms"], ...] = ("ttft_ms", "tpot_ms", "e2e_ms")
+    percentiles: tuple[Literal["p50", "p90", "p99"], ...] = ("p50", "p90", "p99")
+    for metric in metrics:
+        for q in percentiles:
+            e, i = _or_nan(endpoint[metric][q]), _or_nan(in_process[metric][q])
             out.append(
                 {
                     "metric": metric,
@@ -1308,6 +1338,10 @@ def stack_cost(endpoint: dict[str, Any], in_process: dict[str, Any]) -> list[dic
                 }
             )
     return out
+
+
+def _or_nan(value: float | None) -> float:
+    return math.nan if value is None else value
 
 
 def knee(points: Sequence[SweepPointDoc], factor: float = 2.0) -> float | None:
@@ -1362,7 +1396,8 @@ def server_across(points: Sequence[SweepPointDoc]) -> str | None:
 def sweep_point(rate: float, s: LoadSummaryDoc) -> SweepPointDoc:
     """One offered rate's row of a sweep from its run's summary (measured or simulated)."""
     slo = s.get("slo") or {}
-    energy = s.get("energy") or {}
+    energy: LoadEnergyDoc = s.get("energy") or {"available": False}
+    drift = s.get("drift")
     return {
         "rate": rate,
         "offered": f"{rate:g}/s" if math.isfinite(rate) else "all at once",
@@ -1381,7 +1416,7 @@ def sweep_point(rate: float, s: LoadSummaryDoc) -> SweepPointDoc:
         # compared by TPOT over it are not misled by a server that changed speed between them
         "server_decode_ms_p50": _server_p50(s, "decode_ms_per_token"),
         "server_prefill_ms_p50": _server_p50(s, "prefill_ms"),
-        "drift_moved": bool((s.get("drift") or {}).get("moved")),
+        "drift_moved": bool(drift is not None and drift["moved"]),
         "slo_all_met_pct": slo.get("all_met_pct"),
         "j_per_request_p50": energy.get("j_per_request_p50"),
         "j_per_output_token": energy.get("j_per_output_token"),
@@ -1398,7 +1433,7 @@ def run_rate_sweep(
     endpoint: Endpoint | None = None,
     keep: bool = False,
     on_progress: ProgressFn | None = None,
-) -> dict[str, Any]:
+) -> RateSweepDoc:
     """The same seeded requests at each rate: the throughput-latency curve, goodput, knee.
 
     Interrupted, it stops at that rate: the rates measured so far are the document, and
@@ -1411,8 +1446,8 @@ def run_rate_sweep(
     lm = loaded
     if lm is None and endpoint is None:
         lm = load_model(spec.model, dtype=spec.dtype, device=spec.device, seed=spec.seed)
-    runs: list[dict[str, Any]] = []
-    interrupted: KeyboardInterrupt | None = None
+    runs: list[LoadResult] = []
+    interrupted: BaseException | None = None
     for r in rates:
         try:
             runs.append(
@@ -1428,15 +1463,17 @@ def run_rate_sweep(
         except KeyboardInterrupt as exc:  # nothing finished at this rate
             interrupted = exc
             break
-        if runs[-1]["meta"].get("interrupted") is not None:
-            interrupted = runs[-1]["meta"]["interrupted"]
+        late = as_load_doc(runs[-1])["meta"].get("interrupted")
+        if isinstance(late, BaseException):
+            interrupted = late
             break
     if interrupted is not None and not runs:
         raise interrupted
     rates = rates[: len(runs)]
-    points = [sweep_point(rate, doc["summary"]) for rate, doc in zip(rates, runs, strict=True)]
-    first = {k: v for k, v in runs[0]["meta"].items() if k != "kept_run_id"}  # each run's own
-    meta = {**first, "kind": "load-sweep", "rates": rates}
+    docs = [as_load_doc(run) for run in runs]
+    points = [sweep_point(rate, doc["summary"]) for rate, doc in zip(rates, docs, strict=True)]
+    meta: RateSweepMetaDoc = {**docs[0]["meta"], "kind": "load-sweep", "rates": rates}
+    meta.pop("kept_run_id", None)  # each run's own
     meta.pop("interrupted", None)
     return {
         "meta": meta,
@@ -1452,7 +1489,7 @@ def _interrupt_name(exc: Any) -> str:
     return str(getattr(exc, "signal_name", "Ctrl-C"))
 
 
-def _as_run_notes(meta: dict[str, Any], finished: int) -> list[str]:
+def _as_run_notes(meta: LoadMetaDoc, finished: int) -> list[str]:
     """What a stored load run's samples are, and how many requests an interruption kept."""
     spec = meta["spec"]
     notes = [
@@ -1467,7 +1504,7 @@ def _as_run_notes(meta: dict[str, Any], finished: int) -> list[str]:
     return notes
 
 
-def as_run(doc: dict[str, Any], model_info: ModelInfoDoc) -> Any:
+def as_run(doc: LoadDoc) -> Any:
     """A load run as a stored run (mode `load`): one sample per request, in arrival order.
 
     A request's sample: `start_ms` its arrival, `ttft_ms` arrival to first token (queue
@@ -1484,10 +1521,8 @@ def as_run(doc: dict[str, Any], model_info: ModelInfoDoc) -> Any:
     # a failed request (an endpoint's timeout, HTTP error) has no latencies to store: it is
     # kept in `checks["load"]["failed"]` with its reason, and in the summary's count
     rows = [r for r in all_rows if r.get("error") is None]
-    failed = [
-        {"sample_id": r["sample_id"], "error": r["error"]}
-        for r in all_rows
-        if r.get("error") is not None
+    failed: list[FailedRequestDoc] = [
+        {"sample_id": r["sample_id"], "error": err} for r in all_rows if (err := r["error"])
     ]
     warm = [(r, True) for r in doc.get("warmup_samples") or [] if r.get("error") is None]
     samples = [sample_of(r, is_warm) for r, is_warm in [*warm, *((r, False) for r in rows)]]
@@ -1496,7 +1531,7 @@ def as_run(doc: dict[str, Any], model_info: ModelInfoDoc) -> Any:
         run_id=None,
         config=config,
         knobs=_knobs_of(spec),
-        model_info=model_info,
+        model_info=meta["model_info"],
         device=meta["device"],
         versions=meta["versions"],
         created=now_iso(),
@@ -1508,7 +1543,7 @@ def as_run(doc: dict[str, Any], model_info: ModelInfoDoc) -> Any:
 
 
 def _load_checks(
-    doc: dict[str, Any], rows: list[RequestRowDoc], failed: list[dict[str, Any]]
+    doc: LoadDoc, rows: list[RequestRowDoc], failed: list[FailedRequestDoc]
 ) -> LoadCheckDoc:
     """What a stored load run keeps beside its samples (`checks["load"]`)."""
     meta = doc["meta"]

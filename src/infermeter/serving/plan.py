@@ -17,17 +17,20 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from infermeter.errors import UserError
+from infermeter.run.document import LoadResult
 from infermeter.run.progress import ProgressFn
 from infermeter.serving.capacity import CapacityDoc, CapacitySpec, Step
 from infermeter.serving.endpoint import Endpoint
 from infermeter.serving.load import Lengths, LoadSpec, parse_slos
+from infermeter.serving.rows import LoadMetaDoc, RateSweepDoc, as_load_doc
+
+if TYPE_CHECKING:
+    from infermeter.serving.rows import LoadDoc
 
 Mode = Literal["once", "sweep", "capacity", "predict"]
-#: a run's document as `run_load` returns it (JSON-shaped; see serving/load.py)
-LoadDoc = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -100,8 +103,8 @@ class LoadPlan:
     stack: str = "hf"
 
 
-#: what an outcome holds: a load's document, or a capacity search's
-_Doc = TypeVar("_Doc", LoadDoc, CapacityDoc)
+#: what an outcome holds: a load's document, a rate sweep's, or a capacity search's
+_Doc = TypeVar("_Doc", LoadResult, RateSweepDoc, CapacityDoc)
 
 
 @dataclass
@@ -368,23 +371,25 @@ def _headers(given: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def run_once(plan: LoadPlan, store: Any, on_progress: ProgressFn | None = None) -> Outcome[LoadDoc]:
+def run_once(
+    plan: LoadPlan, store: Any, on_progress: ProgressFn | None = None
+) -> Outcome[LoadResult]:
     """One load run: measured, (with --reference) held against the model here, stored."""
     from infermeter.serving.load import run_load, store_load
 
     doc = run_load(  # kept in the store from its first request: the live page, a kill
         plan.spec, sink=store, endpoint=plan.endpoint, keep=True, on_progress=on_progress
     )
-    _check_some_served(doc)
+    _check_some_served(as_load_doc(doc))
     if plan.reference:
-        _add_reference(doc, plan.spec)
-    interrupted = take_interrupt(doc["meta"])
+        _add_reference(as_load_doc(doc), plan.spec)
+    interrupted = take_interrupt(as_load_doc(doc)["meta"])
     return Outcome(doc, [store_load(doc, store, interrupted)], interrupted)
 
 
 def sweep_rates(
     plan: LoadPlan, store: Any, on_progress: ProgressFn | None = None
-) -> Outcome[LoadDoc]:
+) -> Outcome[RateSweepDoc]:
     """The same requests at every rate, each rate's run stored as it ends."""
     from infermeter.serving.load import run_rate_sweep, store_load
 
@@ -397,7 +402,9 @@ def sweep_rates(
         on_progress=on_progress,
     )
     interrupted = doc.pop("interrupted", None)
-    stored = [store_load(run, store, take_interrupt(run["meta"])) for run in doc["runs"]]
+    stored = [
+        store_load(run, store, take_interrupt(as_load_doc(run)["meta"])) for run in doc["runs"]
+    ]
     return Outcome(doc, stored, interrupted)
 
 
@@ -417,7 +424,7 @@ def search_capacity(
     tries = 0
     stored: list[str] = []
 
-    def measure(rate: float, n: int) -> LoadDoc:
+    def measure(rate: float, n: int) -> LoadResult:
         nonlocal tries
         tries += 1  # a step run again takes fresh requests (another seed)
         doc = run_load(
@@ -427,9 +434,9 @@ def search_capacity(
             endpoint=plan.endpoint,
             keep=True,
         )
-        interrupted = doc["meta"].pop("interrupted", None)
+        interrupted = as_load_doc(doc)["meta"].pop("interrupted", None)
         stored.append(store_load(doc, store, interrupted))
-        if interrupted is not None:
+        if isinstance(interrupted, BaseException):
             raise interrupted
         return doc
 
@@ -448,14 +455,15 @@ def _check_some_served(doc: LoadDoc) -> None:
     """Every request failed (a server down, a model it does not know): one line, exit 2."""
     rows = doc["all_samples"]
     if rows and all(r["error"] for r in rows):
-        where = (doc["meta"].get("endpoint") or {}).get("url", "the model")
+        endpoint = doc["meta"].get("endpoint")
+        where = endpoint["url"] if endpoint is not None else "the model"
         raise UserError(
             f"all {len(rows)} requests to {where} failed (first: {rows[0]['error']})",
             "check the server is up and serves that model (--endpoint-model)",
         )
 
 
-def take_interrupt(meta: dict[str, Any]) -> Any:
+def take_interrupt(meta: LoadMetaDoc) -> Any:
     """The run's interrupt (None if it ran to the end), left in `meta` as its name only."""
     interrupted = meta.pop("interrupted", None)
     if interrupted is not None:
@@ -467,7 +475,7 @@ def _add_reference(doc: LoadDoc, spec: LoadSpec) -> None:
     """The same requests in this process on --model, and what the serving stack adds."""
     from infermeter.serving.load import run_load, stack_cost
 
-    ref = run_load(spec)
+    ref = as_load_doc(run_load(spec))
     doc["reference"] = {
         "model": ref["meta"]["model"],
         "summary": ref["summary"],

@@ -23,10 +23,14 @@ medians, the run's rate as a share of the ceiling, and the cores the client used
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 from infermeter.util.settings import Range, check_ranges, setting
+
+if TYPE_CHECKING:
+    from infermeter.run.load_docs import AddedDoc, ClientVerdictDoc, SelfCheckDoc
+    from infermeter.run.results import LoadSummaryDoc
 
 #: requests in flight while the ceiling is measured
 CONCURRENCY = 8
@@ -89,6 +93,17 @@ class SelfCheck:
                 f"{a.itl_ms_p50:.3f} ms to each ITL (p90 {a.itl_ms_p90:.3f})"
             )
         return "self-check: " + "; ".join(parts)
+
+    def to_doc(self) -> SelfCheckDoc:
+        """As stored in a load's summary (`client.selfcheck`)."""
+        return {
+            "tokens_per_request": self.tokens_per_request,
+            "ceiling_rps": self.ceiling_rps,
+            "ceiling_tokens_per_s": self.ceiling_tokens_per_s,
+            "client_cores_at_ceiling": self.client_cores_at_ceiling,
+            "server_cores_at_ceiling": self.server_cores_at_ceiling,
+            "added": [cast("AddedDoc", asdict(a)) for a in self.added],
+        }
 
 
 def single_token_piece(tokenizer: Any) -> str:
@@ -256,8 +271,12 @@ class ClientVerdict:
         )
         return head + ("; WARNING: " + "; ".join(self.flagged) if self.flagged else "")
 
+    def to_doc(self) -> ClientVerdictDoc:
+        """As stored in a load's summary (`client.verdict`)."""
+        return cast("ClientVerdictDoc", asdict(self))
 
-def verdict(check: SelfCheck, summary: dict[str, Any], cores: float, rate: float) -> ClientVerdict:
+
+def verdict(check: SelfCheck, summary: LoadSummaryDoc, cores: float, rate: float) -> ClientVerdict:
     """`check` held against a run's summary: shares, and the warnings a user must see."""
     a = check.typical()
     ttft = summary["ttft_ms"]["p50"]

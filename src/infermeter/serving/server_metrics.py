@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from infermeter.run.load_docs import SeriesDoc, ServerMetricsDoc, StateMetricDoc
 
 from infermeter.errors import UserError
 from infermeter.util.urls import masked_text, masked_url, without_credentials
@@ -126,9 +129,9 @@ class Scraper:
             self._thread.join(timeout=self.timeout_s + 1)
         self.scrape()
 
-    def series(self, origin_s: float) -> dict[str, Any]:
+    def series(self, origin_s: float) -> ServerMetricsDoc:
         """{key: {name, labels, t_ms, values}} on the run's clock, at most MAX_SERIES keys."""
-        out: dict[str, Any] = {}
+        out: dict[str, SeriesDoc] = {}
         dropped = 0
         for t, samples in self.readings:
             for name, labels, value in samples:
@@ -155,9 +158,9 @@ class Scraper:
         }
 
 
-def state_summary(scraped: dict[str, Any]) -> list[dict[str, Any]]:
+def state_summary(scraped: ServerMetricsDoc) -> list[StateMetricDoc]:
     """For each engine state metric present: its max and last value, summed over labels."""
-    rows = []
+    rows: list[StateMetricDoc] = []
     for name in STATE_METRICS:
         keyed = [s for s in scraped["series"].values() if s["name"] == name]
         if keyed:

@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from infermeter.errors import UserError
 
@@ -49,6 +49,38 @@ MAX_TRACE_TOKENS = 10_000_000
 _SUFFIX = {"sharegpt": "json", "chat": "jsonl", "azure": "csv", "mooncake": "jsonl"}
 #: the small files in each format that ship with the package (tests and the demo)
 SAMPLES = {f"{k}-sample": f"data/{k}-sample.{_SUFFIX[k]}" for k in KINDS}
+
+
+class LengthsDoc(TypedDict):
+    """A distribution of token counts."""
+
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+    max: float
+
+
+class _TrafficDoc(TypedDict):
+    kind: str
+    source: str
+    requests: int
+    sessions: int
+    multi_turn_sessions: int
+    #: requests left out, and why ({reason: count})
+    skipped: dict[str, int]
+    prompt_tokens: LengthsDoc
+    output_tokens: LengthsDoc
+    #: share of prompt tokens in leading blocks an earlier prompt already had (0..1)
+    prefix_reuse: float
+
+
+class TrafficDoc(_TrafficDoc, total=False):
+    """A workload's description (`Traffic.describe`); a timed trace adds its speed and rate."""
+
+    speed: float
+    duration_s: float
+    mean_rate_rps: float
 
 
 @dataclass
@@ -83,11 +115,11 @@ class Traffic:
         """True when requests arrive at the trace's own times."""
         return self.kind in ("azure", "mooncake")
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> TrafficDoc:
         """Sessions, length distributions, prefix reuse and (a trace's) duration and rate."""
         import numpy as np
 
-        def dist(values: list[int]) -> dict[str, float]:
+        def dist(values: list[int]) -> LengthsDoc:
             a = np.asarray(values or [0], dtype=float)
             return {
                 "mean": float(a.mean()),
@@ -98,7 +130,7 @@ class Traffic:
             }
 
         sessions = {t.session for t in self.turns}
-        out: dict[str, Any] = {
+        out: TrafficDoc = {
             "kind": self.kind,
             "source": self.source,
             "requests": len(self.turns),
@@ -112,7 +144,7 @@ class Traffic:
         if self.timed and self.turns:
             span = max(t.offset_s or 0.0 for t in self.turns)
             rate = (len(self.turns) - 1) / span if span > 0 else math.inf
-            out.update(speed=self.speed, duration_s=span, mean_rate_rps=rate)
+            out["speed"], out["duration_s"], out["mean_rate_rps"] = self.speed, span, rate
         return out
 
 
