@@ -273,3 +273,23 @@ def test_a_queued_load_prediction_widens_its_interval_and_says_why(tmp_path):
     for key in ("ttft_ms_p50", "tpot_ms_p50", "e2e_ms_p99"):
         low, high = point[f"{key}_interval"]
         assert low < point[key] < high
+
+
+def test_scheduler_limits_a_stored_run_could_not_read_fall_back_to_the_defaults():
+    """A stored run's cache limits are None where transformers hid them (batch_state.py):
+    `load predict` took `float(None)` for a hidden safety margin and stopped with an internal
+    error. Each hidden limit is the scheduler's default; what the run read is kept."""
+    from infermeter.experiments.load_whatif import _limits
+    from infermeter.serving.load import LoadSpec
+
+    hidden = {
+        "blocks": None,
+        "page_tokens": None,
+        "max_batch_tokens": None,
+        "max_requests_per_step": None,
+        "safety_margin": None,
+        "scheduler": None,
+    }
+    assert _limits(LoadSpec(), hidden, None) == SchedulerLimits()
+    read = _limits(LoadSpec(), {**hidden, "safety_margin": 0.0, "page_tokens": 16}, 40)
+    assert (read.safety_margin, read.page_tokens, read.blocks) == (0.0, 16, 40)
