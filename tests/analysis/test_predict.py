@@ -616,11 +616,20 @@ def test_load_predict_learns_from_a_stored_load_and_simulates_rates(tmp_path, ca
     assert sm["fit_error_pct_p50"] is not None and doc["approximate"] == []
     (p,) = doc["points"]
     assert doc["workload"]["requests"] == 8 and p["throughput_rps"] > 0
-    from infermeter.experiments.load_whatif import LoadPredictionDoc, PredictedPointDoc
+    from infermeter.analysis.stepcost import StepFactorsDoc
+    from infermeter.experiments.load_whatif import (
+        LoadPredictionDoc,
+        PredictedPointDoc,
+        SchedulerDoc,
+    )
+    from infermeter.run.load_docs import LoadSpecDoc
     from tests.helpers import assert_rows_are, doc_keys
 
     assert set(doc) == doc_keys(LoadPredictionDoc) | {"id"}
     assert_rows_are(doc["points"], PredictedPointDoc)
+    assert set(doc["scheduler"]) == doc_keys(SchedulerDoc)
+    assert set(doc["step_model"]) == doc_keys(StepFactorsDoc)
+    assert set(doc["workload"]) == doc_keys(LoadSpecDoc) - {"imported_from"}
     assert {"steps", "interval", "tpot_ms_p50_interval"} <= set(p)
     # the loop it learnt from, predicted: a units or wiring slip would be 1000x, not 2x
     for m in ("tpot_ms_p50", "e2e_ms_p50"):

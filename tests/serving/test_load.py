@@ -174,6 +174,22 @@ def test_bad_options_are_one_line(args, needle):
     assert_one_line_error(r, needle)
 
 
+def test_a_stored_load_spec_has_every_field_of_the_spec_and_its_document_names_them():
+    """`LoadSpecDoc` is LoadSpec's fields as stored: a field added to the spec and not to the
+    document (or the reverse) fails here, not in a reader months later."""
+    from dataclasses import fields
+
+    from infermeter.run.load_docs import LengthsSpecDoc, LoadSpecDoc
+    from infermeter.serving.load import spec_document
+
+    doc = spec_document(LoadSpec(metrics_url="http://u:secret@127.0.0.1:9/metrics"))
+    assert (
+        set(doc) == {f.name for f in fields(LoadSpec)} == doc_keys(LoadSpecDoc) - {"imported_from"}
+    )
+    assert set(doc["prompt_tokens"]) == set(doc["new_tokens"]) == doc_keys(LengthsSpecDoc)
+    assert "secret" not in doc["metrics_url"] and doc["slos"] == {}
+
+
 def test_knee_is_the_last_rate_before_latency_climbs():
     from infermeter.serving.load import knee
 

@@ -36,7 +36,7 @@ the same device.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from infermeter.analysis.timemodel import DeviceModel, Work, forward_time
 from infermeter.models.shape import Shape
@@ -73,6 +73,23 @@ class StepLoad:
     after_idle: bool = False
 
 
+class StepFactorsDoc(TypedDict):
+    """`StepFactors` as stored: each factor, what it was learnt from, the fit's error."""
+
+    linear: float
+    attention: float
+    kv_copy: float
+    host: float
+    requests: float
+    after_idle: float
+    between_s: float
+    admission_s: float
+    learnt_from: str
+    steps: int
+    fit_error_pct_p50: float | None
+    fit_error_pct_p90: float | None
+
+
 @dataclass
 class StepFactors:
     """Factors on each part of a step's cost, and where they were learnt."""
@@ -95,9 +112,9 @@ class StepFactors:
     fit_error_pct_p50: float | None = None
     fit_error_pct_p90: float | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict for JSON."""
-        return asdict(self)
+    def to_dict(self) -> StepFactorsDoc:
+        """As `load predict`'s document stores it (`step_model`): the fields by name."""
+        return cast("StepFactorsDoc", asdict(self))
 
 
 class StepCost:

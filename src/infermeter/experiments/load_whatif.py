@@ -11,11 +11,11 @@ the same figures draw them.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from infermeter.analysis.loadsim import SchedulerLimits, SimResult, simulate
-from infermeter.analysis.stepcost import StepCost, StepFactors, learn_step_factors
+from infermeter.analysis.stepcost import StepCost, StepFactors, StepFactorsDoc, learn_step_factors
 from infermeter.experiments.whatif import (
     LEARN_LIMIT,
     check_rate,
@@ -27,13 +27,20 @@ from infermeter.experiments.whatif import (
 from infermeter.measure.ceilings import LOCAL_HARDWARE
 from infermeter.run.document import LoadPrediction
 from infermeter.run.slo import slo_report
-from infermeter.serving.load import LoadSpec, knee, plan_requests, summarize_load, sweep_point
+from infermeter.serving.load import (
+    LoadSpec,
+    knee,
+    plan_requests,
+    spec_document,
+    summarize_load,
+    sweep_point,
+)
 from infermeter.serving.plan import LoadPlan
 from infermeter.serving.rows import SweepPointDoc
 
 if TYPE_CHECKING:
     from infermeter.analysis.intervals import BandDoc
-    from infermeter.run.load_docs import StepCacheDoc, StepRowDoc
+    from infermeter.run.load_docs import LoadSpecDoc, StepCacheDoc, StepRowDoc
     from infermeter.serving.capacity import CapacityDoc, CapacitySpec
     from infermeter.store import Store
 
@@ -46,6 +53,18 @@ class LoadHardwareDoc(TypedDict):
     kind: str
     measured: bool
     sources: dict[str, str]
+
+
+class SchedulerDoc(TypedDict):
+    """The scheduler simulated (`SchedulerLimits`' fields) and which it is."""
+
+    max_batch_tokens: int
+    max_requests_per_step: int
+    #: KV-cache blocks; None: a cache that never fills
+    blocks: int | None
+    page_tokens: int
+    safety_margin: float
+    kind: str
 
 
 class LoadPredictionDoc(TypedDict):
@@ -62,9 +81,9 @@ class LoadPredictionDoc(TypedDict):
     hardware: LoadHardwareDoc
     stack: str
     dtype: str
-    workload: dict[str, Any]
-    scheduler: dict[str, Any]
-    step_model: dict[str, Any]
+    workload: LoadSpecDoc
+    scheduler: SchedulerDoc
+    step_model: StepFactorsDoc
     points: list[PredictedPointDoc]
     knee_rate: float | None
     #: the capacity search over the simulation (with SLOs and --capacity), else None
@@ -298,13 +317,15 @@ def predict_load(
         },
         "stack": stack,
         "dtype": dtype,
-        "workload": {
-            **asdict(spec),
-            "prompt_tokens": asdict(spec.prompt_tokens),
-            "new_tokens": asdict(spec.new_tokens),
-            "slos": dict(spec.slos),
+        "workload": spec_document(spec),
+        "scheduler": {
+            "max_batch_tokens": limits.max_batch_tokens,
+            "max_requests_per_step": limits.max_requests_per_step,
+            "blocks": limits.blocks,
+            "page_tokens": limits.page_tokens,
+            "safety_margin": limits.safety_margin,
+            "kind": "transformers' FIFO continuous batching",
         },
-        "scheduler": {**asdict(limits), "kind": "transformers' FIFO continuous batching"},
         "step_model": cost.factors.to_dict(),
         "points": points,
         "knee_rate": knee(points),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from infermeter.errors import UserError
 from infermeter.instrument.config import MODES
@@ -13,6 +13,9 @@ from infermeter.models.presets import DEFAULT_PRESET
 from infermeter.util.settings import Range, check_ranges, setting, settings_of
 from infermeter.workloads.corpus import PROMPT_KINDS
 from infermeter.workloads.decoding import CACHE_FORMS, parse_decoding
+
+if TYPE_CHECKING:
+    from infermeter.run.load_docs import LoadSpecDoc
 
 ENERGY_CHOICES = ("auto", "nvml", "rapl", "powermetrics", "off")
 
@@ -71,7 +74,7 @@ class RunConfigDoc(TypedDict, total=False):
     slos: list[list[str | float]]
     interleaved: InterleavedDoc
     #: a load run's spec (serving/load.py `spec_document`)
-    load: dict[str, Any]
+    load: LoadSpecDoc
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,8 @@ class VersionsDoc(TypedDict, total=False):
     platform: str
     host: str
     git: dict[str, Any] | None
+    #: an imported run's: the peer tool that measured it and its version ("guidellm 0.8.1")
+    peer: str
 
 
 def library_versions() -> VersionsDoc:

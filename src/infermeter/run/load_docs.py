@@ -237,3 +237,52 @@ class FailedRequestDoc(TypedDict):
 
     sample_id: int
     error: str
+
+
+class LengthsSpecDoc(TypedDict):
+    """A length distribution as a spec stores it (serving/load.py `Lengths`)."""
+
+    #: "fixed" (a), "uniform" (a..b) or "normal" (mean a, sd b)
+    kind: str
+    a: float
+    b: float
+
+
+class _LoadSpecDoc(TypedDict):
+    model: str
+    #: requests per second offered; inf: all at once
+    rate: float
+    requests: int
+    concurrency: int | None
+    server: str
+    #: {metric: bound in ms}
+    slos: dict[str, float]
+
+
+class LoadSpecDoc(_LoadSpecDoc, total=False):
+    """A load spec as a run stores it (serving/load.py `spec_document`): LoadSpec's fields.
+
+    A run's spec has every field (a test holds the keys to LoadSpec's); a peer's imported run
+    only the required ones and `imported_from`. URLs are masked.
+    """
+
+    prompt_tokens: LengthsSpecDoc
+    new_tokens: LengthsSpecDoc
+    static_batch: int
+    seed: int
+    device: str
+    dtype: str
+    workload: str | None
+    trace_speed: float
+    kv_blocks: int | None
+    kv_page_tokens: int | None
+    energy: str
+    power_interval_ms: float
+    metrics_url: str | None
+    metrics_interval_ms: float
+    arrivals: str
+    ramp_to_rate: float | None
+    duration_s: float | None
+    warmup_requests: int
+    warmup_s: float
+    imported_from: str

@@ -31,11 +31,14 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infermeter.errors import UserError
 from infermeter.run.document import LoadResult
-from infermeter.serving.rows import RequestRowDoc
+from infermeter.serving.rows import LoadDoc, LoadMetaDoc, RequestRowDoc
+
+if TYPE_CHECKING:
+    from infermeter.run.load_docs import LoadSpecDoc
 
 FORMATS = ("vllm", "guidellm", "aiperf")
 
@@ -85,7 +88,7 @@ def _document(rows: list[RequestRowDoc], tool: str, model: str, spec: dict[str, 
     summary = summarize_load(rows, wall_s)
     summary["slo"] = slo_report(rows, (), wall_s)
     name = f"imported from {tool}"
-    asked: dict[str, Any] = {
+    asked: LoadSpecDoc = {
         "model": model,
         "rate": float(spec.get("rate", math.inf)),
         "requests": len(rows),
@@ -94,16 +97,17 @@ def _document(rows: list[RequestRowDoc], tool: str, model: str, spec: dict[str, 
         "slos": {},
         "imported_from": tool,
     }
-    meta = {
+    meta: LoadMetaDoc = {
         "kind": "load",
         "model": model,
         "model_info": {"spec": f"{model} ({name})", "name": model, "tokenizer": model},
         "device": {"name": name, "kind": "endpoint"},
-        "versions": {tool: str(spec.get("version", "?"))},
+        "versions": {"peer": f"{tool} {spec.get('version', '?')}"},
         "spec": asked,
         "imported_from": tool,
     }
-    return LoadResult({"meta": meta, "summary": summary, "timeline": [], "all_samples": rows})
+    doc: LoadDoc = {"meta": meta, "summary": summary, "timeline": [], "all_samples": rows}
+    return LoadResult(doc)
 
 
 def _number(v: Any, what: str) -> float:

@@ -62,6 +62,7 @@ if TYPE_CHECKING:  # run/config.py loads the model presets, which a load run nee
         ClientDoc,
         FailedRequestDoc,
         LoadEnergyDoc,
+        LoadSpecDoc,
         StepRowDoc,
         TimelineRowDoc,
     )
@@ -937,18 +938,22 @@ def _tear_down(stops: list[Any], keeper: Any) -> tuple[str | None, KeyboardInter
             late = late or exc
 
 
-def spec_document(spec: LoadSpec) -> dict[str, Any]:
-    """The spec as a run stores it (lengths as objects, SLOs by name, URLs masked)."""
-    return {
+def spec_document(spec: LoadSpec) -> LoadSpecDoc:
+    """The spec as a run stores it (lengths as objects, SLOs by name, URLs masked).
+
+    Every field of LoadSpec, by its name: a test holds LoadSpecDoc's keys to the fields.
+    """
+    doc = {
         **asdict(spec),
         "prompt_tokens": asdict(spec.prompt_tokens),
         "new_tokens": asdict(spec.new_tokens),
         "slos": dict(spec.slos),
         "metrics_url": masked_url(spec.metrics_url) if spec.metrics_url else None,
     }
+    return cast("LoadSpecDoc", doc)
 
 
-def _config_of(spec_doc: dict[str, Any]) -> RunConfigDoc:
+def _config_of(spec_doc: LoadSpecDoc) -> RunConfigDoc:
     """A stored load run's `config`: the model, mode `load`, its SLOs and the whole spec."""
     return {
         "model": spec_doc["model"],
@@ -958,7 +963,7 @@ def _config_of(spec_doc: dict[str, Any]) -> RunConfigDoc:
     }
 
 
-def _knobs_of(spec_doc: dict[str, Any]) -> dict[str, Any]:
+def _knobs_of(spec_doc: LoadSpecDoc) -> dict[str, Any]:
     rate = spec_doc["rate"]
     return {"rate": rate if math.isfinite(rate) else "inf", "server": spec_doc["server"]}
 

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from infermeter.run.document import LoadResult
     from infermeter.run.environment import VersionsDoc
     from infermeter.run.load_docs import (
+        LoadSpecDoc,
         ServerMetricsDoc,
         StepRowDoc,
         StepStateDoc,
@@ -136,8 +137,7 @@ class _LoadMetaDoc(TypedDict):
     model_info: ModelInfoDoc
     device: DeviceDoc
     versions: VersionsDoc
-    #: the load spec as stored (`spec_document`: LoadSpec's own fields, lengths as objects)
-    spec: dict[str, Any]
+    spec: LoadSpecDoc
 
 
 class LoadMetaDoc(_LoadMetaDoc, total=False):
