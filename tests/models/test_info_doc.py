@@ -9,4 +9,4 @@ from infermeter.models.info import ModelInfo, ModelInfoDoc
 def test_the_model_document_declares_every_model_info_field():
     declared = set(ModelInfoDoc.__annotations__)
     assert {f.name for f in fields(ModelInfo)} <= declared
-    assert declared - {f.name for f in fields(ModelInfo)} == {"shape", "endpoint"}
+    assert declared - {f.name for f in fields(ModelInfo)} == {"shape", "endpoint", "name"}

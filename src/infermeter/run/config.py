@@ -5,17 +5,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import Any, TypedDict, cast
 
 from infermeter.errors import UserError
 from infermeter.instrument.config import MODES
 from infermeter.models.presets import DEFAULT_PRESET
+from infermeter.run.load_docs import LoadSpecDoc
 from infermeter.util.settings import Range, check_ranges, setting, settings_of
 from infermeter.workloads.corpus import PROMPT_KINDS
 from infermeter.workloads.decoding import CACHE_FORMS, parse_decoding
-
-if TYPE_CHECKING:
-    from infermeter.run.load_docs import LoadSpecDoc
 
 ENERGY_CHOICES = ("auto", "nvml", "rapl", "powermetrics", "off")
 
