@@ -198,6 +198,7 @@ def probed_step_cost_us(profiler: Any, rows: int = 1) -> float:
         cfg.activation_eps,
         blocks * (COST_ROUNDS + 1),
         stage_width=profiler.hidden * cfg.stage_batch,
+        stage_rows=cfg.stage_batch,
     )
     x = torch.randn(rows, 1, max(1, profiler.hidden), device=profiler.device)
     times = []

@@ -113,15 +113,23 @@ class _Rows:
 
 
 class _Deferred:
-    """Tensors kept (not copied) until the forward ends, then stacked per shape."""
+    """Tensors kept (not copied) until the forward ends, then stacked per shape.
 
-    def __init__(self, limit: int) -> None:
+    Only a call of at most `max_rows` rows (tokens) is kept: a decode step's. A prefill's
+    tensors are reduced at once, while the forward has just written them (still in cache):
+    a 128-token smollm2 prefill in deep mode met the element cap, so its 30 layers' attention
+    weights and MLP activations were stacked into 18 and 24 MB copies and reduced from memory,
+    77 ms of a 194-ms prefill.
+    """
+
+    def __init__(self, limit: int, max_rows: int | None = None) -> None:
         self.limit = limit
+        self.max_rows = max_rows
         self.items: list[tuple[int, int, Any]] = []  # (phase, layer, tensor)
 
-    def offer(self, phase: int, layer: int, t: Any) -> bool:
+    def offer(self, phase: int, layer: int, t: Any, rows: int = 1) -> bool:
         """Keep `t` if it is small enough; return False when the caller must reduce it now."""
-        if t.numel() > self.limit:
+        if t.numel() > self.limit or (self.max_rows is not None and rows > self.max_rows):
             return False
         self.items.append((phase, layer, t))
         return True
@@ -153,15 +161,24 @@ class _RowProbe:
 
     WIDTH = 1
 
-    def __init__(self, device: Any, capacity: int = 4096, stage_width: int = 0) -> None:
+    def __init__(
+        self,
+        device: Any,
+        capacity: int = 4096,
+        stage_width: int = 0,
+        stage_rows: int | None = None,
+    ) -> None:
         import torch
 
         self._torch = torch
         self.rows = _Rows(self.WIDTH, device, capacity)
-        self.deferred = _Deferred(stage_width)
+        self.deferred = _Deferred(stage_width, stage_rows)
 
-    def _offer(self, phase: int, layer: int, flat: Any) -> None:
-        if not self.deferred.offer(phase, layer, flat):
+    def _offer(self, phase: int, layer: int, t: Any) -> None:
+        """`t` of shape (..., values per row): its rows are its tokens."""
+        flat = t.reshape(-1)
+        rows = flat.numel() // max(t.shape[-1], 1) if t.dim() else 1
+        if not self.deferred.offer(phase, layer, flat, rows):
             self._write([(phase, layer, flat.numel())], flat.unsqueeze(0))
 
     def flush(self) -> None:
@@ -187,9 +204,15 @@ class ActivationProbe(_RowProbe):
     WIDTH = 6
 
     def __init__(
-        self, layers: int, device: Any, eps: float, capacity: int = 4096, stage_width: int = 0
+        self,
+        layers: int,
+        device: Any,
+        eps: float,
+        capacity: int = 4096,
+        stage_width: int = 0,
+        stage_rows: int | None = None,
     ) -> None:
-        super().__init__(device, capacity, stage_width)
+        super().__init__(device, capacity, stage_width, stage_rows)
         self.eps = eps
         self.layers = layers
 
@@ -197,7 +220,7 @@ class ActivationProbe(_RowProbe):
         """Defer (decode-sized) or reduce now (larger) one block output; no host sync."""
         x = _tensor_of(out)
         if x is not None:
-            self._offer(phase, layer, x.detach().reshape(-1))
+            self._offer(phase, layer, x.detach())
 
     def _columns(self, s: Any) -> tuple[Any, ...]:
         t = self._torch
@@ -251,16 +274,22 @@ class KillProbe(_RowProbe):
     """Per (phase, layer): post-activation values with |y| <= eps among all seen."""
 
     def __init__(
-        self, layers: int, device: Any, eps: float, capacity: int = 4096, stage_width: int = 0
+        self,
+        layers: int,
+        device: Any,
+        eps: float,
+        capacity: int = 4096,
+        stage_width: int = 0,
+        stage_rows: int | None = None,
     ) -> None:
-        super().__init__(device, capacity, stage_width)
+        super().__init__(device, capacity, stage_width, stage_rows)
         self.eps = eps
 
     def record(self, phase: int, layer: int, out: Any) -> None:
         """Defer or count the killed activations of one activation-module call."""
         y = _tensor_of(out)
         if y is not None and y.numel():
-            self._offer(phase, layer, y.detach().reshape(-1))
+            self._offer(phase, layer, y.detach())
 
     def _columns(self, s: Any) -> tuple[Any, ...]:
         return (self._torch.count_nonzero(s.abs() <= self.eps, dim=1),)
@@ -342,8 +371,9 @@ class AttentionProbe(_RowProbe):
         threshold: float,
         capacity: int = 4096,
         stage_width: int = 0,
+        stage_rows: int | None = None,
     ) -> None:
-        super().__init__(device, capacity, stage_width)
+        super().__init__(device, capacity, stage_width, stage_rows)
         self.threshold = threshold
         #: per row written, beside `rows.meta`: (softmax rows it sums over, its head)
         self._row_heads: list[tuple[int, int]] = []
@@ -357,7 +387,8 @@ class AttentionProbe(_RowProbe):
         wf = w.detach()
         # (heads, softmax rows, keys): a view when the batch is 1
         per_head = wf.transpose(0, 1).reshape(wf.shape[1], -1, wf.shape[-1])
-        if not self.deferred.offer(phase, layer, per_head):
+        rows = wf.shape[0] * wf.shape[2]  # the call's queries: one per token
+        if not self.deferred.offer(phase, layer, per_head, rows):
             self._write([(phase, layer, per_head.numel())], per_head.unsqueeze(0))
 
     def _write(self, meta: list[tuple[int, int, int]], stacked: Any) -> None:
@@ -370,8 +401,12 @@ class AttentionProbe(_RowProbe):
     def _columns(self, s: Any) -> tuple[Any, ...]:
         t = self._torch
         s = s.float()
+        # -p log p with log of p clamped to the smallest normal float: 0 for a masked weight
+        # (0 x log(tiny)), the same sum as xlogy(p, p) to float32 rounding, and faster on CPU,
+        # where xlogy is not vectorised (benchmarks/deep_probes.py)
+        logs = s.clamp_min(t.finfo(t.float32).tiny).log_()
         return (
-            -t.special.xlogy(s, s).sum(1),
+            -(s * logs).sum(1),
             t.count_nonzero(s < self.threshold, dim=1),
             s.shape[1] - t.linalg.vector_norm(s, 0, dim=1),
         )

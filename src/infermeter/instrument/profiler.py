@@ -120,18 +120,33 @@ class Profiler:
                 cfg.activation_eps,
                 cfg.preallocate // 8,
                 stage_width=small,
+                stage_rows=cfg.stage_batch,
             )
             if cfg.capture_activations
             else None
         )
         deep = cfg.deep_ops
         self.attention = (
-            AttentionProbe(n_layers, self.device, cfg.attention_threshold, stage_width=small * 4)
+            AttentionProbe(
+                n_layers,
+                self.device,
+                cfg.attention_threshold,
+                stage_width=small * 4,
+                stage_rows=cfg.stage_batch,
+            )
             if deep
             else None
         )
         self.kill = (
-            KillProbe(n_layers, self.device, cfg.kill_eps, stage_width=small * 8) if deep else None
+            KillProbe(
+                n_layers,
+                self.device,
+                cfg.kill_eps,
+                stage_width=small * 8,
+                stage_rows=cfg.stage_batch,
+            )
+            if deep
+            else None
         )
         experts = max((_num_experts(b) for b in self.arch.blocks), default=0)
         self.routing = RoutingProbe(n_layers, experts, self.device) if deep and experts else None
