@@ -276,6 +276,7 @@ def what_if(
     params = estimate_params(config)
     precision = precision_of(dtype, ceilings.kind == "cpu")
     op_counts = count_ops_of_config(config, "float32" if precision.act_bytes == 4 else "bfloat16")
+    op_counts, release_said = _asked_release(op_counts, config, shape, hf_release)
     dev = device_model(ceilings, compute, None if local else stack)
     if host_op_seconds:
         dev = with_host(dev, host_op_seconds)
@@ -287,7 +288,8 @@ def what_if(
     # reasons beyond the published scope: an unstable calibration, a release not fitted
     also = calibration_said(ceilings) if local else []
     release = release_reason(stack, version.strip() or None)
-    also += [release] if release else []
+    # an HF release whose operations ship was counted as that release: in scope
+    also += [release] if release and not (op_counts or {}).get("release_moved_from") else []
     model_type = getattr(config, "model_type", None)
     scope = with_intervals(pred["rows"], stack, hardware, w, model_type, also, ceilings.kind)
     doc: PredictionDoc = {
@@ -312,11 +314,35 @@ def what_if(
             ceilings.kind == "cpu",
             eager_attention(op_counts, "prefill"),
         ),
-        "approximate": _approximate(shape, op_counts, dev, w),
+        "approximate": _approximate(shape, op_counts, dev, w) + release_said,
         "out_of_scope": scope,
         "learned": _learned_doc(pred["learned"], _learnt_from(runs, shown)),
     }
     return Prediction(doc)
+
+
+def _asked_release(
+    op_counts: dict[str, Any] | None, config: Any, shape: Any, release: str | None
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """The counts of the transformers release `--stack hf@VERSION` asked, where they ship.
+
+    The installed release's counts stay (with the line saying so) where the data lack the
+    release or the model's family; `release_reason` then calls the prediction out of scope.
+    """
+    from importlib.metadata import version as installed_version
+
+    from infermeter.analysis.releases import ops_under_release
+
+    installed = installed_version("transformers")
+    if release is None or op_counts is None or release == installed:
+        return op_counts, []
+    if installed.startswith(release + "."):
+        return op_counts, []
+    layers = int(shape.layers or 0)
+    moved, line = ops_under_release(
+        op_counts, getattr(config, "model_type", None), layers, release, installed
+    )
+    return (moved, [line]) if moved is not None else (op_counts, [line])
 
 
 def _workload_doc(w: Workload) -> WorkloadDoc:

@@ -106,13 +106,22 @@ class Profiler:
         self._vision_step = False
         self._origin: Mark | None = None
         self._attn_layer: dict[int, int] = {}
-        n_layers = len(self.arch.blocks)
-        cfg = self.config
-        self.timing = TimingRecorder(self.clock, cfg.preallocate)
-        # Tensors up to `small` values (decode-sized) are kept until the forward ends and
-        # reduced all layers at once (see probes); larger ones are reduced per call.
+        self.timing = TimingRecorder(self.clock, self.config.preallocate)
         self.hidden = _hidden_size(model)
-        small = self.hidden * cfg.stage_batch
+        self._init_probes(len(self.arch.blocks))
+        self._op_ids: dict[tuple[int, str], int] = {}
+        self._sections: Timer | None = None  # made by the first `section` (no mark before)
+        self._init_compiled(compiled)
+
+    def _init_probes(self, n_layers: int) -> None:
+        """The statistics probes the mode asks for.
+
+        A decode step's tensors (at most `stage_batch` tokens, and up to `small` values a
+        call) are kept until the forward ends and reduced all layers at once (see probes);
+        a prefill's are reduced per call, as the forward writes them.
+        """
+        cfg, rows = self.config, self.config.stage_batch
+        small = self.hidden * rows
         self.activations = (
             ActivationProbe(
                 n_layers,
@@ -120,7 +129,7 @@ class Profiler:
                 cfg.activation_eps,
                 cfg.preallocate // 8,
                 stage_width=small,
-                stage_rows=cfg.stage_batch,
+                stage_rows=rows,
             )
             if cfg.capture_activations
             else None
@@ -132,27 +141,18 @@ class Profiler:
                 self.device,
                 cfg.attention_threshold,
                 stage_width=small * 4,
-                stage_rows=cfg.stage_batch,
+                stage_rows=rows,
             )
             if deep
             else None
         )
         self.kill = (
-            KillProbe(
-                n_layers,
-                self.device,
-                cfg.kill_eps,
-                stage_width=small * 8,
-                stage_rows=cfg.stage_batch,
-            )
+            KillProbe(n_layers, self.device, cfg.kill_eps, stage_width=small * 8, stage_rows=rows)
             if deep
             else None
         )
         experts = max((_num_experts(b) for b in self.arch.blocks), default=0)
         self.routing = RoutingProbe(n_layers, experts, self.device) if deep and experts else None
-        self._op_ids: dict[tuple[int, str], int] = {}
-        self._sections: Timer | None = None  # made by the first `section` (no mark before)
-        self._init_compiled(compiled)
 
     def _init_compiled(self, compiled: bool) -> None:
         """State used under torch.compile only.
