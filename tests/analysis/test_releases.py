@@ -86,3 +86,20 @@ def test_predict_for_a_shipped_release_says_so_and_an_unknown_one_is_out_of_scop
     )
     assert any("4.30" in s for s in docs["hf@4.30"]["out_of_scope"])
     assert docs["hf@4.30"]["rows"][0]["tpot_ms"] == docs["hf"]["rows"][0]["tpot_ms"]
+
+
+def test_transformers_version_is_the_hf_stacks_release_and_refused_for_an_engine(tmp_path):
+    from tests.helpers import assert_one_line_error
+
+    base = ["predict", "-m", "llama-3.2-1b", "--hardware", "h100-sxm", "--batch", "1"]
+    base += ["--db", str(tmp_path / "r.db")]
+    a = runner.invoke(app, [*base, "--json", "--transformers-version", "4.46"])
+    b = runner.invoke(app, [*base, "--json", "--stack", "hf@4.46"])
+    assert a.exit_code == b.exit_code == 0, a.output + b.output
+    rows = [json.loads(r.stdout)["rows"][0] for r in (a, b)]
+    assert rows[0]["tpot_ms"] == rows[1]["tpot_ms"]
+    assert json.loads(a.stdout)["stack"]["release_asked"] == "4.46"
+    r = runner.invoke(app, [*base, "--stack", "vllm", "--transformers-version", "4.46"])
+    assert_one_line_error(r, "--stack vllm runs its own engine", "--stack vllm@VERSION")
+    r = runner.invoke(app, [*base, "--stack", "hf@4.42", "--transformers-version", "4.46"])
+    assert_one_line_error(r, "name two releases")

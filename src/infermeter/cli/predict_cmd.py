@@ -21,6 +21,27 @@ MAX_BATCH = 1_000_000
 MAX_GPUS = 65_536
 
 
+def _with_release(stack: str, version: str | None) -> str:
+    """`--stack hf --transformers-version V` as `hf@V`; a release of no transformers refused."""
+    from infermeter.errors import UserError
+
+    if version is None:
+        return stack
+    name, _, named = stack.partition("@")
+    if not name.startswith("hf"):
+        raise UserError(
+            f"--transformers-version names the release an hf stack runs; --stack {name} runs "
+            "its own engine",
+            f"drop --transformers-version, or give the engine's release as --stack {name}@VERSION",
+        )
+    if named and named != version.strip():
+        raise UserError(
+            f"--stack {stack} and --transformers-version {version} name two releases",
+            "give one of them",
+        )
+    return f"{name}@{version.strip()}"
+
+
 def _within(value: float | None, option: str, low: float, high: float) -> None:
     from infermeter.errors import UserError
 
@@ -95,6 +116,13 @@ def predict_command(
         "60% of operations launch a kernel). An eager step is often launch-bound, so the host "
         "CPU sets it: servers measured 9.5 to 13.8.",
     ),
+    transformers_version: str = typer.Option(
+        None,
+        "--transformers-version",
+        help="The transformers release an hf stack runs (default: the installed one): its "
+        "operations are counted where they ship (4.38.2, 4.42.0, 4.46.3, 4.51.3, 5.24.0), "
+        "else said. The same as --stack hf@VERSION.",
+    ),
     learn: bool = typer.Option(True, help="Refine with stored runs on the same device."),
     out: Path = typer.Option(None, "--out", help="Write predict.json and the figures here."),
     db: str = DB,
@@ -122,6 +150,7 @@ def predict_command(
             "give --gpus as tensor-parallel groups x replicas (e.g. --gpus 8 --tp 4)",
         )
     batches = _batches(batch)
+    stack = _with_release(stack.strip().lower(), transformers_version)
     check_model_spec(model)  # a typo is answered before the heavy imports below
     from infermeter.analysis.predict import Workload
     from infermeter.experiments.whatif import what_if
@@ -144,7 +173,7 @@ def predict_command(
                 w,
                 store,
                 learn=learn,
-                stack=stack.strip().lower(),
+                stack=stack,
                 host_op_seconds=host_us_per_op * 1e-6 if host_us_per_op else None,
             )
         )
