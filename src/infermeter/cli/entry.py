@@ -29,7 +29,14 @@ def interrupted(exc: BaseException) -> bool:
 
 
 def main() -> None:
-    """Run the CLI; a Ctrl-C that reaches here is one line and exit status 130."""
+    """Run the CLI; a Ctrl-C that reaches here is one line and exit status 130.
+
+    Once the command has ended (done, failed or interrupted), Ctrl-C is ignored: one landing
+    in the interpreter's own shutdown (`threading._shutdown`) made Python print "Exception
+    ignored in: <module 'threading'>" and a traceback after a command that had finished.
+    """
+    import signal
+
     try:
         from infermeter.cli.app import main as run_cli
 
@@ -39,3 +46,5 @@ def main() -> None:
             raise
         sys.stderr.write("interrupted\n")
         raise SystemExit(130) from None
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
