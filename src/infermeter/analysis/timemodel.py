@@ -640,9 +640,9 @@ def attention_path(
     Keys are copied out to every query head where attention is eager (`repeat_kv` in every
     release) or where the attention kernel was handed as many key heads as query heads (the
     counter records both: transformers 4.38.2-4.51.3 copy them before SDPA, as counted, and
-    5.x hands SDPA the grouped cache); the time model charges the copy only to a grouped-query model. Under
-    `hf-fa2` flash-attn reads grouped keys itself: its counts ran SDPA in its place, so what
-    SDPA was handed does not apply. A serving engine (a stack not named `hf...`) runs its own
+    5.x hands SDPA the grouped cache); the time model charges the copy only to a grouped-query
+    model. Under `hf-fa2` flash-attn reads grouped keys itself: its counts ran SDPA in its
+    place, so what SDPA was handed does not apply. A serving engine (a stack not named `hf...`) runs its own
     attention kernel whatever transformers dispatched.
     """
     if stack is not None and not stack.startswith("hf"):
