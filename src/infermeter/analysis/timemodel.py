@@ -642,8 +642,8 @@ def attention_path(
     counter records both: transformers 4.38.2-4.51.3 copy them before SDPA, as counted, and
     5.x hands SDPA the grouped cache); the time model charges the copy only to a grouped-query
     model. Under `hf-fa2` flash-attn reads grouped keys itself: its counts ran SDPA in its
-    place, so what SDPA was handed does not apply. A serving engine (a stack not named `hf...`) runs its own
-    attention kernel whatever transformers dispatched.
+    place, so what SDPA was handed does not apply. A serving engine (a stack not named
+    `hf...`) runs its own attention kernel whatever transformers dispatched.
     """
     if stack is not None and not stack.startswith("hf"):
         return AttentionPath()
