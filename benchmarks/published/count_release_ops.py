@@ -36,6 +36,9 @@ _ATTENTION = {
     "intermediate_size": 128,
     "vocab_size": 256,
     "max_position_embeddings": 512,
+    "bos_token_id": 0,
+    "eos_token_id": 0,
+    "pad_token_id": 0,
 }
 #: a small model of each family: only the block's structure matters to the count
 FAMILIES: dict[str, dict[str, Any]] = {
@@ -44,6 +47,16 @@ FAMILIES: dict[str, dict[str, Any]] = {
     "qwen2": _ATTENTION,
     "gemma": {**_ATTENTION, "head_dim": 16},
     "mixtral": {**_ATTENTION, "num_local_experts": 4, "num_experts_per_tok": 2},
+    "gemma2": {**_ATTENTION, "head_dim": 16},
+    "phi3": _ATTENTION,
+    "qwen3": {**_ATTENTION, "head_dim": 16},
+    "qwen2_moe": {
+        **_ATTENTION,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32,
+        "shared_expert_intermediate_size": 32,
+    },
     "gpt2": {
         "n_embd": 64,
         "n_head": 4,
@@ -72,7 +85,10 @@ def _count(family: str, layers: int) -> tuple[dict[str, Any], str] | None:
     try:  # transformers >= 4.36 chooses the attention; older ones have one
         model = auto.from_config(cfg, attn_implementation="sdpa")
     except (TypeError, ValueError, ImportError):
-        model = auto.from_config(cfg)
+        try:  # a family without SDPA in that release (gemma2 in some): its eager path
+            model = auto.from_config(cfg, attn_implementation="eager")
+        except (TypeError, ValueError, ImportError):
+            model = auto.from_config(cfg)
     counted = count_ops(model.eval())
     if counted is None:
         return None
