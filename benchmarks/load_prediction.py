@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -131,6 +132,7 @@ def one_model(model: str, db: str, requests: int, seed: int) -> dict[str, object
     )
     predicted = json.loads(cli("load", "--predict", *common))
     measured = json.loads(cli("load", *common))
+    drift = machine_drift(model, db, s["learn"][0])
     knee = measured["knee_rate"]
     rows = []
     for p, a, m in zip(predicted["points"], alone["points"], measured["summary"], strict=True):
@@ -149,7 +151,48 @@ def one_model(model: str, db: str, requests: int, seed: int) -> dict[str, object
                         "below_knee": knee is not None and p["rate"] <= knee,
                     }
                 )
-    return {"model": model, "knee_rate": knee, "step_model": predicted["step_model"], "rows": rows}
+    return {
+        "model": model,
+        "knee_rate": knee,
+        "step_model": predicted["step_model"],
+        "rows": rows,
+        "drift": drift,
+    }
+
+
+def machine_drift(model: str, db: str, learn: tuple[int, int]) -> dict[str, float] | None:
+    """The first learning load run again after the measured sweep: did the machine's speed move?
+
+    The step costs are learnt before the sweep is measured, minutes apart; on a shared host the
+    same work's time moves between them (a 2-core VM moved 15-25% within the hour). The same
+    requests (same seed) at the same concurrency, before and after: the ratio of their median
+    decode step (steps with no prefill). A ratio far from 1 bounds what the comparison can say.
+    """
+    from infermeter import Store
+
+    conc, prompt = learn
+    args = ["-m", model, "--concurrency", str(conc), "--requests", str(3 * conc)]
+    args += ["--prompt-tokens", str(prompt), "--new-tokens", "uniform:16-48", "--energy", "off"]
+    cli("load", *args, "--db", db)
+    store = Store(db)
+    same = [
+        r
+        for r in store.list_runs(status="finished", limit=1000)
+        if r["mode"] == "load"
+        and (store.get(r["id"]).checks or {}).get("load", {}).get("summary", {}).get("requests")
+        == 3 * conc
+    ]
+    if len(same) < 2:
+        return None
+    first, last = (store.get(r["id"]) for r in (same[-1], same[0]))  # newest first
+
+    def decode_ms(run: object) -> float:
+        steps = run.checks["load"]["steps"] or []  # type: ignore[attr-defined]
+        times = [x["step_ms"] for x in steps if not x.get("prefill_tokens")]
+        return float(statistics.median(times)) if times else float("nan")
+
+    before, after = decode_ms(first), decode_ms(last)
+    return {"before_ms": before, "after_ms": after, "ratio": after / before}
 
 
 def report(res: dict[str, object]) -> dict[str, object]:
@@ -160,6 +203,13 @@ def report(res: dict[str, object]) -> dict[str, object]:
         f"{sm['fit_error_pct_p50']:.1f}% p90 {sm['fit_error_pct_p90']:.1f}%; measured knee "
         f"{res['knee_rate']} req/s"
     )
+    d = res.get("drift")
+    if d:
+        print(
+            f"machine speed: the first learning load's median decode step {d['before_ms']:.1f} ms "
+            f"before, {d['after_ms']:.1f} ms after the sweep (x{d['ratio']:.2f}); errors of that "
+            "size are the host's, not the model's"
+        )
     print("(alone: the time model before any load was stored, calibration only)")
     print(
         f"{'rate':>6} {'metric':>8} {'q':>4} {'predicted':>10} {'measured':>10} {'error':>8} "
@@ -193,6 +243,7 @@ def report(res: dict[str, object]) -> dict[str, object]:
         "worst_p50_pct": worst["p50"],
         "worst_p99_pct": worst["p99"],
         "goal_met": met,
+        "machine_drift": res.get("drift"),
         "rows": rows,
     }
 
