@@ -28,8 +28,16 @@ PUBLISHED = Path(__file__).resolve().parents[2] / "benchmarks" / "published"
 runner = CliRunner()
 
 
-def test_every_shipped_release_has_each_family_whole_and_the_installed_one_is_shipped():
-    assert transformers.__version__ in shipped_releases()
+INSTALLED_SHIPPED = transformers.__version__ in shipped_releases()
+#: `make test-latest` installs a release newer than the data: the moves need the installed one's
+needs_installed = pytest.mark.skipif(
+    not INSTALLED_SHIPPED,
+    reason=f"no operation counts ship for the installed transformers {transformers.__version__}: "
+    "run benchmarks/published/count_release_ops.py",
+)
+
+
+def test_every_shipped_release_has_each_family_whole():
     for release, families in _releases().items():
         assert {"llama", "qwen2", "gemma", "gpt2"} <= set(families), release
         for fam in families.values():
@@ -40,6 +48,15 @@ def test_every_shipped_release_has_each_family_whole_and_the_installed_one_is_sh
     assert match_release("4.30") is None and match_release("4.4") is None
 
 
+def test_an_installed_release_without_counts_keeps_its_own_and_says_why():
+    counts = {p: {"gemm": 9, "attention": 2, "other": 90} for p in PHASES}
+    moved, line = ops_under_release(counts, "llama", 2, "4.46.3", "9.0.0")
+    assert moved is None and "lack the installed 9.0.0" in line
+    moved, line = ops_under_release(counts, "a-new-family", 2, "4.46.3", "5.24.0")
+    assert moved is None and "the a-new-family family" in line
+
+
+@needs_installed
 @pytest.mark.parametrize(
     ("release", "hub_id", "tolerance"),
     [("4.46.3", "meta-llama/Llama-3.1-8B", 0.0), ("4.42.0", "google/gemma-2b", 0.03)],
@@ -68,6 +85,7 @@ def test_a_model_moved_to_a_release_has_the_operations_it_was_counted_with_there
     assert moved["attention_heads"]["key"] == moved["attention_heads"]["query"]  # copied then
 
 
+@needs_installed
 def test_predict_for_a_shipped_release_says_so_and_an_unknown_one_is_out_of_scope(tmp_path):
     base = ["predict", "-m", "llama-3.2-1b", "--hardware", "h100-sxm", "--batch", "1", "--json"]
     base += ["--db", str(tmp_path / "r.db")]
@@ -88,6 +106,7 @@ def test_predict_for_a_shipped_release_says_so_and_an_unknown_one_is_out_of_scop
     assert docs["hf@4.30"]["rows"][0]["tpot_ms"] == docs["hf"]["rows"][0]["tpot_ms"]
 
 
+@needs_installed
 def test_transformers_version_is_the_hf_stacks_release_and_refused_for_an_engine(tmp_path):
     from tests.helpers import assert_one_line_error
 
