@@ -34,14 +34,44 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from infermeter.models.architecture import discover, stacked_experts
 from infermeter.models.info import config_value
-from infermeter.models.mixers import MixerShape, mixer_shape
+from infermeter.models.mixers import MixerShape, MixerShapeDoc, mixer_shape
 from infermeter.models.mixers import prefill_flop_count as mixer_prefill_flop_count
 
 _TOP_K_NAMES = ("num_experts_per_tok", "num_experts_per_token", "moe_topk", "top_k", "moe_k")
+
+
+class LayerCensusDoc(TypedDict):
+    """`LayerCensus` as stored: its fields by name (a test holds the two together)."""
+
+    attention_macs: int
+    mlp_macs: int
+    expert_macs: int
+    experts: int
+    other_macs: int
+    score_dims: int
+    window: int | None
+    linear_shapes: list[list[int]]
+    expert_shapes: list[list[int]]
+    mixers: list[MixerShapeDoc]
+    dense_experts: bool
+
+
+class _CensusDoc(TypedDict):
+    layers: list[LayerCensusDoc]
+    top_k: int
+    lm_head_macs: int
+
+
+class CensusDoc(_CensusDoc, total=False):
+    """`Census.to_dict()`; a census stored before the later fields lacks them."""
+
+    uncosted: list[str]
+    extra_macs: int
+    uncosted_layers: dict[str, list[int]]
 
 
 @dataclass(frozen=True)
@@ -75,7 +105,7 @@ class LayerCensus:
     window: int | None = None
     linear_shapes: list[list[int]] = field(default_factory=list)
     expert_shapes: list[list[int]] = field(default_factory=list)
-    mixers: list[dict[str, Any]] = field(default_factory=list)
+    mixers: list[MixerShapeDoc] = field(default_factory=list)
     dense_experts: bool = False
 
 
@@ -93,12 +123,12 @@ class Census:
     #: class name of each module it cannot cost -> the layers that hold one
     uncosted_layers: dict[str, list[int]] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> CensusDoc:
         """Plain dict for JSON and the store."""
-        return asdict(self)
+        return cast("CensusDoc", asdict(self))
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Census:
+    def from_dict(cls, d: CensusDoc) -> Census:
         """Inverse of to_dict."""
         return cls(
             layers=[LayerCensus(**x) for x in d["layers"]],

@@ -30,7 +30,13 @@ from contextlib import contextmanager
 from typing import Any, TypedDict, cast
 
 from infermeter.models.architecture import discover
-from infermeter.models.census import Census, census_of, layer_ranges, prefill_flop_count
+from infermeter.models.census import (
+    Census,
+    CensusDoc,
+    census_of,
+    layer_ranges,
+    prefill_flop_count,
+)
 from infermeter.models.info import config_value
 from infermeter.models.mixers import chunk_size
 from infermeter.models.opcount import count_ops
@@ -262,7 +268,7 @@ class FlopCheckDoc(TypedDict, total=False):
     """
 
     #: `Census.to_dict()`: the census the counts were made for
-    census: dict[str, Any]
+    census: CensusDoc
     #: torch's FLOP counts of an 8- and a 16-token forward (None: the forward could not run)
     counted_8: float | None
     counted_16: float | None

@@ -7,9 +7,12 @@ through the names transformers uses across families (`hidden_size` or `n_embd`, 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from infermeter.measure.device import dtype_name
+
+if TYPE_CHECKING:
+    from infermeter.models.shape import ShapeDoc
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,21 @@ class VisionInfo:
     projector_params: int
     #: see workloads.prompts.VisionInput.pixel_dims
     pixel_dims: int = 4
+
+
+class VisionInfoDoc(TypedDict):
+    """`VisionInfo` as stored in `model_info["vision"]`: its fields by name."""
+
+    family: str
+    layers: int
+    hidden: int
+    heads: int
+    image_size: int
+    patch_size: int
+    tokens_per_image: int
+    params: int
+    projector_params: int
+    pixel_dims: int
 
 
 class QualityDoc(TypedDict):
@@ -81,13 +99,13 @@ class ModelInfoDoc(TypedDict, total=False):
     experts: int | None
     top_k: int | None
     shared_experts: bool
-    vision: dict[str, Any] | None
+    vision: VisionInfoDoc | None
     dtype: str
     device: str
     tokenizer: str
     quantization: QuantizationDoc | None
     attn_implementation: str | None
-    shape: dict[str, Any]
+    shape: ShapeDoc
     endpoint: str
     #: the model as an endpoint or a peer's file named it
     name: str

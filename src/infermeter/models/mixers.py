@@ -53,7 +53,23 @@ from __future__ import annotations
 import inspect
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypedDict, cast
+
+
+class MixerShapeDoc(TypedDict):
+    """`MixerShape.to_dict()`: its fields by name (a test holds the two together)."""
+
+    kind: str
+    conv_channels: int
+    conv_kernel: int
+    state: int
+    inner: int
+    heads: int
+    head_dim: int
+    chunk: int
+    key_dim: int
+    bare_macs: int
+    recurrent: int
 
 
 @dataclass(frozen=True)
@@ -77,9 +93,9 @@ class MixerShape:
     #: elements of an element-wise recurrent state beside the convolution (RG-LRU's h)
     recurrent: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> MixerShapeDoc:
         """Plain dict for JSON and the store."""
-        return asdict(self)
+        return cast("MixerShapeDoc", asdict(self))
 
 
 def _chunk_default(function: Any) -> int | None:

@@ -7,13 +7,57 @@ made, and a stored run can be analysed later without loading the model again.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
-from infermeter.models.census import Census, census_of
+from infermeter.models.census import Census, CensusDoc, census_of
 from infermeter.models.info import config_value
 
 if TYPE_CHECKING:
     from infermeter.models.flopcount import FlopCheckDoc
+
+
+class VisionShapeDoc(TypedDict):
+    """`VisionShape` as stored: its fields by name."""
+
+    layers: int
+    hidden: int
+    heads: int
+    intermediate: int
+    image_size: int
+    patch_size: int
+    channels: int
+    projector_hidden: int
+    text_hidden: int
+    family: str
+
+
+class _ShapeDoc(TypedDict):
+    family: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    gated_mlp: bool
+    vocab: int
+
+
+class ShapeDoc(_ShapeDoc, total=False):
+    """`Shape.to_dict()`: each field by name (a test holds the two together).
+
+    A shape stored by an older release lacks the later ones (`from_dict` fills their defaults).
+    """
+
+    experts: int
+    top_k: int
+    moe_intermediate: int
+    shared_intermediate: int
+    sliding_window: int | None
+    vision: VisionShapeDoc | None
+    census: CensusDoc | None
+    flop_check: FlopCheckDoc | None
+    last_logits_only: bool
 
 
 @dataclass(frozen=True)
@@ -68,20 +112,19 @@ class Shape:
     #: logits are computed (analysis/predict.py `logits_bytes`). Read from the model's forward.
     last_logits_only: bool = True
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> ShapeDoc:
         """Plain dict for JSON and the store."""
-        return asdict(self)
+        return cast("ShapeDoc", asdict(self))
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Shape:
+    def from_dict(cls, d: ShapeDoc) -> Shape:
         """Inverse of to_dict; keys this version does not know are ignored."""
         known = {f.name for f in fields(cls)}
-        d = {k: v for k, v in d.items() if k in known}
-        if d.get("vision"):
-            d["vision"] = VisionShape(**d["vision"])
-        if d.get("census"):
-            d["census"] = Census.from_dict(d["census"])
-        return cls(**d)
+        kept: dict[str, Any] = {k: v for k, v in d.items() if k in known}  # read, then typed
+        vision, census = d.get("vision"), d.get("census")
+        kept["vision"] = VisionShape(**vision) if vision else None
+        kept["census"] = Census.from_dict(census) if census else None
+        return cls(**kept)
 
 
 def meta_model(config: Any) -> Any:

@@ -5,10 +5,19 @@ from __future__ import annotations
 import platform
 import socket
 import sys
-from typing import Any, TypedDict
+from typing import TypedDict
 
 
-def git_state(folder: str | None = None) -> dict[str, Any] | None:
+class GitDoc(TypedDict):
+    """The work tree a run was made in: its commit, whether it had changes, its root."""
+
+    commit: str
+    #: changes to tracked files (untracked ones left out); None if git could not say
+    dirty: bool | None
+    root: str | None
+
+
+def git_state(folder: str | None = None) -> GitDoc | None:
     """The commit and dirty state of the git work tree `folder` (the current one) is in.
 
     None outside a repository or without git. Read with git itself (`rev-parse`, `status
@@ -57,7 +66,7 @@ class VersionsDoc(TypedDict, total=False):
     transformers: str
     platform: str
     host: str
-    git: dict[str, Any] | None
+    git: GitDoc | None
     #: an imported run's: the peer tool that measured it and its version ("guidellm 0.8.1")
     peer: str
 

@@ -205,9 +205,9 @@ def _set_up_notes(loaded: LoadedModel, result: RunResult, batches: list[PromptBa
             "(real token counts and ids within the model's vocabulary; output text is not "
             "meaningful)"
         )
-    census = result.model_info["shape"].get("census") or {}
+    census = result.model_info["shape"].get("census")
     check = loaded.flop_check or {}
-    approximate = check.get("approximate", census.get("uncosted", []))
+    approximate = check.get("approximate", census.get("uncosted", []) if census else [])
     notes += [f"cost model approximate: {what}" for what in approximate]
     if result.device.get("type") == "mps":
         from infermeter.measure.memory import MPS_PEAK_METHOD
