@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, TypedDict, cast
 
 from infermeter.errors import UserError
@@ -319,6 +319,22 @@ class RunConfig:
         d["prompts_count"] = len(prompts) if prompts else None
         d["slos"] = [list(p) for p in self.slos]  # as JSON keeps them
         return cast(RunConfigDoc, d)
+
+    @classmethod
+    def from_doc(cls, doc: RunConfigDoc) -> RunConfig | None:
+        """Inverse of `to_dict`: None for a load run's config (a load spec, no RunConfig).
+
+        A setting the document lacks (a run stored before it existed) takes its default;
+        user prompts, kept by count only, come back as None.
+        """
+        if doc.get("mode") == "load" or "load" in doc:
+            return None
+        known = {f.name for f in fields(cls)} - {"prompts"}
+        kept: dict[str, Any] = {k: v for k, v in doc.items() if k in known}  # read, then typed
+        if kept.get("layers") is not None:
+            kept["layers"] = tuple(kept["layers"])
+        kept["slos"] = tuple((str(m), float(b)) for m, b in doc.get("slos") or [])
+        return cls(**kept)
 
     def knob_values(self) -> dict[str, int | str | bool | None]:
         """The values a sweep turns, as the `config` object of summary rows (docs/design.md)."""

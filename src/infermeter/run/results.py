@@ -48,7 +48,7 @@ if TYPE_CHECKING:  # run/config.py loads the model presets; a stored run needs n
     )
     from infermeter.instrument.tables import LayerRowDoc, MoeLoadRowDoc, PartRowDoc
     from infermeter.measure.timer import SectionRowDoc
-    from infermeter.run.config import RunConfigDoc
+    from infermeter.run.config import RunConfig, RunConfigDoc
     from infermeter.run.slo import SLOReportDoc, SLORowDoc
     from infermeter.run.speculation import SpeculationDoc
     from infermeter.workloads.traffic import TrafficDoc
@@ -565,6 +565,16 @@ class RunResult:
         out = {m: summarize(getattr(s, m) for s in self.measured) for m in METRICS}
         out["itl_ms"] = summarize(x for s in self.measured for x in s.step_ms)
         return out
+
+    def run_config(self) -> RunConfig | None:
+        """The stored `config` as the `RunConfig` it was made from; None for a load run.
+
+        A load run has a load spec, not a RunConfig (`config["load"]`). User prompts are kept
+        by count only, so they come back as None (`prompts_source` says where they were from).
+        """
+        from infermeter.run.config import RunConfig
+
+        return RunConfig.from_doc(self.config)
 
     def load_summary(self) -> LoadSummaryDoc | None:
         """A load run's summary (throughput, latencies, SLOs, client, ...); None for a profile."""
