@@ -94,6 +94,9 @@ def test_predict_for_a_shipped_release_says_so_and_an_unknown_one_is_out_of_scop
         r = runner.invoke(app, [*base, "--stack", stack])
         assert r.exit_code == 0, r.output
         docs[stack] = json.loads(r.stdout)
+    from infermeter.report.predict_figures import _title
+
+    assert ", hf@4.42)" in _title(docs["hf@4.42"]) and ", hf)" in _title(docs["hf"])
     said = [a for a in docs["hf@4.42"]["approximate"] if "operations of transformers" in a]
     assert said and "4.42.0" in said[0] and docs["hf@4.42"]["out_of_scope"] == []
     # more operations a decode step under 4.42: a launch-bound H100 step is slower

@@ -25,8 +25,9 @@ GB = 1e9
 def _title(doc: dict[str, Any]) -> str:
     w = doc["workload"]
     tp = f", TP {w['tp']}" if w["tp"] > 1 else ""
-    stack = (doc.get("stack") or {}).get("key")  # predictions stored before stacks have none
-    served = f", {stack}" if stack else ""
+    stack_doc = doc.get("stack") or {}  # predictions stored before stacks have none
+    stack, release = stack_doc.get("key"), stack_doc.get("release_asked")
+    served = f", {stack}{'@' + release if release else ''}" if stack else ""
     return (
         f"{doc['model']} on {doc['hardware']['name']} ({doc['dtype']}{tp}{served}),\n"
         f"prompt {w['prompt_tokens']}, {w['new_tokens']} new tokens"
