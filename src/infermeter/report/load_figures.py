@@ -19,6 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from infermeter.report.figures import label_points, plain_log_ticks, save_figure
+from infermeter.util.fmt import or_nan
 from infermeter.util.palette import BLUE, GREEN, GREY, ORANGE, PURPLE, VERMILLION
 
 if TYPE_CHECKING:
@@ -29,11 +30,6 @@ if TYPE_CHECKING:
 
 
 _LatencyKey = Literal["ttft_ms_p99", "ttft_ms_p50", "e2e_ms_p99", "e2e_ms_p50"]
-
-
-def _nan(value: float | None) -> float:
-    """A missing figure as a gap in its line."""
-    return math.nan if value is None else value
 
 
 def _legend_outside(ax: Any) -> None:
@@ -70,7 +66,7 @@ def sweep_figures(
         ("e2e_ms_p50", "end-to-end p50", "s--"),
     )
     for key, label, style in curves:
-        ax.plot(xs, [_nan(p[key]) for p in points], style, label=label)
+        ax.plot(xs, [or_nan(p[key]) for p in points], style, label=label)
     k = next((p for p in points if p["rate"] == knee_rate), None)
     if k is not None:
         ax.axvline(
@@ -94,7 +90,7 @@ def sweep_figures(
     ax.plot(rates, xs, "o-", label="throughput")
     if any(p["goodput_rps"] is not None for p in points):
         ax.plot(
-            rates, [_nan(p["goodput_rps"]) for p in points], "s-", label="goodput (every SLO met)"
+            rates, [or_nan(p["goodput_rps"]) for p in points], "s-", label="goodput (every SLO met)"
         )
     ax.set_xlabel("offered rate (requests/s)")
     ax.set_ylabel("requests/s")
@@ -116,8 +112,8 @@ def energy_latency_figure(points: Sequence[SweepPointDoc], out: Path) -> list[Pa
         return []
     fig, ax = plt.subplots(figsize=(7, 4.2))
     ax.plot(
-        [_nan(p["e2e_ms_p99"]) for p in pts],
-        [_nan(p["j_per_request_p50"]) for p in pts],
+        [or_nan(p["e2e_ms_p99"]) for p in pts],
+        [or_nan(p["j_per_request_p50"]) for p in pts],
         "o-",
         color=GREEN,
         label="J per request (median)",

@@ -50,6 +50,7 @@ from infermeter.serving.rows import (
     SweepPointDoc,
     as_load_doc,
 )
+from infermeter.util.fmt import or_nan
 from infermeter.util.settings import Range, check_ranges, setting
 from infermeter.util.urls import masked_url
 
@@ -1331,7 +1332,7 @@ def stack_cost(endpoint: LoadSummaryDoc, in_process: LoadSummaryDoc) -> list[Sta
     percentiles: tuple[Literal["p50", "p90", "p99"], ...] = ("p50", "p90", "p99")
     for metric in metrics:
         for q in percentiles:
-            e, i = _or_nan(endpoint[metric][q]), _or_nan(in_process[metric][q])
+            e, i = or_nan(endpoint[metric][q]), or_nan(in_process[metric][q])
             out.append(
                 {
                     "metric": metric,
@@ -1343,10 +1344,6 @@ def stack_cost(endpoint: LoadSummaryDoc, in_process: LoadSummaryDoc) -> list[Sta
                 }
             )
     return out
-
-
-def _or_nan(value: float | None) -> float:
-    return math.nan if value is None else value
 
 
 def knee(points: Sequence[SweepPointDoc], factor: float = 2.0) -> float | None:

@@ -16,6 +16,11 @@ def is_missing(v: Any) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
+def or_nan(v: float | None) -> float:
+    """None as NaN: a missing figure in arithmetic (a gap in a plotted line, not a crash)."""
+    return math.nan if v is None else v
+
+
 def fixed(v: Any, digits: int = 2) -> str:
     """Floats with thousands separators and `digits` decimals; other values as text."""
     if is_missing(v):
