@@ -2,19 +2,25 @@
 
     python -m venv .venv-peers && .venv-peers/bin/pip install guidellm==0.8.1
     make llama-server
-    python benchmarks/peer_clients.py --peer-venv .venv-peers [--requests 12] [--rounds 2]
+    python benchmarks/peer_clients.py --peer-venv .venv-peers [--requests 12] [--rounds 2] \
+        [--servers null,llama.cpp,transformers] [--wire]
 
 Servers, each on 127.0.0.1: the null server (serving/nullserver.py: 20 ms to the first token, 5
-ms between tokens, its own account per request) and llama.cpp's own server (llama-server,
-SmolLM2-135M Q4_1, one slot, `--metrics`). Clients: `infermeter load endpoint` and `guidellm
-run`, each a separate process, interleaved A B A B at concurrency 1 and 4, the same prompt and
-output lengths (32 and 16 tokens, EOS ignored). Per run: median and p99 TTFT (from the first
+ms between tokens, its own account per request), llama.cpp's own server (llama-server,
+SmolLM2-135M Q4_1, one slot, `--metrics`) and `transformers serve` (this venv's, the same
+model's safetensors; no timings of its own, EOS not ignorable). Clients: `infermeter load
+endpoint` and `guidellm run`, each a separate process, interleaved A B A B at concurrency 1
+and 4, the same prompt and output lengths (32 and 16 tokens, EOS ignored but on `transformers
+serve`). Per run: median and p99 TTFT (from the first
 header write, where GuideLLM starts its clock; infermeter's from its send is beside it), the
 median of each request's mean gap between tokens (TPOT), median and p99 end-to-end, output
 tokens/s, and the client process's CPU seconds (all of it, start-up included: both import
 torch). Server-normalised: TTFT over the server's own time to a first token and TPOT over its
 own decode time per token, from the null server's known delays or llama-server's Prometheus
-counters read before and after each run (its prompt and decode seconds and tokens). Then each
+counters read before and after each run (its prompt and decode seconds and tokens). With
+`--wire`, also by the loopback device's packet times (wire_times.py): a witness neither
+client wrote, the only one `transformers serve` has, and checked against the server's own
+account where there is one. Then each
 client's ceiling on the null server with no delays: `load selfcheck`'s, and GuideLLM's
 8 streams' requests/s. Prints ratios measured in this run; nothing is asserted.
 """
@@ -22,7 +28,9 @@ client's ceiling on the null server with no delays: `load selfcheck`'s, and Guid
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
 import os
 import resource
 import socket
@@ -36,6 +44,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from wire_times import WireRequest, capture, missing_tools, read_packets, wire_requests
 
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT, OUTPUT = 32, 16
@@ -104,13 +114,28 @@ def run_infermeter(
     }
 
 
-def run_guidellm(peer: Path, url: str, conc: int, n: int, tok: str, work: Path) -> dict[str, Any]:
+def run_guidellm(
+    peer: Path, url: str, conc: int, n: int, tok: str, work: Path, ignore_eos: bool = True
+) -> dict[str, Any]:
+    """GuideLLM's `run` on `url`; without `ignore_eos`, its chat format and a bare max_tokens.
+
+    GuideLLM 0.8.1 sends `ignore_eos` with every request whose data names an output length,
+    which `transformers serve` refuses (HTTP 422). Synthetic data without one, and the
+    backend's own `max_tokens`, send the cap alone (request_handlers.py, its `elif` branch).
+    """
     path = work / "gl.json"
     cmd = [str(peer / "bin" / "guidellm"), "run"]
-    cmd += ["--backend", f"kind=openai_http,target={url},request_format=/v1/completions"]
+    if ignore_eos:
+        backend = f"kind=openai_http,target={url},request_format=/v1/completions"
+        data = f"kind=synthetic_text,prompt_tokens={PROMPT},output_tokens={OUTPUT}"
+    else:
+        backend = f"kind=openai_http,target={url},request_format=/v1/chat/completions"
+        backend += f",max_tokens={OUTPUT}"
+        data = f"kind=synthetic_text,prompt_tokens={PROMPT}"
+    cmd += ["--backend", backend]
     cmd += ["--profile", f"kind=concurrent,streams={conc}"]
     cmd += ["--constraint", f"kind=max_requests,count={n}"]
-    cmd += ["--data", f"kind=synthetic_text,prompt_tokens={PROMPT},output_tokens={OUTPUT}"]
+    cmd += ["--data", data]
     cmd += ["--tokenizer", f"kind=huggingface_auto,model={tok}"]
     cmd += ["--output", f"kind=json,path={path}", "--disable-console"]
     wall, cpu = _timed(cmd, {**os.environ, "HF_HUB_OFFLINE": "1"})
@@ -196,24 +221,47 @@ def _p(v: list[float], q: float) -> float:
     return float(np.percentile(v, q)) if v else float("nan")
 
 
+def _wire(path: Path | None, port: int) -> list[WireRequest]:
+    return wire_requests(read_packets(path), port) if path is not None else []
+
+
 def measure(
-    name: str, url: str, own: Any, peer: Path, tok: str, n: int, rounds: int, work: Path
+    name: str,
+    url: str,
+    own: Any,
+    peer: Path,
+    tok: str,
+    a: Any,
+    work: Path,
+    peer_name: str = "guidellm",
 ) -> list[dict[str, Any]]:
-    """Both clients, interleaved, at concurrency 1 and 4; a row per run."""
+    """Both clients, interleaved, at concurrency 1 and 4; a row per run.
+
+    With `--wire`, each run is captured on the loopback device (wire_times.py) and the row
+    holds the wire's medians and each client's TTFT and TPOT over them.
+    """
     rows = []
+    port = int(url.rsplit(":", 1)[1])
+    eos = name != "transformers"  # it refuses `ignore_eos`: there, both clients stop at EOS
     for conc in (1, 4):
-        for rnd in range(rounds):
-            peer_name = "aiperf" if name == "transformers" else "guidellm"
+        for rnd in range(a.rounds):
             for client in ("infermeter", peer_name):
                 before = own("before") if callable(own) else None
-                if client == "infermeter":
-                    res = run_infermeter(url, conc, n, work, ignore_eos=name != "transformers")
-                elif client == "aiperf":
-                    res = run_aiperf(peer, url, conc, n, tok, work)
-                else:
-                    res = run_guidellm(peer, url, conc, n, tok, work)
+                pcap = work / f"{name}-{conc}-{rnd}-{client}.pcap" if a.wire else None
+                with capture(port, pcap) if pcap else contextlib.nullcontext():
+                    if client == "infermeter":
+                        res = run_infermeter(url, conc, a.requests, work, ignore_eos=eos)
+                    elif client == "aiperf":
+                        res = run_aiperf(peer, url, conc, a.requests, tok, work)
+                    else:
+                        res = run_guidellm(peer, url, conc, a.requests, tok, work, eos)
+                wire = _wire(pcap, port)
                 prefill, decode = own(before, len(res["ttft"])) if callable(own) else own
                 ttft, tpot = statistics.median(res["ttft"]), statistics.median(res["tpot"])
+                nan = float("nan")
+                w_ttft = statistics.median(w.ttft_ms for w in wire) if wire else nan
+                w_tpots = [t for w in wire if (t := w.tpot_ms) is not None]
+                w_tpot = statistics.median(w_tpots) if w_tpots else nan
                 rows.append(
                     {
                         "server": name,
@@ -224,9 +272,7 @@ def measure(
                         "tokens": statistics.median(res["tokens"]),
                         "ttft_p50": ttft,
                         "ttft_p99": _p(res["ttft"], 99),
-                        "ttft_from_send_p50": statistics.median(
-                            res.get("ttft_from_send") or [float("nan")]
-                        ),
+                        "ttft_from_send_p50": statistics.median(res.get("ttft_from_send") or [nan]),
                         "tpot_p50": tpot,
                         "e2e_p50": statistics.median(res["e2e"]),
                         "e2e_p99": _p(res["e2e"], 99),
@@ -235,6 +281,11 @@ def measure(
                         "server_decode_ms": decode,
                         "ttft_over_server": ttft / prefill,
                         "tpot_over_server": tpot / decode,
+                        "wire_requests": len(wire),
+                        "wire_ttft_p50": w_ttft,
+                        "wire_tpot_p50": w_tpot,
+                        "ttft_over_wire": ttft / w_ttft,
+                        "tpot_over_wire": tpot / w_tpot,
                         "cpu_s": res["cpu_s"],
                         "cpu_s_per_request": res["cpu_s"] / max(len(res["ttft"]), 1),
                     }
@@ -274,13 +325,21 @@ def ceilings(peer: Path, tok: str, work: Path) -> dict[str, float]:
     }
 
 
-def transformers_serve(folder: str, a: Any, work: Path) -> list[dict[str, Any]]:
-    """`transformers serve` (this venv's) on SmolLM2-135M, infermeter and AIPerf interleaved.
+def peer_venv(a: Any, peer: str) -> Path:
+    """The venv of `peer`: AIPerf's where asked (`--aiperf-venv`), else GuideLLM's."""
+    if peer == "aiperf":
+        if a.aiperf_venv is None:
+            raise SystemExit("--transformers-peer aiperf needs --aiperf-venv (pip install aiperf)")
+        return Path(a.aiperf_venv)
+    return Path(a.peer_venv)
 
-    It reports no timings of its own, so its rows compare the clients' raw medians. Both stop
-    at EOS (it refuses `ignore_eos`), so each compares requests of the same prompts' lengths
-    only where both drew the same lengths: the medians of TTFT and TPOT, not E2E, are the
-    comparable figures.
+
+def transformers_serve(folder: str, a: Any, work: Path) -> list[dict[str, Any]]:
+    """`transformers serve` (this venv's) on SmolLM2-135M, infermeter and a peer interleaved.
+
+    It reports no timings of its own: its rows are normalised by the wire (`--wire`) or
+    compared raw. Both clients stop at EOS (it refuses `ignore_eos`), so only TTFT and TPOT,
+    not E2E, compare requests of like lengths.
     """
     exe = Path(sys.executable).with_name("transformers")
     port = _port()
@@ -297,50 +356,63 @@ def transformers_serve(folder: str, a: Any, work: Path) -> list[dict[str, Any]]:
             except OSError:
                 time.sleep(0.3)
         nan = float("nan")
-        return measure(
-            "transformers", url, (nan, nan), a.peer_venv, folder, a.requests, a.rounds, work
-        )
+        peer = a.transformers_peer
+        return measure("transformers", url, (nan, nan), peer_venv(a, peer), folder, a, work, peer)
     finally:
         proc.terminate()
         proc.wait(30)
 
 
+def _ratio_line(im: list[dict[str, Any]], pr: list[dict[str, Any]], basis: str) -> str:
+    """TTFT and TPOT over `basis` ("server" or "wire"): infermeter's, the peer's, their ratio."""
+
+    def med(rs: list[dict[str, Any]], k: str) -> float:
+        return statistics.median(r[k] for r in rs)
+
+    parts = []
+    for metric in ("ttft", "tpot"):
+        k = f"{metric}_over_{basis}"
+        a, b = med(im, k), med(pr, k)
+        parts.append(f"{metric.upper()}/{basis} {a:.3f} vs {b:.3f} (ratio {a / b:.3f})")
+    return "; ".join(parts)
+
+
 def summary(rows: list[dict[str, Any]]) -> None:
-    print("\nserver-normalised medians (infermeter / guidellm, over rounds):")
+    """Per server and concurrency: normalised ratios, raw medians and client CPU, over rounds.
+
+    Normalised by the server's own timings where it reports them, and by the wire where the
+    runs were captured; where both exist, the wire's medians over the server's own say how
+    far the witness itself is from the server's account.
+    """
+    print("\nnormalised medians (infermeter vs the peer, over rounds):")
     for server in sorted({r["server"] for r in rows}):
         for conc in (1, 4):
             pick = [r for r in rows if r["server"] == server and r["conc"] == conc]
             if not pick:
                 continue
             im = [r for r in pick if r["client"] == "infermeter"]
-            gl = [r for r in pick if r["client"] != "infermeter"]
+            pr = [r for r in pick if r["client"] != "infermeter"]
 
             def med(rs: list[dict[str, Any]], k: str) -> float:
                 return statistics.median(r[k] for r in rs)
 
-            if server == "transformers":  # no timings of its own: raw medians, interleaved
-                print(
-                    f"  {server} c={conc} (raw, no server timings; peer: AIPerf): TTFT p50 "
-                    f"{med(im, 'ttft_p50'):.1f} vs {med(gl, 'ttft_p50'):.1f} ms (ratio "
-                    f"{med(im, 'ttft_p50') / med(gl, 'ttft_p50'):.3f}); TPOT p50 "
-                    f"{med(im, 'tpot_p50'):.2f} vs {med(gl, 'tpot_p50'):.2f} ms (ratio "
-                    f"{med(im, 'tpot_p50') / med(gl, 'tpot_p50'):.3f}); E2E p50 "
-                    f"{med(im, 'e2e_p50'):.1f} vs {med(gl, 'e2e_p50'):.1f} ms; client CPU "
-                    f"s/request {med(im, 'cpu_s_per_request'):.3f} vs "
-                    f"{med(gl, 'cpu_s_per_request'):.3f}"
-                )
-                continue
-
+            head = f"  {server} c={conc} (peer: {pr[0]['client']})"
+            if not math.isnan(med(pick, "ttft_over_server")):
+                print(f"{head} by the server's own: {_ratio_line(im, pr, 'server')}")
+            if not math.isnan(med(pick, "ttft_over_wire")):
+                print(f"{head} by the wire: {_ratio_line(im, pr, 'wire')}")
+                if not math.isnan(med(pick, "server_prefill_ms")):
+                    print(
+                        f"    the wire over the server's own: TTFT "
+                        f"{med(pick, 'wire_ttft_p50') / med(pick, 'server_prefill_ms'):.3f}, "
+                        f"TPOT {med(pick, 'wire_tpot_p50') / med(pick, 'server_decode_ms'):.3f}"
+                    )
             print(
-                f"  {server} c={conc}: TTFT/server {med(im, 'ttft_over_server'):.3f} vs "
-                f"{med(gl, 'ttft_over_server'):.3f} (ratio "
-                f"{med(im, 'ttft_over_server') / med(gl, 'ttft_over_server'):.3f}); "
-                f"TPOT/server {med(im, 'tpot_over_server'):.3f} vs "
-                f"{med(gl, 'tpot_over_server'):.3f} (ratio "
-                f"{med(im, 'tpot_over_server') / med(gl, 'tpot_over_server'):.3f}); "
-                f"E2E p50 {med(im, 'e2e_p50'):.1f} vs {med(gl, 'e2e_p50'):.1f} ms; "
-                f"client CPU s/request {med(im, 'cpu_s_per_request'):.3f} vs "
-                f"{med(gl, 'cpu_s_per_request'):.3f}"
+                f"    raw p50: TTFT {med(im, 'ttft_p50'):.1f} vs {med(pr, 'ttft_p50'):.1f} ms, "
+                f"TPOT {med(im, 'tpot_p50'):.2f} vs {med(pr, 'tpot_p50'):.2f} ms, E2E "
+                f"{med(im, 'e2e_p50'):.1f} vs {med(pr, 'e2e_p50'):.1f} ms; client CPU "
+                f"s/request {med(im, 'cpu_s_per_request'):.3f} vs "
+                f"{med(pr, 'cpu_s_per_request'):.3f}"
             )
 
 
@@ -369,10 +441,24 @@ def main() -> None:
         default=1,
         help="llama-server's parallel slots (-np): 4 lets concurrency 4 run at once",
     )
+    p.add_argument(
+        "--transformers-peer",
+        choices=("guidellm", "aiperf"),
+        default="guidellm",
+        help="the peer against transformers serve (AIPerf takes the server's CPU on 2 cores)",
+    )
+    p.add_argument("--aiperf-venv", type=Path, default=None, help="AIPerf's venv")
+    p.add_argument(
+        "--wire",
+        action="store_true",
+        help="capture each run on the loopback device (tcpdump, tshark; root) and normalise by it",
+    )
     p.add_argument("--requests", type=int, default=12)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--out", type=Path, default=None, help="also write the rows as JSON here")
     a = p.parse_args()
+    if a.wire and (why := missing_tools()):
+        raise SystemExit(f"--wire: {why}")
     from infermeter.models.trained import ensure_converted, gguf_file, trained_model
     from infermeter.serving.nullserver import NullSpec, null_server
 
@@ -385,9 +471,7 @@ def main() -> None:
         servers = set(a.servers.split(","))
         if "null" in servers:
             with null_server(NullSpec(ttft_ms=20, itl_ms=5)) as s:
-                rows += measure(
-                    "null", s.url, (20.0, 5.0), a.peer_venv, tok, a.requests, a.rounds, work
-                )
+                rows += measure("null", s.url, (20.0, 5.0), a.peer_venv, tok, a, work)
         if "transformers" in servers:
             rows += transformers_serve(tok, a, work)
         if "llama.cpp" not in servers:
@@ -407,7 +491,7 @@ def main() -> None:
                         return _llama_counters(url)
                     return _server_own(before, _llama_counters(url), n)
 
-                rows += measure("llama.cpp", url, own, a.peer_venv, tok, a.requests, a.rounds, work)
+                rows += measure("llama.cpp", url, own, a.peer_venv, tok, a, work)
             finally:
                 proc.terminate()
                 proc.wait(20)

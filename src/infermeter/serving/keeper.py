@@ -9,7 +9,12 @@ run's final document replaces those samples when the run ends (`store_load`): th
 a crash only, their times counted from the first arrival seen.
 
 The writes run on their own thread: the requests' clocks (the endpoint client's event loop,
-the in-process scheduler) only put a request on a queue, never wait for the database.
+the in-process scheduler) only put a request on a queue, never wait for the database. That
+thread still takes the interpreter's lock while it builds a row, and writing as each request
+finished put that work exactly where a closed loop sends its next request: against
+`transformers serve` on 2 busy cores, the client's header-to-body gap went from 0.39 ms (p50)
+without the keeper to 1.82 ms with it. So it gathers what finishes for half a second and writes
+it then, at a moment no request chose; a kill loses at most that half second.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 from infermeter.errors import UserError
 from infermeter.run.results import RunResult, SampleResult
+
+#: seconds the writer gathers finished requests before writing them (at most what a kill loses)
+GATHER_S = 0.5
 
 if TYPE_CHECKING:
     from infermeter.serving.rows import RequestRowDoc
@@ -49,10 +57,15 @@ class Keeper:
         sink: the store (`begin_run`, `add_sample`).
         skeleton: the run as registered: config, knobs, model and device, no sample yet.
         reqs: every request of the run (their arrivals give the times' origin).
+        gather_s: how long the writer gathers finished requests before writing them.
     """
 
-    def __init__(self, sink: Any, skeleton: RunResult, reqs: list[Any]) -> None:
+    def __init__(
+        self, sink: Any, skeleton: RunResult, reqs: list[Any], gather_s: float = GATHER_S
+    ) -> None:
         self.sink, self.skeleton, self.reqs = sink, skeleton, reqs
+        self.gather_s = gather_s
+        self._closing = threading.Event()
         self.run_id: str | None = None
         #: why the store could not keep the run as it went (None: it could)
         self.error: str | None = None
@@ -74,18 +87,30 @@ class Keeper:
     def close(self) -> str | None:
         """Every queued sample written; the run's id (None when nothing finished)."""
         self._queue.put(None)
+        self._closing.set()  # what is gathered is written now, not half a second later
         self._thread.join()
         return self.run_id
 
     def _write(self) -> None:
-        while (item := self._queue.get()) is not None:
-            if self.error is not None:
-                continue
-            request, origin = item
-            try:
-                if self.run_id is None:
-                    self.run_id = self.sink.begin_run(self.skeleton)
-                self.sink.add_sample(self.run_id, sample_of(request.row(origin)))
-                self.kept += 1
-            except (UserError, OSError) as exc:  # the final store says it again, or stores
-                self.error = str(exc)
+        """Gather for `gather_s` from the first finished request, write the lot, repeat."""
+        done = False
+        while not done:
+            batch = [self._queue.get()]
+            if batch[0] is not None:
+                self._closing.wait(self.gather_s)
+            while not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            for item in batch:
+                if item is None:
+                    done = True
+                elif self.error is None:
+                    self._keep(*item)
+
+    def _keep(self, request: Any, origin: float) -> None:
+        try:
+            if self.run_id is None:
+                self.run_id = self.sink.begin_run(self.skeleton)
+            self.sink.add_sample(self.run_id, sample_of(request.row(origin)))
+            self.kept += 1
+        except (UserError, OSError) as exc:  # the final store says it again, or stores
+            self.error = str(exc)
