@@ -227,7 +227,9 @@ class _Stream:
 
 async def _read(stream: Any, request: Any, tokenizer: Any, state: _Stream, max_chars: int) -> None:
     async for chunk in stream:
-        now = time.perf_counter()
+        # when the bytes that completed this chunk were read, not when the SDK had parsed
+        # them into objects (`_stamped`); the time now where nothing stamped them
+        now = request.read_s if request.read_s > request.sent_s else time.perf_counter()
         usage = getattr(chunk, "usage", None)
         if usage is not None:
             request.server_tokens = usage.completion_tokens
@@ -434,6 +436,36 @@ async def _traced(request: Any) -> None:
     request.extensions["trace"] = _trace
 
 
+def _stamping(http: Any) -> Any:
+    """An httpx response hook that stamps when each read of the body returned.
+
+    Why: a token's time was taken when the openai SDK yielded its chunk, after it had split
+    the server-sent events and built a pydantic object of each; on 2 cores busy with the
+    server, that put about a millisecond on every TTFT and gap that GuideLLM (which parses
+    raw lines itself) does not add. The SDK reads no further than the event it yields, so the
+    last read's time is when the bytes that completed that event arrived.
+    """
+
+    class Stamped(http.AsyncByteStream):  # type: ignore[misc]
+        def __init__(self, inner: Any, request: Any) -> None:
+            self.inner, self.request = inner, request
+
+        async def __aiter__(self) -> Any:
+            async for part in self.inner:
+                self.request.read_s = time.perf_counter()
+                yield part
+
+        async def aclose(self) -> None:
+            await self.inner.aclose()
+
+    async def hook(response: Any) -> None:
+        r = _CURRENT.get()
+        if r is not None:
+            response.stream = Stamped(response.stream, r)
+
+    return hook
+
+
 def http_phases(events: list[tuple[str, float]], sent_s: float) -> HttpPhasesDoc:
     """A request's HTTP phases in ms from its traced events.
 
@@ -488,7 +520,8 @@ def _client(endpoint: Endpoint, url: str) -> Any:
         max_retries=0,
         default_headers=dict(endpoint.headers) or None,
         http_client=openai.DefaultAsyncHttpxClient(
-            transport=transport, event_hooks={"request": [_traced]}
+            transport=transport,
+            event_hooks={"request": [_traced], "response": [_stamping(http)]},
         ),
     )
 

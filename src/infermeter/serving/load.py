@@ -386,6 +386,8 @@ class Request:
     sent_s: float = math.nan
     #: the first streamed chunk with a choice (an EOS-only completion's first token time)
     first_event_s: float = math.nan
+    #: when the endpoint client's last read of the response body returned (its chunks' time)
+    read_s: float = math.nan
     #: the server's own prefill and decode times, where it reports them (llama.cpp)
     server_timing: ServerTiming | None = None
     #: which of the endpoint's servers it went to (round robin over several URLs)
