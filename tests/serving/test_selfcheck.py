@@ -489,8 +489,8 @@ def test_a_token_is_timed_when_its_bytes_were_read_not_when_the_sdk_parsed_them(
 
         async def chunks():
             async for chunk in stream:
-                c = chunk.choices[0] if chunk.choices else None
-                text = (c.delta.content if api == "chat" else c.text) if c else None
+                c = chunk["choices"][0] if chunk.get("choices") else {}
+                text = (c.get("delta") or {}).get("content") if api == "chat" else c.get("text")
                 if text:  # the yields of the chunks that carry a token, in order
                     yielded.append(time.perf_counter())
                 yield chunk

@@ -6,8 +6,9 @@ between tokens, the whole request) is the latency their users get. The requests 
 an in-process `load` makes (the same seeded prompts from the built-in corpus, decoded to text
 with `--model`'s tokenizer, the same arrivals), so the two can be set side by side.
 
-How: the official `openai` client (httpx underneath; it parses the server-sent events), one
-streamed `/v1/completions` call per request (or `/v1/chat/completions` with `api="chat"`: a
+How: the official `openai` client (httpx underneath; it parses the server-sent events, and
+hands each chunk over as the JSON object the server sent), one streamed `/v1/completions`
+call per request (or `/v1/chat/completions` with `api="chat"`: a
 session's messages, or the prompt as one user message, in the server's own chat template),
 greedy, with `stream_options.include_usage` so the server's own token counts come back. A
 chunk can carry several tokens: each chunk's text is counted with the model's tokenizer and its
@@ -151,28 +152,42 @@ async def _open_stream(
     ignore_eos: bool = False,
     extra_body: Mapping[str, object] | None = None,
 ) -> Any:
-    common: dict[str, Any] = {
+    """The streamed response of one request: its chunks as the JSON objects the server sent.
+
+    Through the SDK's own `post` with `cast_to=object`: its HTTP, server-sent events, `[DONE]`,
+    error events and status errors as before, without building a pydantic object of every
+    chunk (35% of the client's CPU against the null server, profiled: 1.2 of 3.4 s for 200
+    requests of 16 tokens) or transforming the parameters.
+    """
+    import openai
+
+    body: dict[str, object] = {
         "model": model,
         "max_tokens": request.new_tokens,
         "temperature": 0.0,
         "stream": True,
         "stream_options": {"include_usage": True},
     }
-    body: dict[str, object] = dict(extra_body or {})
+    if api == "chat":
+        body["messages"] = getattr(request, "messages", None) or [{"role": "user", "content": text}]
+    else:
+        body["prompt"] = text
     if ignore_eos:  # vLLM, SGLang and llama.cpp's server know it; others may refuse (HTTP 4xx)
         body["ignore_eos"] = True
-    if body:
-        common["extra_body"] = body
-    if api == "chat":
-        messages = getattr(request, "messages", None) or [{"role": "user", "content": text}]
-        return await client.chat.completions.create(messages=messages, **common)
-    return await client.completions.create(prompt=text, **common)
+    body.update(extra_body or {})
+    path = "/chat/completions" if api == "chat" else "/completions"
+    return await client.post(
+        path, body=body, cast_to=object, stream=True, stream_cls=openai.AsyncStream[object]
+    )
 
 
-def _piece(choice: Any) -> str | None:
+def _piece(choice: Mapping[str, Any]) -> str | None:
     """A streamed choice's text: `text` (completions) or `delta.content` (chat)."""
-    delta = getattr(choice, "delta", None)
-    return delta.content if delta is not None else getattr(choice, "text", None)
+    delta = choice.get("delta")
+    piece = delta.get("content") if isinstance(delta, Mapping) else choice.get("text")
+    if piece is not None and not isinstance(piece, str):
+        raise TypeError(f"a choice's text is {type(piece).__name__}, not text")
+    return piece
 
 
 def _count(tokenizer: Any, piece: str) -> int:
@@ -180,11 +195,9 @@ def _count(tokenizer: Any, piece: str) -> int:
     return max(1, len(tokenizer.encode(piece, add_special_tokens=False)))
 
 
-def _timings(chunk: Any) -> ServerTiming | None:
+def _timings(chunk: Mapping[str, Any]) -> ServerTiming | None:
     """The server's own times for the request, where it streams them (llama.cpp's `timings`)."""
-    raw = getattr(chunk, "timings", None)
-    if raw is None:
-        raw = (getattr(chunk, "model_extra", None) or {}).get("timings")
+    raw = chunk.get("timings")
     if not isinstance(raw, dict):
         return None
     try:
@@ -227,17 +240,19 @@ class _Stream:
 
 async def _read(stream: Any, request: Any, tokenizer: Any, state: _Stream, max_chars: int) -> None:
     async for chunk in stream:
-        # when the bytes that completed this chunk were read, not when the SDK had parsed
-        # them into objects (`_stamped`); the time now where nothing stamped them
+        # when the bytes that completed this chunk were read, not when the SDK had decoded
+        # them (`_stamping`); the time now where nothing stamped them
         now = request.read_s if request.read_s > request.sent_s else time.perf_counter()
-        usage = getattr(chunk, "usage", None)
-        if usage is not None:
-            request.server_tokens = usage.completion_tokens
-            request.server_prompt_tokens = getattr(usage, "prompt_tokens", None)
+        if not isinstance(chunk, Mapping):
+            raise TypeError(f"a chunk is {type(chunk).__name__}, not a JSON object")
+        usage = chunk.get("usage")
+        if isinstance(usage, Mapping):
+            request.server_tokens = usage.get("completion_tokens")
+            request.server_prompt_tokens = usage.get("prompt_tokens")
         timing = _timings(chunk)
         if timing is not None:
             request.server_timing = timing
-        for choice in chunk.choices or []:
+        for choice in chunk.get("choices") or []:
             if math.isnan(request.first_event_s):
                 request.first_event_s = now
             piece = _piece(choice)
@@ -248,8 +263,9 @@ async def _read(stream: Any, request: Any, tokenizer: Any, state: _Stream, max_c
                 n = _count(tokenizer, piece)
                 state.multi += n > 1
                 request.token_s.extend([now] * n)
-            state.finished = state.finished or choice.finish_reason is not None
-            state.stopped = state.stopped or choice.finish_reason == "stop"
+            finish = choice.get("finish_reason")
+            state.finished = state.finished or finish is not None
+            state.stopped = state.stopped or finish == "stop"
 
 
 class _TooLong(Exception):
