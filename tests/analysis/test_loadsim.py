@@ -218,19 +218,24 @@ def test_the_admission_delay_counts_only_requests_that_woke_the_server():
 
 
 @pytest.mark.parametrize(
-    ("hardware", "stack", "prompt", "new"),
+    ("model", "hardware", "stack", "prompt", "new", "dtype"),
     [
-        ("t4", "vllm", 64, 16),
-        ("a10", "llama.cpp", 1024, 128),
-        ("h100-sxm", "vllm", 1024, 32),
-        ("rtx-4090", "hf", 256, 16),
+        ("smollm2-135m", "t4", "vllm", 64, 16, "float16"),
+        ("smollm2-135m", "a10", "llama.cpp", 1024, 128, "bfloat16"),
+        ("smollm2-135m", "h100-sxm", "vllm", 1024, 32, "bfloat16"),
+        ("smollm2-135m", "rtx-4090", "hf", 256, 16, "bfloat16"),
+        ("llama-3.1-8b", "a100-80gb", "hf-compile", 256, 16, "int8"),
     ],  # fmt: skip
 )
-def test_predict_and_load_predict_give_one_answer(tmp_path, hardware, stack, prompt, new):
+def test_predict_and_load_predict_give_one_answer(
+    tmp_path, model, hardware, stack, prompt, new, dtype
+):
     """Issue 55, item 8: one request at a time, `load predict` and `predict` say the same TTFT
     and TPOT. The step's serial time (an engine's scheduler step, generate's own) had been
     hidden under the device work in `load predict` (a T4 under vLLM: 2.5 ms a token against
-    `predict`'s 3.6; llama.cpp's 1,024-token TTFT on an A10 6.7 ms against 9.7)."""
+    `predict`'s 3.6; llama.cpp's 1,024-token TTFT on an A10 6.7 ms against 9.7). And weight-only
+    int8 weights: `load predict` read them as 16-bit ones (its step cost had no weight bytes:
+    Llama-3.1-8B on an A100, 10.1 ms a token against `predict`'s 6.7)."""
     from dataclasses import replace
 
     from infermeter.analysis.predict import Workload
@@ -240,13 +245,12 @@ def test_predict_and_load_predict_give_one_answer(tmp_path, hardware, stack, pro
     from infermeter.store import Store
 
     store = Store(tmp_path / "p.db")
-    dtype = "float16" if hardware == "t4" else "bfloat16"
-    one = what_if("smollm2-135m", hardware, Workload((1,), prompt, new, dtype), store, stack=stack)
+    one = what_if(model, hardware, Workload((1,), prompt, new, dtype), store, stack=stack)
     row = one["rows"][0]
     lengths = {"prompt_tokens": str(prompt), "new_tokens": str(new)}
-    ask = LoadAsk(model="smollm2-135m", concurrency=1, requests=3, predict=True, **lengths)
+    ask = LoadAsk(model=model, concurrency=1, requests=3, predict=True, **lengths)
     plan = plan_load(replace(ask, hardware=hardware, stack=stack, dtype=dtype))
-    load = predict_load("smollm2-135m", hardware, plan.spec, [math.inf], store, stack=stack)
+    load = predict_load(model, hardware, plan.spec, [math.inf], store, stack=stack)
     point = load["points"][0]
     assert point["ttft_ms_p50"] == pytest.approx(row["ttft_ms"], rel=0.01)
     assert point["tpot_ms_p50"] == pytest.approx(row["tpot_ms"], rel=0.01)

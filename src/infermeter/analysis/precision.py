@@ -8,11 +8,24 @@ W8A8 (SmoothQuant int8, fp8 with dynamic activation scales: what vLLM and Tensor
 fp8 model) also runs the GEMMs at the 8-bit tensor-core rate. In both the KV cache and the
 element-wise work stay in the 16-bit activation dtype, as the engines' defaults do, unless the
 scheme says otherwise (`fp8-kv8`: TensorRT-LLM's FP8 recipe also stores the KV cache in fp8).
+
+A weight-only GEMM on a GPU streams its fewer bytes at less than the 16-bit rate: torchao's own
+A100 table (its quantization README; Llama-2-7B and Llama-3-8B at batch 1, torch.compile) gives
+the bytes/s each scheme reaches, and their ratio to bfloat16's is `stream_share`: int8 weight-only
+1131.18 / 1418.93 = 0.797 and 1150.80 / 1435.54 = 0.802 (0.80), int4 weight-only with groups of
+64 751.42 / 1418.93 = 0.530 and 763.33 / 1435.54 = 0.532 (0.53, applied to every group size).
+gpt-fast's README (the same kind of loop, another table) is held out to judge it. fp8
+weight-only has no such figure here and keeps the 16-bit rate; llama.cpp's GGUF formats have
+their own kernels and their stack's own bandwidth share.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+#: torchao's A100 table: int8 and int4 (groups of 64) weight-only bytes/s over bfloat16's
+INT8_WEIGHT_ONLY_SHARE = 0.80
+INT4_WEIGHT_ONLY_SHARE = 0.53
 
 
 @dataclass(frozen=True)
@@ -27,6 +40,9 @@ class Precision:
     what: str
     #: bytes per KV-cache element (None: act_bytes, the engines' default)
     kv_bytes: int | None = None
+    #: the share of the 16-bit weights' streaming rate a weight-only GEMM reaches on a GPU:
+    #: it dequantises as it reads, so its bytes stream slower than bfloat16's (1: as fast)
+    stream_share: float = 1.0
 
     @property
     def kv_bytes_each(self) -> int:
@@ -56,6 +72,7 @@ PRECISIONS: dict[str, Precision] = {
             2,
             "bfloat16",
             "int8 weights (weight-only), dequantised to bfloat16 for the GEMMs",
+            stream_share=INT8_WEIGHT_ONLY_SHARE,
         ),
         Precision(
             "fp8",
@@ -72,6 +89,7 @@ PRECISIONS: dict[str, Precision] = {
                 "bfloat16",
                 f"int4 weights (weight-only, groups of {group} with a bfloat16 scale and zero), "
                 "dequantised to bfloat16 for the GEMMs",
+                stream_share=INT4_WEIGHT_ONLY_SHARE,
             )
             for name, group in (("int4", 128), ("int4-g64", 64), ("int4-g32", 32))
         ),
@@ -111,11 +129,15 @@ PRECISIONS: dict[str, Precision] = {
 def precision_of(dtype: str, cpu: bool = False) -> Precision:
     """The precision `dtype` names; weight-only schemes compute in float32 on CPU (int4: bfloat16).
 
-    Raises KeyError for a name not in PRECISIONS (the CLI checks first).
+    On CPU the GPU's weight-only streaming share does not apply (a CPU's weight-only GEMM is
+    dequantise-then-multiply, priced by its own calibration). Raises KeyError for a name not in
+    PRECISIONS (the CLI checks first).
     """
     p = PRECISIONS[dtype]
     if cpu and p.quantized and not p.needs_8bit_rate and not p.name.startswith("int4"):
         return Precision(
             p.name, p.weight_bytes, 4, "float32", p.what.replace("bfloat16", "float32"), p.kv_bytes
         )
+    if cpu and p.stream_share != 1.0:
+        return replace(p, stream_share=1.0)
     return p

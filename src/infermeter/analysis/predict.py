@@ -523,10 +523,11 @@ def phase_times(
     """
     p = _precision(dtype, dev.kind == "cpu")
     e, we, kv = p.act_bytes, (p.weight_bytes if p.quantized else None), p.kv_bytes
-    pre = Work(batch, prompt, 0, 1, e, top_k, active_layers, images, tp, we, kv)
+    share = p.stream_share
+    pre = Work(batch, prompt, 0, 1, e, top_k, active_layers, images, tp, we, kv, share)
     mid = decode_context(cache, prompt, new)
     kv_step = decode_kv_bytes_each(cache, p.kv_bytes_each) or kv
-    dec = Work(batch, 1, mid, 1, e, top_k, active_layers, 0, tp, we, kv_step)
+    dec = Work(batch, 1, mid, 1, e, top_k, active_layers, 0, tp, we, kv_step, share)
     prefill = forward_time(shape, dev, pre, "prefill", op_counts)
     decode = forward_time(shape, dev, dec, "decode", op_counts)
     return {"prefill": prefill, "decode": decode}
@@ -580,6 +581,18 @@ def _eager_notes(
             f"and read once per query head: {ms}; transformers 5 hands SDPA the grouped cache"
         )
     return notes
+
+
+def _stream_notes(dtype: str, dev: DeviceModel) -> list[str]:
+    """Where weight-only weights stream slower than 16-bit ones: by how much, and whose table."""
+    p = _precision(dtype, dev.kind == "cpu")
+    if p.stream_share >= 1.0:
+        return []
+    return [
+        f"TPOT: {dtype} weights stream at {p.stream_share:.0%} of the 16-bit rate while "
+        "dequantised (torchao's A100 table of weight-only decoding; approximate on other "
+        "kernels and GPUs)"
+    ]
 
 
 #: host time per framework operation of the servers measured running eager generate:
@@ -673,7 +686,8 @@ def predict(
                 "notes": [f"{k}: {n}" for k, n in (("TTFT", ttft_note), ("TPOT", tpot_note)) if n]
                 + _fault_notes(times["decode"], tpot)
                 + _eager_notes(shape, dev, times["decode"], op_counts)
-                + _launch_notes(dev, times["decode"]),
+                + _launch_notes(dev, times["decode"])
+                + _stream_notes(w.dtype, dev),
             }
         )
     return {

@@ -128,9 +128,13 @@ class StepCost:
         op_counts: dict[str, Any] | None = None,
         factors: StepFactors | None = None,
         top_k: int | None = None,
+        weight_bytes: float | None = None,
+        weight_stream_share: float = 1.0,
     ) -> None:
         self.shape, self.dev, self.dtype_bytes = shape, dev, dtype_bytes
         self.op_counts, self.top_k = op_counts, top_k
+        #: stored weights smaller than activations (weight-only, as `predict` prices them)
+        self.weight_bytes, self.weight_stream_share = weight_bytes, weight_stream_share
         self.factors = factors or StepFactors()
         #: one packed, masked attention call per layer (transformers on a CPU)
         self.packed = dev.kind == "cpu"
@@ -148,7 +152,16 @@ class StepCost:
         """
         key = (tokens, requests, prefill)
         if key not in self._linear:
-            w = Work(1, max(tokens, 1), 0, max(requests, 1), self.dtype_bytes, self.top_k)
+            w = Work(
+                1,
+                max(tokens, 1),
+                0,
+                max(requests, 1),
+                self.dtype_bytes,
+                self.top_k,
+                weight_bytes=self.weight_bytes,
+                weight_stream_share=self.weight_stream_share,
+            )
             t = forward_time(
                 self.shape, self.dev, w, "prefill" if prefill else "decode", self.op_counts
             )

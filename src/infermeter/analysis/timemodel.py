@@ -508,6 +508,8 @@ class Work:
     weight_bytes: float | None = None
     #: bytes per KV-cache element when the cache is stored smaller (None: dtype_bytes)
     kv_bytes: float | None = None
+    #: the share of the 16-bit streaming rate stored weights reach (analysis/precision.py)
+    weight_stream_share: float = 1.0
 
     @property
     def weight_bytes_each(self) -> float:
@@ -520,19 +522,34 @@ class Work:
         return self.dtype_bytes if self.kv_bytes is None else self.kv_bytes
 
 
-def _gemm(dev: DeviceModel, rows: float, k: int, n: int, e: int, we: float | None = None) -> float:
+def _gemm(
+    dev: DeviceModel,
+    rows: float,
+    k: int,
+    n: int,
+    e: int,
+    we: float | None = None,
+    share: float = 1.0,
+) -> float:
+    """One GEMM's seconds; weights of `we` bytes each stream at `share` of the 16-bit rate."""
     if dev.curves is not None:
         t = dev.curves.gemm_seconds(rows, k, n)
         if we is not None and we < e:  # weight-only, approximate: by the bytes the GEMM moves
-            t *= (we * k * n + e * rows * (k + n)) / (e * (k * n + rows * (k + n)))
+            t *= (we / share * k * n + e * rows * (k + n)) / (e * (k * n + rows * (k + n)))
         return t
-    return _gemm_bound(dev, rows, k, n, e, e if we is None else we)
+    return _gemm_bound(dev, rows, k, n, e, e if we is None else we, share)
 
 
-def _gemm_bound(dev: DeviceModel, rows: float, k: int, n: int, e: int, we: float) -> float:
-    """A GEMM at the device's efficiencies: the slower of its FLOPs and its bytes."""
+def _gemm_bound(
+    dev: DeviceModel, rows: float, k: int, n: int, e: int, we: float, share: float = 1.0
+) -> float:
+    """A GEMM at the device's efficiencies: the slower of its FLOPs and its bytes.
+
+    A weight-only GEMM's weights count as `we / share` bytes: they stream at `share` of the
+    16-bit rate while dequantised (analysis/precision.py).
+    """
     flops = 2 * rows * k * n
-    nbytes = we * k * n + e * rows * (k + n)
+    nbytes = (we / share if we < e else we) * k * n + e * rows * (k + n)
     t = 0.0
     if dev.peak_flop_per_s:
         t = flops / (dev.peak_flop_per_s * dev.compute_efficiency)
@@ -561,15 +578,15 @@ def _layer_gemms(shape: Shape, index: int) -> tuple[list[list[int]], list[list[i
 
 def _gemm_seconds(shape: Shape, dev: DeviceModel, w: Work, layers: int, k_top: int) -> float:
     rows = w.batch * w.tokens
-    e, tp, we = w.dtype_bytes, w.tp, w.weight_bytes
+    e, tp, we, sh = w.dtype_bytes, w.tp, w.weight_bytes, w.weight_stream_share
     t = 0.0
     for i in range(layers):
         dense, expert, n_experts = _layer_gemms(shape, i)
-        t += sum(_gemm(dev, rows, k, max(n // tp, 1), e, we) for k, n in dense)
+        t += sum(_gemm(dev, rows, k, max(n // tp, 1), e, we, sh) for k, n in dense)
         if expert and n_experts:
             hit = min(n_experts, rows * k_top)
             per = rows * k_top / hit
-            t += hit * sum(_gemm(dev, per, k, max(n // tp, 1), e, we) for k, n in expert)
+            t += hit * sum(_gemm(dev, per, k, max(n // tp, 1), e, we, sh) for k, n in expert)
     head = shape.census.lm_head_macs if shape.census and shape.census.lm_head_macs else 0
     head = head or shape.hidden * shape.vocab
     if head and shape.hidden:

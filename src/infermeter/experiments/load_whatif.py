@@ -255,7 +255,15 @@ def predict_load(
     precision = precision_of(dtype, ceilings.kind == "cpu")
     op_counts = count_ops_of_config(config, "float32" if precision.act_bytes == 4 else "bfloat16")
     dev = device_model(ceilings, compute, None if local else stack)
-    cost = StepCost(shape, dev, precision.act_bytes, op_counts, top_k=None)
+    cost = StepCost(
+        shape,
+        dev,
+        precision.act_bytes,
+        op_counts,
+        top_k=None,
+        weight_bytes=precision.weight_bytes if precision.quantized else None,
+        weight_stream_share=precision.stream_share,
+    )
     stored = stored_load_steps(store, ceilings, local, shown)
     cost.factors = (
         learn_step_factors(cost, stored["steps"], stored["source"], stored["arrivals_ms"])
