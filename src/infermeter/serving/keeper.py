@@ -14,7 +14,8 @@ thread still takes the interpreter's lock while it builds a row, and writing as 
 finished put that work exactly where a closed loop sends its next request: against
 `transformers serve` on 2 busy cores, the client's header-to-body gap went from 0.39 ms (p50)
 without the keeper to 1.82 ms with it. So it gathers what finishes for half a second and writes
-it then, at a moment no request chose; a kill loses at most that half second.
+it then, in one transaction, at a moment no request chose; a kill loses at most that half
+second.
 """
 
 from __future__ import annotations
@@ -100,17 +101,24 @@ class Keeper:
                 self._closing.wait(self.gather_s)
             while not self._queue.empty():
                 batch.append(self._queue.get_nowait())
-            for item in batch:
-                if item is None:
-                    done = True
-                elif self.error is None:
-                    self._keep(*item)
+            done = None in batch
+            if self.error is None:
+                self._keep([item for item in batch if item is not None])
 
-    def _keep(self, request: Any, origin: float) -> None:
+    def _keep(self, items: list[tuple[Any, float]]) -> None:
+        """Write what was gathered in one transaction: one commit, not one a request."""
+        if not items:
+            return
         try:
             if self.run_id is None:
                 self.run_id = self.sink.begin_run(self.skeleton)
-            self.sink.add_sample(self.run_id, sample_of(request.row(origin)))
-            self.kept += 1
+            samples = [sample_of(request.row(origin)) for request, origin in items]
+            add = getattr(self.sink, "add_samples", None)
+            if add is not None:
+                add(self.run_id, samples)
+            else:  # a sink that keeps one sample at a time
+                for smp in samples:
+                    self.sink.add_sample(self.run_id, smp)
+            self.kept += len(samples)
         except (UserError, OSError) as exc:  # the final store says it again, or stores
             self.error = str(exc)

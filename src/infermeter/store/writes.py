@@ -123,11 +123,16 @@ class StoreWrites(StoreCore):
 
     def add_sample(self, run_id: str, smp: SampleResult) -> None:
         """Keep one sample as soon as it is measured (live views read it; a crash keeps it)."""
+        self.add_samples(run_id, [smp])
+
+    def add_samples(self, run_id: str, samples: list[SampleResult]) -> None:
+        """Keep several samples in one transaction (a load's keeper writes what it gathered)."""
         with self._writing(run_id) as s:
-            sample = sample_row(smp)
-            sample.run_id = run_id
-            s.add(sample)
-        self._written.setdefault(run_id, set()).add(smp.index)
+            for smp in samples:
+                sample = sample_row(smp)
+                sample.run_id = run_id
+                s.add(sample)
+        self._written.setdefault(run_id, set()).update(smp.index for smp in samples)
 
     def live_layers(self, run_id: str, rows: list[LayerRowDoc]) -> None:
         """Replace the run's in-progress per-layer table (dropped when the run finishes)."""
