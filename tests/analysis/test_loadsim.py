@@ -252,6 +252,11 @@ def test_predict_and_load_predict_give_one_answer(
     plan = plan_load(replace(ask, hardware=hardware, stack=stack, dtype=dtype))
     load = predict_load(model, hardware, plan.spec, [math.inf], store, stack=stack)
     point = load["points"][0]
+    # both say where weight-only weights stream slower than 16-bit ones
+    streams = [n for n in load["approximate"] if "of the 16-bit rate" in n]
+    assert len(streams) == (dtype == "int8") and len(streams) == sum(
+        "of the 16-bit rate" in n for n in row["notes"]
+    )
     assert point["ttft_ms_p50"] == pytest.approx(row["ttft_ms"], rel=0.01)
     assert point["tpot_ms_p50"] == pytest.approx(row["tpot_ms"], rel=0.01)
     # and the same 90% interval: one request at a time is what the published rows are

@@ -583,13 +583,16 @@ def _eager_notes(
     return notes
 
 
-def _stream_notes(dtype: str, dev: DeviceModel) -> list[str]:
-    """Where weight-only weights stream slower than 16-bit ones: by how much, and whose table."""
+def stream_notes(dtype: str, dev: DeviceModel) -> list[str]:
+    """Where weight-only weights stream slower than 16-bit ones: by how much, and whose table.
+
+    `predict` prints it under each batch and `load predict` among its approximations.
+    """
     p = _precision(dtype, dev.kind == "cpu")
     if p.stream_share >= 1.0:
         return []
     return [
-        f"TPOT: {dtype} weights stream at {p.stream_share:.0%} of the 16-bit rate while "
+        f"{dtype} weights stream at {p.stream_share:.0%} of the 16-bit rate while "
         "dequantised (torchao's A100 table of weight-only decoding; approximate on other "
         "kernels and GPUs)"
     ]
@@ -687,7 +690,7 @@ def predict(
                 + _fault_notes(times["decode"], tpot)
                 + _eager_notes(shape, dev, times["decode"], op_counts)
                 + _launch_notes(dev, times["decode"])
-                + _stream_notes(w.dtype, dev),
+                + [f"TPOT: {n}" for n in stream_notes(w.dtype, dev)],
             }
         )
     return {

@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from infermeter.analysis.loadsim import SchedulerLimits, SimResult, simulate
+from infermeter.analysis.predict import stream_notes
 from infermeter.analysis.stepcost import StepCost, StepFactors, StepFactorsDoc, learn_step_factors
 from infermeter.experiments.whatif import (
     LEARN_LIMIT,
@@ -313,6 +314,7 @@ def predict_load(
             "the device is a spec row, not measured: its step costs are the "
             f"{stack} stack's published-fit constants"
         )
+    approximate += stream_notes(dtype, dev)
     doc: LoadPredictionDoc = {
         "kind": "infermeter-predict-load",
         "model": shown,
