@@ -363,12 +363,13 @@ def transformers_serve(folder: str, a: Any, work: Path) -> list[dict[str, Any]]:
         proc.wait(30)
 
 
+def med(rs: list[dict[str, Any]], k: str) -> float:
+    """The median of one column over rows."""
+    return statistics.median(r[k] for r in rs)
+
+
 def _ratio_line(im: list[dict[str, Any]], pr: list[dict[str, Any]], basis: str) -> str:
     """TTFT and TPOT over `basis` ("server" or "wire"): infermeter's, the peer's, their ratio."""
-
-    def med(rs: list[dict[str, Any]], k: str) -> float:
-        return statistics.median(r[k] for r in rs)
-
     parts = []
     for metric in ("ttft", "tpot"):
         k = f"{metric}_over_{basis}"
@@ -392,10 +393,6 @@ def summary(rows: list[dict[str, Any]]) -> None:
                 continue
             im = [r for r in pick if r["client"] == "infermeter"]
             pr = [r for r in pick if r["client"] != "infermeter"]
-
-            def med(rs: list[dict[str, Any]], k: str) -> float:
-                return statistics.median(r[k] for r in rs)
-
             head = f"  {server} c={conc} (peer: {pr[0]['client']})"
             if not math.isnan(med(pick, "ttft_over_server")):
                 print(f"{head} by the server's own: {_ratio_line(im, pr, 'server')}")

@@ -57,6 +57,10 @@ class LiveSink(RunSink, Protocol):
         """Keep one sample now."""
         ...
 
+    def add_samples(self, run_id: str, samples: list[SampleResult]) -> None:
+        """Keep several samples now, in one transaction (what a load's keeper gathered)."""
+        ...
+
     def live_layers(self, run_id: str, rows: list[LayerRowDoc]) -> None:
         """Replace the run's in-progress per-layer table."""
         ...

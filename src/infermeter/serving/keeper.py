@@ -55,7 +55,7 @@ class Keeper:
     """Registers the run at its first finished request and adds each as it finishes.
 
     Args:
-        sink: the store (`begin_run`, `add_sample`).
+        sink: a `LiveSink` (`begin_run`, `add_samples`): the store.
         skeleton: the run as registered: config, knobs, model and device, no sample yet.
         reqs: every request of the run (their arrivals give the times' origin).
         gather_s: how long the writer gathers finished requests before writing them.
@@ -113,12 +113,7 @@ class Keeper:
             if self.run_id is None:
                 self.run_id = self.sink.begin_run(self.skeleton)
             samples = [sample_of(request.row(origin)) for request, origin in items]
-            add = getattr(self.sink, "add_samples", None)
-            if add is not None:
-                add(self.run_id, samples)
-            else:  # a sink that keeps one sample at a time
-                for smp in samples:
-                    self.sink.add_sample(self.run_id, smp)
+            self.sink.add_samples(self.run_id, samples)
             self.kept += len(samples)
         except (UserError, OSError) as exc:  # the final store says it again, or stores
             self.error = str(exc)

@@ -980,7 +980,9 @@ def _keeper(
     versions: VersionsDoc,
 ) -> Any:
     """A `Keeper` of the run in `sink` as requests finish (None without a store to keep it)."""
-    if sink is None or not hasattr(sink, "begin_run"):
+    from infermeter.run.sink import LiveSink
+
+    if not isinstance(sink, LiveSink):  # no store, or one that keeps nothing as it goes
         return None
     from infermeter.run.results import RunResult
     from infermeter.serving.keeper import Keeper
