@@ -28,6 +28,7 @@ import itertools
 import json
 import math
 import os
+import re
 import statistics
 import sys
 from dataclasses import replace
@@ -122,6 +123,18 @@ def measured_seconds(e: dict[str, Any]) -> float:
     return per[m]()
 
 
+def release_of(e: dict[str, Any]) -> str | None:
+    """The engine release an entry's free-text `stack_version` names, or None.
+
+    Its first dotted number: "1.0.3"; "0.2.0" of "commit acbed3e (2023-10-06, ~v0.2.0; ...)".
+    HF entries carry theirs in `transformers_version` (operation counts), not here.
+    """
+    if group_of(e["stack"]) != "serving engines":
+        return None
+    found = re.search(r"(?<![\w.])v?(\d+\.\d+(?:\.\d+)?)", str(e.get("stack_version") or ""))
+    return found.group(1) if found else None
+
+
 def _times(e: dict[str, Any], stack: Stack, dtype: str) -> dict[str, float]:
     """Predicted TTFT, TPOT and whole-request seconds of the entry's workload, and floors.
 
@@ -134,7 +147,7 @@ def _times(e: dict[str, Any], stack: Stack, dtype: str) -> dict[str, float]:
     ceilings = spec_by_key(e["hardware"])
     if ceilings is None:
         raise SystemExit(f"{e['id']}: unknown hardware {e['hardware']!r}")
-    dev = device_model(ceilings, precision_of(dtype).compute, stack)
+    dev = device_model(ceilings, precision_of(dtype).compute, stack, release_of(e))
     tp = int(e.get("tp") or 1)
     new = max(int(e["new_tokens"]), 1)
     batches = (1, int(e["batch"])) if e.get("concurrency") else (int(e["batch"]),)
@@ -243,12 +256,52 @@ def _best(
     return best
 
 
+def fit_eager(entries: list[dict[str, Any]]) -> None:
+    """Per engine with an eager era, the host seconds per kernel its eager fit figures show.
+
+    Only the fit entries of a release before the engine's CUDA graphs are read (bisection on
+    `EagerRelease.op_seconds`, the profile's other constants as they are); held-out entries
+    never are.
+    """
+    from infermeter.analysis import stacks as stack_module
+
+    for key, record in stack_module.EAGER_RELEASES.items():
+        train = [
+            e
+            for e in entries
+            if e["stack"] == key
+            and e["split"] == "fit"
+            and stack_module.eager_release(key, release_of(e)) is not None
+        ]
+        found = []
+        for e in train:
+            meas, lo, hi = measured_seconds(e), 0.0, 1e-3
+            try:
+                for _ in range(40):
+                    mid = (lo + hi) / 2
+                    stack_module.EAGER_RELEASES[key] = replace(record, op_seconds=mid)
+                    if predicted(e, STACKS[key])[0] < meas:
+                        lo = mid  # too fast: more host time
+                    else:
+                        hi = mid
+            finally:
+                stack_module.EAGER_RELEASES[key] = record
+            print(f"  {e['id']:48} {release_of(e)}: {lo * 1e6:.1f} us per kernel")
+            found.append(lo)
+        if found:
+            print(f"{key} before {record.graphs_since}: {statistics.median(found) * 1e6:.1f} us")
+
+
 def fit(entries: list[dict[str, Any]]) -> None:
     """Print, per stack with fit entries, the grid point of least loss on them.
 
     Also one set of engine constants fitted on every engine's fit entries at once: the
     constants of the engines no source was fitted on.
     """
+    from infermeter.analysis.stacks import eager_release
+
+    # an engine's eager-era figures fit its eager host time only (`fit_eager`)
+    entries = [e for e in entries if eager_release(e["stack"], release_of(e)) is None]
     groups = {
         k: [e for e in entries if e["stack"] == k and e["split"] == "fit"]
         for k in sorted({e["stack"] for e in entries})
@@ -402,6 +455,7 @@ def main() -> int:
     entries = json.loads((HERE / "measurements.json").read_text())
     if args.fit:
         fit(entries)
+        fit_eager(entries)
         return 0
     if args.fit_memory:
         fit_memory(entries, args.fit_memory)

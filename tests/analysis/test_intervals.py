@@ -174,27 +174,42 @@ def test_the_device_model_is_its_steps_and_its_notes_are_theirs(hardware, stack,
 
 
 def test_a_stack_release_outside_the_fitted_ones_is_predicted_and_said(tmp_path):
-    """`--stack vllm@0.6.3` is the release vLLM's constants were fitted on: nothing said;
-    `tgi@1.0` (before CUDA graphs; no TGI release was fitted) is predicted all the same, with
-    the line and a wider interval; an unknown stack is still one line, exit 2."""
+    """`--stack vllm@0.6.3` is the release vLLM's constants were fitted on: nothing said.
+    `tgi@1.0` predates TGI's CUDA graphs: a "release" step launches its kernels from Python at
+    the host time fitted on TGI 1.0.1 (in scope, slower where the host sets the step);
+    `tgi@0.9` is eager too but no 0.9 figure was fitted: said, and a wider interval; `tgi@2.0`
+    replays graphs, as plain `tgi`. An unknown stack is still one line, exit 2."""
+    from infermeter.analysis.stacks import EAGER_RELEASES
+
     db = str(tmp_path / "r.db")
     args = ["predict", "-m", "tiny-llama", "--hardware", "a100-80gb", "--batch", "1"]
     args += ["--prompt-tokens", "256", "--new-tokens", "64", "--db", db, "--json"]
     docs = {}
-    for stack in ("vllm@0.6.3", "vllm", "tgi", "tgi@1.0"):
+    for stack in ("vllm@0.6.3", "vllm", "tgi", "tgi@1.0", "tgi@0.9", "tgi@2.0"):
         r = runner.invoke(app, [*args, "--stack", stack])
         assert r.exit_code == 0, r.output
         docs[stack] = json.loads(r.stdout)
     assert not any("not a release" in x for x in docs["vllm@0.6.3"]["out_of_scope"])
     assert docs["vllm@0.6.3"]["stack"]["release_assumed"].startswith("0.6.3")
-    said = [x for x in docs["tgi@1.0"]["out_of_scope"] if "not a release" in x]
-    assert said == [
-        "tgi 1.0 is not a release its constants were fitted on (assumed: 2.x (CUDA graphs): "
-        "no TGI figure was fitted, the engines' pooled constants)"
-    ]
-    wide, plain = docs["tgi@1.0"]["rows"][0], docs["tgi"]["rows"][0]
-    assert wide["tpot_ms"] == plain["tpot_ms"]
-    assert wide["interval"]["high_factor"] > plain["interval"]["high_factor"]
+    steps = {k: [s["name"] for s in d["hardware"]["steps"]] for k, d in docs.items()}
+    assert steps["tgi@1.0"] == steps["tgi@0.9"] == ["datasheet", "stack", "release"]
+    assert steps["tgi"] == steps["tgi@2.0"] == ["datasheet", "stack"]
+    (release,) = [s for s in docs["tgi@1.0"]["hardware"]["steps"] if s["name"] == "release"]
+    assert release["sets"] == {"op_seconds": EAGER_RELEASES["tgi"].op_seconds}
+    assert "TGI PR #1428" in release["notes"]["release"]
+    assert not any("not a release" in x for x in docs["tgi@1.0"]["out_of_scope"])
+    eager, graphs = docs["tgi@1.0"]["rows"][0], docs["tgi"]["rows"][0]
+    assert eager["tpot_ms"] > 2 * graphs["tpot_ms"]  # tiny-llama's step: the host's
+    assert docs["tgi@0.9"]["rows"][0]["tpot_ms"] == eager["tpot_ms"]
+    (said,) = [x for x in docs["tgi@0.9"]["out_of_scope"] if "not a release" in x]
+    assert said == (
+        "tgi 0.9 is not a release its constants were fitted on (assumed: 1.0.x, before CUDA graphs)"
+    )
+    wide = docs["tgi@0.9"]["rows"][0]["interval"]["high_factor"]
+    assert wide > eager["interval"]["high_factor"]
+    (said,) = [x for x in docs["tgi@2.0"]["out_of_scope"] if "not a release" in x]
+    assert said.startswith("tgi 2.0 is not a release its constants were fitted on (assumed: 2.x")
+    assert docs["tgi@2.0"]["rows"][0]["tpot_ms"] == graphs["tpot_ms"]
     from tests.helpers import assert_one_line_error
 
     assert_one_line_error(runner.invoke(app, [*args, "--stack", "tgx@1"]), "unknown stack 'tgx'")

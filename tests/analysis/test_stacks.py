@@ -592,3 +592,44 @@ def test_weight_only_weights_stream_at_the_share_torchaos_table_gives(qwen7b):
     assert 0.5 / INT8_WEIGHT_ONLY_SHARE < ratio < 0.5 / INT8_WEIGHT_ONLY_SHARE + 0.05
     assert any("stream at 80% of the 16-bit rate" in n for n in int8["notes"])
     assert not any("stream at" in n for n in bf16["notes"])
+
+
+def test_an_engine_release_before_its_cuda_graphs_launches_its_kernels_eagerly():
+    """TGI before 2.0 and vLLM before 0.2.6 replayed no CUDA graphs (issue 55): a release is
+    read from `--stack NAME@VERSION` or a published entry's free text, compared as numbers
+    (0.10 is after 0.2.6), and only such a release gets the eager host time; on a desktop's
+    GeForce card its launches are then the desktop host's, as eager HF's are."""
+    import sys
+
+    from infermeter.analysis.stacks import EAGER_RELEASES, eager_release
+
+    assert eager_release("vllm", "0.2.4") is EAGER_RELEASES["vllm"]
+    assert eager_release("vllm", "v0.2.0") is EAGER_RELEASES["vllm"]
+    for later in ("0.2.6", "0.10.1", "1.0"):
+        assert eager_release("vllm", later) is None
+    assert eager_release("tgi", "1.4.5") is EAGER_RELEASES["tgi"]
+    assert eager_release("tgi", "2.0.0") is None
+    assert eager_release("tgi", None) is None and eager_release("tgi", "latest") is None
+    assert eager_release("tensorrt-llm", "0.5.0") is None  # no eager era recorded
+    bench = Path(__file__).resolve().parents[2] / "benchmarks"
+    sys.path.insert(0, str(bench))
+    try:
+        import predict_published as pp
+    finally:
+        sys.path.remove(str(bench))
+    mlc = "commit acbed3ef40f015fcf64460e629813922fab90380 (2023-10-06, ~v0.2.0; CUDA 11.8)"
+    assert pp.release_of({"stack": "vllm", "stack_version": mlc}) == "0.2.0"
+    assert pp.release_of({"stack": "tgi", "stack_version": "1.0.3"}) == "1.0.3"
+    assert pp.release_of({"stack": "vllm", "stack_version": "not stated"}) is None
+    assert pp.release_of({"stack": "hf", "stack_version": "4.38.2"}) is None
+    a100, rtx = spec_by_key("a100-80gb"), spec_by_key("rtx-4090")
+    assert a100 is not None and rtx is not None
+    eager = device_model(a100, "bfloat16", "tgi", "1.0.3")
+    assert [s.name for s in eager.steps] == ["datasheet", "stack", "release"]
+    assert eager.op_seconds == EAGER_RELEASES["tgi"].op_seconds
+    assert device_model(a100, "bfloat16", "tgi", "2.0.4").op_seconds == STACKS["tgi"].op_seconds
+    desktop = device_model(rtx, "bfloat16", "tgi", "1.3")
+    assert [s.name for s in desktop.steps][-3:] == ["release", "sustained bandwidth", "host class"]
+    assert desktop.op_seconds < EAGER_RELEASES["tgi"].op_seconds
+    graphs = device_model(rtx, "bfloat16", "tgi")
+    assert "host class" not in [s.name for s in graphs.steps]

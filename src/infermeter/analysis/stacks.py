@@ -29,6 +29,7 @@ The constants of `hf` and the engines are fitted to published measurements liste
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 #: the default: what `infermeter profile` measures
@@ -350,6 +351,89 @@ STACK_RELEASES: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
+@dataclass(frozen=True)
+class EagerRelease:
+    """An engine's releases before it replayed decode as CUDA graphs.
+
+    Why: such a release launches every kernel of the step from Python, so a step is as slow as
+    its host, whatever the GPU; predicted with the graph-replaying profile, TGI 1.0's 4-GPU
+    figures came out 15-54% fast (issue 55). `op_seconds` replaces the profile's gap between
+    replayed kernels with the host time per eagerly launched kernel, fitted on the source named
+    in `source` (a release of the eager era, a host-bound step); everything else stays the
+    profile's.
+    """
+
+    stack: str
+    #: the first release that replays decode as CUDA graphs by default
+    graphs_since: str
+    #: where that release is said to add them
+    graphs_source: str
+    #: host seconds per launched kernel (the profile's `ops_per_block` kernels per block)
+    op_seconds: float
+    #: the figure it is fitted on, and how
+    source: str
+    #: releases (by prefix) of the figures it was fitted on
+    fitted: tuple[str, ...]
+
+
+EAGER_RELEASES: dict[str, EagerRelease] = {
+    r.stack: r
+    for r in (
+        EagerRelease(
+            stack="vllm",
+            graphs_since="0.2.6",
+            graphs_source=(
+                "vLLM PR #1926 (CUDA graphs, `enforce_eager` to turn them off), merged "
+                "2023-12-17 and first released in 0.2.6"
+            ),
+            op_seconds=34.3e-6,
+            source=(
+                "fitted on vLLM PR #1440 (2023-10-20, main before 0.2.2): Llama-2-7B, no tensor "
+                "parallelism, 5 prompt and 100 new tokens in 'about 1.2s without CUDA graph' "
+                "(1.05 s with): a step the host sets on any GPU that streams the weights in "
+                "under 12 ms (benchmarks/published/, `predict_published.py --fit`)"
+            ),
+            fitted=("0.2",),
+        ),
+        EagerRelease(
+            stack="tgi",
+            graphs_since="2.0",
+            graphs_source=(
+                "TGI PR #1428 (2024-02-12) added CUDA graphs behind --enable-cuda-graphs "
+                "(1.4.1-1.4.5); from 2.0.0 the launcher's --cuda-graphs defaults to 1,2,4,8,16,32"
+            ),
+            op_seconds=50.5e-6,
+            source=(
+                "fitted on N. Patry's text-generation-benchmark run of TGI 1.0.1 "
+                "(Narsil/tmp_bench, 2023-08-17): Llama-2-7B on 4 shards, a decode step of "
+                "16.35 ms at batch 1, flat to 17.9 ms at batch 16, where one shard took 30.42 "
+                "(benchmarks/published/, `predict_published.py --fit`)"
+            ),
+            fitted=("1.0",),
+        ),
+    )
+}
+
+
+def _release_tuple(version: str) -> tuple[int, ...]:
+    """A release's numbers up to its first non-number: "0.2.0" or "v0.2.0" -> (0, 2, 0)."""
+    out = []
+    for part in version.strip().lstrip("vV").split("."):
+        digits = "".join(itertools.takewhile(str.isdigit, part))
+        if not digits:
+            break
+        out.append(int(digits))
+    return tuple(out)
+
+
+def eager_release(key: str, version: str | None) -> EagerRelease | None:
+    """The eager-era record of `key@version`, where that release predates its CUDA graphs."""
+    record = EAGER_RELEASES.get(key)
+    if record is None or not version or not _release_tuple(version):
+        return None
+    return record if _release_tuple(version) < _release_tuple(record.graphs_since) else None
+
+
 def release_reason(key: str, version: str | None) -> str | None:
     """Why `key@version` lies outside what its constants were fitted on.
 
@@ -369,6 +453,9 @@ def release_reason(key: str, version: str | None) -> str | None:
             f"here ({have}), not that release's"
         )
     assumed, fitted = STACK_RELEASES[key]
+    eager = eager_release(key, version)
+    if eager is not None:  # its host time is fitted on these releases, the rest pooled
+        fitted, assumed = eager.fitted, f"{eager.fitted[0]}.x, before CUDA graphs"
     if any(version == f or version.startswith(f + ".") for f in fitted):
         return None
     return f"{key} {version} is not a release its constants were fitted on (assumed: {assumed})"

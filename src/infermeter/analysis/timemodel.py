@@ -125,7 +125,15 @@ class Step:
 
 #: the pipeline's one order: the device's own figures, then how a stack runs on it, then what
 #: its memory sustains, then the host that drives it (a host the user gave replaces the class)
-STEP_ORDER = ("datasheet", "curves", "stack", "sustained bandwidth", "host class", "given host")
+STEP_ORDER = (
+    "datasheet",
+    "curves",
+    "stack",
+    "release",
+    "sustained bandwidth",
+    "host class",
+    "given host",
+)
 
 
 @dataclass(frozen=True)
@@ -217,14 +225,18 @@ def replay(steps: tuple[Step, ...] | list[Step]) -> DeviceModel:
     return dev
 
 
-def device_model(ceilings: Ceilings, dtype: str, stack: Stack | str | None = None) -> DeviceModel:
+def device_model(
+    ceilings: Ceilings, dtype: str, stack: Stack | str | None = None, release: str | None = None
+) -> DeviceModel:
     """The device model of a spec row or of measured ceilings (with curves when calibrated).
 
     Curves of another dtype are used when this one was not measured, scaled by the two dtypes'
     measured peaks, and the notes say so. `dtype` is the GEMMs' rate (a precision's
     `compute`). `stack` (analysis/stacks.py; default `hf`) sets the efficiencies and host
     costs of a device without curves; measured curves are what `profile` runs, so they are
-    used as they are. Each adjustment is a `Step`, applied in STEP_ORDER.
+    used as they are. `release` is the stack's release where one was named: one from before
+    the engine's CUDA graphs launches its kernels eagerly. Each adjustment is a `Step`,
+    applied in STEP_ORDER.
     """
     dev = apply(DeviceModel("", "", None, None), _datasheet(ceilings, dtype, stack))
     curves = _curves_step(ceilings, dtype)
@@ -235,11 +247,30 @@ def device_model(ceilings: Ceilings, dtype: str, stack: Stack | str | None = Non
     s = _stack(stack or "hf")
     by_memory = _memory_efficiency(s, ceilings)
     dev = apply(dev, _stack_step(s, by_memory))
+    eager = _release_step(s, release)
+    if eager is not None:
+        dev = apply(dev, eager)
+        s = replace(s, graphs=False)  # launched from Python: a host class applies
     sustained = _sustained_step(dev, ceilings) if by_memory is None else None
     for step in (sustained, _host_class_step(dev, ceilings, s)):
         if step is not None:
             dev = apply(dev, step)
     return dev
+
+
+def _release_step(s: Stack, release: str | None) -> Step | None:
+    """A release of `s` from before its CUDA graphs: every kernel launched from Python."""
+    from infermeter.analysis.stacks import eager_release
+
+    record = eager_release(s.key, release)
+    if record is None:
+        return None
+    note = (
+        f"{s.key} {release} predates its CUDA graphs ({record.graphs_source}): its "
+        f"{s.ops_per_block or 'own'} kernels per block are launched from Python at "
+        f"{record.op_seconds * 1e6:.3g} us each, {record.source}"
+    )
+    return Step("release", (("op_seconds", record.op_seconds),), (("release", note),))
 
 
 def _datasheet(ceilings: Ceilings, dtype: str, stack: Stack | str | None) -> Step:

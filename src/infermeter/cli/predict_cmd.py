@@ -93,7 +93,8 @@ def predict_command(
         help="What runs the model: hf (transformers' eager generate with SDPA, as profiled), "
         "hf-fa2 (the same with flash_attention_2), hf-compile (static cache + torch.compile), "
         "vllm, sglang, tensorrt-llm, lmdeploy, tgi, llama.cpp; NAME@VERSION names a release "
-        "(tgi@1.0): one its constants were not fitted on is said, and widens the interval; "
+        "(tgi@1.0, vllm@0.2: before their CUDA graphs, kernels launched from Python); one its "
+        "constants were not fitted on is said, and widens the interval; "
         "hf@4.46 counts that transformers release's operations where they ship. "
         "Each is a documented profile (CUDA graphs, fused kernels, paged KV, scheduler cost) "
         "fitted to published measurements: docs/analysis.md.",

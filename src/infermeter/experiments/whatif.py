@@ -24,7 +24,13 @@ from infermeter.analysis.predict import (
     memory_by_context,
 )
 from infermeter.analysis.predict import predict as predict_batches
-from infermeter.analysis.stacks import DEFAULT_STACK, STACK_RELEASES, STACKS, release_reason
+from infermeter.analysis.stacks import (
+    DEFAULT_STACK,
+    STACK_RELEASES,
+    STACKS,
+    eager_release,
+    release_reason,
+)
 from infermeter.analysis.timemodel import (
     DESKTOP_SOURCE_KEY,
     SUSTAINED_SOURCE_NAME,
@@ -277,7 +283,9 @@ def what_if(
     precision = precision_of(dtype, ceilings.kind == "cpu")
     op_counts = count_ops_of_config(config, "float32" if precision.act_bytes == 4 else "bfloat16")
     op_counts, release_said = _asked_release(op_counts, config, shape, hf_release)
-    dev = device_model(ceilings, compute, None if local else stack)
+    dev = device_model(
+        ceilings, compute, None if local else stack, None if local else version.strip() or None
+    )
     if host_op_seconds:
         dev = with_host(dev, host_op_seconds)
     # stored runs are transformers' eager generate: they teach the hf stack only
@@ -514,9 +522,20 @@ def _stack_doc(key: str, release_asked: str | None) -> StackDoc:
         "what": s.what,
         "summary": s.summary(),
         "sources": dict(s.sources),
-        "release_assumed": STACK_RELEASES[key][0],
+        "release_assumed": _release_assumed(key, release_asked),
         "release_asked": release_asked,
     }
+
+
+def _release_assumed(key: str, asked: str | None) -> str:
+    """The release the stack's constants describe: the eager era's where one was asked."""
+    eager = eager_release(key, asked)
+    if eager is None:
+        return STACK_RELEASES[key][0]
+    return (
+        f"{eager.fitted[0]}.x, before CUDA graphs ({eager.graphs_since}): kernels launched "
+        f"from Python at {eager.op_seconds * 1e6:.3g} us each, the rest as the profile"
+    )
 
 
 def _learnt_from(runs: list[Any], model: str) -> str:
