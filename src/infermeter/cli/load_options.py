@@ -98,7 +98,9 @@ HARDWARE = typer.Option(
     help="With --predict: cpu-this (calibrated) or a GPU from `infermeter predict --help`.",
 )
 STACK = typer.Option(
-    "hf", help="With --predict on a GPU: the stack's step costs (`infermeter predict --help`)."
+    "hf",
+    help="With --predict on a GPU: the stack's step costs, NAME@VERSION for a release "
+    "(`infermeter predict --help`).",
 )
 
 

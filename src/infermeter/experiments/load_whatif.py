@@ -232,6 +232,7 @@ def predict_load(
     Long because: it gathers every input in order and states where each came from.
     """
     from infermeter.analysis.precision import precision_of
+    from infermeter.analysis.stacks import release_reason
     from infermeter.analysis.timemodel import device_model
     from infermeter.models.config_only import config_of
     from infermeter.models.info import config_value
@@ -239,6 +240,8 @@ def predict_load(
     from infermeter.models.opcount import count_ops_of_config
     from infermeter.models.shape import shape_of
 
+    stack, _, version = stack.partition("@")  # NAME@VERSION, as `predict` takes it
+    release = version.strip() or None
     ceilings = resolve_hardware(hardware, store)
     local = hardware.strip().lower() == LOCAL_HARDWARE
     dtype = pick_dtype(spec.dtype, ceilings)
@@ -255,7 +258,7 @@ def predict_load(
     shape = shape_of(config)
     precision = precision_of(dtype, ceilings.kind == "cpu")
     op_counts = count_ops_of_config(config, "float32" if precision.act_bytes == 4 else "bfloat16")
-    dev = device_model(ceilings, compute, None if local else stack)
+    dev = device_model(ceilings, compute, None if local else stack, None if local else release)
     cost = StepCost(
         shape,
         dev,
@@ -291,7 +294,16 @@ def predict_load(
         )
         points.append(point)
         notes += [f"{rate:g} req/s: {n}" for n in sim.notes]
-    scope = _load_intervals(points, stack, hardware, dtype, getattr(text, "model_type", None), spec)
+    said = release_reason(stack, release)
+    scope = _load_intervals(
+        points,
+        stack,
+        hardware,
+        dtype,
+        getattr(text, "model_type", None),
+        spec,
+        [said] if said else [],
+    )
     found = None
     if capacity is not None and spec.slos:
         found = _capacity(spec, capacity, tokenizer, limit, cost, limits)
@@ -325,7 +337,7 @@ def predict_load(
             "measured": dev.measured,
             "sources": dev.sources,
         },
-        "stack": stack,
+        "stack": f"{stack}@{release}" if release else stack,
         "dtype": dtype,
         "workload": spec_document(spec),
         "scheduler": {
@@ -368,12 +380,14 @@ def _load_intervals(
     dtype: str,
     model_type: str | None,
     spec: LoadSpec,
+    also: list[str],
 ) -> list[str]:
     """Each point's latencies with their 90% interval, as `predict` gives its own; the reasons.
 
     The band is the stack group's held-out errors (analysis/intervals.py), widened for each
-    way the point lies outside the published rows, and once more where requests shared steps
-    or queued (the rows are single batches): `load predict` printed bare numbers (issue 55).
+    way the point lies outside the published rows (and for each reason in `also`), and once
+    more where requests shared steps or queued (the rows are single batches): `load predict`
+    printed bare numbers (issue 55).
     """
     from infermeter.analysis.intervals import band_for, out_of_scope, stack_group
 
@@ -389,6 +403,7 @@ def _load_intervals(
             spec.prompt_tokens.upper,
             spec.new_tokens.upper,
         )
+        reasons += also  # a release its constants were not fitted on
         if batch > 1 or (p.get("queue_ms_p50") or 0) > 0.5:
             reasons.append(QUEUEING_REASON)
         band = band_for(stack_group(stack), reasons)
