@@ -150,6 +150,12 @@ def test_an_unstable_calibration_is_never_used_silently(tmp_path):
         ("t4", "hf", ["datasheet", "stack", "sustained bandwidth"]),
         ("rtx-4090", "hf", ["datasheet", "stack", "sustained bandwidth", "host class"]),
         ("rtx-4090", "vllm", ["datasheet", "stack", "sustained bandwidth"]),
+        ("a10", "tgi@1.0", ["datasheet", "stack", "release"]),
+        (
+            "rtx-4090",
+            "vllm@0.2.4",
+            ["datasheet", "stack", "release", "sustained bandwidth", "host class"],
+        ),
     ],
 )
 def test_the_device_model_is_its_steps_and_its_notes_are_theirs(hardware, stack, names):
@@ -158,7 +164,8 @@ def test_the_device_model_is_its_steps_and_its_notes_are_theirs(hardware, stack,
     from infermeter.analysis.timemodel import STEP_ORDER, apply, device_model, replay, with_host
     from infermeter.measure.ceilings import spec_by_key
 
-    dev = device_model(spec_by_key(hardware), "bfloat16", stack)
+    key, _, release = stack.partition("@")
+    dev = device_model(spec_by_key(hardware), "bfloat16", key, release or None)
     assert [s.name for s in dev.steps] == names
     assert sorted(names, key=STEP_ORDER.index) == names
     assert set(dev.sources) == {k for s in dev.steps for k, _ in s.notes}
