@@ -205,6 +205,8 @@ def test_a_stack_release_outside_the_fitted_ones_is_predicted_and_said(tmp_path)
     assert release["sets"] == {"op_seconds": EAGER_RELEASES["tgi"].op_seconds}
     assert "TGI PR #1428" in release["notes"]["release"]
     assert not any("not a release" in x for x in docs["tgi@1.0"]["out_of_scope"])
+    assert docs["tgi@1.0"]["stack"]["title"].startswith("tgi 1.0, before its CUDA graphs (2.0)")
+    assert docs["tgi@2.0"]["stack"]["title"] == docs["tgi"]["stack"]["title"]
     eager, graphs = docs["tgi@1.0"]["rows"][0], docs["tgi"]["rows"][0]
     assert eager["tpot_ms"] > 2 * graphs["tpot_ms"]  # tiny-llama's step: the host's
     assert docs["tgi@0.9"]["rows"][0]["tpot_ms"] == eager["tpot_ms"]

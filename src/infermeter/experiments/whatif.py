@@ -516,9 +516,16 @@ def _check_cache_layers(form: str, shape: Any) -> None:
 def _stack_doc(key: str, release_asked: str | None) -> StackDoc:
     """The stack predicted for: its name, what it does, its constants and their sources."""
     s = STACKS[key]
+    eager = eager_release(key, release_asked)
     return {
         "key": key,
-        "title": s.title,
+        # the profile's title names its graph era; a release before it says so
+        "title": s.title
+        if eager is None
+        else (
+            f"{key} {release_asked}, before its CUDA graphs ({eager.graphs_since}): every "
+            f"kernel launched from Python; otherwise as {s.title}"
+        ),
         "what": s.what,
         "summary": s.summary(),
         "sources": dict(s.sources),
