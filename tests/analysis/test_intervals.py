@@ -222,6 +222,8 @@ def test_a_stack_release_outside_the_fitted_ones_is_predicted_and_said(tmp_path)
     from tests.helpers import assert_one_line_error
 
     assert_one_line_error(runner.invoke(app, [*args, "--stack", "tgx@1"]), "unknown stack 'tgx'")
+    r = runner.invoke(app, [*args, "--stack", "vllm@latest"])  # a word is no release
+    assert_one_line_error(r, "'latest' is not a release number", "--stack vllm@0.2.4")
     # an HF release other than the installed one: its operations are not the ones counted
     r = runner.invoke(app, [*args, "--stack", "hf@4.34"])
     assert r.exit_code == 0, r.output

@@ -305,3 +305,16 @@ def test_scheduler_limits_a_stored_run_could_not_read_fall_back_to_the_defaults(
     assert _limits(LoadSpec(), hidden, None) == SchedulerLimits()
     read = _limits(LoadSpec(), {**hidden, "safety_margin": 0.0, "page_tokens": 16}, 40)
     assert (read.safety_margin, read.page_tokens, read.blocks) == (0.0, 16, 40)
+
+
+def test_load_predict_refuses_a_release_that_is_no_number(tmp_path):
+    """`load predict --stack NAME@VERSION` reads the release as `predict` does; a word in its
+    place (`vllm@latest`) is one line naming the form, exit 2, as in `predict`."""
+    from typer.testing import CliRunner
+
+    from infermeter.cli.app import app
+    from tests.helpers import assert_one_line_error
+
+    args = ["load", "predict", "-m", "tiny-llama", "--hardware", "h100-sxm", "--rate", "1"]
+    r = CliRunner().invoke(app, [*args, "--stack", "vllm@latest", "--db", str(tmp_path / "p.db")])
+    assert_one_line_error(r, "'latest' is not a release number", "--stack vllm@0.2.4")

@@ -415,7 +415,7 @@ EAGER_RELEASES: dict[str, EagerRelease] = {
 }
 
 
-def _release_tuple(version: str) -> tuple[int, ...]:
+def release_numbers(version: str) -> tuple[int, ...]:
     """A release's numbers up to its first non-number: "0.2.0" or "v0.2.0" -> (0, 2, 0)."""
     out = []
     for part in version.strip().lstrip("vV").split("."):
@@ -429,9 +429,9 @@ def _release_tuple(version: str) -> tuple[int, ...]:
 def eager_release(key: str, version: str | None) -> EagerRelease | None:
     """The eager-era record of `key@version`, where that release predates its CUDA graphs."""
     record = EAGER_RELEASES.get(key)
-    if record is None or not version or not _release_tuple(version):
+    if record is None or not version or not release_numbers(version):
         return None
-    return record if _release_tuple(version) < _release_tuple(record.graphs_since) else None
+    return record if release_numbers(version) < release_numbers(record.graphs_since) else None
 
 
 def release_reason(key: str, version: str | None) -> str | None:

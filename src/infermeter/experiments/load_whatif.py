@@ -20,6 +20,7 @@ from infermeter.analysis.stepcost import StepCost, StepFactors, StepFactorsDoc, 
 from infermeter.experiments.whatif import (
     LEARN_LIMIT,
     check_rate,
+    check_release,
     check_stack,
     pick_dtype,
     resolve_hardware,
@@ -247,6 +248,7 @@ def predict_load(
     dtype = pick_dtype(spec.dtype, ceilings)
     compute = check_rate(hardware, ceilings, dtype)
     check_stack(stack, ceilings, local)
+    check_release(stack, release)
     config, shown = config_of(model)
     text = config.get_text_config() if hasattr(config, "get_text_config") else config
     limit = int(config_value(text, "max_position_embeddings", "n_positions", default=0) or 10**9)

@@ -29,6 +29,7 @@ from infermeter.analysis.stacks import (
     STACK_RELEASES,
     STACKS,
     eager_release,
+    release_numbers,
     release_reason,
 )
 from infermeter.analysis.timemodel import (
@@ -218,6 +219,19 @@ def check_stack(stack: str, ceilings: Ceilings, local: bool) -> None:
         )
 
 
+def check_release(stack: str, version: str | None) -> None:
+    """Refuse `NAME@VERSION` whose VERSION is no release number (`vllm@latest`).
+
+    A release outside the fitted ones is predicted and said; a word cannot be placed among them.
+    """
+    if version is not None and not release_numbers(version):
+        raise UserError(
+            f"--stack {stack}@{version}: {version!r} is not a release number",
+            f"give one as --stack {stack}@0.2.4, or drop @{version} for the release the "
+            "constants describe",
+        )
+
+
 def check_rate(hardware: str, ceilings: Ceilings, dtype: str) -> str:
     """The dtype whose peak the GEMMs run at; a W8A8 dtype the device has no rate for refused."""
     cpu = ceilings.kind == "cpu"
@@ -267,6 +281,7 @@ def what_if(
     dtype = pick_dtype(workload.dtype, ceilings)
     compute = check_rate(hardware, ceilings, dtype)
     check_stack(stack, ceilings, local)
+    check_release(stack, version.strip() or None)
     if local and workload.gpus > 1:
         raise UserError(
             f"{LOCAL_HARDWARE} is one machine; --gpus {workload.gpus} needs a GPU from the table",
