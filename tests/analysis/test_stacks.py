@@ -633,3 +633,27 @@ def test_an_engine_release_before_its_cuda_graphs_launches_its_kernels_eagerly()
     assert desktop.op_seconds < EAGER_RELEASES["tgi"].op_seconds
     graphs = device_model(rtx, "bfloat16", "tgi")
     assert "host class" not in [s.name for s in graphs.steps]
+
+
+def test_gguf_names_of_the_dtypes_are_read_as_ours(tmp_path):
+    """llama-bench prints "F16" and "Q4_K_M"; `--dtype F16` was refused (issue 55 names GGUF's
+    types as dtypes). Any case, and GGUF's float names, are read as the precisions they are."""
+    from infermeter.analysis.precision import dtype_name
+
+    assert [dtype_name(d) for d in ("F16", "BF16", "f32", "Q4_K_M", " q8_0 ")] == [
+        "float16",
+        "bfloat16",
+        "float32",
+        "q4_k_m",
+        "q8_0",
+    ]
+    args = ["predict", "-m", "tiny-llama", "--hardware", "rtx-4090", "--stack", "llama.cpp"]
+    args += ["--db", str(tmp_path / "r.db"), "--json", "--dtype"]
+    docs = {}
+    for d in ("F16", "float16", "Q4_K_M"):
+        r = CliRunner().invoke(app, [*args, d])
+        assert r.exit_code == 0, r.output
+        docs[d] = json.loads(r.stdout)
+    assert docs["F16"]["dtype"] == "float16" and docs["F16"]["rows"] == docs["float16"]["rows"]
+    assert docs["Q4_K_M"]["dtype"] == "q4_k_m"
+    assert_one_line_error(CliRunner().invoke(app, [*args, "F17"]), "--dtype 'f17'")

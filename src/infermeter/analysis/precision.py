@@ -126,6 +126,16 @@ PRECISIONS: dict[str, Precision] = {
 }
 
 
+#: GGUF's and llama.cpp's names for the float types (`llama-bench` prints "F16"), read as ours
+DTYPE_ALIASES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "fp16": "float16"}
+
+
+def dtype_name(dtype: str) -> str:
+    """`dtype` as PRECISIONS names it: any case, GGUF's float names ("F16", "Q4_K_M") too."""
+    name = dtype.strip().lower()
+    return DTYPE_ALIASES.get(name, name)
+
+
 def precision_of(dtype: str, cpu: bool = False) -> Precision:
     """The precision `dtype` names; weight-only schemes compute in float32 on CPU (int4: bfloat16).
 

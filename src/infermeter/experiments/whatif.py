@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from infermeter.analysis.costs import approximate
 from infermeter.analysis.intervals import stack_group
-from infermeter.analysis.precision import PRECISIONS, precision_of
+from infermeter.analysis.precision import PRECISIONS, dtype_name, precision_of
 from infermeter.analysis.predict import (
     Learned,
     LearnedDoc,
@@ -170,6 +170,7 @@ def resolve_hardware(key: str, store: Store) -> Ceilings:
 
 def pick_dtype(dtype: str, ceilings: Ceilings) -> str:
     """--dtype, or for "auto" the fastest the device has a peak for (float32 on a CPU)."""
+    dtype = dtype_name(dtype)
     if dtype != "auto":
         if dtype not in PRECISIONS:
             raise UserError(
