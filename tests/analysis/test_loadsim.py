@@ -318,3 +318,20 @@ def test_load_predict_refuses_a_release_that_is_no_number(tmp_path):
     args = ["load", "predict", "-m", "tiny-llama", "--hardware", "h100-sxm", "--rate", "1"]
     r = CliRunner().invoke(app, [*args, "--stack", "vllm@latest", "--db", str(tmp_path / "p.db")])
     assert_one_line_error(r, "'latest' is not a release number", "--stack vllm@0.2.4")
+
+
+def test_load_predicts_text_names_the_stack_and_an_eager_release(tmp_path):
+    """`load predict`'s table named neither the stack nor the release it predicted for; a
+    release before the engine's CUDA graphs now says so in a line, as `predict` does."""
+    from typer.testing import CliRunner
+
+    from infermeter.cli.app import app
+
+    args = ["load", "predict", "-m", "tiny-llama", "--hardware", "h100-sxm", "--rate", "1"]
+    args += ["--requests", "4", "--db", str(tmp_path / "p.db")]
+    eager = CliRunner().invoke(app, [*args, "--stack", "vllm@0.2.4"])
+    assert eager.exit_code == 0, eager.output
+    assert "served by vllm@0.2.4," in eager.stdout
+    assert "release: vllm 0.2.4 predates its CUDA graphs" in eager.stdout
+    graphs = CliRunner().invoke(app, [*args, "--stack", "vllm"])
+    assert "served by vllm," in graphs.stdout and "release:" not in graphs.stdout

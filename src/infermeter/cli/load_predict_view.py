@@ -59,7 +59,8 @@ def _print(doc: dict[str, Any], files: list[Path], where: str) -> None:
     w = doc["workload"]
     t = Table(
         title=f"predicted load: {doc['model']} on {doc['hardware']['name']}, "
-        f"{doc['dtype']}, {w['requests']} requests, transformers' continuous batching",
+        f"{doc['dtype']}, served by {doc['stack']}, {w['requests']} requests, transformers' "
+        "continuous batching",
         title_justify="left",
     )
     cols = (
@@ -107,6 +108,9 @@ def _print(doc: dict[str, Any], files: list[Path], where: str) -> None:
         f"{sch['max_requests_per_step']} requests per step, KV cache {blocks} x "
         f"{sch['page_tokens']} tokens",
     ]
+    release = doc["hardware"]["sources"].get("release")
+    if release:  # an engine's release before its CUDA graphs (`--stack vllm@0.2.4`)
+        say.append(f"release: {release}")
     if doc.get("knee_rate") is not None:
         say.append(
             f"knee: {doc['knee_rate']:g} req/s (p99 end-to-end within 2x of the lowest rate's)"
